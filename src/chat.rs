@@ -1,0 +1,220 @@
+//! The provider-neutral chat request and response.
+//!
+//! Adapters translate these to and from each provider's wire format; the
+//! Worker and the npm package translate the client's format into them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions for the model.
+    System,
+    /// The human side of the conversation.
+    User,
+    /// The model's earlier turns (and prefill).
+    Assistant,
+    /// The result of a tool call.
+    Tool,
+}
+
+/// One piece of a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Part {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// A tool call made by the assistant.
+    ToolCall(ToolCall),
+    /// The answer to an earlier tool call.
+    ToolResult {
+        /// The id of the call this answers.
+        tool_call_id: String,
+        /// The tool's output as text.
+        content: String,
+        /// Whether the tool failed.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+}
+
+/// A message: a role and its parts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who wrote it.
+    pub role: Role,
+    /// Text, tool calls and tool results, in order.
+    pub content: Vec<Part>,
+}
+
+impl Message {
+    /// A message holding only `text`.
+    pub fn text(role: Role, text: impl Into<String>) -> Self {
+        Message {
+            role,
+            content: vec![Part::Text { text: text.into() }],
+        }
+    }
+
+    /// A system message.
+    pub fn system(text: impl Into<String>) -> Self {
+        Self::text(Role::System, text)
+    }
+
+    /// A user message.
+    pub fn user(text: impl Into<String>) -> Self {
+        Self::text(Role::User, text)
+    }
+
+    /// An assistant message.
+    pub fn assistant(text: impl Into<String>) -> Self {
+        Self::text(Role::Assistant, text)
+    }
+
+    /// The text parts joined together.
+    pub fn joined_text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|p| match p {
+                Part::Text { text } => Some(text.as_str()),
+                Part::ToolCall(_) | Part::ToolResult { .. } => None,
+            })
+            .collect()
+    }
+}
+
+/// A tool call: the model asks the caller to run `name` with `arguments`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's id for the call, echoed back in the tool result.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as a JSON text (OpenAI's representation).
+    pub arguments: String,
+}
+
+/// A tool the model may call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tool {
+    /// The tool's name.
+    pub name: String,
+    /// What it does, for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// JSON Schema of the arguments, passed through as is.
+    pub parameters: Value,
+}
+
+/// How the model may use tools.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "name", rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides.
+    Auto,
+    /// No tool calls.
+    None,
+    /// At least one tool call.
+    Required,
+    /// A call to this tool.
+    Tool(String),
+}
+
+/// A chat request, independent of any provider's format.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatRequest {
+    /// The route or model the caller asked for. Each chain entry sends its
+    /// own model; this is the caller's name for the route.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The conversation, system messages included.
+    pub messages: Vec<Message>,
+    /// Output token limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Nucleus sampling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    /// Stop sequences.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+    /// Tools the model may call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<Tool>,
+    /// How the model may use the tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+    /// Whether the caller wants a stream.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
+    /// Caller metadata, passed through where the provider accepts it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+}
+
+impl ChatRequest {
+    /// A request with these messages and nothing else set.
+    pub fn new(messages: Vec<Message>) -> Self {
+        ChatRequest {
+            messages,
+            ..Default::default()
+        }
+    }
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// A natural end or a stop sequence.
+    Stop,
+    /// The token limit was reached.
+    Length,
+    /// The model called tools.
+    ToolCalls,
+    /// The provider's content filter stopped it.
+    ContentFilter,
+    /// A reason this crate does not know, as the provider named it.
+    Other(String),
+}
+
+/// Token counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+}
+
+/// A provider's answer, in the neutral format.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatResponse {
+    /// The text parts of the answer, joined.
+    pub text: String,
+    /// Tool calls, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// The model that actually answered, as the provider named it.
+    pub model: String,
+    /// The provider id that answered (set by the chain).
+    pub provider: String,
+    /// Why the model stopped.
+    pub finish_reason: Option<FinishReason>,
+    /// Token counts, where the provider reported them.
+    pub usage: Option<Usage>,
+    /// The provider's response body as parsed JSON.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub raw: Value,
+}

@@ -1,0 +1,557 @@
+//! Errors, and the one place where each failure's treatment is decided.
+//!
+//! A provider failure is a [`ProviderError`]: a closed [`ErrorKind`] plus the
+//! status, the provider's own message and code, and any Retry-After. Whether
+//! the same provider is tried again, whether the chain moves on, and whether
+//! the breaker counts it are decided here, exhaustively, from the kind (the
+//! table in DESIGN.md §2). What reaches the caller is an [`Error`].
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::platform::{TransportError, TransportErrorKind, UnixMillis};
+
+/// The class of a provider failure. Closed on purpose: adding a variant must
+/// break every `match` on it, so no classification is forgotten.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// 429 without a quota problem: wait (Retry-After if given) and retry.
+    RateLimited,
+    /// The account's quota or credit is spent (`insufficient_quota`, 402):
+    /// waiting will not help, so fail over at once.
+    QuotaExhausted,
+    /// 5xx, 529 overloaded, 408, 409: a transient fault of the provider.
+    Server,
+    /// The attempt's deadline passed before any response arrived: the
+    /// provider is silent, so fail over rather than wait on it again.
+    Timeout,
+    /// The response began but its body stalled past the attempt's deadline.
+    Stalled,
+    /// Reset, refused, DNS or TLS failure.
+    Transport,
+    /// 401 or 403: the key is wrong, revoked or lacks access.
+    Auth,
+    /// 404: the model or endpoint does not exist at this provider.
+    NotFound,
+    /// The prompt does not fit the model's context window.
+    ContextLength,
+    /// The provider's content policy refused the request; its reason is
+    /// returned to the caller as is.
+    ContentFilter,
+    /// 400, 413, 422 and other 4xx: the request itself is bad.
+    InvalidRequest,
+    /// This provider cannot express the request (a feature it lacks); the
+    /// next entry may.
+    Unsupported,
+    /// The provider answered with a body that could not be decoded.
+    Decode,
+    /// The provider's circuit breaker is open; it was skipped without a call.
+    CircuitOpen,
+    /// The end-to-end deadline left no time for this attempt.
+    DeadlineExceeded,
+}
+
+/// The table of DESIGN.md §2, one row per kind: (retry the same provider,
+/// fail over to the next entry, count as a breaker failure).
+const fn treatment(kind: ErrorKind) -> (bool, bool, bool) {
+    match kind {
+        ErrorKind::RateLimited => (true, true, true),
+        ErrorKind::QuotaExhausted => (false, true, true),
+        ErrorKind::Server => (true, true, true),
+        ErrorKind::Timeout => (false, true, true),
+        ErrorKind::Stalled => (true, true, true),
+        ErrorKind::Transport => (true, true, true),
+        ErrorKind::Auth => (false, true, true),
+        ErrorKind::NotFound => (false, true, true),
+        ErrorKind::ContextLength => (false, true, false),
+        ErrorKind::ContentFilter => (false, false, false),
+        ErrorKind::InvalidRequest => (false, false, false),
+        ErrorKind::Unsupported => (false, true, false),
+        ErrorKind::Decode => (true, true, true),
+        ErrorKind::CircuitOpen => (false, true, false),
+        ErrorKind::DeadlineExceeded => (false, false, false),
+    }
+}
+
+impl ErrorKind {
+    /// A short human name.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ErrorKind::RateLimited => "rate limited",
+            ErrorKind::QuotaExhausted => "quota exhausted",
+            ErrorKind::Server => "server error",
+            ErrorKind::Timeout => "timed out",
+            ErrorKind::Stalled => "response stalled",
+            ErrorKind::Transport => "network error",
+            ErrorKind::Auth => "authentication failed",
+            ErrorKind::NotFound => "not found",
+            ErrorKind::ContextLength => "context length exceeded",
+            ErrorKind::ContentFilter => "refused by content filter",
+            ErrorKind::InvalidRequest => "invalid request",
+            ErrorKind::Unsupported => "unsupported request",
+            ErrorKind::Decode => "undecodable response",
+            ErrorKind::CircuitOpen => "circuit open",
+            ErrorKind::DeadlineExceeded => "deadline exceeded",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+/// One failed attempt at one provider.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderError {
+    /// The class of failure; decides the treatment.
+    pub kind: ErrorKind,
+    /// The HTTP status, when there was a response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// The provider's error type or code (`insufficient_quota`,
+    /// `overloaded_error`, …), when it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// A human-readable message (the provider's, where it gave one). Never
+    /// holds a key.
+    pub message: String,
+    /// How long the provider asked us to wait.
+    #[serde(
+        default,
+        rename = "retryAfterMs",
+        with = "opt_ms",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub retry_after: Option<Duration>,
+    /// The provider's `x-should-retry` verdict, which overrides the kind's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub should_retry: Option<bool>,
+}
+
+impl fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.kind.describe())?;
+        match (self.status, self.retry_after) {
+            (Some(s), Some(r)) => write!(f, " (HTTP {s}, retry after {} ms)", r.as_millis())?,
+            (Some(s), None) => write!(f, " (HTTP {s})")?,
+            (None, Some(r)) => write!(f, " (retry after {} ms)", r.as_millis())?,
+            (None, None) => {}
+        }
+        if !self.message.is_empty() {
+            write!(f, ": {}", self.message)?;
+        }
+        Ok(())
+    }
+}
+
+impl ProviderError {
+    /// An error of `kind` with a message.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        ProviderError {
+            kind,
+            status: None,
+            code: None,
+            message: message.into(),
+            retry_after: None,
+            should_retry: None,
+        }
+    }
+
+    /// Sets the HTTP status.
+    pub fn with_status(mut self, status: u16) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    /// Sets the provider's error code.
+    pub fn with_code(mut self, code: impl Into<String>) -> Self {
+        self.code = Some(code.into());
+        self
+    }
+
+    /// Sets the Retry-After.
+    pub fn with_retry_after(mut self, after: Option<Duration>) -> Self {
+        self.retry_after = after;
+        self
+    }
+
+    /// The attempt's deadline passed with no response.
+    pub fn timeout(after: Duration) -> Self {
+        Self::new(
+            ErrorKind::Timeout,
+            format!("no response within {} ms", after.as_millis()),
+        )
+    }
+
+    /// Whether trying the same provider again may succeed.
+    pub fn is_retryable(&self) -> bool {
+        self.should_retry.unwrap_or(treatment(self.kind).0)
+    }
+
+    /// Whether the chain should move on to its next entry once retries
+    /// are spent (or at once, when not retryable).
+    pub fn fails_over(&self) -> bool {
+        treatment(self.kind).1
+    }
+
+    /// Whether the provider's breaker counts this as a failure.
+    pub fn trips_breaker(&self) -> bool {
+        treatment(self.kind).2
+    }
+
+    /// How long the provider asked us to wait before trying again.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+}
+
+impl From<TransportError> for ProviderError {
+    fn from(e: TransportError) -> Self {
+        let kind = match e.kind {
+            TransportErrorKind::Reset
+            | TransportErrorKind::Refused
+            | TransportErrorKind::Dns
+            | TransportErrorKind::Tls
+            | TransportErrorKind::Aborted
+            | TransportErrorKind::Other => ErrorKind::Transport,
+            TransportErrorKind::BodyTooLarge => ErrorKind::Decode,
+        };
+        ProviderError::new(kind, e.to_string())
+    }
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum AttemptOutcome {
+    /// The provider answered.
+    Success,
+    /// It failed, or was skipped.
+    Failure {
+        /// Why.
+        error: ProviderError,
+    },
+}
+
+/// The record of one attempt at one chain entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attempt {
+    /// The provider id.
+    pub provider: String,
+    /// The model sent to it.
+    pub model: String,
+    /// 1 for the first try at this entry, 2 for its first retry, ….
+    pub number: u32,
+    /// When the attempt started.
+    pub started_at: UnixMillis,
+    /// How long it took.
+    #[serde(rename = "durationMs", with = "ms")]
+    pub duration: Duration,
+    /// Whether the request reached the provider (false for a skipped open
+    /// breaker, a refused connection or a DNS failure).
+    pub reached: bool,
+    /// How it ended.
+    pub outcome: AttemptOutcome,
+}
+
+impl Attempt {
+    /// The error, for a failed attempt.
+    pub fn error(&self) -> Option<&ProviderError> {
+        match &self.outcome {
+            AttemptOutcome::Success => None,
+            AttemptOutcome::Failure { error } => Some(error),
+        }
+    }
+}
+
+impl fmt::Display for Attempt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}/{} #{} after {} ms: ",
+            self.provider,
+            self.model,
+            self.number,
+            self.duration.as_millis()
+        )?;
+        match &self.outcome {
+            AttemptOutcome::Success => f.write_str("ok"),
+            AttemptOutcome::Failure { error } => write!(f, "{error}"),
+        }
+    }
+}
+
+/// Every chain entry failed or was skipped: the attempts, in order.
+/// The articles' `AllProvidersFailedError`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exhausted {
+    /// Every attempt, skipped entries included, in the order they happened.
+    pub attempts: Vec<Attempt>,
+}
+
+impl Exhausted {
+    /// The errors of the failed attempts, in order.
+    pub fn errors(&self) -> impl Iterator<Item = &ProviderError> {
+        self.attempts.iter().filter_map(Attempt::error)
+    }
+
+    /// The HTTP status to give the caller: 400 when every provider found the
+    /// request itself unusable (too long for every window, or a feature no
+    /// provider has), 503 otherwise.
+    pub fn status(&self) -> u16 {
+        let mut errors = self.errors().peekable();
+        let all_request_problems = errors.peek().is_some()
+            && errors.all(|e| matches!(e.kind, ErrorKind::ContextLength | ErrorKind::Unsupported));
+        if all_request_problems {
+            400
+        } else {
+            503
+        }
+    }
+
+    /// The earliest moment worth trying again, from the providers'
+    /// Retry-After headers, when any gave one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.errors().filter_map(|e| e.retry_after).min()
+    }
+
+    /// A one-line diagnosis: what the failures have in common, then each
+    /// provider's last error.
+    pub fn headline(&self) -> String {
+        // Last error per provider, in first-seen order.
+        let mut order: Vec<&str> = Vec::new();
+        let mut last: BTreeMap<&str, &ProviderError> = BTreeMap::new();
+        for a in &self.attempts {
+            if let Some(e) = a.error() {
+                if !last.contains_key(a.provider.as_str()) {
+                    order.push(&a.provider);
+                }
+                last.insert(&a.provider, e);
+            }
+        }
+        let n = order.len();
+        let kinds: Vec<ErrorKind> = order.iter().map(|p| last[p].kind).collect();
+        let common = match kinds.first() {
+            Some(k) if kinds.iter().all(|x| x == k) => Some(*k),
+            _ => None,
+        };
+        let lead = match (n, common) {
+            (0, _) => "no provider was tried".to_string(),
+            (1, Some(k)) => format!("the only provider failed: {k}"),
+            (n, Some(k)) => format!("all {n} providers failed the same way: {k}"),
+            (n, None) => format!("all {n} providers failed"),
+        };
+        let detail: Vec<String> = order.iter().map(|p| format!("{p}: {}", last[p])).collect();
+        if detail.is_empty() {
+            lead
+        } else {
+            format!("{lead} ({})", detail.join("; "))
+        }
+    }
+}
+
+impl fmt::Display for Exhausted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.headline())
+    }
+}
+
+/// What a chat call returns when it cannot answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Every provider failed or was skipped; the attempts say why
+    /// (the articles' `AllProvidersFailedError`).
+    #[error("{0}")]
+    AllProvidersFailed(Exhausted),
+    /// A provider refused the request itself (content filter, invalid
+    /// request): it is returned as is, neither retried nor failed over.
+    #[error("{provider} rejected the request: {error}")]
+    Rejected {
+        /// The provider that rejected it.
+        provider: String,
+        /// Its error, with its status and message.
+        error: ProviderError,
+        /// Every attempt up to and including the rejection.
+        attempts: Vec<Attempt>,
+    },
+    /// The request was unusable before any provider was called.
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+}
+
+impl Error {
+    /// The HTTP status a gateway should answer with.
+    pub fn status(&self) -> u16 {
+        match self {
+            Error::AllProvidersFailed(e) => e.status(),
+            Error::Rejected { error, .. } => error.status.unwrap_or(400),
+            Error::InvalidRequest(_) => 400,
+        }
+    }
+
+    /// Every attempt made, in order.
+    pub fn attempts(&self) -> &[Attempt] {
+        match self {
+            Error::AllProvidersFailed(e) => &e.attempts,
+            Error::Rejected { attempts, .. } => attempts,
+            Error::InvalidRequest(_) => &[],
+        }
+    }
+
+    /// When the caller may try again, if known.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Error::AllProvidersFailed(e) => e.retry_after(),
+            Error::Rejected { .. } | Error::InvalidRequest(_) => None,
+        }
+    }
+}
+
+/// Serde for `Duration` as whole milliseconds.
+pub(crate) mod ms {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(crate::platform::millis(*d))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
+}
+
+/// Serde for `Option<Duration>` as whole milliseconds.
+pub(crate) mod opt_ms {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&crate::platform::millis(*d)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Option::<u64>::deserialize(d).map(|o| o.map(Duration::from_millis))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attempt(provider: &str, kind: ErrorKind, status: Option<u16>) -> Attempt {
+        let mut error = ProviderError::new(kind, "");
+        error.status = status;
+        Attempt {
+            provider: provider.into(),
+            model: "m".into(),
+            number: 1,
+            started_at: 0,
+            duration: Duration::from_millis(5),
+            reached: true,
+            outcome: AttemptOutcome::Failure { error },
+        }
+    }
+
+    #[test]
+    fn treatment_follows_the_design_table() {
+        let e = |k| ProviderError::new(k, "");
+        assert!(e(ErrorKind::RateLimited).is_retryable());
+        assert!(e(ErrorKind::Server).is_retryable() && e(ErrorKind::Server).trips_breaker());
+        assert!(!e(ErrorKind::Auth).is_retryable() && e(ErrorKind::Auth).fails_over());
+        assert!(
+            !e(ErrorKind::QuotaExhausted).is_retryable()
+                && e(ErrorKind::QuotaExhausted).fails_over()
+        );
+        assert!(
+            e(ErrorKind::ContextLength).fails_over()
+                && !e(ErrorKind::ContextLength).trips_breaker()
+        );
+        assert!(
+            !e(ErrorKind::ContentFilter).fails_over()
+                && !e(ErrorKind::ContentFilter).is_retryable()
+        );
+        assert!(
+            !e(ErrorKind::InvalidRequest).fails_over()
+                && !e(ErrorKind::InvalidRequest).trips_breaker()
+        );
+        assert!(!e(ErrorKind::Timeout).is_retryable() && e(ErrorKind::Timeout).fails_over());
+    }
+
+    #[test]
+    fn should_retry_header_overrides_the_kind() {
+        let mut e = ProviderError::new(ErrorKind::Server, "");
+        e.should_retry = Some(false);
+        assert!(!e.is_retryable());
+        assert!(e.fails_over());
+        let mut e = ProviderError::new(ErrorKind::InvalidRequest, "");
+        e.should_retry = Some(true);
+        assert!(e.is_retryable());
+    }
+
+    #[test]
+    fn headline_tells_uniform_rate_limits_from_a_revoked_key() {
+        let all_limited = Exhausted {
+            attempts: vec![
+                attempt("anthropic", ErrorKind::RateLimited, Some(429)),
+                attempt("openai", ErrorKind::RateLimited, Some(429)),
+                attempt("groq", ErrorKind::RateLimited, Some(429)),
+            ],
+        };
+        assert!(all_limited
+            .headline()
+            .starts_with("all 3 providers failed the same way: rate limited"));
+        let revoked = Exhausted {
+            attempts: vec![attempt("anthropic", ErrorKind::Auth, Some(401))],
+        };
+        assert!(revoked
+            .headline()
+            .starts_with("the only provider failed: authentication failed"));
+        let mixed = Exhausted {
+            attempts: vec![
+                attempt("a", ErrorKind::Server, Some(503)),
+                attempt("b", ErrorKind::Timeout, None),
+            ],
+        };
+        assert_eq!(
+            mixed.headline(),
+            "all 2 providers failed (a: server error (HTTP 503); b: timed out)"
+        );
+        assert_eq!(mixed.status(), 503);
+    }
+
+    #[test]
+    fn context_length_everywhere_is_a_400() {
+        let e = Exhausted {
+            attempts: vec![
+                attempt("a", ErrorKind::ContextLength, Some(400)),
+                attempt("b", ErrorKind::ContextLength, Some(400)),
+            ],
+        };
+        assert_eq!(e.status(), 400);
+    }
+
+    #[test]
+    fn errors_serialize_with_millisecond_retry_after() {
+        let e = ProviderError::new(ErrorKind::RateLimited, "slow down")
+            .with_status(429)
+            .with_retry_after(Some(Duration::from_millis(1500)));
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["retryAfterMs"], 1500);
+        assert_eq!(v["kind"], "rate_limited");
+        let back: ProviderError = serde_json::from_value(v).unwrap();
+        assert_eq!(back, e);
+    }
+}

@@ -1,0 +1,34 @@
+//! # resilient-llm
+//!
+//! A resilient multi-provider LLM client: a per-attempt deadline, retries
+//! with exponential backoff and full jitter that honour Retry-After, a
+//! circuit breaker per provider, and an ordered failover chain across
+//! providers, ending in one typed error that names every provider that
+//! failed and why.
+//!
+//! The core is single-threaded and runtime-agnostic: it never touches a
+//! clock, timer, random source or socket itself. A [`Platform`] is handed in.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod backoff;
+pub mod breaker;
+pub mod chat;
+pub mod config;
+pub mod error;
+pub mod platform;
+pub mod provider;
+
+pub use backoff::{BudgetPolicy, RetryBudget, RetryPolicy};
+pub use breaker::{Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, State, StateName};
+pub use chat::{
+    ChatRequest, ChatResponse, FinishReason, Message, Part, Role, Tool, ToolCall, ToolChoice, Usage,
+};
+pub use config::{ConfigError, ConfigIssue, Secret};
+pub use error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
+pub use platform::{
+    Body, BufferedResponse, Headers, HttpRequest, HttpResponse, Platform, TransportError,
+    TransportErrorKind, UnixMillis,
+};
+pub use provider::{Capabilities, CustomProvider, Provider, Upstream};
