@@ -75,11 +75,14 @@ fn parse_number(s: &str) -> Option<f64> {
 
 /// A token bucket that limits retries to a fraction of first attempts, plus
 /// a small floor, so that a fleet-wide outage cannot become a retry storm
-/// (tower's retry budget). Pure: time is passed in.
+/// (tower's retry budget). Pure: time is passed in. Counts in thousandths
+/// of a token, so that the arithmetic is exact.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetryBudget {
-    policy: BudgetPolicy,
-    tokens: f64,
+    per_deposit: u64,
+    floor_per_sec: u64,
+    capacity: u64,
+    milli_tokens: u64,
     last: Option<UnixMillis>,
 }
 
@@ -106,21 +109,33 @@ impl Default for BudgetPolicy {
     }
 }
 
+const TOKEN: u64 = 1000;
+
+fn milli(v: f64) -> u64 {
+    if v.is_finite() && v > 0.0 {
+        (v * TOKEN as f64).round().min(u64::MAX as f64 / 2.0) as u64
+    } else {
+        0
+    }
+}
+
 impl RetryBudget {
     /// A full bucket.
     pub fn new(policy: BudgetPolicy) -> Self {
+        let capacity = milli(policy.capacity);
         RetryBudget {
-            policy,
-            tokens: policy.capacity,
+            per_deposit: milli(policy.ratio),
+            floor_per_sec: milli(policy.floor_per_sec),
+            capacity,
+            milli_tokens: capacity,
             last: None,
         }
     }
 
     fn refill(&mut self, now: UnixMillis) {
         if let Some(last) = self.last {
-            let secs = now.saturating_sub(last) as f64 / 1000.0;
-            self.tokens =
-                (self.tokens + secs * self.policy.floor_per_sec).min(self.policy.capacity);
+            let earned = now.saturating_sub(last).saturating_mul(self.floor_per_sec) / 1000;
+            self.milli_tokens = self.milli_tokens.saturating_add(earned).min(self.capacity);
         }
         self.last = Some(self.last.map_or(now, |l| l.max(now)));
     }
@@ -128,14 +143,17 @@ impl RetryBudget {
     /// Records a first attempt, which earns `ratio` tokens.
     pub fn deposit(&mut self, now: UnixMillis) {
         self.refill(now);
-        self.tokens = (self.tokens + self.policy.ratio).min(self.policy.capacity);
+        self.milli_tokens = self
+            .milli_tokens
+            .saturating_add(self.per_deposit)
+            .min(self.capacity);
     }
 
     /// Takes one token for a retry; `false` when the budget is spent.
     pub fn try_withdraw(&mut self, now: UnixMillis) -> bool {
         self.refill(now);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
+        if self.milli_tokens >= TOKEN {
+            self.milli_tokens -= TOKEN;
             true
         } else {
             false
@@ -144,7 +162,7 @@ impl RetryBudget {
 
     /// Tokens left.
     pub fn tokens(&self) -> f64 {
-        self.tokens
+        self.milli_tokens as f64 / TOKEN as f64
     }
 }
 

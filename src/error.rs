@@ -386,6 +386,9 @@ pub enum Error {
     /// The request was unusable before any provider was called.
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// The request's `model` names no configured route or model.
+    #[error("unknown route or model \"{0}\"")]
+    UnknownRoute(String),
 }
 
 impl Error {
@@ -395,6 +398,7 @@ impl Error {
             Error::AllProvidersFailed(e) => e.status(),
             Error::Rejected { error, .. } => error.status.unwrap_or(400),
             Error::InvalidRequest(_) => 400,
+            Error::UnknownRoute(_) => 404,
         }
     }
 
@@ -403,7 +407,7 @@ impl Error {
         match self {
             Error::AllProvidersFailed(e) => &e.attempts,
             Error::Rejected { attempts, .. } => attempts,
-            Error::InvalidRequest(_) => &[],
+            Error::InvalidRequest(_) | Error::UnknownRoute(_) => &[],
         }
     }
 
@@ -411,7 +415,7 @@ impl Error {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             Error::AllProvidersFailed(e) => e.retry_after(),
-            Error::Rejected { .. } | Error::InvalidRequest(_) => None,
+            Error::Rejected { .. } | Error::InvalidRequest(_) | Error::UnknownRoute(_) => None,
         }
     }
 }

@@ -14,21 +14,33 @@
 
 pub mod backoff;
 pub mod breaker;
+pub mod chain;
 pub mod chat;
 pub mod config;
 pub mod error;
+pub mod event;
 pub mod platform;
 pub mod provider;
+mod retry;
+pub mod stats;
+pub mod store;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+pub mod timeout;
 
 pub use backoff::{BudgetPolicy, RetryBudget, RetryPolicy};
 pub use breaker::{Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, State, StateName};
+pub use chain::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
 pub use chat::{
     ChatRequest, ChatResponse, FinishReason, Message, Part, Role, Tool, ToolCall, ToolChoice, Usage,
 };
 pub use config::{ConfigError, ConfigIssue, Secret};
 pub use error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
+pub use event::{Event, Observer};
 pub use platform::{
     Body, BufferedResponse, Headers, HttpRequest, HttpResponse, Platform, TransportError,
     TransportErrorKind, UnixMillis,
 };
 pub use provider::{Capabilities, CustomProvider, Provider, Upstream};
+pub use stats::Health;
+pub use store::{BreakerStore, MemoryStore};

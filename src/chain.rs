@@ -1,0 +1,545 @@
+//! The client: routes of ordered entries, walked in order until one answers.
+//!
+//! Layer order is fixed: **timeout inside retry inside breaker inside
+//! chain**. Each attempt has its own deadline (min of the entry's timeout and
+//! what is left of the request's), retries spend one provider's budget, the
+//! breaker records one verdict per provider per request after its retries,
+//! and the chain walks the entries in order, skipping open breakers without a
+//! call. When every breaker is open, the entry whose cooldown ends first is
+//! tried rather than none.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::backoff::{BudgetPolicy, RetryBudget, RetryPolicy};
+use crate::breaker::{BreakerPolicy, CircuitOpen, Outcome, Permit, State};
+use crate::chat::{ChatRequest, ChatResponse};
+use crate::error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
+use crate::event::{Event, Observer};
+use crate::platform::{Platform, UnixMillis};
+use crate::provider::Upstream;
+use crate::stats::{Health, ProviderStats};
+use crate::store::{BreakerStore, MemoryStore};
+
+/// One step of a route: a provider, the model to ask it for, and optional
+/// overrides of the client's timeout and retry policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// The provider id.
+    pub provider: String,
+    /// The model sent to it.
+    pub model: String,
+    /// A name for logs and events.
+    pub label: Option<String>,
+    /// Per-attempt timeout for this entry.
+    pub timeout: Option<Duration>,
+    /// Retry policy for this entry.
+    pub retry: Option<RetryPolicy>,
+}
+
+impl Entry {
+    /// `model` at `provider`, with the client's policies.
+    pub fn new(provider: impl Into<String>, model: impl Into<String>) -> Self {
+        Entry {
+            provider: provider.into(),
+            model: model.into(),
+            label: None,
+            timeout: None,
+            retry: None,
+        }
+    }
+
+    /// Sets the per-attempt timeout.
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.timeout = Some(t);
+        self
+    }
+
+    /// Sets the retry policy.
+    pub fn retry(mut self, r: RetryPolicy) -> Self {
+        self.retry = Some(r);
+        self
+    }
+
+    /// Sets the label.
+    pub fn label(mut self, l: impl Into<String>) -> Self {
+        self.label = Some(l.into());
+        self
+    }
+}
+
+/// The client-wide policies.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Policy {
+    /// Retries per entry (default: 3 attempts, 200 ms base, 10 s cap).
+    pub retry: RetryPolicy,
+    /// Per-attempt timeout (default 30 s).
+    pub attempt_timeout: Duration,
+    /// End-to-end deadline over all retries and fallbacks (default 60 s).
+    pub deadline: Duration,
+    /// The retry budget (default: 20 % of first attempts, 1/s floor).
+    pub budget: BudgetPolicy,
+    /// The largest response body read (default 8 MiB).
+    pub max_response_bytes: usize,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            retry: RetryPolicy::default(),
+            attempt_timeout: Duration::from_secs(30),
+            deadline: Duration::from_secs(60),
+            budget: BudgetPolicy::default(),
+            max_response_bytes: 8 << 20,
+        }
+    }
+}
+
+/// Per-call options.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CallOptions {
+    /// The route to use instead of the request's `model`.
+    pub route: Option<String>,
+    /// A tighter end-to-end deadline (a client's `x-request-timeout-ms`).
+    pub deadline: Option<Duration>,
+}
+
+/// Which entry answered.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ServedBy {
+    /// The provider id.
+    pub provider: String,
+    /// The model the entry asked for.
+    pub model: String,
+    /// The entry's label.
+    pub label: Option<String>,
+}
+
+/// A successful call: the answer, who gave it, and every attempt on the way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// The answer.
+    pub response: ChatResponse,
+    /// The entry that answered.
+    pub served_by: ServedBy,
+    /// Every attempt, in order, the successful one last.
+    pub attempts: Vec<Attempt>,
+}
+
+/// A resilient client over a [`Platform`] and a [`BreakerStore`].
+///
+/// Many calls may run at once on one client (one Worker isolate serves many
+/// requests): its shared state sits in `RefCell`s that are never borrowed
+/// across an `.await`.
+pub struct Client<P: Platform, S: BreakerStore = MemoryStore> {
+    pub(crate) platform: P,
+    pub(crate) upstreams: BTreeMap<String, Upstream>,
+    routes: BTreeMap<String, Vec<Entry>>,
+    default_route: Option<String>,
+    pub(crate) policy: Policy,
+    pub(crate) store: S,
+    pub(crate) budget: RefCell<RetryBudget>,
+    pub(crate) stats: RefCell<BTreeMap<String, ProviderStats>>,
+    observer: Option<Observer>,
+}
+
+/// Builds a [`Client`].
+pub struct ClientBuilder<P: Platform> {
+    platform: P,
+    upstreams: BTreeMap<String, Upstream>,
+    routes: BTreeMap<String, Vec<Entry>>,
+    default_route: Option<String>,
+    policy: Policy,
+    breaker: BreakerPolicy,
+    breakers: BTreeMap<String, BreakerPolicy>,
+    observer: Option<Observer>,
+}
+
+impl<P: Platform> ClientBuilder<P> {
+    /// Registers an upstream under `id`.
+    pub fn upstream(mut self, id: impl Into<String>, upstream: Upstream) -> Self {
+        self.upstreams.insert(id.into(), upstream);
+        self
+    }
+
+    /// Adds a route. The first route added is the default.
+    pub fn route(mut self, name: impl Into<String>, entries: Vec<Entry>) -> Self {
+        let name = name.into();
+        self.default_route.get_or_insert_with(|| name.clone());
+        self.routes.insert(name, entries);
+        self
+    }
+
+    /// Names the route used when a request names none.
+    pub fn default_route(mut self, name: impl Into<String>) -> Self {
+        self.default_route = Some(name.into());
+        self
+    }
+
+    /// Sets the client-wide policies.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Sets the breaker policy of every provider without its own.
+    pub fn breaker(mut self, policy: BreakerPolicy) -> Self {
+        self.breaker = policy;
+        self
+    }
+
+    /// Sets one provider's breaker policy.
+    pub fn breaker_for(mut self, provider: impl Into<String>, policy: BreakerPolicy) -> Self {
+        self.breakers.insert(provider.into(), policy);
+        self
+    }
+
+    /// Receives every [`Event`].
+    pub fn observer(mut self, f: impl Fn(&Event<'_>) + 'static) -> Self {
+        self.observer = Some(Box::new(f));
+        self
+    }
+
+    /// A client with breakers in memory.
+    pub fn build(self) -> Client<P> {
+        let mut store = MemoryStore::new(self.breaker);
+        for (k, p) in &self.breakers {
+            store = store.with_policy(k.clone(), *p);
+        }
+        self.build_with_store(store)
+    }
+
+    /// A client whose breakers live in `store` (whose policies then apply).
+    pub fn build_with_store<S: BreakerStore>(self, store: S) -> Client<P, S> {
+        Client {
+            budget: RefCell::new(RetryBudget::new(self.policy.budget)),
+            platform: self.platform,
+            upstreams: self.upstreams,
+            routes: self.routes,
+            default_route: self.default_route,
+            policy: self.policy,
+            store,
+            stats: RefCell::default(),
+            observer: self.observer,
+        }
+    }
+}
+
+/// What became of one entry.
+pub(crate) enum Step {
+    /// It answered.
+    Answered(Box<ChatResponse>),
+    /// It failed in a way that moves the chain on.
+    Next,
+    /// It failed in a way that ends the request.
+    Stop(ProviderError),
+}
+
+/// The request-wide state of one call.
+pub(crate) struct Run {
+    pub deadline_at: UnixMillis,
+    pub attempts: Vec<Attempt>,
+}
+
+impl<P: Platform> Client<P> {
+    /// Starts building a client on `platform`.
+    pub fn builder(platform: P) -> ClientBuilder<P> {
+        ClientBuilder {
+            platform,
+            upstreams: BTreeMap::new(),
+            routes: BTreeMap::new(),
+            default_route: None,
+            policy: Policy::default(),
+            breaker: BreakerPolicy::default(),
+            breakers: BTreeMap::new(),
+            observer: None,
+        }
+    }
+}
+
+impl<P: Platform, S: BreakerStore> Client<P, S> {
+    /// Answers `req` on the route its `model` names (or the default route).
+    pub async fn chat(&self, req: ChatRequest) -> Result<Reply, Error> {
+        self.chat_with(req, CallOptions::default()).await
+    }
+
+    /// Answers `req` with per-call options.
+    pub async fn chat_with(&self, req: ChatRequest, opts: CallOptions) -> Result<Reply, Error> {
+        let chain = self.resolve(&req, &opts)?;
+        if req.messages.is_empty() {
+            return Err(Error::InvalidRequest(
+                "messages: at least one message is required".into(),
+            ));
+        }
+        let start = self.platform.now();
+        let deadline = opts
+            .deadline
+            .map_or(self.policy.deadline, |d| d.min(self.policy.deadline));
+        let mut run = Run {
+            deadline_at: start.saturating_add(crate::platform::millis(deadline)),
+            attempts: Vec::new(),
+        };
+        self.budget.borrow_mut().deposit(start);
+
+        let mut skipped: Vec<(usize, UnixMillis)> = Vec::new();
+        let mut called = false;
+        for (i, entry) in chain.iter().enumerate() {
+            let now = self.platform.now();
+            if now >= run.deadline_at {
+                run.skip(
+                    entry,
+                    now,
+                    ProviderError::new(ErrorKind::DeadlineExceeded, "no time left for this entry"),
+                );
+                return Err(Error::AllProvidersFailed(Exhausted {
+                    attempts: run.attempts,
+                }));
+            }
+            let permit = match self.acquire(&entry.provider, now).await {
+                Ok(p) => p,
+                Err(open) => {
+                    let error = ProviderError::new(
+                        ErrorKind::CircuitOpen,
+                        format!("skipped until {}", open.until),
+                    );
+                    self.emit_failover(chain, i, &error);
+                    run.skip(entry, now, error);
+                    skipped.push((i, open.until));
+                    continue;
+                }
+            };
+            called = true;
+            match self.step(entry, permit, &req, &mut run, chain, i).await {
+                Step::Answered(r) => return Ok(run.reply(*r, entry)),
+                Step::Next => {}
+                Step::Stop(error) => return Err(run.stop(entry, error)),
+            }
+        }
+        // Every breaker was open: try the one whose cooldown ends first.
+        if let (false, Some(&(i, _))) = (called, skipped.iter().min_by_key(|(_, until)| *until)) {
+            let entry = &chain[i];
+            if self.platform.now() < run.deadline_at {
+                let permit = self.store.force(&entry.provider, self.platform.now());
+                match self
+                    .step(entry, permit, &req, &mut run, chain, chain.len())
+                    .await
+                {
+                    Step::Answered(r) => return Ok(run.reply(*r, entry)),
+                    Step::Next => {}
+                    Step::Stop(error) => return Err(run.stop(entry, error)),
+                }
+            }
+        }
+        Err(Error::AllProvidersFailed(Exhausted {
+            attempts: run.attempts,
+        }))
+    }
+
+    /// Runs one entry (its retries included) and records the breaker's one
+    /// verdict for it.
+    async fn step(
+        &self,
+        entry: &Entry,
+        permit: Permit,
+        req: &ChatRequest,
+        run: &mut Run,
+        chain: &[Entry],
+        index: usize,
+    ) -> Step {
+        let guard = PermitGuard {
+            store: &self.store,
+            key: &entry.provider,
+            permit,
+            armed: true,
+        };
+        let result = self.run_entry(entry, permit, req, run).await;
+        let permit = guard.disarm();
+        let now = self.platform.now();
+        let before = self.store.snapshot(&entry.provider).map(|s| s.state);
+        let step = match result {
+            Ok(resp) => {
+                self.store
+                    .record(&entry.provider, now, permit, Outcome::Success);
+                Step::Answered(Box::new(resp))
+            }
+            Err(error) => {
+                // A failure that says nothing about the provider's health
+                // (a bad request, the deadline) gives the permit back.
+                let outcome = if error.trips_breaker() {
+                    Outcome::Failure
+                } else {
+                    Outcome::Ignored
+                };
+                self.store.record(&entry.provider, now, permit, outcome);
+                self.emit(|| Event::ProviderFailed {
+                    provider: &entry.provider,
+                    model: &entry.model,
+                    error: &error,
+                });
+                if error.fails_over() {
+                    self.emit_failover(chain, index, &error);
+                    Step::Next
+                } else {
+                    Step::Stop(error)
+                }
+            }
+        };
+        self.emit_transition(&entry.provider, before);
+        step
+    }
+
+    fn resolve(&self, req: &ChatRequest, opts: &CallOptions) -> Result<&[Entry], Error> {
+        let name = opts
+            .route
+            .as_deref()
+            .or(req.model.as_deref())
+            .or(self.default_route.as_deref());
+        match name {
+            Some(n) => self
+                .routes
+                .get(n)
+                .map(Vec::as_slice)
+                .ok_or_else(|| Error::UnknownRoute(n.to_string())),
+            None => Err(Error::UnknownRoute(String::new())),
+        }
+    }
+
+    async fn acquire(&self, key: &str, now: UnixMillis) -> Result<Permit, CircuitOpen> {
+        let before = self.store.snapshot(key).map(|s| s.state);
+        let result = self.store.try_acquire(key, now).await;
+        self.emit_transition(key, before);
+        result
+    }
+
+    pub(crate) fn emit<'e>(&self, event: impl FnOnce() -> Event<'e>) {
+        if let Some(observer) = &self.observer {
+            observer(&event());
+        }
+    }
+
+    fn emit_transition(&self, key: &str, before: Option<State>) {
+        let from = before.unwrap_or(State::Closed).name();
+        let to = self
+            .store
+            .snapshot(key)
+            .map_or(State::Closed, |s| s.state)
+            .name();
+        if from != to {
+            self.emit(|| Event::Breaker {
+                provider: key,
+                from,
+                to,
+            });
+        }
+    }
+
+    fn emit_failover(&self, chain: &[Entry], index: usize, error: &ProviderError) {
+        if let (Some(from), Some(to)) = (chain.get(index), chain.get(index + 1)) {
+            self.emit(|| Event::Failover {
+                from: &from.provider,
+                to: &to.provider,
+                error,
+            });
+        }
+    }
+
+    /// Every configured provider's health, in id order.
+    pub fn health(&self) -> Vec<Health> {
+        let stats = self.stats.borrow();
+        self.upstreams
+            .keys()
+            .map(|id| {
+                let breaker = self
+                    .store
+                    .snapshot(id)
+                    .map(|s| (s.state, s.consecutive_failures));
+                stats
+                    .get(id)
+                    .cloned()
+                    .unwrap_or_default()
+                    .health(id, breaker)
+            })
+            .collect()
+    }
+
+    /// The routes, by name.
+    pub fn routes(&self) -> &BTreeMap<String, Vec<Entry>> {
+        &self.routes
+    }
+
+    /// The breaker store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The platform.
+    pub fn platform(&self) -> &P {
+        &self.platform
+    }
+}
+
+impl Run {
+    /// Records an entry that was not called.
+    fn skip(&mut self, entry: &Entry, now: UnixMillis, error: ProviderError) {
+        self.attempts.push(Attempt {
+            provider: entry.provider.clone(),
+            model: entry.model.clone(),
+            number: 0,
+            started_at: now,
+            duration: Duration::ZERO,
+            reached: false,
+            outcome: AttemptOutcome::Failure { error },
+        });
+    }
+
+    fn reply(self, mut response: ChatResponse, entry: &Entry) -> Reply {
+        response.provider = entry.provider.clone();
+        Reply {
+            response,
+            served_by: ServedBy {
+                provider: entry.provider.clone(),
+                model: entry.model.clone(),
+                label: entry.label.clone(),
+            },
+            attempts: self.attempts,
+        }
+    }
+
+    fn stop(self, entry: &Entry, error: ProviderError) -> Error {
+        match error.kind {
+            ErrorKind::DeadlineExceeded => Error::AllProvidersFailed(Exhausted {
+                attempts: self.attempts,
+            }),
+            _ => Error::Rejected {
+                provider: entry.provider.clone(),
+                error,
+                attempts: self.attempts,
+            },
+        }
+    }
+}
+
+/// Gives a permit back if the call is abandoned (the request future dropped
+/// mid-attempt), so a half-open breaker is not left waiting on a dead probe.
+struct PermitGuard<'a, S: BreakerStore> {
+    store: &'a S,
+    key: &'a str,
+    permit: Permit,
+    armed: bool,
+}
+
+impl<S: BreakerStore> PermitGuard<'_, S> {
+    fn disarm(mut self) -> Permit {
+        self.armed = false;
+        self.permit
+    }
+}
+
+impl<S: BreakerStore> Drop for PermitGuard<'_, S> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.store.release(self.key, self.permit);
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! What the client tells an observer while it works: the articles'
+//! `onRetry`, `onProviderError`, `onFailover`, plus breaker transitions.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::breaker::StateName;
+use crate::error::ProviderError;
+
+/// One thing that happened during a request.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+#[non_exhaustive]
+pub enum Event<'a> {
+    /// A failed attempt will be retried on the same provider after `delay`.
+    Retry {
+        /// The provider id.
+        provider: &'a str,
+        /// The model sent.
+        model: &'a str,
+        /// The attempt that failed (1-based).
+        attempt: u32,
+        /// The wait before the next attempt.
+        #[serde(rename = "delayMs", serialize_with = "crate::error::ms::serialize")]
+        delay: Duration,
+        /// Why it failed.
+        error: &'a ProviderError,
+    },
+    /// A provider is done for this request: retries spent or not retryable.
+    ProviderFailed {
+        /// The provider id.
+        provider: &'a str,
+        /// The model sent.
+        model: &'a str,
+        /// The last error.
+        error: &'a ProviderError,
+    },
+    /// The chain moves from one entry to the next.
+    Failover {
+        /// The provider left behind.
+        from: &'a str,
+        /// The provider tried next.
+        to: &'a str,
+        /// Why.
+        error: &'a ProviderError,
+    },
+    /// A breaker changed state.
+    Breaker {
+        /// The provider id.
+        provider: &'a str,
+        /// The state before.
+        from: StateName,
+        /// The state after.
+        to: StateName,
+    },
+    /// A retry was skipped because the retry budget is spent.
+    BudgetExhausted {
+        /// The provider that would have been retried.
+        provider: &'a str,
+    },
+}
+
+/// Receives events. Called synchronously; keep it cheap.
+pub type Observer = Box<dyn Fn(&Event<'_>)>;

@@ -1,0 +1,196 @@
+//! Per-provider health: request and failure counts, error rate, and latency
+//! percentiles over a bounded window of recent calls. Pure: time comes in.
+
+use std::collections::VecDeque;
+
+use serde::Serialize;
+
+use crate::breaker::{State, StateName};
+use crate::error::{ErrorKind, ProviderError};
+use crate::platform::UnixMillis;
+
+/// How many recent calls the latency percentiles and error rate cover.
+pub const WINDOW: usize = 256;
+
+/// Latency percentiles in milliseconds over the window (nearest rank).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50: Option<u64>,
+    /// 95th percentile.
+    pub p95: Option<u64>,
+    /// 99th percentile.
+    pub p99: Option<u64>,
+}
+
+/// The most recent failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastFailure {
+    /// When it happened.
+    pub at: UnixMillis,
+    /// Its class.
+    pub kind: ErrorKind,
+    /// The HTTP status, if any.
+    pub status: Option<u16>,
+    /// Its message.
+    pub message: String,
+}
+
+/// Counters and recent samples for one provider.
+#[derive(Debug, Clone, Default)]
+pub struct ProviderStats {
+    requests: u64,
+    failures: u64,
+    /// Recent calls: (latency ms, failed).
+    recent: VecDeque<(u64, bool)>,
+    last_failure: Option<LastFailure>,
+}
+
+impl ProviderStats {
+    /// Records one call that reached (or tried to reach) the provider.
+    pub fn record(&mut self, now: UnixMillis, latency_ms: u64, error: Option<&ProviderError>) {
+        self.requests += 1;
+        if let Some(e) = error {
+            self.failures += 1;
+            self.last_failure = Some(LastFailure {
+                at: now,
+                kind: e.kind,
+                status: e.status,
+                message: e.message.clone(),
+            });
+        }
+        if self.recent.len() == WINDOW {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((latency_ms, error.is_some()));
+    }
+
+    /// Latency percentiles over the window.
+    pub fn latency(&self) -> Latency {
+        let mut v: Vec<u64> = self.recent.iter().map(|(ms, _)| *ms).collect();
+        v.sort_unstable();
+        Latency {
+            p50: percentile(&v, 50.0),
+            p95: percentile(&v, 95.0),
+            p99: percentile(&v, 99.0),
+        }
+    }
+
+    /// Failed calls / calls over the window (0 when empty).
+    pub fn error_rate(&self) -> f64 {
+        if self.recent.is_empty() {
+            return 0.0;
+        }
+        self.recent.iter().filter(|(_, failed)| *failed).count() as f64 / self.recent.len() as f64
+    }
+
+    /// The health report for this provider, with its breaker's state.
+    pub fn health(&self, provider: &str, breaker: Option<(State, u32)>) -> Health {
+        let (state, consecutive_failures) = breaker.unwrap_or((State::Closed, 0));
+        Health {
+            provider: provider.to_string(),
+            state: state.name(),
+            open_until: match state {
+                State::Open { until } => Some(until),
+                State::Closed | State::HalfOpen { .. } => None,
+            },
+            consecutive_failures,
+            requests: self.requests,
+            failures: self.failures,
+            error_rate: self.error_rate(),
+            latency_ms: self.latency(),
+            last_failure: self.last_failure.clone(),
+        }
+    }
+}
+
+/// Nearest-rank percentile of sorted samples.
+pub fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted.get(rank.clamp(1, sorted.len()) - 1).copied()
+}
+
+/// One provider's health, as `/health` and `client.health()` report it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Health {
+    /// The provider id.
+    pub provider: String,
+    /// The breaker's state.
+    pub state: StateName,
+    /// When an open breaker's cooldown ends.
+    pub open_until: Option<UnixMillis>,
+    /// Failures since the last success.
+    pub consecutive_failures: u32,
+    /// Calls made, ever.
+    pub requests: u64,
+    /// Calls failed, ever.
+    pub failures: u64,
+    /// Failure rate over the recent window.
+    pub error_rate: f64,
+    /// Latency percentiles over the recent window.
+    pub latency_ms: Latency,
+    /// The most recent failure.
+    pub last_failure: Option<LastFailure>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank_not_a_mean() {
+        let mut s = ProviderStats::default();
+        for ms in 1..=100 {
+            s.record(0, ms, None);
+        }
+        assert_eq!(
+            s.latency(),
+            Latency {
+                p50: Some(50),
+                p95: Some(95),
+                p99: Some(99)
+            }
+        );
+        let mut s = ProviderStats::default();
+        for _ in 0..99 {
+            s.record(0, 10, None);
+        }
+        s.record(0, 10_000, None);
+        assert_eq!(
+            s.latency().p50,
+            Some(10),
+            "one outlier does not move the median"
+        );
+        assert_eq!(s.latency().p99, Some(10));
+        s.record(0, 10_000, None);
+        assert_eq!(s.latency().p99, Some(10_000));
+    }
+
+    #[test]
+    fn the_window_is_bounded() {
+        let mut s = ProviderStats::default();
+        for _ in 0..WINDOW {
+            s.record(0, 1, Some(&ProviderError::new(ErrorKind::Server, "x")));
+        }
+        for _ in 0..WINDOW {
+            s.record(0, 5, None);
+        }
+        assert_eq!(s.error_rate(), 0.0);
+        assert_eq!(s.latency().p99, Some(5));
+        let h = s.health("p", None);
+        assert_eq!((h.requests, h.failures), (2 * WINDOW as u64, WINDOW as u64));
+        assert_eq!(h.last_failure.map(|f| f.kind), Some(ErrorKind::Server));
+    }
+
+    #[test]
+    fn empty_stats_have_no_percentiles() {
+        assert_eq!(ProviderStats::default().latency(), Latency::default());
+        assert_eq!(percentile(&[], 50.0), None);
+        assert_eq!(percentile(&[7], 99.0), Some(7));
+    }
+}

@@ -1,0 +1,99 @@
+//! Where breakers live: [`MemoryStore`] in one process; the Worker's store
+//! shares state fleet-wide through a Durable Object. The chain asks the store
+//! for permits and tells it verdicts; it never holds a borrow across an
+//! `.await`, so many requests can share one store.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+use crate::breaker::{Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, Snapshot};
+use crate::platform::UnixMillis;
+
+/// Breakers keyed by provider id.
+#[allow(async_fn_in_trait)] // single-threaded by design; futures are !Send on wasm
+pub trait BreakerStore {
+    /// Asks leave to call `key` at `now`. May await (a fleet-wide store asks
+    /// its Durable Object for the half-open probe lease); in steady state it
+    /// answers from memory.
+    async fn try_acquire(&self, key: &str, now: UnixMillis) -> Result<Permit, CircuitOpen>;
+
+    /// Leave to call `key` although its breaker is open: every entry of the
+    /// chain was open, and this one's cooldown ends first.
+    fn force(&self, key: &str, now: UnixMillis) -> Permit;
+
+    /// Records the verdict of a call.
+    fn record(&self, key: &str, now: UnixMillis, permit: Permit, outcome: Outcome);
+
+    /// Gives back a permit whose call ended without a verdict.
+    fn release(&self, key: &str, permit: Permit);
+
+    /// The breaker's current state, if it has been used.
+    fn snapshot(&self, key: &str) -> Option<Snapshot>;
+}
+
+/// Breakers in this process's memory.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    default_policy: BreakerPolicy,
+    policies: BTreeMap<String, BreakerPolicy>,
+    breakers: RefCell<BTreeMap<String, Breaker>>,
+}
+
+impl MemoryStore {
+    /// A store whose breakers all use `policy`.
+    pub fn new(policy: BreakerPolicy) -> Self {
+        MemoryStore {
+            default_policy: policy,
+            policies: BTreeMap::new(),
+            breakers: RefCell::default(),
+        }
+    }
+
+    /// Gives `key` its own policy.
+    pub fn with_policy(mut self, key: impl Into<String>, policy: BreakerPolicy) -> Self {
+        self.policies.insert(key.into(), policy);
+        self
+    }
+
+    /// The policy for `key`.
+    pub fn policy(&self, key: &str) -> BreakerPolicy {
+        self.policies
+            .get(key)
+            .copied()
+            .unwrap_or(self.default_policy)
+    }
+
+    /// Runs `f` on `key`'s breaker, creating it closed on first use.
+    pub fn with<T>(&self, key: &str, f: impl FnOnce(&mut Breaker) -> T) -> T {
+        let mut breakers = self.breakers.borrow_mut();
+        if let Some(b) = breakers.get_mut(key) {
+            return f(b);
+        }
+        let policy = self.policy(key);
+        f(breakers
+            .entry(key.to_string())
+            .or_insert_with(|| Breaker::new(policy)))
+    }
+}
+
+impl BreakerStore for MemoryStore {
+    async fn try_acquire(&self, key: &str, now: UnixMillis) -> Result<Permit, CircuitOpen> {
+        self.with(key, |b| b.try_acquire(now))
+    }
+
+    fn force(&self, key: &str, now: UnixMillis) -> Permit {
+        self.with(key, |b| b.force(now))
+    }
+
+    fn record(&self, key: &str, now: UnixMillis, permit: Permit, outcome: Outcome) {
+        self.with(key, |b| b.record(now, permit, outcome))
+    }
+
+    fn release(&self, key: &str, permit: Permit) {
+        self.with(key, |b| b.release(permit))
+    }
+
+    fn snapshot(&self, key: &str) -> Option<Snapshot> {
+        self.breakers.borrow().get(key).map(Breaker::snapshot)
+    }
+}
