@@ -29,7 +29,9 @@ pub mod testing;
 pub mod timeout;
 
 pub use backoff::{BudgetPolicy, RetryBudget, RetryPolicy};
-pub use breaker::{Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, State, StateName};
+pub use breaker::{
+    Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, Snapshot, State, StateName,
+};
 pub use chain::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
 pub use chat::{
     ChatRequest, ChatResponse, FinishReason, Message, Part, Role, Tool, ToolCall, ToolChoice, Usage,

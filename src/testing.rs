@@ -486,6 +486,16 @@ pub enum Step {
     Hang,
     /// Wait, then take the inner step.
     After(Duration, Box<Step>),
+    /// Take `before` while the clock reads less than `at`, `after` from
+    /// then on: an outage that ends at a moment rather than after a count.
+    Until {
+        /// When the switch happens.
+        at: UnixMillis,
+        /// The step before it.
+        before: Box<Step>,
+        /// The step from then on.
+        after: Box<Step>,
+    },
 }
 
 /// Answer with `text`.
@@ -572,6 +582,13 @@ impl CustomProvider for ScriptedProvider {
                     Step::After(d, inner) => {
                         sleep(&self.platform, d).await;
                         step = *inner;
+                    }
+                    Step::Until { at, before, after } => {
+                        step = if self.platform.now() < at {
+                            *before
+                        } else {
+                            *after
+                        };
                     }
                 }
             }

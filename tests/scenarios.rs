@@ -626,26 +626,14 @@ fn defaults_survive_a_sixty_second_outage_and_recover_within_thirty() {
     // One request every 4 s; the primary is dead from t=0 to t=60 s.
     let p = FakePlatform::new();
     let dead_until = 60_000;
-    let steps: Vec<Step> = (0..200).map(|_| err(ErrorKind::Server, 503)).collect();
-    let a = ScriptedProvider::new(&p, "primary", steps);
-    let b = ScriptedProvider::new(&p, "backup", [ok("backup")]);
-    let primary_calls = a.calls();
-    let client = Client::builder(p.clone())
-        .upstream(
-            "primary",
-            Upstream::Custom(Box::new(OutageProvider {
-                inner: a,
-                platform: p.clone(),
-                dead_until,
-            })),
-        )
-        .upstream("backup", Upstream::Custom(Box::new(b)))
-        .route(
-            "default",
-            vec![Entry::new("primary", "a"), Entry::new("backup", "b")],
-        )
-        .build();
+    let outage = Step::Until {
+        at: dead_until,
+        before: Box::new(err(ErrorKind::Server, 503)),
+        after: Box::new(ok("primary")),
+    };
+    let (client, calls) = pair(&p, vec![outage], vec![ok("backup")]);
     let mut first_primary_answer = None;
+    let mut calls_during_outage = 0;
     for i in 0..40u64 {
         let at = i * 4000;
         if p.now() < at {
@@ -654,48 +642,18 @@ fn defaults_survive_a_sixty_second_outage_and_recover_within_thirty() {
         let r = block_on(&p, client.chat(req())).expect("every request is answered");
         if at < dead_until {
             assert_eq!(r.served_by.provider, "backup", "t={at}");
+            calls_during_outage = calls[0].get();
         } else if r.served_by.provider == "primary" && first_primary_answer.is_none() {
             first_primary_answer = Some(at);
         }
     }
     let back = first_primary_answer.expect("primary used again");
     assert!(back - dead_until <= 30_000, "primary back at {back} ms");
+    // Without a breaker: 15 requests × 3 attempts = 45 calls.
     assert!(
-        primary_calls.get() < 30,
-        "the dead primary was not hammered: {} calls",
-        primary_calls.get()
+        calls_during_outage <= 5 * 3 + 3,
+        "the dead primary was not hammered: {calls_during_outage} calls"
     );
-}
-
-/// Fails while the clock is before `dead_until`, answers after.
-struct OutageProvider {
-    inner: ScriptedProvider,
-    platform: FakePlatform,
-    dead_until: u64,
-}
-
-impl resilient_llm::CustomProvider for OutageProvider {
-    fn chat<'a>(
-        &'a self,
-        req: &'a ChatRequest,
-        model: &'a str,
-    ) -> resilient_llm::provider::LocalFuture<'a, Result<resilient_llm::ChatResponse, ProviderError>>
-    {
-        if self.platform.now() < self.dead_until {
-            return self.inner.chat(req, model);
-        }
-        Box::pin(async move {
-            Ok(resilient_llm::ChatResponse {
-                text: "primary".into(),
-                tool_calls: vec![],
-                model: model.into(),
-                provider: "primary".into(),
-                finish_reason: None,
-                usage: None,
-                raw: serde_json::Value::Null,
-            })
-        })
-    }
 }
 
 trait OutcomeKind {
