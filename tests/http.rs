@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use resilient_llm::testing::{block_on, fail, hang, reply, BodyEnd, FakePlatform};
 use resilient_llm::{
-    BufferedResponse, Capabilities, ChatRequest, ChatResponse, Client, Entry, Error, ErrorKind,
+    BufferedResponse, Capabilities, ChatRequest, ChatResponse, Client, Entry, ErrorKind,
     HttpRequest, Message, Platform, Policy, Provider, ProviderError, TransportErrorKind,
     UnixMillis, Upstream,
 };

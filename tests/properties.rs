@@ -12,8 +12,7 @@ use resilient_llm::provider::LocalFuture;
 use resilient_llm::testing::{block_on, FakePlatform, ScriptedProvider, Step};
 use resilient_llm::{
     BreakerPolicy, BreakerStore, ChatRequest, ChatResponse, CircuitOpen, Client, CustomProvider,
-    Entry, ErrorKind, MemoryStore, Message, Outcome, Permit, Platform, ProviderError, UnixMillis,
-    Upstream,
+    Entry, ErrorKind, MemoryStore, Message, Outcome, Permit, ProviderError, UnixMillis, Upstream,
 };
 
 /// Permits granted and not yet handed back, per provider.
