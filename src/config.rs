@@ -2,8 +2,314 @@
 //! package, validated once into typed policies. Every problem is reported
 //! at once, each with its path (`routes.default[1].provider: unknown
 //! provider "x"`).
+//!
+//! ```json
+//! {
+//!   "providers": { "primary": { "kind": "anthropic" }, "backup": { "kind": "openai" } },
+//!   "routes": { "default": [ { "provider": "primary", "model": "claude-sonnet-4-5" },
+//!                            { "provider": "backup", "model": "gpt-4.1", "timeoutMs": 20000 } ] },
+//!   "retry": { "maxAttempts": 3, "baseDelayMs": 200, "maxDelayMs": 10000 },
+//!   "breaker": { "failureThreshold": 5, "cooldownMs": 10000 },
+//!   "timeoutMs": 30000,
+//!   "deadlineMs": 60000
+//! }
+//! ```
 
+use std::collections::BTreeMap;
 use std::fmt;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::backoff::{BudgetPolicy, RetryPolicy};
+use crate::breaker::BreakerPolicy;
+use crate::chain::{Entry, Policy};
+
+/// Retry settings; every field optional, defaults from [`RetryPolicy`].
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RetryConfig {
+    /// Attempts per provider per request, the first included (1–10).
+    pub max_attempts: Option<u32>,
+    /// The first backoff cap.
+    pub base_delay_ms: Option<u64>,
+    /// The largest backoff and the longest Retry-After honoured.
+    pub max_delay_ms: Option<u64>,
+}
+
+/// Retry budget settings; defaults from [`BudgetPolicy`].
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BudgetConfig {
+    /// Retry tokens earned per first attempt (0–1).
+    pub ratio: Option<f64>,
+    /// Retry tokens earned per second regardless of traffic.
+    pub floor_per_sec: Option<f64>,
+    /// The most tokens saved up.
+    pub capacity: Option<f64>,
+}
+
+/// Breaker settings; defaults from [`BreakerPolicy`].
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BreakerConfig {
+    /// Consecutive failures that open it.
+    pub failure_threshold: Option<u32>,
+    /// Failure rate over the window that opens it, in (0, 1].
+    pub failure_rate: Option<f64>,
+    /// Verdicts in the sliding window.
+    pub window: Option<u32>,
+    /// Verdicts needed before the rate counts.
+    pub minimum_calls: Option<u32>,
+    /// The first opening's length.
+    pub cooldown_ms: Option<u64>,
+    /// The longest opening.
+    pub max_cooldown_ms: Option<u64>,
+    /// Probes at once in half-open.
+    pub half_open_permits: Option<u32>,
+    /// Probe successes that close it.
+    pub success_threshold: Option<u32>,
+}
+
+/// One entry of a route.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EntryConfig {
+    /// A provider id from `providers`.
+    pub provider: String,
+    /// The model to ask it for.
+    pub model: String,
+    /// A name for logs.
+    pub label: Option<String>,
+    /// This entry's per-attempt timeout.
+    pub timeout_ms: Option<u64>,
+    /// This entry's retry settings, over the client's.
+    pub retry: Option<RetryConfig>,
+}
+
+/// Size limits.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LimitsConfig {
+    /// The largest request body a gateway accepts (default 1 MiB).
+    pub max_request_bytes: Option<usize>,
+    /// The largest provider response read (default 8 MiB).
+    pub max_response_bytes: Option<usize>,
+}
+
+/// The policies a configuration validates into.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policies {
+    /// Client-wide retry, timeout, deadline and budget.
+    pub client: Policy,
+    /// Every breaker's policy.
+    pub breaker: BreakerPolicy,
+    /// Routes by name, each an ordered chain.
+    pub routes: BTreeMap<String, Vec<Entry>>,
+    /// The route for requests that name none.
+    pub default_route: Option<String>,
+    /// The largest request body a gateway accepts.
+    pub max_request_bytes: usize,
+}
+
+/// Default for [`LimitsConfig::max_request_bytes`].
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1 << 20;
+
+const MAX_ATTEMPTS: u32 = 10;
+const MAX_MS: u64 = 24 * 3600 * 1000;
+
+/// Collects issues while walking a configuration.
+#[derive(Debug, Default)]
+pub struct Issues(pub Vec<ConfigIssue>);
+
+impl Issues {
+    /// Records a problem at `path`.
+    pub fn add(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.0.push(ConfigIssue::new(path, message));
+    }
+
+    /// A duration in ms, checked to be positive and below a day.
+    pub fn ms(&mut self, path: &str, v: Option<u64>, default: Duration) -> Duration {
+        match v {
+            None => default,
+            Some(0) => {
+                self.add(path, "must be greater than 0");
+                default
+            }
+            Some(ms) if ms > MAX_MS => {
+                self.add(path, format!("must be at most {MAX_MS} (one day)"));
+                default
+            }
+            Some(ms) => Duration::from_millis(ms),
+        }
+    }
+
+    /// A fraction, checked to lie in `(lo, 1]` (or `[0, 1]` when `lo` < 0).
+    fn fraction(&mut self, path: &str, v: Option<f64>, default: f64, zero_ok: bool) -> f64 {
+        match v {
+            None => default,
+            Some(x) if x.is_finite() && x <= 1.0 && (x > 0.0 || (zero_ok && x == 0.0)) => x,
+            Some(_) => {
+                self.add(
+                    path,
+                    if zero_ok {
+                        "must be between 0 and 1"
+                    } else {
+                        "must be greater than 0 and at most 1"
+                    },
+                );
+                default
+            }
+        }
+    }
+
+    /// A count, checked to lie in `[1, max]`.
+    fn count(&mut self, path: &str, v: Option<u32>, default: u32, max: u32) -> u32 {
+        match v {
+            None => default,
+            Some(n) if (1..=max).contains(&n) => n,
+            Some(_) => {
+                self.add(path, format!("must be between 1 and {max}"));
+                default
+            }
+        }
+    }
+}
+
+impl RetryConfig {
+    /// The policy, over `base`.
+    pub fn policy(&self, path: &str, base: RetryPolicy, issues: &mut Issues) -> RetryPolicy {
+        let p = RetryPolicy {
+            max_attempts: issues.count(
+                &format!("{path}.maxAttempts"),
+                self.max_attempts,
+                base.max_attempts,
+                MAX_ATTEMPTS,
+            ),
+            base_delay: issues.ms(
+                &format!("{path}.baseDelayMs"),
+                self.base_delay_ms,
+                base.base_delay,
+            ),
+            max_delay: issues.ms(
+                &format!("{path}.maxDelayMs"),
+                self.max_delay_ms,
+                base.max_delay,
+            ),
+        };
+        if p.base_delay > p.max_delay {
+            issues.add(format!("{path}.baseDelayMs"), "must not exceed maxDelayMs");
+        }
+        p
+    }
+}
+
+impl BudgetConfig {
+    /// The policy.
+    pub fn policy(&self, path: &str, issues: &mut Issues) -> BudgetPolicy {
+        let d = BudgetPolicy::default();
+        let capacity = match self.capacity {
+            None => d.capacity,
+            Some(c) if c.is_finite() && (0.0..=1e6).contains(&c) => c,
+            Some(_) => {
+                issues.add(format!("{path}.capacity"), "must be between 0 and 1000000");
+                d.capacity
+            }
+        };
+        let floor_per_sec = match self.floor_per_sec {
+            None => d.floor_per_sec,
+            Some(c) if c.is_finite() && (0.0..=1e6).contains(&c) => c,
+            Some(_) => {
+                issues.add(
+                    format!("{path}.floorPerSec"),
+                    "must be between 0 and 1000000",
+                );
+                d.floor_per_sec
+            }
+        };
+        BudgetPolicy {
+            ratio: issues.fraction(&format!("{path}.ratio"), self.ratio, d.ratio, true),
+            floor_per_sec,
+            capacity,
+        }
+    }
+}
+
+impl BreakerConfig {
+    /// The policy.
+    pub fn policy(&self, path: &str, issues: &mut Issues) -> BreakerPolicy {
+        let d = BreakerPolicy::default();
+        let p = BreakerPolicy {
+            failure_threshold: issues.count(
+                &format!("{path}.failureThreshold"),
+                self.failure_threshold,
+                d.failure_threshold,
+                10_000,
+            ),
+            failure_rate: issues.fraction(
+                &format!("{path}.failureRate"),
+                self.failure_rate,
+                d.failure_rate,
+                false,
+            ),
+            window: issues.count(&format!("{path}.window"), self.window, d.window, 10_000),
+            minimum_calls: issues.count(
+                &format!("{path}.minimumCalls"),
+                self.minimum_calls,
+                d.minimum_calls,
+                10_000,
+            ),
+            cooldown: issues.ms(&format!("{path}.cooldownMs"), self.cooldown_ms, d.cooldown),
+            max_cooldown: issues.ms(
+                &format!("{path}.maxCooldownMs"),
+                self.max_cooldown_ms,
+                d.max_cooldown.max(
+                    self.cooldown_ms
+                        .map_or(d.max_cooldown, Duration::from_millis),
+                ),
+            ),
+            half_open_permits: issues.count(
+                &format!("{path}.halfOpenPermits"),
+                self.half_open_permits,
+                d.half_open_permits,
+                1000,
+            ),
+            success_threshold: issues.count(
+                &format!("{path}.successThreshold"),
+                self.success_threshold,
+                d.success_threshold,
+                1000,
+            ),
+        };
+        if p.minimum_calls > p.window {
+            issues.add(format!("{path}.minimumCalls"), "must not exceed window");
+        }
+        if p.cooldown > p.max_cooldown {
+            issues.add(
+                format!("{path}.cooldownMs"),
+                "must not exceed maxCooldownMs",
+            );
+        }
+        p
+    }
+}
+
+/// Parses JSON into `T`, naming the path of the first mismatch
+/// (`routes.default[0].timeoutMs: invalid type: string "5", expected u64`).
+pub fn parse_json<'de, T: Deserialize<'de>>(json: &'de str) -> Result<T, ConfigError> {
+    let de = &mut serde_json::Deserializer::from_str(json);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let path = if path == "." {
+            "(root)".to_string()
+        } else {
+            path
+        };
+        ConfigError {
+            issues: vec![ConfigIssue::new(path, e.into_inner().to_string())],
+        }
+    })
+}
 
 /// One problem found in a configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
