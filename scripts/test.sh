@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Every test of the project, from a fresh clone: installs what it needs
+# (pinned, outside the clone), then runs the checks and the test suites.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "toolchain"
+rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
+rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
+rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+
+step "format and lints (native and wasm32)"
+cargo fmt --all -- --check
+cargo clippy --all-targets --all-features -- -D warnings
+cargo clippy --lib --target wasm32-unknown-unknown -- -D warnings
+
+step "the core builds for wasm32 without wasm-only crates"
+cargo build --lib --target wasm32-unknown-unknown
+
+step "native tests (fake platform: deterministic, no sleeps, no ports)"
+cargo test --all-features
+
+step "benchmark builds"
+cargo bench --no-run --features testing
