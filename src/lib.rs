@@ -7,7 +7,36 @@
 //! failed and why.
 //!
 //! The core is single-threaded and runtime-agnostic: it never touches a
-//! clock, timer, random source or socket itself. A [`Platform`] is handed in.
+//! clock, timer, random source or socket itself. A [`Platform`] is handed in:
+//! the web platform in the Worker and the npm package, the fake platform of
+//! [`testing`] in tests.
+//!
+//! **In scope**: timeouts, deadlines, retries, retry budget, circuit
+//! breakers (in memory or fleet-wide), failover chains, provider adapters
+//! and format translation, health statistics.
+//! **Out of scope**: caching, load balancing by weight, prompt handling,
+//! tool execution, token counting.
+//!
+//! Layer order is fixed: timeout inside retry inside breaker inside chain.
+//!
+//! ```
+//! use resilient_llm::testing::{block_on, err, ok, FakePlatform, ScriptedProvider};
+//! use resilient_llm::{ChatRequest, Client, Entry, ErrorKind, Message, Upstream};
+//! use std::time::Duration;
+//!
+//! let p = FakePlatform::new().random([0.5]);
+//! let primary = ScriptedProvider::new(&p, "primary", [err(ErrorKind::Server, 503)]);
+//! let backup = ScriptedProvider::new(&p, "backup", [ok("hello")]);
+//! let client = Client::builder(p.clone())
+//!     .upstream("primary", Upstream::Custom(Box::new(primary)))
+//!     .upstream("backup", Upstream::Custom(Box::new(backup)))
+//!     .route("default", vec![Entry::new("primary", "big"), Entry::new("backup", "small")])
+//!     .build();
+//! let reply = block_on(&p, client.chat(ChatRequest::new(vec![Message::user("hi")]))).unwrap();
+//! assert_eq!(reply.served_by.provider, "backup");
+//! // Full jitter at random = 0.5 with a 200 ms base: 100 ms, then 200 ms.
+//! assert_eq!(p.sleeps(), [Duration::from_millis(100), Duration::from_millis(200)]);
+//! ```
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
