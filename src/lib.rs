@@ -48,6 +48,7 @@ pub mod chat;
 pub mod config;
 pub mod error;
 pub mod event;
+pub mod fleet;
 pub mod platform;
 pub mod provider;
 mod retry;
@@ -68,6 +69,7 @@ pub use chat::{
 pub use config::{ConfigError, ConfigIssue, Secret};
 pub use error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
 pub use event::{Event, Observer};
+pub use fleet::{Fleet, FleetLink, FleetPolicy, FleetStore};
 pub use platform::{
     Body, BufferedResponse, Headers, HttpRequest, HttpResponse, Platform, TransportError,
     TransportErrorKind, UnixMillis,
