@@ -17,6 +17,7 @@ pub mod breaker;
 pub mod chat;
 pub mod config;
 pub mod error;
+pub mod format;
 pub mod platform;
 pub mod provider;
 
@@ -27,8 +28,12 @@ pub use chat::{
 };
 pub use config::{ConfigError, ConfigIssue, Secret};
 pub use error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
+pub use format::{FormatError, FormatErrorKind};
 pub use platform::{
     Body, BufferedResponse, Headers, HttpRequest, HttpResponse, Platform, TransportError,
     TransportErrorKind, UnixMillis,
 };
-pub use provider::{Capabilities, CustomProvider, Provider, Upstream};
+pub use provider::{
+    Anthropic, Capabilities, CustomProvider, Models, OpenAi, PresetName, Provider, ProviderConfig,
+    Upstream,
+};
