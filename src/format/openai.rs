@@ -255,6 +255,10 @@ const READ: &[&str] = &[
     "tools",
     "tool_choice",
     "user",
+    // Checked, and refused unless they ask for plain text.
+    "logprobs",
+    "modalities",
+    "response_format",
 ];
 
 /// Hints with no neutral equivalent, accepted and ignored.
