@@ -34,9 +34,15 @@ impl ErrorBody {
     /// Reads an error body from bytes: JSON in either shape, or text.
     pub fn parse(body: &[u8]) -> ErrorBody {
         match serde_json::from_slice::<Value>(body) {
-            Ok(v) => ErrorBody::from_value(&v).unwrap_or_else(|| ErrorBody {
-                message: Some(truncate(&v.to_string())),
-                ..ErrorBody::default()
+            Ok(v) => ErrorBody::from_value(&v).unwrap_or_else(|| {
+                if v.get("message").is_some_and(Value::is_string) {
+                    ErrorBody::fields(&v)
+                } else {
+                    ErrorBody {
+                        message: Some(truncate(&v.to_string())),
+                        ..ErrorBody::default()
+                    }
+                }
             }),
             Err(_) => {
                 let text = String::from_utf8_lossy(body);
@@ -50,18 +56,17 @@ impl ErrorBody {
     }
 
     /// The error object inside a parsed body, if it holds one: an `error`
-    /// member that is an object or a string (both shapes), or a top-level
-    /// `{"type": "error"}`. `None` for a body that is not an error.
+    /// member that is an object or a string (OpenAI, Anthropic, Ollama,
+    /// llama.cpp), a top-level `{"type": "error"}` (Anthropic) or
+    /// `{"object": "error", "message"}` (vLLM), or such a body wrapped in an
+    /// array (Gemini). `None` for a body that is not an error.
     pub fn from_value(v: &Value) -> Option<ErrorBody> {
-        let err = v.get("error").filter(|e| !e.is_null());
-        let is_anthropic = v.get("type").and_then(Value::as_str) == Some("error");
-        match err {
-            Some(Value::Object(e)) => Some(ErrorBody {
-                kind: e.get("type").and_then(text_of),
-                code: e.get("code").and_then(text_of),
-                message: e.get("message").and_then(text_of).map(|m| truncate(&m)),
-                param: e.get("param").and_then(text_of),
-            }),
+        if let Value::Array(items) = v {
+            return items.first().and_then(ErrorBody::from_value);
+        }
+        let tag = |key: &str| v.get(key).and_then(Value::as_str) == Some("error");
+        match v.get("error").filter(|e| !e.is_null()) {
+            Some(Value::Object(_)) => v.get("error").map(ErrorBody::fields),
             Some(Value::String(s)) => Some(ErrorBody {
                 message: Some(truncate(s)),
                 ..ErrorBody::default()
@@ -70,11 +75,24 @@ impl ErrorBody {
                 message: Some(truncate(&other.to_string())),
                 ..ErrorBody::default()
             }),
-            None if is_anthropic => Some(ErrorBody {
+            None if tag("object") => Some(ErrorBody::fields(v)),
+            None if tag("type") => Some(ErrorBody {
                 message: Some("error without details".into()),
                 ..ErrorBody::default()
             }),
             None => None,
+        }
+    }
+
+    /// `type` (or Google's `status`), `code`, `message` and `param` of one
+    /// error object.
+    fn fields(e: &Value) -> ErrorBody {
+        let get = |key: &str| e.get(key).and_then(text_of);
+        ErrorBody {
+            kind: get("type").or_else(|| get("status")),
+            code: get("code"),
+            message: get("message").map(|m| truncate(&m)),
+            param: get("param"),
         }
     }
 
@@ -150,15 +168,23 @@ impl ErrorBody {
     fn kind_by_type(&self) -> Option<ErrorKind> {
         let t = self.kind.as_deref().or(self.code.as_deref())?;
         Some(match t {
-            "overloaded_error" | "api_error" | "server_error" | "timeout_error" => {
-                ErrorKind::Server
-            }
-            "rate_limit_error" | "rate_limit_exceeded" | "requests" | "tokens" => {
-                ErrorKind::RateLimited
-            }
-            "authentication_error" | "permission_error" | "invalid_api_key" => ErrorKind::Auth,
-            "not_found_error" | "model_not_found" => ErrorKind::NotFound,
-            "invalid_request_error" | "request_too_large" => self.request_kind(),
+            "overloaded_error" | "api_error" | "server_error" | "timeout_error" | "UNAVAILABLE"
+            | "INTERNAL" => ErrorKind::Server,
+            "rate_limit_error"
+            | "rate_limit_exceeded"
+            | "requests"
+            | "tokens"
+            | "RESOURCE_EXHAUSTED" => ErrorKind::RateLimited,
+            "authentication_error"
+            | "permission_error"
+            | "invalid_api_key"
+            | "UNAUTHENTICATED"
+            | "PERMISSION_DENIED" => ErrorKind::Auth,
+            "not_found_error" | "model_not_found" | "NOT_FOUND" => ErrorKind::NotFound,
+            "invalid_request_error"
+            | "request_too_large"
+            | "BadRequestError"
+            | "INVALID_ARGUMENT" => self.request_kind(),
             _ => return None,
         })
     }
