@@ -33,7 +33,6 @@ pub use platform::{
     Body, BufferedResponse, Headers, HttpRequest, HttpResponse, Platform, TransportError,
     TransportErrorKind, UnixMillis,
 };
-pub use provider::{
-    Anthropic, Capabilities, CustomProvider, Models, OpenAi, PresetName, Provider, ProviderConfig,
-    Upstream,
-};
+pub use provider::{Capabilities, CustomProvider, Provider, Upstream};
+// Provider adapters and their configuration.
+pub use provider::{Anthropic, Models, OpenAi, PresetName, ProviderConfig};

@@ -10,7 +10,11 @@
 //! `store`, `metadata`, `service_tier`, …) are accepted and ignored; fields
 //! that change the shape of the answer (`n > 1`, audio, `logprobs`,
 //! structured `response_format`, legacy `functions`) are refused, as is any
-//! unknown field, the way the OpenAI API itself refuses them.
+//! unknown field, the way the OpenAI API itself refuses them. A message's
+//! optional participant `name` is ignored.
+//!
+//! Outbound, a neutral tool result's `is_error` has no OpenAI equivalent and
+//! is not sent; results travel as `tool` messages in their original order.
 
 use serde_json::{json, Map, Value};
 

@@ -129,12 +129,25 @@ impl OpenAi {
     /// The URL a request for `model` goes to.
     pub fn url(&self, model: &str) -> String {
         let deployment = self.deployment.as_deref().unwrap_or(model);
-        let path = self.path.replace("{deployment}", deployment);
+        let path = self.path.replace("{deployment}", &path_segment(deployment));
         match &self.api_version {
             Some(v) => format!("{}{path}?api-version={v}", self.base_url),
             None => format!("{}{path}", self.base_url),
         }
     }
+}
+
+/// `s` percent-encoded for use as one path segment.
+fn path_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 impl Provider for OpenAi {
@@ -184,5 +197,24 @@ impl Provider for OpenAi {
 
     fn capabilities(&self, model: &str) -> Capabilities {
         self.models.get(model)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_name_cannot_escape_its_path_segment() {
+        let p = OpenAi::new("az", PresetName::Azure).base_url("https://r.example");
+        assert_eq!(
+            p.url("a/b?c"),
+            "https://r.example/openai/deployments/a%2Fb%3Fc/chat/completions?api-version=2024-10-21"
+        );
+        let p = OpenAi::new("g", PresetName::Groq);
+        assert_eq!(
+            p.url("llama/x"),
+            "https://api.groq.com/openai/v1/chat/completions"
+        );
     }
 }
