@@ -48,6 +48,7 @@ pub mod chat;
 pub mod config;
 pub mod error;
 pub mod event;
+pub mod format;
 pub mod platform;
 pub mod provider;
 mod retry;
@@ -68,6 +69,7 @@ pub use chat::{
 pub use config::{ConfigError, ConfigIssue, Secret};
 pub use error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
 pub use event::{Event, Observer};
+pub use format::{FormatError, FormatErrorKind};
 pub use platform::{
     Body, BufferedResponse, Headers, HttpRequest, HttpResponse, Platform, TransportError,
     TransportErrorKind, UnixMillis,
@@ -75,3 +77,5 @@ pub use platform::{
 pub use provider::{Capabilities, CustomProvider, Provider, Upstream};
 pub use stats::Health;
 pub use store::{BreakerStore, MemoryStore};
+// Provider adapters and their configuration.
+pub use provider::{Anthropic, Models, OpenAi, PresetName, ProviderConfig};
