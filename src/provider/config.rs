@@ -38,6 +38,17 @@ pub enum ProviderConfig {
     Compatible(CompatibleConfig),
 }
 
+impl ProviderConfig {
+    /// The models configured for this provider, by name.
+    pub fn models(&self) -> &BTreeMap<String, ModelConfig> {
+        match self {
+            ProviderConfig::Anthropic(c) => &c.models,
+            ProviderConfig::OpenAi(c) => &c.models,
+            ProviderConfig::Compatible(c) => &c.models,
+        }
+    }
+}
+
 /// What a model can do and what it costs.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
