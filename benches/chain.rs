@@ -76,7 +76,14 @@ fn measure(name: &str, route: &str, batches: usize, per_batch: usize) {
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let (batches, per_batch) = if quick { (3, 2_000) } else { (7, 20_000) };
-    println!("one request through the chain, fake platform, 1 KB OpenAI response (target ≤ 20000 ns)");
+    println!(
+        "one request through the chain, fake platform, 1 KB OpenAI response (target ≤ 20000 ns)"
+    );
     measure("healthy: one provider", "healthy", batches, per_batch);
-    measure("primary breaker open: skip + fallback", "failover", batches, per_batch);
+    measure(
+        "primary breaker open: skip + fallback",
+        "failover",
+        batches,
+        per_batch,
+    );
 }

@@ -52,6 +52,7 @@ pub mod format;
 pub mod platform;
 pub mod provider;
 mod retry;
+pub mod sse;
 pub mod stats;
 pub mod store;
 #[cfg(any(test, feature = "testing"))]
@@ -64,7 +65,8 @@ pub use breaker::{
 };
 pub use chain::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
 pub use chat::{
-    ChatRequest, ChatResponse, FinishReason, Message, Part, Role, Tool, ToolCall, ToolChoice, Usage,
+    ChatRequest, ChatResponse, Delta, FinishReason, Message, Part, Role, Tool, ToolCall,
+    ToolChoice, Usage,
 };
 pub use config::{ConfigError, ConfigIssue, Secret};
 pub use error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
