@@ -8,6 +8,7 @@
 //! call. When every breaker is open, the entry whose cooldown ends first is
 //! tried rather than none.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use std::time::Duration;
 use crate::backoff::{BudgetPolicy, RetryBudget, RetryPolicy};
 use crate::breaker::{BreakerPolicy, CircuitOpen, Outcome, Permit, State};
 use crate::chat::{ChatRequest, ChatResponse};
+use crate::config::{Config, ConfigError};
 use crate::error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
 use crate::event::{Event, Observer};
 use crate::platform::{Platform, UnixMillis};
@@ -82,6 +84,8 @@ pub struct Policy {
     pub budget: BudgetPolicy,
     /// The largest response body read (default 8 MiB).
     pub max_response_bytes: usize,
+    /// The largest request body a gateway accepts (default 1 MiB).
+    pub max_request_bytes: usize,
 }
 
 impl Default for Policy {
@@ -92,6 +96,7 @@ impl Default for Policy {
             deadline: Duration::from_secs(60),
             budget: BudgetPolicy::default(),
             max_response_bytes: 8 << 20,
+            max_request_bytes: 1 << 20,
         }
     }
 }
@@ -243,6 +248,45 @@ pub(crate) struct Run {
 }
 
 impl<P: Platform> Client<P> {
+    /// A client from a configuration; see [`Client::builder_from_config`].
+    pub fn from_config(
+        platform: P,
+        config: &Config,
+        extra: Vec<(String, Upstream)>,
+        secret: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Client<P>, ConfigError> {
+        Ok(Self::builder_from_config(platform, config, extra, secret)?.build())
+    }
+
+    /// A builder set up from a configuration, for hosts that bring their own
+    /// breaker store. `extra` adds providers written in code (custom
+    /// providers), which the configuration's routes may name; `secret`
+    /// looks up provider keys by secret or environment variable name.
+    pub fn builder_from_config(
+        platform: P,
+        config: &Config,
+        extra: Vec<(String, Upstream)>,
+        secret: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ClientBuilder<P>, ConfigError> {
+        let names: Vec<&str> = extra.iter().map(|(n, _)| n.as_str()).collect();
+        let v = config.validate(secret, &names)?;
+        let mut b = Client::builder(platform)
+            .policy(v.policies.client)
+            .breaker(v.policies.breaker);
+        for (id, p) in v.providers {
+            b = b.upstream(id, Upstream::Http(p));
+        }
+        for (id, u) in extra {
+            b = b.upstream(id, u);
+        }
+        for (id, p) in v.breakers {
+            b = b.breaker_for(id, p);
+        }
+        b.routes = v.policies.routes;
+        b.default_route = v.policies.default_route;
+        Ok(b)
+    }
+
     /// Starts building a client on `platform`.
     pub fn builder(platform: P) -> ClientBuilder<P> {
         ClientBuilder {
@@ -267,6 +311,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     /// Answers `req` with per-call options.
     pub async fn chat_with(&self, req: ChatRequest, opts: CallOptions) -> Result<Reply, Error> {
         let chain = self.resolve(&req, &opts)?;
+        let chain: &[Entry] = &chain;
         if req.messages.is_empty() {
             return Err(Error::InvalidRequest(
                 "messages: at least one message is required".into(),
@@ -389,19 +434,27 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         step
     }
 
-    fn resolve(&self, req: &ChatRequest, opts: &CallOptions) -> Result<&[Entry], Error> {
+    /// The chain for a request: the route its `model` (or the options)
+    /// name, or `provider/model` for that one entry, or the default route.
+    fn resolve(&self, req: &ChatRequest, opts: &CallOptions) -> Result<Cow<'_, [Entry]>, Error> {
         let name = opts
             .route
             .as_deref()
             .or(req.model.as_deref())
             .or(self.default_route.as_deref());
-        match name {
-            Some(n) => self
-                .routes
-                .get(n)
-                .map(Vec::as_slice)
-                .ok_or_else(|| Error::UnknownRoute(n.to_string())),
-            None => Err(Error::UnknownRoute(String::new())),
+        let Some(name) = name else {
+            return Err(Error::UnknownRoute(String::new()));
+        };
+        if let Some(chain) = self.routes.get(name) {
+            return Ok(Cow::Borrowed(chain));
+        }
+        match name.split_once('/') {
+            Some((provider, model))
+                if self.upstreams.contains_key(provider) && !model.is_empty() =>
+            {
+                Ok(Cow::Owned(vec![Entry::new(provider, model)]))
+            }
+            _ => Err(Error::UnknownRoute(name.to_string())),
         }
     }
 
@@ -461,6 +514,16 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                     .health(id, breaker)
             })
             .collect()
+    }
+
+    /// The client-wide policies.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The route for requests that name none.
+    pub fn default_route(&self) -> Option<&str> {
+        self.default_route.as_deref()
     }
 
     /// The routes, by name.

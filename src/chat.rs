@@ -218,3 +218,46 @@ pub struct ChatResponse {
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub raw: Value,
 }
+
+/// One piece of a streamed answer, in the neutral format. Provider stream
+/// decoders produce these; client-format encoders consume them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Delta {
+    /// The stream began; `model` is the model answering, when the provider
+    /// says so up front.
+    Start {
+        /// The answering model.
+        model: Option<String>,
+    },
+    /// More answer text.
+    Text {
+        /// The text added.
+        text: String,
+    },
+    /// Part of a tool call: the first part for an `index` carries `id` and
+    /// `name`, later parts extend `arguments`.
+    ToolCall {
+        /// Which call (0-based, in order).
+        index: u32,
+        /// The call's id, on its first part.
+        id: Option<String>,
+        /// The tool's name, on its first part.
+        name: Option<String>,
+        /// A fragment of the JSON arguments.
+        arguments: String,
+    },
+    /// Why the model stopped.
+    Finish {
+        /// The reason.
+        reason: FinishReason,
+    },
+    /// Token counts (OpenAI's final usage chunk, Anthropic's
+    /// `message_start` / `message_delta`).
+    Usage {
+        /// The counts; a later `Usage` replaces the fields it sets.
+        usage: Usage,
+    },
+    /// The provider marked the stream complete (`[DONE]`, `message_stop`).
+    Done,
+}

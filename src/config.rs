@@ -24,6 +24,229 @@ use serde::Deserialize;
 use crate::backoff::{BudgetPolicy, RetryPolicy};
 use crate::breaker::BreakerPolicy;
 use crate::chain::{Entry, Policy};
+use crate::provider::{Provider, ProviderConfig};
+
+/// The whole configuration, as JSON from wrangler `[vars]` or from JS.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Config {
+    /// Providers by id.
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderConfig>,
+    /// Routes by name: ordered chains of entries. Each model listed under
+    /// a provider's `models` is also a route of its own name (unless a route
+    /// has that name), served by every provider that lists it; and
+    /// `provider/model` always names that single entry.
+    #[serde(default)]
+    pub routes: BTreeMap<String, Vec<EntryConfig>>,
+    /// The route for requests that name none (default `default`, else the
+    /// first route).
+    #[serde(default)]
+    pub default_route: Option<String>,
+    /// Retries, for every entry without its own.
+    #[serde(default)]
+    pub retry: RetryConfig,
+    /// The retry budget.
+    #[serde(default)]
+    pub budget: BudgetConfig,
+    /// Breakers, for every provider without its own.
+    #[serde(default)]
+    pub breaker: BreakerConfig,
+    /// Per-provider breaker settings, over `breaker`.
+    #[serde(default)]
+    pub breakers: BTreeMap<String, BreakerConfig>,
+    /// Per-attempt timeout (default 30 s).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// End-to-end deadline over every retry and fallback (default 60 s).
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
+    /// Size limits.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    /// Settings of the gateway host (the Worker).
+    #[serde(default)]
+    pub gateway: GatewayConfig,
+}
+
+/// The gateway's own settings.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GatewayConfig {
+    /// Names of the secrets holding the client keys the gateway accepts.
+    #[serde(default)]
+    pub client_keys_env: Vec<String>,
+    /// Serve without client keys. For local demos only: the gateway logs a
+    /// warning on every start.
+    #[serde(default)]
+    pub allow_unauthenticated: bool,
+}
+
+/// A configuration checked and turned into policies and adapters.
+pub struct Validated {
+    /// The policies.
+    pub policies: Policies,
+    /// Per-provider breaker policies that differ from the default.
+    pub breakers: BTreeMap<String, BreakerPolicy>,
+    /// The HTTP adapters, by provider id.
+    pub providers: BTreeMap<String, Box<dyn Provider>>,
+}
+
+impl Config {
+    /// Parses and validates JSON; see [`Config::validate`].
+    pub fn parse(json: &str) -> Result<Config, ConfigError> {
+        parse_json(json)
+    }
+
+    /// Checks everything and builds the adapters. `secret` looks up a
+    /// secret or environment variable by name; `extra` names providers
+    /// supplied in code (custom providers), which routes may use too. Every
+    /// problem is reported, each with its path.
+    pub fn validate(
+        &self,
+        secret: &dyn Fn(&str) -> Option<String>,
+        extra: &[&str],
+    ) -> Result<Validated, ConfigError> {
+        let mut issues = Issues::default();
+        let mut providers = BTreeMap::new();
+        for (id, cfg) in &self.providers {
+            let path = format!("providers.{id}");
+            if extra.contains(&id.as_str()) {
+                issues.add(&path, "a custom provider has the same name");
+            }
+            if let Some(p) = crate::provider::config::build(id, cfg, secret, &path, &mut issues.0) {
+                providers.insert(id.clone(), p);
+            }
+        }
+        let known = |id: &str| self.providers.contains_key(id) || extra.contains(&id);
+
+        let retry = self
+            .retry
+            .policy("retry", RetryPolicy::default(), &mut issues);
+        let d = Policy::default();
+        let client = Policy {
+            retry,
+            attempt_timeout: issues.ms("timeoutMs", self.timeout_ms, d.attempt_timeout),
+            deadline: issues.ms("deadlineMs", self.deadline_ms, d.deadline),
+            budget: self.budget.policy("budget", &mut issues),
+            max_response_bytes: match self.limits.max_response_bytes {
+                Some(0) => {
+                    issues.add("limits.maxResponseBytes", "must be greater than 0");
+                    d.max_response_bytes
+                }
+                v => v.unwrap_or(d.max_response_bytes),
+            },
+            max_request_bytes: match self.limits.max_request_bytes {
+                Some(0) => {
+                    issues.add("limits.maxRequestBytes", "must be greater than 0");
+                    d.max_request_bytes
+                }
+                v => v.unwrap_or(d.max_request_bytes),
+            },
+        };
+        let breaker = self.breaker.policy("breaker", &mut issues);
+        let mut breakers = BTreeMap::new();
+        for (id, b) in &self.breakers {
+            let path = format!("breakers.{id}");
+            if !known(id) {
+                issues.add(&path, format!("unknown provider \"{id}\""));
+            }
+            let merged = BreakerConfig {
+                failure_threshold: b.failure_threshold.or(self.breaker.failure_threshold),
+                failure_rate: b.failure_rate.or(self.breaker.failure_rate),
+                window: b.window.or(self.breaker.window),
+                minimum_calls: b.minimum_calls.or(self.breaker.minimum_calls),
+                cooldown_ms: b.cooldown_ms.or(self.breaker.cooldown_ms),
+                max_cooldown_ms: b.max_cooldown_ms.or(self.breaker.max_cooldown_ms),
+                half_open_permits: b.half_open_permits.or(self.breaker.half_open_permits),
+                success_threshold: b.success_threshold.or(self.breaker.success_threshold),
+            };
+            breakers.insert(id.clone(), merged.policy(&path, &mut issues));
+        }
+
+        let mut routes = BTreeMap::new();
+        for (name, entries) in &self.routes {
+            let path = format!("routes.{name}");
+            if name.is_empty() {
+                issues.add("routes", "a route name must not be empty");
+            }
+            if entries.is_empty() {
+                issues.add(&path, "a route needs at least one entry");
+            }
+            let mut chain = Vec::new();
+            for (i, e) in entries.iter().enumerate() {
+                let path = format!("{path}[{i}]");
+                if !known(&e.provider) {
+                    issues.add(
+                        format!("{path}.provider"),
+                        format!("unknown provider \"{}\"", e.provider),
+                    );
+                }
+                if e.model.trim().is_empty() {
+                    issues.add(format!("{path}.model"), "must not be empty");
+                }
+                chain.push(Entry {
+                    provider: e.provider.clone(),
+                    model: e.model.clone(),
+                    label: e.label.clone(),
+                    timeout: e.timeout_ms.map(|ms| {
+                        issues.ms(
+                            &format!("{path}.timeoutMs"),
+                            Some(ms),
+                            client.attempt_timeout,
+                        )
+                    }),
+                    retry: e
+                        .retry
+                        .as_ref()
+                        .map(|r| r.policy(&format!("{path}.retry"), client.retry, &mut issues)),
+                });
+            }
+            routes.insert(name.clone(), chain);
+        }
+        // Each configured model is a route of its own name.
+        for (id, cfg) in &self.providers {
+            for model in cfg.models().keys() {
+                if !self.routes.contains_key(model) {
+                    routes
+                        .entry(model.clone())
+                        .or_insert_with(Vec::new)
+                        .push(Entry::new(id.clone(), model.clone()));
+                }
+            }
+        }
+        let default_route = match &self.default_route {
+            Some(name) if !routes.contains_key(name) => {
+                issues.add("defaultRoute", format!("unknown route \"{name}\""));
+                None
+            }
+            Some(name) => Some(name.clone()),
+            None if self.routes.contains_key("default") => Some("default".to_string()),
+            None => self.routes.keys().next().cloned(),
+        };
+        if self
+            .gateway
+            .client_keys_env
+            .iter()
+            .any(|k| k.trim().is_empty())
+        {
+            issues.add("gateway.clientKeysEnv", "secret names must not be empty");
+        }
+        if !issues.0.is_empty() {
+            return Err(ConfigError { issues: issues.0 });
+        }
+        Ok(Validated {
+            policies: Policies {
+                client,
+                breaker,
+                routes,
+                default_route,
+            },
+            breakers,
+            providers,
+        })
+    }
+}
 
 /// Retry settings; every field optional, defaults from [`RetryPolicy`].
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -108,12 +331,7 @@ pub struct Policies {
     pub routes: BTreeMap<String, Vec<Entry>>,
     /// The route for requests that name none.
     pub default_route: Option<String>,
-    /// The largest request body a gateway accepts.
-    pub max_request_bytes: usize,
 }
-
-/// Default for [`LimitsConfig::max_request_bytes`].
-pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1 << 20;
 
 const MAX_ATTEMPTS: u32 = 10;
 const MAX_MS: u64 = 24 * 3600 * 1000;

@@ -49,9 +49,11 @@ pub mod config;
 pub mod error;
 pub mod event;
 pub mod fleet;
+pub mod format;
 pub mod platform;
 pub mod provider;
 mod retry;
+pub mod sse;
 pub mod stats;
 pub mod store;
 #[cfg(any(test, feature = "testing"))]
@@ -64,12 +66,14 @@ pub use breaker::{
 };
 pub use chain::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
 pub use chat::{
-    ChatRequest, ChatResponse, FinishReason, Message, Part, Role, Tool, ToolCall, ToolChoice, Usage,
+    ChatRequest, ChatResponse, Delta, FinishReason, Message, Part, Role, Tool, ToolCall,
+    ToolChoice, Usage,
 };
 pub use config::{ConfigError, ConfigIssue, Secret};
 pub use error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
 pub use event::{Event, Observer};
 pub use fleet::{Fleet, FleetLink, FleetPolicy, FleetStore};
+pub use format::{FormatError, FormatErrorKind};
 pub use platform::{
     Body, BufferedResponse, Headers, HttpRequest, HttpResponse, Platform, TransportError,
     TransportErrorKind, UnixMillis,
@@ -77,3 +81,5 @@ pub use platform::{
 pub use provider::{Capabilities, CustomProvider, Provider, Upstream};
 pub use stats::Health;
 pub use store::{BreakerStore, MemoryStore};
+// Provider adapters and their configuration.
+pub use provider::{Anthropic, Models, OpenAi, PresetName, ProviderConfig};

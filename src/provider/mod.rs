@@ -7,12 +7,27 @@
 //! recorded fixtures. A [`CustomProvider`] is any async function that answers
 //! a chat request (a JS object in the npm package, a scripted fake in tests).
 
+pub mod anthropic;
+pub mod classify;
+pub mod config;
+pub mod openai;
+pub mod preset;
+
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 
+use serde_json::Value;
+
 use crate::chat::{ChatRequest, ChatResponse};
-use crate::error::ProviderError;
+use crate::error::{ErrorKind, ProviderError};
 use crate::platform::{BufferedResponse, HttpRequest, UnixMillis};
+
+pub use anthropic::Anthropic;
+pub use classify::{classify, ErrorBody};
+pub use config::{build, ModelConfig, ProviderConfig};
+pub use openai::OpenAi;
+pub use preset::{AuthStyle, Preset, PresetName, Quirks};
 
 /// What a provider's model can do, from configuration.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -27,6 +42,83 @@ pub struct Capabilities {
     pub input_price_per_mtok: Option<f64>,
     /// US dollars per million output tokens, when known.
     pub output_price_per_mtok: Option<f64>,
+}
+
+/// The capabilities of a provider's models: a default, and per-model
+/// entries from configuration.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Models {
+    default: Capabilities,
+    by_name: BTreeMap<String, Capabilities>,
+}
+
+impl Models {
+    /// Every model has `default` until given its own entry.
+    pub fn new(default: Capabilities) -> Self {
+        Models {
+            default,
+            by_name: BTreeMap::new(),
+        }
+    }
+
+    /// The provider-wide default.
+    pub fn default_capabilities(&self) -> &Capabilities {
+        &self.default
+    }
+
+    /// Sets `model`'s capabilities.
+    pub fn insert(&mut self, model: impl Into<String>, caps: Capabilities) {
+        self.by_name.insert(model.into(), caps);
+    }
+
+    /// What `model` can do.
+    pub fn get(&self, model: &str) -> Capabilities {
+        self.by_name.get(model).unwrap_or(&self.default).clone()
+    }
+
+    /// Refuses a request `model` cannot take (tools to a model without
+    /// them) as [`ErrorKind::Unsupported`], so the chain moves on.
+    pub(crate) fn check(&self, req: &ChatRequest, model: &str) -> Result<(), ProviderError> {
+        if !req.tools.is_empty() && !self.get(model).tools {
+            return Err(ProviderError::new(
+                ErrorKind::Unsupported,
+                format!("model {model} is configured without tool support"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The body of a 2xx response as JSON, or the classified error it holds:
+/// an error object inside a 200 is an error, malformed JSON is
+/// [`ErrorKind::Decode`]. `secret` is redacted from any message.
+pub(crate) fn success_json(
+    resp: &BufferedResponse,
+    now: UnixMillis,
+    secret: Option<&str>,
+) -> Result<Value, ProviderError> {
+    let fail = |e| classify::redact(e, secret);
+    if !(200..=299).contains(&resp.status) {
+        return Err(fail(classify(resp.status, &resp.headers, &resp.body, now)));
+    }
+    let v: Value = serde_json::from_slice(&resp.body).map_err(|e| {
+        fail(
+            ProviderError::new(
+                ErrorKind::Decode,
+                format!("malformed JSON in an HTTP {} response: {e}", resp.status),
+            )
+            .with_status(resp.status),
+        )
+    })?;
+    if let Some(body) = ErrorBody::from_value(&v) {
+        return Err(fail(classify::classify_body(
+            resp.status,
+            &resp.headers,
+            body,
+            now,
+        )));
+    }
+    Ok(v)
 }
 
 /// A sans-IO HTTP adapter for one provider.

@@ -1,0 +1,675 @@
+//! The OpenAI Chat Completions format (`POST /v1/chat/completions`).
+//!
+//! Inbound: [`parse_request`] reads a client's request, [`render_response`]
+//! and [`render_error`] answer it. Outbound: [`encode_request`] and
+//! [`decode_response`] are what the OpenAI adapter and every
+//! OpenAI-compatible preset send and read.
+//!
+//! Request fields with no neutral equivalent that only tune sampling or
+//! bookkeeping (`seed`, penalties, `logit_bias`, `parallel_tool_calls`,
+//! `store`, `metadata`, `service_tier`, …) are accepted and ignored; fields
+//! that change the shape of the answer (`n > 1`, audio, `logprobs`,
+//! structured `response_format`, legacy `functions`) are refused, as is any
+//! unknown field, the way the OpenAI API itself refuses them. A message's
+//! optional participant `name` is ignored.
+//!
+//! Outbound, a neutral tool result's `is_error` has no OpenAI equivalent and
+//! is not sent; results travel as `tool` messages in their original order.
+
+use serde_json::{json, Map, Value};
+
+use super::{index, join, parse_json, Fields, FormatError};
+use crate::chat::{
+    ChatRequest, ChatResponse, FinishReason, Message, Part, Role, Tool, ToolCall, ToolChoice, Usage,
+};
+
+/// Which field carries the output token limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaxTokensField {
+    /// `max_tokens`: most OpenAI-compatible servers.
+    MaxTokens,
+    /// `max_completion_tokens`: OpenAI's current name (required by its
+    /// reasoning models) and Azure's.
+    MaxCompletionTokens,
+}
+
+/// Provider quirks that change the request body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncodeOptions {
+    /// Which field carries the output token limit.
+    pub max_tokens_field: MaxTokensField,
+    /// Whether a streamed request asks for usage
+    /// (`stream_options.include_usage`).
+    pub stream_usage: bool,
+}
+
+impl Default for EncodeOptions {
+    fn default() -> Self {
+        EncodeOptions {
+            max_tokens_field: MaxTokensField::MaxTokens,
+            stream_usage: false,
+        }
+    }
+}
+
+// ---------------------------------------------------------------- outbound
+
+/// Renders a neutral request as a Chat Completions body for `model`.
+pub fn encode_request(
+    req: &ChatRequest,
+    model: &str,
+    opts: EncodeOptions,
+) -> Result<Value, FormatError> {
+    let mut messages = Vec::new();
+    for (i, m) in req.messages.iter().enumerate() {
+        encode_message(m, &index("messages", i), &mut messages)?;
+    }
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model));
+    body.insert("messages".into(), Value::Array(messages));
+    if let Some(n) = req.max_tokens {
+        let field = match opts.max_tokens_field {
+            MaxTokensField::MaxTokens => "max_tokens",
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+        };
+        body.insert(field.into(), json!(n));
+    }
+    if let Some(t) = req.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    if let Some(p) = req.top_p {
+        body.insert("top_p".into(), json!(p));
+    }
+    if !req.stop.is_empty() {
+        body.insert("stop".into(), json!(req.stop));
+    }
+    if !req.tools.is_empty() {
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|t| {
+                let mut function = Map::new();
+                function.insert("name".into(), json!(t.name));
+                if let Some(d) = &t.description {
+                    function.insert("description".into(), json!(d));
+                }
+                function.insert("parameters".into(), t.parameters.clone());
+                json!({"type": "function", "function": function})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(choice) = &req.tool_choice {
+        let v = match choice {
+            ToolChoice::Auto => json!("auto"),
+            ToolChoice::None => json!("none"),
+            ToolChoice::Required => json!("required"),
+            ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
+        };
+        body.insert("tool_choice".into(), v);
+    }
+    if req.stream {
+        body.insert("stream".into(), json!(true));
+        if opts.stream_usage {
+            body.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+    }
+    if let Some(user) = super::user_id(req.metadata.as_ref()) {
+        body.insert("user".into(), json!(user));
+    }
+    Ok(Value::Object(body))
+}
+
+fn encode_message(m: &Message, path: &str, out: &mut Vec<Value>) -> Result<(), FormatError> {
+    let role = match m.role {
+        Role::System => "system",
+        Role::User | Role::Tool => "user",
+        Role::Assistant => "assistant",
+    };
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    for (j, part) in m.content.iter().enumerate() {
+        match part {
+            Part::Text { text: t } => text.push_str(t),
+            Part::ToolCall(c) if m.role == Role::Assistant => calls.push(json!({
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments},
+            })),
+            Part::ToolResult {
+                tool_call_id,
+                content,
+                ..
+            } if matches!(m.role, Role::User | Role::Tool) => {
+                // Results are messages of their own; keep the text before them.
+                if !text.is_empty() {
+                    out.push(json!({"role": role, "content": std::mem::take(&mut text)}));
+                }
+                out.push(json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}));
+            }
+            Part::ToolCall(_) | Part::ToolResult { .. } => {
+                return Err(FormatError::unsupported(
+                    index(&join(path, "content"), j),
+                    format!("a {role} message cannot carry this tool part"),
+                ))
+            }
+        }
+    }
+    if m.role == Role::Assistant {
+        let content = if text.is_empty() && !calls.is_empty() {
+            Value::Null
+        } else {
+            json!(text)
+        };
+        let mut msg = json!({"role": "assistant", "content": content});
+        if !calls.is_empty() {
+            msg["tool_calls"] = Value::Array(calls);
+        }
+        out.push(msg);
+    } else if !text.is_empty() || m.content.is_empty() {
+        out.push(json!({"role": role, "content": text}));
+    }
+    Ok(())
+}
+
+/// Reads a Chat Completions answer (a body already known not to be an
+/// error object).
+pub fn decode_response(v: &Value) -> Result<ChatResponse, FormatError> {
+    let f = Fields::of(v, "")?;
+    let choices = f
+        .array("choices")?
+        .ok_or_else(|| FormatError::malformed("choices", "required"))?;
+    let choice = choices
+        .first()
+        .ok_or_else(|| FormatError::malformed("choices", "no choice in the answer"))?;
+    let c = Fields::of(choice, "choices[0]")?;
+    let msg = c
+        .object("message")?
+        .ok_or_else(|| FormatError::malformed(c.path("message"), "required"))?;
+    let mut text =
+        content_text(msg.get("content"), &msg.path("content"), true)?.unwrap_or_default();
+    if text.is_empty() {
+        if let Some(refusal) = msg.str("refusal")? {
+            text = refusal.to_string();
+        }
+    }
+    let mut tool_calls = Vec::new();
+    for (i, call) in msg
+        .array("tool_calls")?
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        let call = Fields::of(call, index(&msg.path("tool_calls"), i))?;
+        let function = call
+            .object("function")?
+            .ok_or_else(|| FormatError::malformed(call.path("function"), "required"))?;
+        let arguments = match function.get("arguments") {
+            None => "{}".to_string(),
+            Some(Value::String(s)) => s.clone(),
+            // Some compatible servers send the arguments as an object.
+            Some(other) => other.to_string(),
+        };
+        tool_calls.push(ToolCall {
+            id: call.str("id")?.unwrap_or_default().to_string(),
+            name: function.req_str("name")?.to_string(),
+            arguments,
+        });
+    }
+    let finish_reason = c.str("finish_reason")?.map(|r| match r {
+        "stop" => FinishReason::Stop,
+        "length" => FinishReason::Length,
+        "tool_calls" | "function_call" => FinishReason::ToolCalls,
+        "content_filter" => FinishReason::ContentFilter,
+        other => FinishReason::Other(other.to_string()),
+    });
+    let usage = match f.object("usage")? {
+        Some(u) => Some(Usage {
+            input_tokens: u.u64("prompt_tokens")?.unwrap_or(0),
+            output_tokens: u.u64("completion_tokens")?.unwrap_or(0),
+        }),
+        None => None,
+    };
+    Ok(ChatResponse {
+        text,
+        tool_calls,
+        model: f.str("model")?.unwrap_or_default().to_string(),
+        provider: String::new(),
+        finish_reason,
+        usage,
+        raw: v.clone(),
+    })
+}
+
+// ----------------------------------------------------------------- inbound
+
+/// Fields read into the neutral request.
+const READ: &[&str] = &[
+    "model",
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "stop",
+    "n",
+    "stream",
+    "stream_options",
+    "tools",
+    "tool_choice",
+    "user",
+    // Checked, and refused unless they ask for plain text.
+    "logprobs",
+    "modalities",
+    "response_format",
+];
+
+/// Hints with no neutral equivalent, accepted and ignored.
+const IGNORED: &[&str] = &[
+    "frequency_penalty",
+    "presence_penalty",
+    "seed",
+    "logit_bias",
+    "top_logprobs",
+    "parallel_tool_calls",
+    "service_tier",
+    "store",
+    "metadata",
+    "reasoning_effort",
+    "prompt_cache_key",
+    "safety_identifier",
+    "verbosity",
+];
+
+/// Fields that would change the answer's shape: refused when set.
+const REFUSED: &[&str] = &[
+    "audio",
+    "functions",
+    "function_call",
+    "prediction",
+    "web_search_options",
+];
+
+/// Reads a client's Chat Completions request body.
+pub fn parse_request(body: &[u8]) -> Result<ChatRequest, FormatError> {
+    request_from_value(&parse_json(body)?)
+}
+
+/// Reads a client's Chat Completions request, already parsed as JSON.
+pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
+    let f = Fields::of(v, "")?;
+    for key in f.keys() {
+        if REFUSED.contains(&key) && f.get(key).is_some() {
+            return Err(FormatError::unsupported(key, "cannot be translated"));
+        }
+        if !(READ.contains(&key) || IGNORED.contains(&key) || REFUSED.contains(&key)) {
+            return Err(FormatError::malformed(key, "unknown field"));
+        }
+    }
+    if let Some(n) = f.u32("n")? {
+        if n != 1 {
+            return Err(FormatError::unsupported(
+                "n",
+                "only one choice (n = 1) is served",
+            ));
+        }
+    }
+    if f.bool("logprobs")? == Some(true) {
+        return Err(FormatError::unsupported("logprobs", "cannot be translated"));
+    }
+    if let Some(modalities) = f.array("modalities")? {
+        if modalities.iter().any(|m| m.as_str() != Some("text")) {
+            return Err(FormatError::unsupported(
+                "modalities",
+                "only text output is served",
+            ));
+        }
+    }
+    if let Some(rf) = f.object("response_format")? {
+        let kind = rf.req_str("type")?;
+        if kind != "text" {
+            return Err(FormatError::unsupported(
+                rf.path("type"),
+                format!("{kind} responses cannot be translated"),
+            ));
+        }
+    }
+    let raw = f
+        .array("messages")?
+        .ok_or_else(|| FormatError::malformed("messages", "required"))?;
+    if raw.is_empty() {
+        return Err(FormatError::malformed("messages", "must not be empty"));
+    }
+    let messages = raw
+        .iter()
+        .enumerate()
+        .map(|(i, m)| parse_message(m, &index("messages", i)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let max_tokens = match f.u32("max_completion_tokens")? {
+        Some(n) => Some(n),
+        None => f.u32("max_tokens")?,
+    };
+    let stop = match f.get("stop") {
+        None => Vec::new(),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) => a
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                s.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| FormatError::malformed(index("stop", i), "expected a string"))
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(FormatError::malformed("stop", "expected string or array")),
+    };
+    let tools = f
+        .array("tools")?
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+        .map(|(i, t)| parse_tool(t, &index("tools", i)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ChatRequest {
+        model: Some(f.req_str("model")?.to_string()),
+        messages,
+        max_tokens,
+        temperature: f.f64("temperature")?,
+        top_p: f.f64("top_p")?,
+        stop,
+        tools,
+        tool_choice: parse_tool_choice(f.get("tool_choice"))?,
+        stream: f.bool("stream")?.unwrap_or(false),
+        metadata: f.str("user")?.map(|u| json!({"user_id": u})),
+    })
+}
+
+fn parse_message(v: &Value, path: &str) -> Result<Message, FormatError> {
+    let f = Fields::of(v, path)?;
+    let role = f.req_str("role")?;
+    let text = |required: bool| -> Result<String, FormatError> {
+        match content_text(f.get("content"), &f.path("content"), false)? {
+            Some(t) => Ok(t),
+            None if required => Err(FormatError::malformed(f.path("content"), "required")),
+            None => Ok(String::new()),
+        }
+    };
+    let text_part = |t: String| -> Vec<Part> {
+        if t.is_empty() {
+            Vec::new()
+        } else {
+            vec![Part::Text { text: t }]
+        }
+    };
+    match role {
+        "system" | "developer" => Ok(Message::system(text(true)?)),
+        "user" => Ok(Message::user(text(true)?)),
+        "tool" => Ok(Message {
+            role: Role::Tool,
+            content: vec![Part::ToolResult {
+                tool_call_id: f.req_str("tool_call_id")?.to_string(),
+                content: text(false)?,
+                is_error: false,
+            }],
+        }),
+        "assistant" => {
+            for key in ["audio", "function_call"] {
+                if f.get(key).is_some() {
+                    return Err(FormatError::unsupported(
+                        f.path(key),
+                        "cannot be translated",
+                    ));
+                }
+            }
+            let mut content = text_part(text(false)?);
+            for (i, call) in f
+                .array("tool_calls")?
+                .unwrap_or_default()
+                .iter()
+                .enumerate()
+            {
+                let call = Fields::of(call, index(&f.path("tool_calls"), i))?;
+                if let Some(kind) = call.str("type")? {
+                    if kind != "function" {
+                        return Err(FormatError::unsupported(
+                            call.path("type"),
+                            format!("{kind} tool calls cannot be translated"),
+                        ));
+                    }
+                }
+                let function = call
+                    .object("function")?
+                    .ok_or_else(|| FormatError::malformed(call.path("function"), "required"))?;
+                content.push(Part::ToolCall(ToolCall {
+                    id: call.req_str("id")?.to_string(),
+                    name: function.req_str("name")?.to_string(),
+                    arguments: function.str("arguments")?.unwrap_or("{}").to_string(),
+                }));
+            }
+            Ok(Message {
+                role: Role::Assistant,
+                content,
+            })
+        }
+        "function" => Err(FormatError::unsupported(
+            f.path("role"),
+            "the legacy function role cannot be translated; use tool",
+        )),
+        other => Err(FormatError::malformed(
+            f.path("role"),
+            format!("unknown role \"{other}\""),
+        )),
+    }
+}
+
+/// A `content` that is a string or an array of text parts. `refusal` parts
+/// count as text when `refusal_ok` (answers may carry them).
+fn content_text(
+    v: Option<&Value>,
+    path: &str,
+    refusal_ok: bool,
+) -> Result<Option<String>, FormatError> {
+    match v {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(Value::Array(parts)) => {
+            let mut out = String::new();
+            for (i, part) in parts.iter().enumerate() {
+                let p = Fields::of(part, index(path, i))?;
+                match p.req_str("type")? {
+                    "text" => out.push_str(p.req_str("text")?),
+                    "refusal" if refusal_ok => out.push_str(p.req_str("refusal")?),
+                    kind @ ("image_url" | "input_audio" | "file" | "refusal") => {
+                        return Err(FormatError::unsupported(
+                            p.path("type"),
+                            format!("{kind} content cannot be translated"),
+                        ))
+                    }
+                    other => {
+                        return Err(FormatError::malformed(
+                            p.path("type"),
+                            format!("unknown content part type \"{other}\""),
+                        ))
+                    }
+                }
+            }
+            Ok(Some(out))
+        }
+        Some(_) => Err(FormatError::malformed(path, "expected string or array")),
+    }
+}
+
+fn parse_tool(v: &Value, path: &str) -> Result<Tool, FormatError> {
+    let t = Fields::of(v, path)?;
+    let kind = t.req_str("type")?;
+    if kind != "function" {
+        return Err(FormatError::unsupported(
+            t.path("type"),
+            format!("{kind} tools cannot be translated"),
+        ));
+    }
+    let function = t
+        .object("function")?
+        .ok_or_else(|| FormatError::malformed(t.path("function"), "required"))?;
+    Ok(Tool {
+        name: function.req_str("name")?.to_string(),
+        description: function.str("description")?.map(str::to_string),
+        parameters: function
+            .get("parameters")
+            .cloned()
+            .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+    })
+}
+
+fn parse_tool_choice(v: Option<&Value>) -> Result<Option<ToolChoice>, FormatError> {
+    let path = "tool_choice";
+    match v {
+        None => Ok(None),
+        Some(Value::String(s)) => match s.as_str() {
+            "auto" => Ok(Some(ToolChoice::Auto)),
+            "none" => Ok(Some(ToolChoice::None)),
+            "required" => Ok(Some(ToolChoice::Required)),
+            other => Err(FormatError::malformed(
+                path,
+                format!("unknown tool choice \"{other}\""),
+            )),
+        },
+        Some(obj) => {
+            let f = Fields::of(obj, path)?;
+            let kind = f.req_str("type")?;
+            if kind != "function" {
+                return Err(FormatError::unsupported(
+                    f.path("type"),
+                    format!("{kind} tool choice cannot be translated"),
+                ));
+            }
+            let function = f
+                .object("function")?
+                .ok_or_else(|| FormatError::malformed(f.path("function"), "required"))?;
+            Ok(Some(ToolChoice::Tool(
+                function.req_str("name")?.to_string(),
+            )))
+        }
+    }
+}
+
+/// Renders a neutral answer as a `chat.completion` object. `model` in the
+/// output is the model that actually answered.
+pub fn render_response(resp: &ChatResponse, id: &str, created: u64) -> Value {
+    let mut message = Map::new();
+    message.insert("role".into(), json!("assistant"));
+    let content = if resp.text.is_empty() && !resp.tool_calls.is_empty() {
+        Value::Null
+    } else {
+        json!(resp.text)
+    };
+    message.insert("content".into(), content);
+    if !resp.tool_calls.is_empty() {
+        let calls: Vec<Value> = resp
+            .tool_calls
+            .iter()
+            .map(|c| {
+                json!({
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                })
+            })
+            .collect();
+        message.insert("tool_calls".into(), Value::Array(calls));
+    }
+    message.insert("refusal".into(), Value::Null);
+    let finish = resp.finish_reason.as_ref().map(|r| match r {
+        FinishReason::Stop => "stop",
+        FinishReason::Length => "length",
+        FinishReason::ToolCalls => "tool_calls",
+        FinishReason::ContentFilter => "content_filter",
+        FinishReason::Other(other) => other.as_str(),
+    });
+    let mut out = json!({
+        "id": id,
+        "object": "chat.completion",
+        "created": created,
+        "model": resp.model,
+        "choices": [{
+            "index": 0,
+            "message": message,
+            "logprobs": null,
+            "finish_reason": finish,
+        }],
+    });
+    if let Some(u) = resp.usage {
+        out["usage"] = json!({
+            "prompt_tokens": u.input_tokens,
+            "completion_tokens": u.output_tokens,
+            "total_tokens": u.input_tokens.saturating_add(u.output_tokens),
+        });
+    }
+    out
+}
+
+/// The OpenAI error `type` for an HTTP status.
+pub fn error_type(status: u16) -> &'static str {
+    match status {
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        429 => "rate_limit_error",
+        400..=499 => "invalid_request_error",
+        _ => "server_error",
+    }
+}
+
+/// Renders an error the way the OpenAI API does:
+/// `{"error": {"message", "type", "param", "code"}}`.
+pub fn render_error(status: u16, message: &str, code: Option<&str>) -> Value {
+    json!({
+        "error": {
+            "message": message,
+            "type": error_type(status),
+            "param": null,
+            "code": code,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_fields_and_images_are_refused_with_their_path() {
+        let e = parse_request(
+            br#"{"model":"m","messages":[{"role":"user","content":"hi"}],"bogus":1}"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "bogus: unknown field");
+        let e = parse_request(
+            br#"{"model":"m","messages":[{"role":"user","content":"a"},{"role":"user","content":"b"},
+                {"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, super::super::FormatErrorKind::Unsupported);
+        assert_eq!(e.path, "messages[2].content[0].type");
+        let e = parse_request(br#"{"model":"m","messages":[{"role":"user","content":5}]}"#)
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "messages[0].content: expected string or array"
+        );
+    }
+
+    #[test]
+    fn max_tokens_field_follows_the_quirk() {
+        let mut req = ChatRequest::new(vec![Message::user("hi")]);
+        req.max_tokens = Some(7);
+        let opts = EncodeOptions {
+            max_tokens_field: MaxTokensField::MaxCompletionTokens,
+            stream_usage: true,
+        };
+        let v = encode_request(&req, "gpt", opts).unwrap();
+        assert_eq!(v["max_completion_tokens"], 7);
+        assert!(v.get("max_tokens").is_none());
+    }
+}

@@ -1,0 +1,129 @@
+//! The Anthropic Messages API adapter.
+//!
+//! Quirks on top of the shared classifier: 529 `overloaded_error` is a
+//! server fault (the classifier already treats every 5xx so), a 400
+//! `invalid_request_error` saying "prompt is too long" is a context-length
+//! failure, and the `anthropic-ratelimit-*-reset` headers are informational
+//! only: the wait comes from `retry-after`.
+
+use super::{success_json, Capabilities, Models, Provider};
+use crate::chat::{ChatRequest, ChatResponse};
+use crate::config::Secret;
+use crate::error::ProviderError;
+use crate::format::anthropic::{decode_response, encode_request};
+use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
+
+/// The API version sent by default.
+pub const DEFAULT_VERSION: &str = "2023-06-01";
+
+/// The `max_tokens` sent when the request sets none (the API requires one).
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// The API's base URL.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+
+/// A Messages API adapter. Built with [`Anthropic::new`] and the builder
+/// methods, or from configuration by [`super::build`].
+#[derive(Debug, Clone)]
+pub struct Anthropic {
+    id: String,
+    base_url: String,
+    key: Option<Secret>,
+    version: String,
+    default_max_tokens: u32,
+    headers: Headers,
+    models: Models,
+}
+
+impl Anthropic {
+    /// An adapter named `id` with the defaults (no key yet).
+    pub fn new(id: impl Into<String>) -> Self {
+        Anthropic {
+            id: id.into(),
+            base_url: DEFAULT_BASE_URL.into(),
+            key: None,
+            version: DEFAULT_VERSION.into(),
+            default_max_tokens: DEFAULT_MAX_TOKENS,
+            headers: Headers::new(),
+            models: Models::new(Capabilities {
+                prefill: true,
+                tools: true,
+                ..Capabilities::default()
+            }),
+        }
+    }
+
+    /// Sets the base URL.
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = url.into().trim_end_matches('/').to_string();
+        self
+    }
+
+    /// Sets the key.
+    pub fn api_key(mut self, key: Secret) -> Self {
+        self.key = Some(key);
+        self
+    }
+
+    /// Sets `anthropic-version`.
+    pub fn version(mut self, version: impl Into<String>) -> Self {
+        self.version = version.into();
+        self
+    }
+
+    /// Sets the `max_tokens` used when a request has none.
+    pub fn default_max_tokens(mut self, n: u32) -> Self {
+        self.default_max_tokens = n;
+        self
+    }
+
+    /// Adds a header to every request (`anthropic-beta`, …).
+    pub fn header(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.headers.insert(name, value);
+        self
+    }
+
+    /// Sets the model capabilities.
+    pub fn models(mut self, models: Models) -> Self {
+        self.models = models;
+        self
+    }
+}
+
+impl Provider for Anthropic {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn encode(&self, req: &ChatRequest, model: &str) -> Result<HttpRequest, ProviderError> {
+        self.models.check(req, model)?;
+        let body = encode_request(req, model, self.default_max_tokens)
+            .map_err(|e| e.into_request_error())?;
+        let url = format!("{}/v1/messages", self.base_url);
+        let mut http = HttpRequest::post_json(url, body.to_string().into_bytes());
+        for (name, value) in self.headers.iter() {
+            http.headers.insert(name, value);
+        }
+        http.headers
+            .insert("anthropic-version", self.version.clone());
+        if let Some(key) = &self.key {
+            http.headers.insert("x-api-key", key.expose());
+        }
+        Ok(http)
+    }
+
+    fn decode(
+        &self,
+        resp: &BufferedResponse,
+        now: UnixMillis,
+    ) -> Result<ChatResponse, ProviderError> {
+        let v = success_json(resp, now, self.key.as_ref().map(Secret::expose))?;
+        let mut out = decode_response(&v).map_err(|e| e.into_decode_error(resp.status))?;
+        out.provider = self.id.clone();
+        Ok(out)
+    }
+
+    fn capabilities(&self, model: &str) -> Capabilities {
+        self.models.get(model)
+    }
+}

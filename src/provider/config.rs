@@ -1,0 +1,525 @@
+//! Provider configuration: the `providers` map of the one JSON shape, and
+//! [`build`], which validates an entry and turns it into an adapter.
+//!
+//! ```json
+//! {
+//!   "anthropic": { "kind": "anthropic", "models": { "claude-sonnet-4-5": { "contextWindow": 200000 } } },
+//!   "openai":    { "kind": "openai", "organization": "org-1" },
+//!   "groq":      { "kind": "openai-compatible", "preset": "groq" },
+//!   "azure":     { "kind": "openai-compatible", "preset": "azure",
+//!                  "baseUrl": "https://my-resource.openai.azure.com", "deployment": "gpt-4o" },
+//!   "local":     { "kind": "openai-compatible", "preset": "ollama" }
+//! }
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::anthropic::Anthropic;
+use super::openai::OpenAi;
+use super::preset::PresetName;
+use super::{Capabilities, Models, Provider};
+use crate::config::{ConfigIssue, Secret};
+use crate::format::openai::MaxTokensField;
+
+/// One entry of `providers`, tagged by `kind`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "kind")]
+pub enum ProviderConfig {
+    /// `"kind": "anthropic"`: the Messages API.
+    #[serde(rename = "anthropic")]
+    Anthropic(AnthropicConfig),
+    /// `"kind": "openai"`: OpenAI's Chat Completions.
+    #[serde(rename = "openai")]
+    OpenAi(OpenAiConfig),
+    /// `"kind": "openai-compatible"`: a preset's Chat Completions.
+    #[serde(rename = "openai-compatible")]
+    Compatible(CompatibleConfig),
+}
+
+impl ProviderConfig {
+    /// The models configured for this provider, by name.
+    pub fn models(&self) -> &BTreeMap<String, ModelConfig> {
+        match self {
+            ProviderConfig::Anthropic(c) => &c.models,
+            ProviderConfig::OpenAi(c) => &c.models,
+            ProviderConfig::Compatible(c) => &c.models,
+        }
+    }
+}
+
+/// What a model can do and what it costs.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ModelConfig {
+    /// Context window in tokens.
+    #[serde(default)]
+    pub context_window: Option<u32>,
+    /// Continues a trailing assistant message (default: Anthropic yes,
+    /// OpenAI-style no).
+    #[serde(default)]
+    pub prefill: Option<bool>,
+    /// Accepts tools (default yes).
+    #[serde(default)]
+    pub tools: Option<bool>,
+    /// US dollars per million input tokens.
+    #[serde(default)]
+    pub input_price_per_mtok: Option<f64>,
+    /// US dollars per million output tokens.
+    #[serde(default)]
+    pub output_price_per_mtok: Option<f64>,
+}
+
+/// `"kind": "anthropic"`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AnthropicConfig {
+    /// Base URL (default the Anthropic API).
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// The key itself (for the npm package).
+    #[serde(default)]
+    pub api_key: Option<Secret>,
+    /// The env var / Worker secret holding the key (default
+    /// `ANTHROPIC_API_KEY`).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Per-model capabilities.
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelConfig>,
+    /// Extra, non-secret headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// `anthropic-version` (default `2023-06-01`).
+    #[serde(default)]
+    pub anthropic_version: Option<String>,
+    /// `max_tokens` when a request sets none (default 4096).
+    #[serde(default)]
+    pub default_max_tokens: Option<u32>,
+}
+
+/// `"kind": "openai"`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OpenAiConfig {
+    /// Base URL (default the OpenAI API).
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// The key itself (for the npm package).
+    #[serde(default)]
+    pub api_key: Option<Secret>,
+    /// The env var / Worker secret holding the key (default
+    /// `OPENAI_API_KEY`).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Per-model capabilities.
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelConfig>,
+    /// Extra, non-secret headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// `OpenAI-Organization`.
+    #[serde(default)]
+    pub organization: Option<String>,
+    /// `OpenAI-Project`.
+    #[serde(default)]
+    pub project: Option<String>,
+    /// `max_tokens` or `max_completion_tokens` (default the latter).
+    #[serde(default)]
+    pub max_tokens_field: Option<MaxTokensField>,
+    /// Ask for usage on streams (default yes).
+    #[serde(default)]
+    pub stream_usage: Option<bool>,
+}
+
+/// `"kind": "openai-compatible"`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CompatibleConfig {
+    /// Which provider.
+    pub preset: PresetName,
+    /// Base URL (default the preset's; required for azure and custom).
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// The key itself (for the npm package).
+    #[serde(default)]
+    pub api_key: Option<Secret>,
+    /// The env var / Worker secret holding the key (default the preset's,
+    /// e.g. `GROQ_API_KEY`; none for self-hosted servers).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Per-model capabilities.
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelConfig>,
+    /// Extra, non-secret headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Endpoint path (default the preset's).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Azure deployment (default the model name).
+    #[serde(default)]
+    pub deployment: Option<String>,
+    /// `api-version` query parameter (Azure default `2024-10-21`).
+    #[serde(default)]
+    pub api_version: Option<String>,
+    /// `max_tokens` or `max_completion_tokens` (default the preset's).
+    #[serde(default)]
+    pub max_tokens_field: Option<MaxTokensField>,
+    /// Ask for usage on streams (default the preset's).
+    #[serde(default)]
+    pub stream_usage: Option<bool>,
+}
+
+/// Validates one provider entry and builds its adapter. `secret` looks up
+/// an environment variable or Worker secret by name; `path` is the entry's
+/// path (`providers.openai`). Every problem is pushed to `issues` with its
+/// path; the adapter is returned only when there was none. No message ever
+/// holds a secret's value.
+pub fn build(
+    id: &str,
+    cfg: &ProviderConfig,
+    secret: &dyn Fn(&str) -> Option<String>,
+    path: &str,
+    issues: &mut Vec<ConfigIssue>,
+) -> Option<Box<dyn Provider>> {
+    let before = issues.len();
+    let mut v = Check { path, issues };
+    let provider: Box<dyn Provider> = match cfg {
+        ProviderConfig::Anthropic(c) => {
+            let key = v.key(
+                &c.api_key,
+                &c.api_key_env,
+                Some("ANTHROPIC_API_KEY"),
+                true,
+                secret,
+            );
+            let mut p = Anthropic::new(id).models(v.models(&c.models, true));
+            if let Some(url) = v.url(
+                c.base_url.as_deref(),
+                Some(super::anthropic::DEFAULT_BASE_URL),
+            ) {
+                p = p.base_url(url);
+            }
+            for (name, value) in v.headers(&c.headers) {
+                p = p.header(name, value);
+            }
+            if let Some(version) = &c.anthropic_version {
+                v.non_empty("anthropicVersion", version);
+                p = p.version(version.clone());
+            }
+            if let Some(n) = c.default_max_tokens {
+                if n == 0 {
+                    v.issue("defaultMaxTokens", "must be at least 1");
+                }
+                p = p.default_max_tokens(n);
+            }
+            if let Some(key) = key {
+                p = p.api_key(key);
+            }
+            Box::new(p)
+        }
+        ProviderConfig::OpenAi(c) => {
+            let key = v.key(
+                &c.api_key,
+                &c.api_key_env,
+                Some("OPENAI_API_KEY"),
+                true,
+                secret,
+            );
+            let mut p = OpenAi::new(id, PresetName::OpenAi).models(v.models(&c.models, false));
+            if let Some(url) = v.url(c.base_url.as_deref(), PresetName::OpenAi.preset().base_url) {
+                p = p.base_url(url);
+            }
+            for (name, value) in v.headers(&c.headers) {
+                p = p.header(name, value);
+            }
+            if let Some(org) = &c.organization {
+                v.non_empty("organization", org);
+                p = p.organization(org.clone());
+            }
+            if let Some(project) = &c.project {
+                v.non_empty("project", project);
+                p = p.project(project.clone());
+            }
+            if let Some(f) = c.max_tokens_field {
+                p = p.max_tokens_field(f);
+            }
+            if let Some(on) = c.stream_usage {
+                p = p.stream_usage(on);
+            }
+            if let Some(key) = key {
+                p = p.api_key(key);
+            }
+            Box::new(p)
+        }
+        ProviderConfig::Compatible(c) => {
+            let preset = c.preset.preset();
+            let key = v.key(
+                &c.api_key,
+                &c.api_key_env,
+                preset.key_env,
+                preset.key_required,
+                secret,
+            );
+            let mut p = OpenAi::new(id, c.preset).models(v.models(&c.models, false));
+            if let Some(url) = v.url(c.base_url.as_deref(), preset.base_url) {
+                p = p.base_url(url);
+            }
+            for (name, value) in v.headers(&c.headers) {
+                p = p.header(name, value);
+            }
+            let endpoint = c.path.as_deref().unwrap_or(preset.path);
+            if let Some(path) = &c.path {
+                if !path.starts_with('/') {
+                    v.issue("path", "must start with /");
+                }
+                p = p.path(path.clone());
+            }
+            if let Some(d) = &c.deployment {
+                if !endpoint.contains("{deployment}") {
+                    v.issue(
+                        "deployment",
+                        "only used by paths with {deployment} (preset azure)",
+                    );
+                } else if d.is_empty() || d.contains(['/', '?', '#']) {
+                    v.issue("deployment", "must be a non-empty name without / ? #");
+                }
+                p = p.deployment(d.clone());
+            }
+            if let Some(version) = &c.api_version {
+                v.non_empty("apiVersion", version);
+                p = p.api_version(version.clone());
+            }
+            if let Some(f) = c.max_tokens_field {
+                p = p.max_tokens_field(f);
+            }
+            if let Some(on) = c.stream_usage {
+                p = p.stream_usage(on);
+            }
+            if let Some(key) = key {
+                p = p.api_key(key);
+            }
+            Box::new(p)
+        }
+    };
+    (issues.len() == before).then_some(provider)
+}
+
+/// Validation helpers writing issues under one entry's path.
+struct Check<'a> {
+    path: &'a str,
+    issues: &'a mut Vec<ConfigIssue>,
+}
+
+impl Check<'_> {
+    fn issue(&mut self, field: &str, message: impl Into<String>) {
+        self.issues
+            .push(ConfigIssue::new(format!("{}.{field}", self.path), message));
+    }
+
+    fn non_empty(&mut self, field: &str, value: &str) {
+        if value.trim().is_empty() {
+            self.issue(field, "must not be empty");
+        }
+    }
+
+    /// The key from `apiKey`, or from the secret named by `apiKeyEnv` (or
+    /// the default name).
+    fn key(
+        &mut self,
+        api_key: &Option<Secret>,
+        api_key_env: &Option<String>,
+        default_env: Option<&str>,
+        required: bool,
+        secret: &dyn Fn(&str) -> Option<String>,
+    ) -> Option<Secret> {
+        if let Some(key) = api_key {
+            if api_key_env.is_some() {
+                self.issue("apiKey", "set either apiKey or apiKeyEnv, not both");
+            }
+            if key.expose().trim().is_empty() {
+                self.issue("apiKey", "must not be empty");
+            }
+            return Some(key.clone());
+        }
+        let Some(name) = api_key_env.as_deref().or(default_env) else {
+            if required {
+                self.issue("apiKeyEnv", "a key is required: set apiKeyEnv or apiKey");
+            }
+            return None;
+        };
+        if name.trim().is_empty() {
+            self.issue("apiKeyEnv", "must not be empty");
+            return None;
+        }
+        match secret(name).filter(|v| !v.trim().is_empty()) {
+            Some(value) => Some(Secret::new(value)),
+            None if required || api_key_env.is_some() => {
+                self.issue("apiKeyEnv", format!("secret \"{name}\" is not set"));
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// The base URL, checked: `http(s)://host[/prefix]`.
+    fn url(&mut self, url: Option<&str>, default: Option<&str>) -> Option<String> {
+        let Some(url) = url.or(default) else {
+            self.issue("baseUrl", "required for this provider");
+            return None;
+        };
+        let rest = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("http://"));
+        let host = rest.map(|r| r.split('/').next().unwrap_or_default());
+        match host {
+            None => self.issue("baseUrl", format!("\"{url}\" is not an http(s) URL")),
+            Some("") => self.issue("baseUrl", format!("\"{url}\" has no host")),
+            Some(_) if url.contains(|c: char| c.is_whitespace() || c == '?' || c == '#') => {
+                self.issue("baseUrl", "must not contain spaces, a query or a fragment")
+            }
+            Some(_) => return Some(url.to_string()),
+        }
+        None
+    }
+
+    /// The extra headers, checked: valid names, no line breaks, no
+    /// credentials (those belong in apiKey / apiKeyEnv).
+    fn headers<'h>(&mut self, headers: &'h BTreeMap<String, String>) -> Vec<(&'h str, &'h str)> {
+        let mut out = Vec::new();
+        for (name, value) in headers {
+            let field = format!("headers.{name}");
+            let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+            if name.is_empty() || !name.chars().all(token) {
+                self.issue(&field, "is not a valid header name");
+            } else if value.contains(['\r', '\n']) {
+                self.issue(&field, "must not contain line breaks");
+            } else if [
+                "authorization",
+                "x-api-key",
+                "api-key",
+                "proxy-authorization",
+            ]
+            .contains(&name.to_ascii_lowercase().as_str())
+            {
+                self.issue(&field, "credentials go in apiKey or apiKeyEnv");
+            } else {
+                out.push((name.as_str(), value.as_str()));
+            }
+        }
+        out
+    }
+
+    /// The model table, checked; `prefill` is the provider's default.
+    fn models(&mut self, models: &BTreeMap<String, ModelConfig>, prefill: bool) -> Models {
+        let default = Capabilities {
+            prefill,
+            tools: true,
+            ..Capabilities::default()
+        };
+        let mut table = Models::new(default.clone());
+        for (name, m) in models {
+            let field = format!("models.{name}");
+            if name.trim().is_empty() {
+                self.issue("models", "model names must not be empty");
+            }
+            if m.context_window == Some(0) {
+                self.issue(&format!("{field}.contextWindow"), "must be at least 1");
+            }
+            for (key, price) in [
+                ("inputPricePerMtok", m.input_price_per_mtok),
+                ("outputPricePerMtok", m.output_price_per_mtok),
+            ] {
+                if price.is_some_and(|p| !p.is_finite() || p < 0.0) {
+                    self.issue(&format!("{field}.{key}"), "must be a non-negative number");
+                }
+            }
+            table.insert(
+                name.clone(),
+                Capabilities {
+                    prefill: m.prefill.unwrap_or(default.prefill),
+                    tools: m.tools.unwrap_or(default.tools),
+                    context_window: m.context_window,
+                    input_price_per_mtok: m.input_price_per_mtok,
+                    output_price_per_mtok: m.output_price_per_mtok,
+                },
+            );
+        }
+        table
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(v: serde_json::Value) -> Result<ProviderConfig, serde_json::Error> {
+        serde_json::from_value(v)
+    }
+
+    fn check(v: serde_json::Value, env: &[(&str, &str)]) -> (bool, Vec<String>) {
+        let cfg = parse(v).unwrap();
+        let lookup = |name: &str| {
+            env.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        };
+        let mut issues = Vec::new();
+        let built = build("p", &cfg, &lookup, "providers.p", &mut issues).is_some();
+        (built, issues.iter().map(ToString::to_string).collect())
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_inside_each_kind() {
+        let e = parse(serde_json::json!({"kind": "openai", "bogus": 1})).unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+        let e =
+            parse(serde_json::json!({"kind": "openai-compatible", "preset": "nope"})).unwrap_err();
+        assert!(e.to_string().contains("nope"), "{e}");
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_its_path_and_no_value() {
+        let (built, issues) = check(
+            serde_json::json!({
+                "kind": "openai-compatible", "preset": "azure", "deployment": "a/b",
+                "headers": {"Authorization": "Bearer sk-x"},
+                "models": {"m": {"contextWindow": 0, "inputPricePerMtok": -1.0}}
+            }),
+            &[],
+        );
+        assert!(!built);
+        assert_eq!(
+            issues,
+            [
+                "providers.p.apiKeyEnv: secret \"AZURE_OPENAI_API_KEY\" is not set",
+                "providers.p.models.m.contextWindow: must be at least 1",
+                "providers.p.models.m.inputPricePerMtok: must be a non-negative number",
+                "providers.p.baseUrl: required for this provider",
+                "providers.p.headers.Authorization: credentials go in apiKey or apiKeyEnv",
+                "providers.p.deployment: must be a non-empty name without / ? #",
+            ]
+        );
+        assert!(issues.iter().all(|i| !i.contains("sk-x")));
+    }
+
+    #[test]
+    fn self_hosted_presets_need_no_key() {
+        let (built, issues) = check(
+            serde_json::json!({"kind": "openai-compatible", "preset": "ollama"}),
+            &[],
+        );
+        assert!(built, "{issues:?}");
+        let (built, issues) = check(
+            serde_json::json!({"kind": "anthropic", "baseUrl": "ftp://x"}),
+            &[("ANTHROPIC_API_KEY", "k")],
+        );
+        assert!(!built);
+        assert_eq!(
+            issues,
+            ["providers.p.baseUrl: \"ftp://x\" is not an http(s) URL"]
+        );
+    }
+}

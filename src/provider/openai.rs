@@ -1,0 +1,220 @@
+//! The OpenAI Chat Completions adapter, for OpenAI and every
+//! OpenAI-compatible provider (a [`Preset`] says where and how).
+//!
+//! Quirks on top of the shared classifier: an error object inside
+//! `choices[0]` (OpenRouter) is an error too; everything else (429 with
+//! `insufficient_quota`, `context_length_exceeded`, content policy,
+//! `retry-after-ms`, `x-should-retry`) is the classifier's.
+
+use super::classify::{classify_body, redact, ErrorBody};
+use super::preset::{AuthStyle, Preset, PresetName};
+use super::{success_json, Capabilities, Models, Provider};
+use crate::chat::{ChatRequest, ChatResponse};
+use crate::config::Secret;
+use crate::error::ProviderError;
+use crate::format::openai::{decode_response, encode_request, EncodeOptions, MaxTokensField};
+use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
+
+/// A Chat Completions adapter. Built with [`OpenAi::new`] and the
+/// builder methods, or from configuration by [`super::build`].
+#[derive(Debug, Clone)]
+pub struct OpenAi {
+    id: String,
+    preset: &'static Preset,
+    base_url: String,
+    path: String,
+    api_version: Option<String>,
+    deployment: Option<String>,
+    key: Option<Secret>,
+    headers: Headers,
+    options: EncodeOptions,
+    models: Models,
+}
+
+impl OpenAi {
+    /// An adapter named `id` for `preset`, with its defaults (no key yet;
+    /// an empty base URL for presets without a default).
+    pub fn new(id: impl Into<String>, preset: PresetName) -> Self {
+        let preset = preset.preset();
+        OpenAi {
+            id: id.into(),
+            preset,
+            base_url: preset.base_url.unwrap_or_default().to_string(),
+            path: preset.path.to_string(),
+            api_version: preset.quirks.api_version.map(str::to_string),
+            deployment: None,
+            key: None,
+            headers: Headers::new(),
+            options: EncodeOptions {
+                max_tokens_field: preset.quirks.max_tokens_field,
+                stream_usage: preset.quirks.stream_usage,
+            },
+            models: Models::new(Capabilities {
+                prefill: false,
+                tools: true,
+                ..Capabilities::default()
+            }),
+        }
+    }
+
+    /// The preset this adapter follows.
+    pub fn preset(&self) -> &'static Preset {
+        self.preset
+    }
+
+    /// Sets the base URL (scheme and host, optionally a path prefix).
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = url.into().trim_end_matches('/').to_string();
+        self
+    }
+
+    /// Sets the endpoint path (`/v1/chat/completions` by default).
+    pub fn path(mut self, path: impl Into<String>) -> Self {
+        self.path = path.into();
+        self
+    }
+
+    /// Sets the key.
+    pub fn api_key(mut self, key: Secret) -> Self {
+        self.key = Some(key);
+        self
+    }
+
+    /// Sends `OpenAI-Organization`.
+    pub fn organization(self, org: impl Into<String>) -> Self {
+        self.header("openai-organization", org)
+    }
+
+    /// Sends `OpenAI-Project`.
+    pub fn project(self, project: impl Into<String>) -> Self {
+        self.header("openai-project", project)
+    }
+
+    /// Adds a header to every request.
+    pub fn header(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.headers.insert(name, value);
+        self
+    }
+
+    /// Sets the Azure deployment (the model name is used when unset).
+    pub fn deployment(mut self, deployment: impl Into<String>) -> Self {
+        self.deployment = Some(deployment.into());
+        self
+    }
+
+    /// Sets the `api-version` query parameter.
+    pub fn api_version(mut self, version: impl Into<String>) -> Self {
+        self.api_version = Some(version.into());
+        self
+    }
+
+    /// Chooses the output token limit field.
+    pub fn max_tokens_field(mut self, field: MaxTokensField) -> Self {
+        self.options.max_tokens_field = field;
+        self
+    }
+
+    /// Whether streamed requests ask for usage.
+    pub fn stream_usage(mut self, on: bool) -> Self {
+        self.options.stream_usage = on;
+        self
+    }
+
+    /// Sets the model capabilities.
+    pub fn models(mut self, models: Models) -> Self {
+        self.models = models;
+        self
+    }
+
+    /// The URL a request for `model` goes to.
+    pub fn url(&self, model: &str) -> String {
+        let deployment = self.deployment.as_deref().unwrap_or(model);
+        let path = self.path.replace("{deployment}", &path_segment(deployment));
+        match &self.api_version {
+            Some(v) => format!("{}{path}?api-version={v}", self.base_url),
+            None => format!("{}{path}", self.base_url),
+        }
+    }
+}
+
+/// `s` percent-encoded for use as one path segment.
+fn path_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+impl Provider for OpenAi {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn encode(&self, req: &ChatRequest, model: &str) -> Result<HttpRequest, ProviderError> {
+        self.models.check(req, model)?;
+        let body = encode_request(req, model, self.options).map_err(|e| e.into_request_error())?;
+        let mut http = HttpRequest::post_json(self.url(model), body.to_string().into_bytes());
+        for (name, value) in self.headers.iter() {
+            http.headers.insert(name, value);
+        }
+        if let Some(key) = &self.key {
+            match self.preset.auth {
+                AuthStyle::Bearer => http
+                    .headers
+                    .insert("authorization", format!("Bearer {}", key.expose())),
+                AuthStyle::ApiKeyHeader(name) => http.headers.insert(name, key.expose()),
+                AuthStyle::None => {}
+            }
+        }
+        Ok(http)
+    }
+
+    fn decode(
+        &self,
+        resp: &BufferedResponse,
+        now: UnixMillis,
+    ) -> Result<ChatResponse, ProviderError> {
+        let secret = self.key.as_ref().map(Secret::expose);
+        let v = success_json(resp, now, secret)?;
+        // OpenRouter reports an upstream failure inside the choice.
+        if let Some(body) = v
+            .pointer("/choices/0/error")
+            .filter(|e| !e.is_null())
+            .and_then(|e| ErrorBody::from_value(&serde_json::json!({ "error": e })))
+        {
+            let e = classify_body(resp.status, &resp.headers, body, now);
+            return Err(redact(e, secret));
+        }
+        let mut out = decode_response(&v).map_err(|e| e.into_decode_error(resp.status))?;
+        out.provider = self.id.clone();
+        Ok(out)
+    }
+
+    fn capabilities(&self, model: &str) -> Capabilities {
+        self.models.get(model)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_name_cannot_escape_its_path_segment() {
+        let p = OpenAi::new("az", PresetName::Azure).base_url("https://r.example");
+        assert_eq!(
+            p.url("a/b?c"),
+            "https://r.example/openai/deployments/a%2Fb%3Fc/chat/completions?api-version=2024-10-21"
+        );
+        let p = OpenAi::new("g", PresetName::Groq);
+        assert_eq!(
+            p.url("llama/x"),
+            "https://api.groq.com/openai/v1/chat/completions"
+        );
+    }
+}

@@ -1,0 +1,269 @@
+//! A sans-IO Server-Sent Events decoder: bytes in, events out.
+//!
+//! Follows the WHATWG event-stream grammar: lines end in CR, LF or CRLF (a
+//! CRLF split across two chunks is still one line end), `:` starts a
+//! comment, `data` lines of one event are joined with `\n`, one space after
+//! the colon is dropped, and a blank line dispatches the event. A stream that
+//! ends without the final blank line still yields its last event through
+//! [`SseDecoder::finish`], since providers do end streams that way.
+
+use std::fmt;
+
+/// One event.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The `event:` field, if any (Anthropic names its events).
+    pub event: Option<String>,
+    /// The `data:` lines, joined with `\n`.
+    pub data: String,
+    /// The `id:` field, if any.
+    pub id: Option<String>,
+    /// The `retry:` field, if any.
+    pub retry: Option<u64>,
+}
+
+/// A line grew past the decoder's limit: the stream is not SSE, or hostile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineTooLong {
+    /// The limit in bytes.
+    pub limit: usize,
+}
+
+impl fmt::Display for LineTooLong {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "an event-stream line is longer than {} bytes",
+            self.limit
+        )
+    }
+}
+
+impl std::error::Error for LineTooLong {}
+
+/// The decoder's state between chunks.
+#[derive(Debug, Clone)]
+pub struct SseDecoder {
+    line: Vec<u8>,
+    after_cr: bool,
+    event: Option<String>,
+    data: String,
+    has_data: bool,
+    id: Option<String>,
+    retry: Option<u64>,
+    limit: usize,
+}
+
+impl Default for SseDecoder {
+    fn default() -> Self {
+        Self::new(1 << 20)
+    }
+}
+
+impl SseDecoder {
+    /// A decoder refusing lines longer than `limit` bytes.
+    pub fn new(limit: usize) -> Self {
+        SseDecoder {
+            line: Vec::new(),
+            after_cr: false,
+            event: None,
+            data: String::new(),
+            has_data: false,
+            id: None,
+            retry: None,
+            limit,
+        }
+    }
+
+    /// Feeds a chunk; complete events are appended to `out`.
+    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), LineTooLong> {
+        let mut rest = chunk;
+        if self.after_cr && !rest.is_empty() {
+            self.after_cr = false;
+            if rest[0] == b'\n' {
+                rest = &rest[1..];
+            }
+        }
+        while let Some(pos) = rest.iter().position(|b| *b == b'\n' || *b == b'\r') {
+            self.push(&rest[..pos])?;
+            let line = std::mem::take(&mut self.line);
+            self.line_done(&line, out);
+            self.line = line;
+            self.line.clear();
+            if rest[pos] == b'\r' {
+                match rest.get(pos + 1) {
+                    Some(b'\n') => rest = &rest[pos + 2..],
+                    Some(_) => rest = &rest[pos + 1..],
+                    None => {
+                        self.after_cr = true;
+                        rest = &[];
+                    }
+                }
+            } else {
+                rest = &rest[pos + 1..];
+            }
+        }
+        self.push(rest)
+    }
+
+    /// Ends the stream: the last event, if the stream ended without the
+    /// blank line that would have dispatched it.
+    pub fn finish(&mut self) -> Option<SseEvent> {
+        let mut out = Vec::new();
+        if !self.line.is_empty() {
+            let line = std::mem::take(&mut self.line);
+            self.line_done(&line, &mut out);
+        }
+        self.dispatch(&mut out);
+        out.pop()
+    }
+
+    fn push(&mut self, bytes: &[u8]) -> Result<(), LineTooLong> {
+        if self.line.len() + bytes.len() > self.limit {
+            self.line.clear();
+            return Err(LineTooLong { limit: self.limit });
+        }
+        self.line.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn line_done(&mut self, line: &[u8], out: &mut Vec<SseEvent>) {
+        if line.is_empty() {
+            self.dispatch(out);
+            return;
+        }
+        if line[0] == b':' {
+            return; // comment
+        }
+        let (field, value) = match line.iter().position(|b| *b == b':') {
+            Some(i) => {
+                let v = &line[i + 1..];
+                (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+            }
+            None => (line, &[][..]),
+        };
+        let value = String::from_utf8_lossy(value);
+        match field {
+            b"event" => self.event = Some(value.into_owned()),
+            b"data" => {
+                if self.has_data {
+                    self.data.push('\n');
+                }
+                self.data.push_str(&value);
+                self.has_data = true;
+            }
+            b"id" if !value.contains('\0') => self.id = Some(value.into_owned()),
+            b"retry" => self.retry = value.parse().ok().or(self.retry),
+            _ => {} // unknown fields are ignored, as the grammar says
+        }
+    }
+
+    fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
+        if !self.has_data && self.event.is_none() {
+            return;
+        }
+        out.push(SseEvent {
+            event: self.event.take(),
+            data: std::mem::take(&mut self.data),
+            id: self.id.clone(),
+            retry: self.retry,
+        });
+        self.has_data = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn decode(chunks: &[&[u8]]) -> Vec<SseEvent> {
+        let mut d = SseDecoder::default();
+        let mut out = Vec::new();
+        for c in chunks {
+            d.feed(c, &mut out).unwrap();
+        }
+        out.extend(d.finish());
+        out
+    }
+
+    fn data(events: &[SseEvent]) -> Vec<&str> {
+        events.iter().map(|e| e.data.as_str()).collect()
+    }
+
+    #[test]
+    fn openai_style_stream() {
+        let ev = decode(&[b"data: {\"a\":1}\n\ndata: {\"a\":2}\n\ndata: [DONE]\n\n"]);
+        assert_eq!(data(&ev), ["{\"a\":1}", "{\"a\":2}", "[DONE]"]);
+    }
+
+    #[test]
+    fn anthropic_style_named_events_and_pings() {
+        let ev = decode(&[
+            b"event: message_start\ndata: {}\n\nevent: ping\ndata: {\"type\": \"ping\"}\n\n",
+        ]);
+        assert_eq!(ev[0].event.as_deref(), Some("message_start"));
+        assert_eq!(ev[1].event.as_deref(), Some("ping"));
+    }
+
+    #[test]
+    fn chunks_split_anywhere_including_inside_crlf_and_utf8() {
+        let whole = "event: x\r\ndata: héllo\r\ndata: wörld\r\n\r\ndata: 2\r\n\r\n".as_bytes();
+        let expected = decode(&[whole]);
+        assert_eq!(data(&expected), ["héllo\nwörld", "2"]);
+        for i in 0..whole.len() {
+            for j in i..whole.len() {
+                assert_eq!(
+                    decode(&[&whole[..i], &whole[i..j], &whole[j..]]),
+                    expected,
+                    "split at {i},{j}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn comments_blank_prefix_and_bare_cr() {
+        let ev = decode(&[b": keep-alive\r\rdata:no-space\rdata:  two spaces\r\r"]);
+        assert_eq!(data(&ev), ["no-space\n two spaces"]);
+    }
+
+    #[test]
+    fn a_stream_without_the_final_blank_line_still_yields_its_event() {
+        assert_eq!(
+            data(&decode(&[b"data: a\n\ndata: [DONE]"])),
+            ["a", "[DONE]"]
+        );
+        assert_eq!(data(&decode(&[b"data: a\n\ndata: last\n"])), ["a", "last"]);
+        assert!(decode(&[b": only a comment"]).is_empty());
+    }
+
+    #[test]
+    fn id_and_retry_fields() {
+        let ev = decode(&[b"id: 7\nretry: 1500\ndata: x\n\n"]);
+        assert_eq!((ev[0].id.as_deref(), ev[0].retry), (Some("7"), Some(1500)));
+    }
+
+    #[test]
+    fn an_endless_line_is_refused() {
+        let mut d = SseDecoder::new(16);
+        let mut out = Vec::new();
+        assert!(d.feed(&[b'x'; 10], &mut out).is_ok());
+        assert_eq!(
+            d.feed(&[b'x'; 10], &mut out),
+            Err(LineTooLong { limit: 16 })
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_in_any_split_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300), cut in 0usize..300) {
+            let cut = cut.min(bytes.len());
+            let mut d = SseDecoder::new(64);
+            let mut out = Vec::new();
+            let _ = d.feed(&bytes[..cut], &mut out);
+            let _ = d.feed(&bytes[cut..], &mut out);
+            let _ = d.finish();
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! From one JSON configuration to a working client over the real adapters,
+//! on the fake platform; and configuration mistakes, reported with paths.
+
+mod common;
+
+use std::time::Duration;
+
+use common::fixture;
+use resilient_llm::config::Config;
+use resilient_llm::testing::{block_on, FakePlatform};
+use resilient_llm::{ChatRequest, Client, Error, ErrorKind, Message};
+use serde_json::json;
+
+fn secret(name: &str) -> Option<String> {
+    match name {
+        "OPENAI_API_KEY" => Some("sk-test-openai".into()),
+        "ANTHROPIC_API_KEY" => Some("sk-ant-test".into()),
+        _ => None,
+    }
+}
+
+fn config() -> Config {
+    Config::parse(
+        &json!({
+            "providers": {
+                "openai": { "kind": "openai", "baseUrl": "https://openai.test",
+                            "models": { "gpt-4o": { "contextWindow": 128000 } } },
+                "anthropic": { "kind": "anthropic", "baseUrl": "https://anthropic.test" }
+            },
+            "routes": {
+                "default": [
+                    { "provider": "openai", "model": "gpt-4o", "label": "primary" },
+                    { "provider": "anthropic", "model": "claude-sonnet-4-5", "timeoutMs": 5000 }
+                ]
+            },
+            "retry": { "maxAttempts": 2 },
+            "breaker": { "failureThreshold": 2 },
+            "timeoutMs": 10000
+        })
+        .to_string(),
+    )
+    .expect("parses")
+}
+
+fn req() -> ChatRequest {
+    ChatRequest::new(vec![Message::system("be brief"), Message::user("hello")])
+}
+
+#[test]
+fn a_configured_chain_fails_over_from_openai_to_anthropic() {
+    let p = FakePlatform::new().random([0.5]);
+    p.script(
+        "https://openai.test",
+        [
+            fixture("openai/server_error_500"),
+            fixture("openai/server_error_500"),
+        ],
+    );
+    p.script("https://anthropic.test", [fixture("anthropic/ok_text")]);
+    let client = Client::from_config(p.clone(), &config(), vec![], &secret).unwrap();
+    let r = block_on(&p, client.chat(req())).unwrap();
+    assert_eq!(r.response.text, "Hello! How can I help?");
+    assert_eq!(
+        r.response.model, "claude-sonnet-4-5-20250929",
+        "the model that answered"
+    );
+    assert_eq!(r.served_by.provider, "anthropic");
+    assert_eq!(
+        r.attempts.len(),
+        3,
+        "two attempts at openai (maxAttempts 2), one at anthropic"
+    );
+    let sent = p.requests();
+    assert_eq!(sent[0].url, "https://openai.test/v1/chat/completions");
+    assert_eq!(
+        sent[0].headers.get("authorization"),
+        Some("Bearer sk-test-openai")
+    );
+    assert_eq!(sent[2].url, "https://anthropic.test/v1/messages");
+    let body: serde_json::Value = serde_json::from_slice(&sent[2].body).unwrap();
+    assert_eq!(body["system"], "be brief", "system lifted for Anthropic");
+    assert_eq!(body["model"], "claude-sonnet-4-5");
+}
+
+#[test]
+fn a_rate_limit_with_retry_after_is_honoured_through_the_real_adapter() {
+    let p = FakePlatform::new();
+    p.script(
+        "https://openai.test",
+        [
+            fixture("openai/rate_limited_429"),
+            fixture("openai/ok_text"),
+        ],
+    );
+    let client = Client::from_config(p.clone(), &config(), vec![], &secret).unwrap();
+    let r = block_on(&p, client.chat(req())).unwrap();
+    assert_eq!(r.served_by.provider, "openai");
+    let after = r.attempts[0]
+        .error()
+        .and_then(|e| e.retry_after)
+        .expect("retry-after read");
+    assert_eq!(p.sleeps(), [after]);
+}
+
+#[test]
+fn insufficient_quota_and_context_length_fail_over_at_once() {
+    for name in ["openai/insufficient_quota_429", "openai/context_length_400"] {
+        let p = FakePlatform::new();
+        p.script("https://openai.test", [fixture(name)]);
+        p.script("https://anthropic.test", [fixture("anthropic/ok_text")]);
+        let client = Client::from_config(p.clone(), &config(), vec![], &secret).unwrap();
+        let r = block_on(&p, client.chat(req())).unwrap();
+        assert_eq!(p.requests_to("https://openai.test"), 1, "{name}");
+        assert_eq!(r.served_by.provider, "anthropic", "{name}");
+    }
+}
+
+#[test]
+fn a_content_policy_refusal_comes_back_unchanged() {
+    let p = FakePlatform::new();
+    p.script(
+        "https://openai.test",
+        [fixture("openai/content_policy_400")],
+    );
+    let client = Client::from_config(p.clone(), &config(), vec![], &secret).unwrap();
+    let e = block_on(&p, client.chat(req())).unwrap_err();
+    let Error::Rejected { error, .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(error.kind, ErrorKind::ContentFilter);
+    assert_eq!(e.status(), 400);
+    assert_eq!(p.requests_to("https://anthropic.test"), 0);
+}
+
+#[test]
+fn a_configured_model_is_a_route_and_provider_slash_model_names_one_entry() {
+    let p = FakePlatform::new();
+    p.script(
+        "https://openai.test",
+        [fixture("openai/ok_text"), fixture("openai/ok_text")],
+    );
+    p.script("https://anthropic.test", [fixture("anthropic/ok_text")]);
+    let client = Client::from_config(p.clone(), &config(), vec![], &secret).unwrap();
+    let mut r = req();
+    r.model = Some("gpt-4o".into());
+    assert_eq!(
+        block_on(&p, client.chat(r)).unwrap().served_by.provider,
+        "openai"
+    );
+    let mut r = req();
+    r.model = Some("anthropic/claude-haiku-4-5".into());
+    let reply = block_on(&p, client.chat(r)).unwrap();
+    assert_eq!(reply.served_by.model, "claude-haiku-4-5");
+    let mut r = req();
+    r.model = Some("nobody/x".into());
+    assert!(matches!(
+        block_on(&p, client.chat(r)),
+        Err(Error::UnknownRoute(_))
+    ));
+}
+
+#[test]
+fn policies_come_from_the_configuration() {
+    let p = FakePlatform::new();
+    let client = Client::from_config(p, &config(), vec![], &secret).unwrap();
+    assert_eq!(client.policy().attempt_timeout, Duration::from_secs(10));
+    assert_eq!(client.policy().retry.max_attempts, 2);
+    assert_eq!(
+        client.routes()["default"][1].timeout,
+        Some(Duration::from_secs(5))
+    );
+    assert_eq!(client.default_route(), Some("default"));
+}
+
+#[test]
+fn every_mistake_is_reported_at_once_with_its_path() {
+    let cfg = Config::parse(
+        &json!({
+            "providers": { "openai": { "kind": "openai", "apiKeyEnv": "MISSING_KEY" } },
+            "routes": {
+                "default": [ { "provider": "x", "model": "m" }, { "provider": "openai", "model": "" } ],
+                "empty": []
+            },
+            "retry": { "maxAttempts": 0, "baseDelayMs": 20000 },
+            "breaker": { "failureRate": 1.5 },
+            "defaultRoute": "nope"
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let err = Client::from_config(FakePlatform::new(), &cfg, vec![], &secret)
+        .err()
+        .expect("invalid");
+    let paths: Vec<&str> = err.issues.iter().map(|i| i.path.as_str()).collect();
+    for expected in [
+        "providers.openai.apiKeyEnv",
+        "routes.default[0].provider",
+        "routes.default[1].model",
+        "routes.empty",
+        "retry.maxAttempts",
+        "retry.baseDelayMs",
+        "breaker.failureRate",
+        "defaultRoute",
+    ] {
+        assert!(
+            paths.contains(&expected),
+            "{expected} missing from {paths:?}"
+        );
+    }
+    let text = err.to_string();
+    assert!(
+        text.contains("routes.default[0].provider: unknown provider \"x\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("MISSING_KEY") && !text.contains("sk-"),
+        "names the secret, never a value: {text}"
+    );
+}
+
+#[test]
+fn a_type_mistake_names_its_path() {
+    let e =
+        Config::parse(r#"{"routes":{"default":[{"provider":"a","model":"m","timeoutMs":"5"}]}}"#)
+            .unwrap_err();
+    assert_eq!(e.issues[0].path, "routes.default[0].timeoutMs");
+    let e = Config::parse(r#"{"retry":{"maxAttempt":3}}"#).unwrap_err();
+    assert_eq!(e.issues[0].path, "retry.maxAttempt");
+    assert!(
+        e.issues[0].message.contains("unknown field"),
+        "{}",
+        e.issues[0].message
+    );
+    let e = Config::parse("{").unwrap_err();
+    assert_eq!(e.issues.len(), 1);
+}
