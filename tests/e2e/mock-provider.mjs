@@ -24,7 +24,7 @@
 //   POST /admin/<name>/reset             its startup settings back, counters and RNG reset
 //   POST /admin/reset                    the same for every provider
 //
-// Config: { "seed": 1, "providers": { "<name>": PROVIDER, … } }
+// Config: { "seed": 1, "providers": { "<name>": PROVIDER, … } }   (keys starting with $ are comments)
 // PROVIDER: { "latencyMs": 0, "requireKey": false, "prefill": "accept" | "reject",
 //             "models": ["…"] (others get 404), "chunkDelayMs": 0, "faults": [RULE, …] }
 // RULE: { "mode": "ok" | "status" | "hang" | "slow" | "reset" | "malformed" | "stream",
@@ -77,6 +77,11 @@ function check(cond, message) {
   if (!cond) throw new ConfigError(message);
 }
 
+/** The keys of a settings object, less comments ("$comment" and any other key starting with $). */
+function settingKeys(obj) {
+  return Object.keys(obj).filter((key) => !key.startsWith("$"));
+}
+
 function isCount(v) {
   return Number.isInteger(v) && v >= 0;
 }
@@ -86,7 +91,7 @@ function normalizeRule(raw, where) {
   const mode = raw.mode ?? "ok";
   check(Object.hasOwn(RULE_KEYS, mode) && mode !== "common", `${where}.mode: unknown mode ${JSON.stringify(mode)}`);
   const allowed = new Set([...RULE_KEYS.common, ...RULE_KEYS[mode]]);
-  for (const key of Object.keys(raw)) check(allowed.has(key), `${where}.${key}: not an option of mode "${mode}"`);
+  for (const key of settingKeys(raw)) check(allowed.has(key), `${where}.${key}: not an option of mode "${mode}"`);
   for (const key of ["firstN", "latencyMs", "holdMs", "slowFirstByteMs", "afterMs", "retryAfterMs",
     "cutAfterChunks", "stallAfterChunks", "malformedChunkAt", "slowFirstTokenMs"]) {
     check(raw[key] === undefined || isCount(raw[key]), `${where}.${key}: must be a whole number >= 0`);
@@ -98,15 +103,19 @@ function normalizeRule(raw, where) {
     check(raw.error === undefined || Object.hasOwn(ERROR_KINDS, raw.error), `${where}.error: unknown kind ${JSON.stringify(raw.error)}`);
     check(raw.retryAfter === undefined || ["number", "string"].includes(typeof raw.retryAfter), `${where}.retryAfter: seconds or an HTTP-date`);
     check(raw.headers === undefined || (typeof raw.headers === "object" && !Array.isArray(raw.headers)), `${where}.headers: must be an object`);
-    return { ...raw, mode, status, error: raw.error ?? kindForStatus(status) };
+    return { ...withoutComments(raw), mode, status, error: raw.error ?? kindForStatus(status) };
   }
-  return { ...raw, mode };
+  return { ...withoutComments(raw), mode };
+}
+
+function withoutComments(obj) {
+  return Object.fromEntries(settingKeys(obj).map((key) => [key, obj[key]]));
 }
 
 function normalizeProvider(raw, where, base = defaultProvider()) {
   check(raw && typeof raw === "object" && !Array.isArray(raw), `${where}: must be an object`);
   if (raw.mode !== undefined) return { ...base, faults: [normalizeRule(raw, where)] };
-  for (const key of Object.keys(raw)) check(PROVIDER_KEYS.has(key), `${where}.${key}: unknown setting`);
+  for (const key of settingKeys(raw)) check(PROVIDER_KEYS.has(key), `${where}.${key}: unknown setting`);
   check(raw.latencyMs === undefined || isCount(raw.latencyMs), `${where}.latencyMs: must be a whole number >= 0`);
   check(raw.chunkDelayMs === undefined || isCount(raw.chunkDelayMs), `${where}.chunkDelayMs: must be a whole number >= 0`);
   check(raw.prefill === undefined || ["accept", "reject"].includes(raw.prefill), `${where}.prefill: "accept" or "reject"`);
@@ -130,10 +139,12 @@ function defaultProvider() {
 function normalizeConfig(raw) {
   const config = raw ?? {};
   check(typeof config === "object" && !Array.isArray(config), "config: must be an object");
-  for (const key of Object.keys(config)) check(["seed", "providers"].includes(key), `config.${key}: unknown setting`);
+  for (const key of settingKeys(config)) check(["seed", "providers"].includes(key), `config.${key}: unknown setting`);
   check(config.seed === undefined || Number.isInteger(config.seed), "config.seed: must be an integer");
   const providers = {};
+  check(config.providers === undefined || (typeof config.providers === "object" && !Array.isArray(config.providers)), "config.providers: must be an object");
   for (const [name, p] of Object.entries(config.providers ?? {})) {
+    if (name.startsWith("$")) continue;
     check(/^[A-Za-z0-9_.-]{1,64}$/.test(name), `config.providers: bad provider name ${JSON.stringify(name)}`);
     providers[name] = normalizeProvider(p, `providers.${name}`);
   }
@@ -405,7 +416,9 @@ function destroy(ctx, reset = false) {
 async function writeEvent(ctx, { event, data }) {
   const { res, signal } = ctx;
   signal.throwIfAborted();
-  if (!res.write(`${event ? `event: ${event}\n` : ""}data: ${data}\n\n`)) {
+  let written;
+  ctx.flushed = new Promise((resolve) => { written = resolve; });
+  if (!res.write(`${event ? `event: ${event}\n` : ""}data: ${data}\n\n`, written)) {
     await new Promise((resolve) => {
       const done = () => {
         res.off("drain", done);
@@ -465,19 +478,25 @@ async function stream(ctx, body, fault) {
     if (isDelta) sent += 1;
     await wait(ctx.provider.settings.chunkDelayMs, ctx.signal);
   }
-  if (await streamFaultAt(ctx, fault, sent)) return;
+  if (await streamFaultAt(ctx, fault, sent, true)) return;
   for (const ev of events.finish) await writeEvent(ctx, ev);
   if (!fault.noDone) for (const ev of events.done) await writeEvent(ctx, ev);
   res.end();
 }
 
-/** Applies a cut or stall due after `sent` content chunks; true when the stream is over. */
-async function streamFaultAt(ctx, fault, sent) {
-  if (fault.cutAfterChunks !== undefined && sent >= fault.cutAfterChunks) {
+/**
+ * Applies a cut or stall due after `sent` content chunks (at the end of the text: any one not
+ * yet applied, since k was beyond it); true when the stream is over.
+ */
+async function streamFaultAt(ctx, fault, sent, atEnd = false) {
+  const due = (k) => k !== undefined && (atEnd || sent >= k);
+  if (due(fault.cutAfterChunks)) {
+    // What was written reaches the client (within a second), then the connection drops.
+    await Promise.race([ctx.flushed, delay(1000, undefined, { ref: false })]);
     destroy(ctx);
     return true;
   }
-  if (fault.stallAfterChunks !== undefined && sent >= fault.stallAfterChunks) {
+  if (due(fault.stallAfterChunks)) {
     await hold(ctx, fault.holdMs);
     return true;
   }
@@ -547,7 +566,7 @@ async function handleChat(state, ctx) {
 /** Tracks one chat request in the provider's counters for its whole life. */
 async function trackChat(state, provider, format, req, res, path) {
   const controller = new AbortController();
-  const ctx = { provider, format, req, res, path, signal: controller.signal, seq: ++provider.seq, status: null, destroyedByUs: false, rule: null };
+  const ctx = { provider, format, req, res, path, signal: controller.signal, seq: ++provider.seq, status: null, destroyedByUs: false, rule: null, flushed: Promise.resolve() };
   const stats = provider.stats;
   stats.total += 1;
   stats.inFlight += 1;
