@@ -50,6 +50,7 @@ pub mod error;
 pub mod event;
 pub mod fleet;
 pub mod format;
+pub mod gateway;
 pub mod platform;
 pub mod provider;
 mod retry;

@@ -1,0 +1,797 @@
+//! The edge proxy's request handling, host-neutral (DESIGN.md §6).
+//!
+//! The Worker module only moves bytes between workerd and this module:
+//! routing, gateway auth, the body limit, reading either client format,
+//! rendering answers and errors in the format the client spoke, response
+//! headers and the JSON log line all live here, where `cargo test` reaches
+//! them on the fake platform.
+//!
+//! | method and path              | answer                                        |
+//! |------------------------------|-----------------------------------------------|
+//! | `POST /v1/chat/completions`  | OpenAI Chat Completions (non-streaming)       |
+//! | `POST /v1/messages`          | Anthropic Messages (non-streaming)            |
+//! | `GET /v1/models`             | the configured routes (OpenAI or Anthropic shape) |
+//! | `GET /health`                | per provider: breaker, error rate, latency, last failure |
+//! | `GET /`                      | a short JSON index                            |
+//!
+//! Errors always come in the client's format: OpenAI
+//! `{"error":{"message","type","param","code"}}`, Anthropic
+//! `{"type":"error","error":{"type","message"}}`. No input can panic.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::breaker::{BreakerPolicy, StateName};
+use crate::chain::{CallOptions, Client, Entry, Reply};
+use crate::config::{Config, ConfigError, ConfigIssue, Secret, Validated};
+use crate::error::{AttemptOutcome, Error};
+use crate::format::{anthropic, openai, FormatErrorKind};
+use crate::platform::{Body, Headers, Platform, TransportErrorKind, UnixMillis};
+use crate::provider::Upstream;
+use crate::store::BreakerStore;
+
+/// The API format a client speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    /// OpenAI Chat Completions.
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
+}
+
+impl Format {
+    /// The format to answer a request in when its path does not decide:
+    /// Anthropic for `/v1/messages…` or an `anthropic-version` header,
+    /// OpenAI otherwise.
+    pub fn guess(path: &str, headers: &Headers) -> Format {
+        if path.starts_with("/v1/messages") || headers.get("anthropic-version").is_some() {
+            Format::Anthropic
+        } else {
+            Format::OpenAi
+        }
+    }
+}
+
+/// An incoming request, as the host hands it over.
+pub struct Inbound {
+    /// `GET`, `POST`, ….
+    pub method: String,
+    /// The URL path, without the query.
+    pub path: String,
+    /// Request headers.
+    pub headers: Headers,
+    /// The body, read only as far as the limit allows.
+    pub body: Body,
+}
+
+/// The answer to hand back to the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outbound {
+    /// HTTP status.
+    pub status: u16,
+    /// Response headers.
+    pub headers: Headers,
+    /// The JSON body.
+    pub body: Vec<u8>,
+    /// One structured JSON log line for the request (no secret, no body).
+    pub log: String,
+}
+
+// ------------------------------------------------------------------ auth
+
+/// Gateway auth: the client keys accepted, or the explicit opt-out.
+#[derive(Clone)]
+pub struct Auth {
+    keys: Vec<Secret>,
+    open: bool,
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Auth")
+            .field("keys", &self.keys.len())
+            .field("open", &self.open)
+            .finish()
+    }
+}
+
+impl Auth {
+    /// Accepts any of `keys`.
+    pub fn keys(keys: Vec<Secret>) -> Self {
+        Auth { keys, open: false }
+    }
+
+    /// Accepts every request. For local demos only.
+    pub fn open() -> Self {
+        Auth {
+            keys: Vec::new(),
+            open: true,
+        }
+    }
+
+    /// Whether auth is switched off.
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+
+    /// Whether the request carries an accepted key, as
+    /// `Authorization: Bearer <key>` or `x-api-key: <key>`. Every key is
+    /// compared in constant time, all of them every time.
+    pub fn check(&self, headers: &Headers) -> bool {
+        if self.open {
+            return true;
+        }
+        let bearer = headers
+            .get("authorization")
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .map(str::trim);
+        let offered = [bearer, headers.get("x-api-key").map(str::trim)];
+        let mut ok = false;
+        for candidate in offered.into_iter().flatten() {
+            for key in &self.keys {
+                ok |= ct_eq(candidate.as_bytes(), key.expose().as_bytes());
+            }
+        }
+        ok
+    }
+}
+
+/// Compares two byte strings in time that depends only on their lengths.
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = u8::from(a.len() != b.len());
+    for i in 0..a.len().max(b.len()) {
+        diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
+    }
+    diff == 0
+}
+
+// ------------------------------------------------------------------ setup
+
+/// A configuration read and validated once per isolate, before a store and
+/// platform make it a [`Gateway`].
+pub struct Setup {
+    validated: Validated,
+    auth: Auth,
+}
+
+impl Setup {
+    /// Reads the `CONFIG` JSON and the secrets it names. Every problem is
+    /// reported at once, each with its path; no message holds a secret.
+    pub fn load(
+        config: Option<&str>,
+        secret: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Setup, ConfigError> {
+        let Some(json) = config.filter(|c| !c.trim().is_empty()) else {
+            return Err(ConfigError {
+                issues: vec![ConfigIssue::new(
+                    "CONFIG",
+                    "not set: give the gateway its configuration as one JSON document \
+                     (wrangler.toml [vars] CONFIG)",
+                )],
+            });
+        };
+        let config = Config::parse(json)?;
+        let mut issues = Vec::new();
+        let auth = auth_from(&config, secret, &mut issues);
+        let validated = match config.validate(secret, &[]) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                issues.extend(e.issues);
+                None
+            }
+        };
+        match validated {
+            Some(validated) if issues.is_empty() => Ok(Setup { validated, auth }),
+            _ => Err(ConfigError { issues }),
+        }
+    }
+
+    /// Gateway auth.
+    pub fn auth(&self) -> &Auth {
+        &self.auth
+    }
+
+    /// The breaker policy of every provider without its own.
+    pub fn breaker(&self) -> BreakerPolicy {
+        self.validated.policies.breaker
+    }
+
+    /// Per-provider breaker policies.
+    pub fn breakers(&self) -> &BTreeMap<String, BreakerPolicy> {
+        &self.validated.breakers
+    }
+
+    /// The end-to-end deadline of a request.
+    pub fn deadline(&self) -> Duration {
+        self.validated.policies.client.deadline
+    }
+
+    /// The gateway, on `platform`, with breakers in `store`.
+    pub fn into_gateway<P: Platform, S: BreakerStore>(
+        self,
+        platform: P,
+        store: S,
+    ) -> Gateway<P, S> {
+        let v = self.validated;
+        let mut b = Client::builder(platform)
+            .policy(v.policies.client)
+            .breaker(v.policies.breaker);
+        for (id, p) in v.providers {
+            b = b.upstream(id, Upstream::Http(p));
+        }
+        for (name, entries) in v.policies.routes {
+            b = b.route(name, entries);
+        }
+        if let Some(name) = v.policies.default_route {
+            b = b.default_route(name);
+        }
+        Gateway::new(b.build_with_store(store), self.auth)
+    }
+}
+
+fn auth_from(
+    config: &Config,
+    secret: &dyn Fn(&str) -> Option<String>,
+    issues: &mut Vec<ConfigIssue>,
+) -> Auth {
+    let g = &config.gateway;
+    let mut keys = Vec::new();
+    for (i, name) in g.client_keys_env.iter().enumerate() {
+        match secret(name).filter(|k| !k.trim().is_empty()) {
+            Some(k) => keys.push(Secret::new(k.trim())),
+            None => issues.push(ConfigIssue::new(
+                format!("gateway.clientKeysEnv[{i}]"),
+                format!("secret \"{name}\" is not set (wrangler secret put {name})"),
+            )),
+        }
+    }
+    if g.allow_unauthenticated {
+        if !g.client_keys_env.is_empty() {
+            issues.push(ConfigIssue::new(
+                "gateway.allowUnauthenticated",
+                "cannot be combined with clientKeysEnv",
+            ));
+        }
+        return Auth::open();
+    }
+    if g.client_keys_env.is_empty() {
+        issues.push(ConfigIssue::new(
+            "gateway.clientKeysEnv",
+            "no client keys: name the secrets holding them, or set \
+             gateway.allowUnauthenticated for a local demo only",
+        ));
+    }
+    Auth::keys(keys)
+}
+
+/// The 500 for a configuration that did not validate: every issue with its
+/// path, in the client's format.
+pub fn config_error(
+    err: &ConfigError,
+    path: &str,
+    headers: &Headers,
+    request_id: &str,
+) -> Outbound {
+    let format = Format::guess(path, headers);
+    let mut out = error_response(format, 500, &err.to_string(), Some("invalid_configuration"));
+    out.headers.insert("x-request-id", request_id);
+    out.log = log_line(&LogLine {
+        level: "error",
+        request_id,
+        path,
+        status: 500,
+        error: Some("invalid_configuration"),
+        message: Some(&err.to_string()),
+        ..LogLine::default()
+    });
+    out
+}
+
+// ------------------------------------------------------------------ routing
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    Chat(Format),
+    Models,
+    Health,
+    Index,
+    NotFound,
+    WrongMethod(&'static str),
+}
+
+fn route(method: &str, path: &str) -> Route {
+    let path = path
+        .strip_suffix('/')
+        .filter(|p| !p.is_empty())
+        .unwrap_or(path);
+    let (want, r) = match path {
+        "/v1/chat/completions" => ("POST", Route::Chat(Format::OpenAi)),
+        "/v1/messages" => ("POST", Route::Chat(Format::Anthropic)),
+        "/v1/models" => ("GET", Route::Models),
+        "/health" => ("GET", Route::Health),
+        "/" => ("GET", Route::Index),
+        _ => return Route::NotFound,
+    };
+    let head_ok = want == "GET" && method.eq_ignore_ascii_case("HEAD");
+    if method.eq_ignore_ascii_case(want) || head_ok {
+        r
+    } else {
+        Route::WrongMethod(want)
+    }
+}
+
+// ------------------------------------------------------------------ the gateway
+
+/// The edge proxy: a [`Client`] plus auth, behind [`Gateway::handle`].
+pub struct Gateway<P: Platform, S: BreakerStore> {
+    client: Client<P, S>,
+    auth: Auth,
+}
+
+impl<P: Platform, S: BreakerStore> Gateway<P, S> {
+    /// A gateway over `client`.
+    pub fn new(client: Client<P, S>, auth: Auth) -> Self {
+        Gateway { client, auth }
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client<P, S> {
+        &self.client
+    }
+
+    /// Gateway auth.
+    pub fn auth(&self) -> &Auth {
+        &self.auth
+    }
+
+    /// Answers one request.
+    pub async fn handle(&self, req: Inbound) -> Outbound {
+        let Inbound {
+            method,
+            path,
+            headers,
+            body,
+        } = req;
+        let start = self.client.platform().now();
+        let request_id = request_id(&headers, self.client.platform());
+        let mut log = LogLine {
+            request_id: &request_id,
+            method: Some(&method),
+            path: &path,
+            auth_disabled: self.auth.is_open(),
+            ..LogLine::default()
+        };
+        let r = route(&method, &path);
+        let format = match r {
+            Route::Chat(f) => f,
+            _ => Format::guess(&path, &headers),
+        };
+        log.format = Some(format);
+        let mut out = match r {
+            Route::NotFound => error_response(
+                format,
+                404,
+                &format!("no such endpoint: {}", clip(&path, 200)),
+                Some("not_found"),
+            ),
+            Route::WrongMethod(allow) => {
+                let mut o = error_response(
+                    format,
+                    405,
+                    &format!("method {} not allowed here; use {allow}", clip(&method, 16)),
+                    Some("method_not_allowed"),
+                );
+                o.headers.insert("allow", allow);
+                o
+            }
+            Route::Index => json_response(200, &index()),
+            _ if !self.auth.check(&headers) => {
+                log.error = Some("unauthorized");
+                error_response(
+                    format,
+                    401,
+                    "invalid or missing API key: send it as Authorization: Bearer <key> or x-api-key",
+                    Some("invalid_api_key"),
+                )
+            }
+            Route::Health => json_response(200, &self.health()),
+            Route::Models => json_response(200, &self.models(format)),
+            Route::Chat(format) => self.chat(format, &headers, body, &mut log).await,
+        };
+        let now = self.client.platform().now();
+        out.headers.insert("x-request-id", request_id.as_str());
+        log.status = out.status;
+        log.latency_ms = now.saturating_sub(start);
+        out.log = log_line(&log);
+        out
+    }
+
+    async fn chat(
+        &self,
+        format: Format,
+        headers: &Headers,
+        body: Body,
+        log: &mut LogLine<'_>,
+    ) -> Outbound {
+        let limit = self.client.policy.max_request_bytes;
+        let declared = headers
+            .get("content-length")
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if declared.is_some_and(|n| n > limit as u64) {
+            log.error = Some("request_too_large");
+            return too_large(format, limit);
+        }
+        let bytes = match body.read_to_end(limit).await {
+            Ok(b) => b,
+            Err(e) if e.kind == TransportErrorKind::BodyTooLarge => {
+                log.error = Some("request_too_large");
+                return too_large(format, limit);
+            }
+            Err(_) => {
+                log.error = Some("bad_body");
+                return error_response(format, 400, "the request body could not be read", None);
+            }
+        };
+        let parsed = match format {
+            Format::OpenAi => openai::parse_request(&bytes),
+            Format::Anthropic => anthropic::parse_request(&bytes),
+        };
+        let request = match parsed {
+            Ok(r) => r,
+            Err(e) => {
+                log.error = Some(match e.kind {
+                    FormatErrorKind::Malformed => "malformed_request",
+                    FormatErrorKind::Unsupported => "unsupported_request",
+                });
+                return error_response(format, 400, &e.to_string(), Some("invalid_request"));
+            }
+        };
+        if request.stream {
+            log.error = Some("stream_unsupported");
+            return error_response(
+                format,
+                400,
+                "stream: streaming is not served by this gateway yet; send \"stream\": false",
+                Some("invalid_request"),
+            );
+        }
+        let route_name = request.model.clone();
+        log.route = route_name.clone();
+        let opts = CallOptions {
+            route: None,
+            deadline: headers
+                .get("x-request-timeout-ms")
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .filter(|ms| *ms > 0)
+                .map(Duration::from_millis),
+        };
+        let result = self.client.chat_with(request, opts).await;
+        let attempts = result
+            .as_ref()
+            .map_or_else(|e| e.attempts(), |r| r.attempts.as_slice());
+        log.attempts = attempts.iter().filter(|a| a.number > 0).count();
+        log.trail = attempts
+            .iter()
+            .map(|a| TrailItem {
+                provider: a.provider.clone(),
+                model: a.model.clone(),
+                number: a.number,
+                duration_ms: crate::platform::millis(a.duration),
+                outcome: match &a.outcome {
+                    AttemptOutcome::Success => "ok".into(),
+                    AttemptOutcome::Failure { error } => serde_json::to_value(error.kind)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
+                },
+                status: a.error().and_then(|e| e.status),
+            })
+            .collect();
+        let mut out = match result {
+            Ok(reply) => {
+                log.served_by = Some(format!(
+                    "{}/{}",
+                    reply.served_by.provider, reply.served_by.model
+                ));
+                self.render_reply(format, reply, log)
+            }
+            Err(e) => {
+                log.error = Some(error_code(&e));
+                render_error(format, &e)
+            }
+        };
+        out.headers.insert("x-attempts", log.attempts.to_string());
+        if let Some(s) = &log.served_by {
+            out.headers.insert("x-served-by", s.as_str());
+        }
+        out
+    }
+
+    fn render_reply(&self, format: Format, reply: Reply, log: &mut LogLine<'_>) -> Outbound {
+        let mut response = reply.response;
+        if response.model.trim().is_empty() {
+            response.model = reply.served_by.model.clone();
+        }
+        let id = log.request_id;
+        match format {
+            Format::OpenAi => {
+                let created = self.client.platform().now() / 1000;
+                json_response(
+                    200,
+                    &openai::render_response(&response, &format!("chatcmpl-{id}"), created),
+                )
+            }
+            Format::Anthropic => {
+                match anthropic::render_response(&response, &format!("msg_{id}")) {
+                    Ok(v) => json_response(200, &v),
+                    Err(e) => {
+                        log.error = Some("untranslatable_response");
+                        error_response(
+                            format,
+                            502,
+                            &format!("the answer cannot be given in this format: {e}"),
+                            None,
+                        )
+                    }
+                }
+            }
+        }
+    }
+
+    /// `GET /health`.
+    fn health(&self) -> Value {
+        let providers = self.client.health();
+        let degraded = providers.iter().any(|h| h.state != StateName::Closed);
+        json!({
+            "status": if degraded { "degraded" } else { "ok" },
+            "time": self.client.platform().now(),
+            "providers": providers,
+        })
+    }
+
+    /// `GET /v1/models`: every configured route.
+    fn models(&self, format: Format) -> Value {
+        let routes: &BTreeMap<String, Vec<Entry>> = self.client.routes();
+        match format {
+            Format::OpenAi => json!({
+                "object": "list",
+                "data": routes.iter().map(|(name, entries)| json!({
+                    "id": name,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "resilient-llm",
+                    "entries": entries.iter().map(|e| format!("{}/{}", e.provider, e.model)).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
+            }),
+            Format::Anthropic => {
+                let data: Vec<Value> = routes
+                    .keys()
+                    .map(|name| {
+                        json!({
+                            "type": "model",
+                            "id": name,
+                            "display_name": name,
+                            "created_at": "1970-01-01T00:00:00Z",
+                        })
+                    })
+                    .collect();
+                json!({
+                    "first_id": routes.keys().next(),
+                    "last_id": routes.keys().next_back(),
+                    "has_more": false,
+                    "data": data,
+                })
+            }
+        }
+    }
+}
+
+fn index() -> Value {
+    json!({
+        "name": "resilient-llm gateway",
+        "endpoints": [
+            "POST /v1/chat/completions",
+            "POST /v1/messages",
+            "GET /v1/models",
+            "GET /health",
+        ],
+    })
+}
+
+fn too_large(format: Format, limit: usize) -> Outbound {
+    error_response(
+        format,
+        413,
+        &format!("request body larger than {limit} bytes"),
+        Some("request_too_large"),
+    )
+}
+
+/// A short machine name for an error, for the log and the OpenAI `code`.
+fn error_code(e: &Error) -> &'static str {
+    match e {
+        Error::AllProvidersFailed(_) => "all_providers_failed",
+        Error::Rejected { .. } => "rejected_by_provider",
+        Error::InvalidRequest(_) => "invalid_request",
+        Error::UnknownRoute(_) => "model_not_found",
+    }
+}
+
+/// A chain error in the client's format, with `Retry-After` when known.
+pub fn render_error(format: Format, e: &Error) -> Outbound {
+    let status = e.status();
+    let (message, code) = match e {
+        Error::AllProvidersFailed(x) => (x.headline(), Some(error_code(e).to_string())),
+        // Returned as is: the provider's own reason and code.
+        Error::Rejected { error, .. } => (
+            if error.message.is_empty() {
+                error.kind.describe().to_string()
+            } else {
+                error.message.clone()
+            },
+            error.code.clone(),
+        ),
+        Error::InvalidRequest(m) => (m.clone(), Some(error_code(e).to_string())),
+        Error::UnknownRoute(name) => (
+            format!(
+                "model \"{}\" names no configured route or model (GET /v1/models lists them)",
+                clip(name, 200)
+            ),
+            Some(error_code(e).to_string()),
+        ),
+    };
+    let mut out = error_response(format, status, &message, code.as_deref());
+    if let Error::AllProvidersFailed(x) = e {
+        // The attempts, for humans debugging a failover; SDKs ignore it.
+        if let Ok(mut v) = serde_json::from_slice::<Value>(&out.body) {
+            v["error"]["attempts"] = serde_json::to_value(&x.attempts).unwrap_or(Value::Null);
+            out.body = serde_json::to_vec(&v).unwrap_or(out.body);
+        }
+    }
+    if let Some(after) = e.retry_after() {
+        out.headers.insert(
+            "retry-after",
+            after.as_secs_f64().ceil().max(1.0).to_string(),
+        );
+    }
+    out
+}
+
+/// An error body in the client's format.
+pub fn error_response(format: Format, status: u16, message: &str, code: Option<&str>) -> Outbound {
+    let body = match format {
+        Format::OpenAi => openai::render_error(status, message, code),
+        Format::Anthropic => anthropic::render_error(status, message),
+    };
+    json_response(status, &body)
+}
+
+fn json_response(status: u16, body: &Value) -> Outbound {
+    let mut headers = Headers::new();
+    headers.insert("content-type", "application/json");
+    Outbound {
+        status,
+        headers,
+        body: serde_json::to_vec(body).unwrap_or_default(),
+        log: String::new(),
+    }
+}
+
+/// The client's `x-request-id` when it is short and plain, else a new one.
+fn request_id(headers: &Headers, platform: &impl Platform) -> String {
+    if let Some(id) = headers.get("x-request-id") {
+        let plain = id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if plain && (8..=64).contains(&id.len()) {
+            return id.to_string();
+        }
+    }
+    let mut id = String::with_capacity(20);
+    for _ in 0..2 {
+        let n = (platform.random() * (1u64 << 40) as f64) as u64;
+        id.push_str(&format!("{n:010x}"));
+    }
+    id
+}
+
+fn clip(s: &str, max: usize) -> String {
+    s.chars().take(max).collect()
+}
+
+// ------------------------------------------------------------------ logging
+
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LogLine<'a> {
+    level: &'a str,
+    request_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    method: Option<&'a str>,
+    path: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    format: Option<Format>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    route: Option<String>,
+    status: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    served_by: Option<String>,
+    attempts: usize,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    trail: Vec<TrailItem>,
+    latency_ms: UnixMillis,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    auth_disabled: bool,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TrailItem {
+    provider: String,
+    model: String,
+    number: u32,
+    duration_ms: u64,
+    outcome: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
+}
+
+fn log_line(l: &LogLine<'_>) -> String {
+    let mut v = serde_json::to_value(l).unwrap_or(Value::Null);
+    if l.level.is_empty() {
+        v["level"] = json!(if l.status >= 500 { "error" } else { "info" });
+    }
+    v["msg"] = json!("request");
+    v.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constant_time_comparison_is_still_a_comparison() {
+        assert!(ct_eq(b"abc", b"abc"));
+        assert!(!ct_eq(b"abc", b"abd"));
+        assert!(!ct_eq(b"abc", b"abcd"));
+        assert!(!ct_eq(b"", b"a"));
+        assert!(ct_eq(b"", b""));
+    }
+
+    #[test]
+    fn routes_and_methods() {
+        assert_eq!(
+            route("POST", "/v1/messages/"),
+            Route::Chat(Format::Anthropic)
+        );
+        assert_eq!(
+            route("post", "/v1/chat/completions"),
+            Route::Chat(Format::OpenAi)
+        );
+        assert_eq!(route("HEAD", "/health"), Route::Health);
+        assert_eq!(route("POST", "/health"), Route::WrongMethod("GET"));
+        assert_eq!(route("GET", "/v1/messages/count_tokens"), Route::NotFound);
+    }
+
+    #[test]
+    fn keys_in_either_header() {
+        let auth = Auth::keys(vec![Secret::new("k1"), Secret::new("k2")]);
+        let h = |n: &str, v: &str| [(n, v)].into_iter().collect::<Headers>();
+        assert!(auth.check(&h("authorization", "Bearer k2")));
+        assert!(auth.check(&h("x-api-key", "k1")));
+        assert!(!auth.check(&h("authorization", "k1")));
+        assert!(!auth.check(&h("x-api-key", "k3")));
+        assert!(!Auth::keys(vec![]).check(&h("x-api-key", "")));
+    }
+}
