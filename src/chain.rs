@@ -400,43 +400,46 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         };
         let result = self.run_entry(entry, permit, req, run).await;
         let permit = guard.disarm();
-        let now = self.platform.now();
+        self.settle(entry, permit, result.as_ref().map(|_| ()));
+        match result {
+            Ok(resp) => Step::Answered(Box::new(resp)),
+            Err(error) if error.fails_over() => {
+                self.emit_failover(chain, index, &error);
+                Step::Next
+            }
+            Err(error) => Step::Stop(error),
+        }
+    }
+
+    /// Records the breaker's one verdict for an entry of this request. A
+    /// failure that says nothing about the provider's health (a bad request,
+    /// the deadline) gives the permit back.
+    pub(crate) fn settle(&self, entry: &Entry, permit: Permit, result: Result<(), &ProviderError>) {
         let before = self.store.snapshot(&entry.provider).map(|s| s.state);
-        let step = match result {
-            Ok(resp) => {
-                self.store
-                    .record(&entry.provider, now, permit, Outcome::Success);
-                Step::Answered(Box::new(resp))
-            }
-            Err(error) => {
-                // A failure that says nothing about the provider's health
-                // (a bad request, the deadline) gives the permit back.
-                let outcome = if error.trips_breaker() {
-                    Outcome::Failure
-                } else {
-                    Outcome::Ignored
-                };
-                self.store.record(&entry.provider, now, permit, outcome);
-                self.emit(|| Event::ProviderFailed {
-                    provider: &entry.provider,
-                    model: &entry.model,
-                    error: &error,
-                });
-                if error.fails_over() {
-                    self.emit_failover(chain, index, &error);
-                    Step::Next
-                } else {
-                    Step::Stop(error)
-                }
-            }
+        let now = self.platform.now();
+        let outcome = match result {
+            Ok(()) => Outcome::Success,
+            Err(e) if e.trips_breaker() => Outcome::Failure,
+            Err(_) => Outcome::Ignored,
         };
+        self.store.record(&entry.provider, now, permit, outcome);
+        if let Err(error) = result {
+            self.emit(|| Event::ProviderFailed {
+                provider: &entry.provider,
+                model: &entry.model,
+                error,
+            });
+        }
         self.emit_transition(&entry.provider, before);
-        step
     }
 
     /// The chain for a request: the route its `model` (or the options)
     /// name, or `provider/model` for that one entry, or the default route.
-    fn resolve(&self, req: &ChatRequest, opts: &CallOptions) -> Result<Cow<'_, [Entry]>, Error> {
+    pub(crate) fn resolve(
+        &self,
+        req: &ChatRequest,
+        opts: &CallOptions,
+    ) -> Result<Cow<'_, [Entry]>, Error> {
         let name = opts
             .route
             .as_deref()
@@ -458,7 +461,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         }
     }
 
-    async fn acquire(&self, key: &str, now: UnixMillis) -> Result<Permit, CircuitOpen> {
+    pub(crate) async fn acquire(&self, key: &str, now: UnixMillis) -> Result<Permit, CircuitOpen> {
         let before = self.store.snapshot(key).map(|s| s.state);
         let result = self.store.try_acquire(key, now).await;
         self.emit_transition(key, before);
@@ -487,7 +490,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         }
     }
 
-    fn emit_failover(&self, chain: &[Entry], index: usize, error: &ProviderError) {
+    pub(crate) fn emit_failover(&self, chain: &[Entry], index: usize, error: &ProviderError) {
         if let (Some(from), Some(to)) = (chain.get(index), chain.get(index + 1)) {
             self.emit(|| Event::Failover {
                 from: &from.provider,
@@ -544,7 +547,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
 
 impl Run {
     /// Records an entry that was not called.
-    fn skip(&mut self, entry: &Entry, now: UnixMillis, error: ProviderError) {
+    pub(crate) fn skip(&mut self, entry: &Entry, now: UnixMillis, error: ProviderError) {
         self.attempts.push(Attempt {
             provider: entry.provider.clone(),
             model: entry.model.clone(),
@@ -585,15 +588,15 @@ impl Run {
 
 /// Gives a permit back if the call is abandoned (the request future dropped
 /// mid-attempt), so a half-open breaker is not left waiting on a dead probe.
-struct PermitGuard<'a, S: BreakerStore> {
-    store: &'a S,
-    key: &'a str,
-    permit: Permit,
-    armed: bool,
+pub(crate) struct PermitGuard<'a, S: BreakerStore> {
+    pub store: &'a S,
+    pub key: &'a str,
+    pub permit: Permit,
+    pub armed: bool,
 }
 
 impl<S: BreakerStore> PermitGuard<'_, S> {
-    fn disarm(mut self) -> Permit {
+    pub fn disarm(mut self) -> Permit {
         self.armed = false;
         self.permit
     }

@@ -4,12 +4,13 @@
 use std::cell::Cell;
 use std::time::Duration;
 
+use crate::backoff::RetryPolicy;
 use crate::breaker::{Permit, PermitKind};
 use crate::chain::{Client, Entry, Run};
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::error::{Attempt, AttemptOutcome, ErrorKind, ProviderError};
 use crate::event::Event;
-use crate::platform::{millis, BufferedResponse, Platform, TransportError};
+use crate::platform::{millis, BufferedResponse, Platform, TransportError, UnixMillis};
 use crate::provider::Upstream;
 use crate::store::BreakerStore;
 use crate::timeout::timeout;
@@ -54,60 +55,114 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 .min(Duration::from_millis(left));
             let (result, reached) = self.attempt(upstream, req, &entry.model, limit).await;
             let ended = self.platform.now();
-            let duration = Duration::from_millis(ended.saturating_sub(started));
-            self.stats
-                .borrow_mut()
-                .entry(entry.provider.clone())
-                .or_default()
-                .record(ended, millis(duration), result.as_ref().err());
-            run.attempts.push(Attempt {
-                provider: entry.provider.clone(),
-                model: entry.model.clone(),
+            self.record_attempt(
+                run,
+                entry,
                 number,
-                started_at: started,
-                duration,
+                started,
                 reached,
-                outcome: match &result {
-                    Ok(_) => AttemptOutcome::Success,
-                    Err(error) => AttemptOutcome::Failure {
-                        error: error.clone(),
-                    },
-                },
-            });
+                result.as_ref().map(|_| ()),
+            );
             let error = match result {
                 Ok(resp) => return Ok(resp),
                 Err(e) => e,
             };
-            if !error.is_retryable() || number >= max_attempts {
-                return Err(error);
+            match self.retry_delay(
+                entry,
+                &retry,
+                &error,
+                number,
+                max_attempts,
+                ended,
+                run.deadline_at,
+            ) {
+                Some(delay) => self.platform.sleep(delay).await,
+                None => return Err(error),
             }
-            let left = Duration::from_millis(run.deadline_at.saturating_sub(ended));
-            let delay = match error.retry_after {
-                // The server said how long: listen, if it fits.
-                Some(after) if after <= retry.max_delay && after < left => after,
-                // Longer than we would ever wait, or than the deadline
-                // allows: another provider is the faster answer.
-                Some(_) => return Err(error),
-                None => retry.jittered(number, self.platform.random()),
-            };
-            if delay >= left {
-                return Err(error); // no wait is started that cannot finish in time
-            }
-            if !self.budget.borrow_mut().try_withdraw(ended) {
-                self.emit(|| Event::BudgetExhausted {
-                    provider: &entry.provider,
-                });
-                return Err(error);
-            }
-            self.emit(|| Event::Retry {
-                provider: &entry.provider,
-                model: &entry.model,
-                attempt: number,
-                delay,
-                error: &error,
-            });
-            self.platform.sleep(delay).await;
         }
+    }
+
+    /// Records an attempt that ended now: in the request's attempts and the
+    /// provider's statistics.
+    pub(crate) fn record_attempt(
+        &self,
+        run: &mut Run,
+        entry: &Entry,
+        number: u32,
+        started: UnixMillis,
+        reached: bool,
+        result: Result<(), &ProviderError>,
+    ) {
+        let ended = self.platform.now();
+        let duration = Duration::from_millis(ended.saturating_sub(started));
+        let mut stats = self.stats.borrow_mut();
+        match stats.get_mut(&entry.provider) {
+            Some(s) => s.record(ended, millis(duration), result.err()),
+            None => {
+                let mut s = crate::stats::ProviderStats::default();
+                s.record(ended, millis(duration), result.err());
+                stats.insert(entry.provider.clone(), s);
+            }
+        }
+        run.attempts.push(Attempt {
+            provider: entry.provider.clone(),
+            model: entry.model.clone(),
+            number,
+            started_at: started,
+            duration,
+            reached,
+            outcome: match result {
+                Ok(()) => AttemptOutcome::Success,
+                Err(error) => AttemptOutcome::Failure {
+                    error: error.clone(),
+                },
+            },
+        });
+    }
+
+    /// Whether to try the same entry again after `error`, and after how long:
+    /// `None` when the error is not retryable, the attempts are spent, the
+    /// provider's Retry-After exceeds the cap or the deadline (another
+    /// provider is the faster answer), the wait could not finish inside the
+    /// deadline, or the retry budget is empty.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn retry_delay(
+        &self,
+        entry: &Entry,
+        retry: &RetryPolicy,
+        error: &ProviderError,
+        number: u32,
+        max_attempts: u32,
+        now: UnixMillis,
+        deadline_at: UnixMillis,
+    ) -> Option<Duration> {
+        if !error.is_retryable() || number >= max_attempts {
+            return None;
+        }
+        let left = Duration::from_millis(deadline_at.saturating_sub(now));
+        let delay = match error.retry_after {
+            // The server said how long: listen, if it fits.
+            Some(after) if after <= retry.max_delay && after < left => after,
+            Some(_) => return None,
+            None => retry.jittered(number, self.platform.random()),
+        };
+        if delay >= left {
+            return None; // no wait is started that cannot finish in time
+        }
+        if !self.budget.borrow_mut().try_withdraw(now) {
+            self.emit(|| Event::BudgetExhausted {
+                provider: &entry.provider,
+            });
+            return None;
+        }
+        self.emit(|| Event::Retry {
+            provider: &entry.provider,
+            model: &entry.model,
+            attempt: number,
+            delay,
+            error,
+        });
+        Some(delay)
     }
 
     /// One attempt under `limit`. Returns the result and whether the request

@@ -601,7 +601,7 @@ fn events_report_retries_failures_failovers_and_transitions() {
     block_on(&p, client.chat(req())).unwrap();
     assert_eq!(
         *log.borrow(),
-        ["retry", "retry", "provider_failed", "failover", "breaker"]
+        ["retry", "retry", "provider_failed", "breaker", "failover"]
     );
 }
 
