@@ -38,6 +38,7 @@ use crate::store::BreakerStore;
 #[serde(rename_all = "snake_case")]
 pub enum Format {
     /// OpenAI Chat Completions.
+    #[serde(rename = "openai")]
     OpenAi,
     /// Anthropic Messages.
     Anthropic,

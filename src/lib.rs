@@ -60,6 +60,8 @@ pub mod store;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod timeout;
+#[cfg(all(target_arch = "wasm32", feature = "worker"))]
+pub mod worker;
 
 pub use backoff::{BudgetPolicy, RetryBudget, RetryPolicy};
 pub use breaker::{

@@ -1,0 +1,153 @@
+//! The Cloudflare Worker edge proxy (feature `worker`, wasm32 only).
+//!
+//! A thin shell: the `#[event(fetch)]` entry turns a workerd request into a
+//! [`gateway::Inbound`], hands it to the isolate's [`Gateway`] and turns the
+//! [`gateway::Outbound`] back into a response. Everything that decides
+//! anything lives in [`crate::gateway`] and [`crate::fleet`], where native
+//! tests reach it.
+//!
+//! Per isolate, once: `CONFIG` (wrangler `[vars]`, one JSON document) is
+//! read and validated with the secrets it names; an invalid configuration
+//! answers every request with a 500 listing each problem with its path.
+//! Breakers live in a [`FleetStore`] over the `BREAKERS` Durable Object
+//! namespace ([`object::BreakerStore`], one object per provider).
+
+mod link;
+#[allow(missing_docs)] // the `#[durable_object]` macro generates undocumented JS glue
+mod object;
+mod platform;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use futures_core::Stream;
+use worker::{event, Context, Env, Request, Response, Result};
+
+use crate::config::ConfigError;
+use crate::fleet::FleetStore;
+use crate::gateway::{self, Gateway, Inbound, Setup};
+use crate::platform::{Body, Headers, TransportError, TransportErrorKind};
+
+pub use link::{Background, DoLink};
+pub use object::BreakerStore;
+pub use platform::WorkerPlatform;
+
+/// The gateway of this isolate.
+pub type EdgeGateway = Gateway<WorkerPlatform, FleetStore<DoLink>>;
+
+enum Loaded {
+    Ready(Rc<EdgeGateway>, Background),
+    Invalid(ConfigError),
+}
+
+thread_local! {
+    static LOADED: RefCell<Option<Rc<Loaded>>> = const { RefCell::new(None) };
+}
+
+/// A secret or variable by name (secrets first).
+pub(crate) fn secret(env: &Env, name: &str) -> Option<String> {
+    env.secret(name)
+        .map(|s| s.to_string())
+        .or_else(|_| env.var(name).map(|v| v.to_string()))
+        .ok()
+}
+
+fn load(env: &Env) -> Rc<Loaded> {
+    if let Some(l) = LOADED.with(|l| l.borrow().clone()) {
+        return l;
+    }
+    let config = env.var("CONFIG").ok().map(|v| v.to_string());
+    let lookup = |name: &str| secret(env, name);
+    let loaded = match Setup::load(config.as_deref(), &lookup) {
+        Ok(setup) => {
+            if setup.auth().is_open() {
+                worker::console_warn!(
+                    "{}",
+                    r#"{"level":"warn","msg":"GATEWAY AUTH IS DISABLED (gateway.allowUnauthenticated): anyone can use this gateway and its provider keys. For local demos only."}"#
+                );
+            }
+            let background = Background::default();
+            let holder = format!(
+                "isolate-{:08x}",
+                (worker::js_sys::Math::random() * 4e9) as u64
+            );
+            let mut store = FleetStore::new(
+                DoLink::new(env.clone(), background.clone()),
+                holder,
+                setup.breaker(),
+            );
+            for (id, p) in setup.breakers() {
+                store = store.with_policy(id.clone(), *p);
+            }
+            Loaded::Ready(
+                Rc::new(setup.into_gateway(WorkerPlatform, store)),
+                background,
+            )
+        }
+        Err(e) => {
+            worker::console_error!(
+                "{}",
+                serde_json::json!({"level": "error", "msg": "invalid configuration", "issues": e.issues.iter().map(|i| i.to_string()).collect::<Vec<_>>()})
+            );
+            Loaded::Invalid(e)
+        }
+    };
+    let loaded = Rc::new(loaded);
+    LOADED.with(|l| *l.borrow_mut() = Some(loaded.clone()));
+    loaded
+}
+
+#[event(fetch)]
+async fn fetch(mut req: Request, env: Env, ctx: Context) -> Result<Response> {
+    let headers: Headers = req.headers().entries().collect();
+    let path = req.path();
+    let method = req.method().to_string();
+    let loaded = load(&env);
+    let out = match &*loaded {
+        Loaded::Invalid(e) => {
+            let rid = format!("{:016x}", (worker::js_sys::Math::random() * 1e15) as u64);
+            gateway::config_error(e, &path, &headers, &rid)
+        }
+        Loaded::Ready(gw, background) => {
+            let body = match req.stream() {
+                Ok(s) => Body::stream(RequestBody(s)),
+                Err(_) => Body::full(Vec::new()),
+            };
+            let inbound = Inbound {
+                method,
+                path,
+                headers,
+                body,
+            };
+            let out = gw.handle(inbound).await;
+            let store = gw.client().store();
+            store.flush_due(worker::js_sys::Date::now() as u64);
+            background.hand_to(&ctx);
+            out
+        }
+    };
+    worker::console_log!("{}", out.log);
+    let headers = worker::Headers::new();
+    for (name, value) in out.headers.iter() {
+        headers.append(name, value)?;
+    }
+    Ok(Response::from_bytes(out.body)?
+        .with_status(out.status)
+        .with_headers(headers))
+}
+
+/// The request body as the core's chunk stream.
+struct RequestBody(worker::ByteStream);
+
+impl Stream for RequestBody {
+    type Item = std::result::Result<Vec<u8>, TransportError>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        std::pin::Pin::new(&mut self.0).poll_next(cx).map(|c| {
+            c.map(|r| r.map_err(|e| TransportError::new(TransportErrorKind::Other, e.to_string())))
+        })
+    }
+}

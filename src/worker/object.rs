@@ -1,0 +1,141 @@
+//! The breaker Durable Object: one per provider, holding that provider's
+//! [`Fleet`] in SQL storage. Each call loads it, runs one pure method and
+//! stores it back, with no `.await` in between.
+//!
+//! `POST http://do/report {"key", "reports": [...]}` → the view after folding;
+//! `POST http://do/lease {"key", "holder"}` → a lease answer;
+//! `POST http://do/view {"key"}` → the view.
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+use serde::Deserialize;
+use worker::{durable_object, DurableObject, Env, Request, Response, Result, State};
+
+use crate::breaker::BreakerPolicy;
+use crate::config::Config;
+use crate::fleet::{Fleet, Report};
+
+/// The `BreakerStore` Durable Object class.
+#[durable_object(fetch)]
+pub struct BreakerStore {
+    state: State,
+    env: Env,
+    policies: RefCell<Option<Policies>>,
+}
+
+#[derive(Clone)]
+struct Policies {
+    default: BreakerPolicy,
+    per_provider: std::collections::BTreeMap<String, BreakerPolicy>,
+    lease_ttl: Duration,
+}
+
+#[derive(Deserialize)]
+struct Call {
+    key: String,
+    #[serde(default)]
+    holder: Option<String>,
+    #[serde(default)]
+    reports: Vec<Report>,
+}
+
+impl DurableObject for BreakerStore {
+    fn new(state: State, env: Env) -> Self {
+        BreakerStore {
+            state,
+            env,
+            policies: RefCell::new(None),
+        }
+    }
+
+    async fn fetch(&self, mut req: Request) -> Result<Response> {
+        let op = req.path();
+        let Ok(call) = req.json::<Call>().await else {
+            return Response::error("bad request", 400);
+        };
+        let Some(policies) = self.policies() else {
+            return Response::error("invalid configuration", 500);
+        };
+        let policy = policies
+            .per_provider
+            .get(&call.key)
+            .copied()
+            .unwrap_or(policies.default);
+        let now = worker::js_sys::Date::now() as u64;
+        // Load, one pure step, store: no await in between.
+        let mut fleet = self.load();
+        let answer = match op.as_str() {
+            "/report" => serde_json::to_value(fleet.fold(&policy, now, &call.reports)),
+            "/lease" => {
+                let holder = call.holder.as_deref().unwrap_or("unknown");
+                serde_json::to_value(fleet.lease(&policy, policies.lease_ttl, now, holder))
+            }
+            "/view" => serde_json::to_value(fleet.view(&policy, now)),
+            _ => return Response::error("not found", 404),
+        };
+        self.store(&fleet)?;
+        match answer {
+            Ok(v) => Response::from_json(&v),
+            Err(_) => Response::error("encode", 500),
+        }
+    }
+}
+
+impl BreakerStore {
+    fn sql_init(&self) -> Result<()> {
+        self.state.storage().sql().exec(
+            "CREATE TABLE IF NOT EXISTS fleet (id INTEGER PRIMARY KEY, state TEXT NOT NULL)",
+            None,
+        )?;
+        Ok(())
+    }
+
+    fn load(&self) -> Fleet {
+        #[derive(Deserialize)]
+        struct Row {
+            state: String,
+        }
+        let rows = self.sql_init().and_then(|()| {
+            self.state
+                .storage()
+                .sql()
+                .exec("SELECT state FROM fleet WHERE id = 1", None)?
+                .to_array::<Row>()
+        });
+        rows.ok()
+            .and_then(|r| r.into_iter().next())
+            .and_then(|r| serde_json::from_str(&r.state).ok())
+            .unwrap_or_default()
+    }
+
+    fn store(&self, fleet: &Fleet) -> Result<()> {
+        let json =
+            serde_json::to_string(fleet).map_err(|e| worker::Error::RustError(e.to_string()))?;
+        self.state.storage().sql().exec(
+            "INSERT OR REPLACE INTO fleet (id, state) VALUES (1, ?)",
+            vec![json.into()],
+        )?;
+        Ok(())
+    }
+
+    /// The breaker policies from the same `CONFIG` the isolates read.
+    fn policies(&self) -> Option<Policies> {
+        if let Some(p) = self.policies.borrow().as_ref() {
+            return Some(p.clone());
+        }
+        let json = self.env.var("CONFIG").ok()?.to_string();
+        let env = &self.env;
+        let secret = |name: &str| super::secret(env, name);
+        let v = Config::parse(&json).ok()?.validate(&secret, &[]).ok()?;
+        let p = Policies {
+            default: v.policies.breaker,
+            per_provider: v.breakers,
+            // A probe lives at most one request deadline; a second more
+            // and its lease lapses.
+            lease_ttl: v.policies.client.deadline + Duration::from_secs(1),
+        };
+        *self.policies.borrow_mut() = Some(p.clone());
+        Some(p)
+    }
+}

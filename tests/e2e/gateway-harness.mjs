@@ -1,0 +1,106 @@
+// Shared set-up for the Worker's end-to-end tests: the built Worker (build/index.js +
+// index_bg.wasm, from scripts/test-worker.sh) in Miniflare with a real Durable Object, in
+// front of the fault-injecting mock provider. Everything listens on 127.0.0.1, port 0.
+import { Miniflare } from "miniflare";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { startMock } from "./mock-provider.mjs";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+export const GATEWAY_KEY = "e2e-client-key";
+
+/** The gateway configuration over `mock`: providers named after mock providers. */
+export function gatewayConfig(mock, { providers, routes, breaker, retry, timeoutMs, deadlineMs, open } = {}) {
+  const p = {};
+  for (const [name, kind] of Object.entries(providers)) {
+    p[name] = { kind, baseUrl: mock.providerUrl(name), apiKeyEnv: "MOCK_API_KEY" };
+  }
+  return {
+    providers: p,
+    routes,
+    retry: retry ?? { maxAttempts: 2, baseDelayMs: 50, maxDelayMs: 2000 },
+    breaker: breaker ?? { failureThreshold: 3, cooldownMs: 60000, maxCooldownMs: 60000 },
+    timeoutMs: timeoutMs ?? 3000,
+    deadlineMs: deadlineMs ?? 15000,
+    limits: { maxRequestBytes: 64 * 1024 },
+    gateway: open ? { allowUnauthenticated: true } : { clientKeysEnv: ["GATEWAY_KEY"] },
+  };
+}
+
+function workerOptions(config, name) {
+  return {
+    name,
+    modules: true,
+    scriptPath: path.join(ROOT, "build/index.js"),
+    modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
+    compatibilityDate: "2026-08-01",
+    bindings: { CONFIG: JSON.stringify(config), MOCK_API_KEY: "mock-key", GATEWAY_KEY },
+  };
+}
+
+/**
+ * Starts Miniflare serving the Worker on a free port. `persist`: a directory for Durable
+ * Object storage (a second start on it is a restart). `isolates: 2`: two workers with their
+ * own isolate memory sharing the first one's Durable Object namespace.
+ */
+export async function startGateway(config, { persist, isolates = 1, log = false } = {}) {
+  const durableObjectsPersist = persist ?? false;
+  const first = {
+    ...workerOptions(config, "a"),
+    durableObjects: { BREAKERS: { className: "BreakerStore", useSQLite: true } },
+  };
+  const workers = [first];
+  if (isolates === 2) {
+    workers.push({
+      ...workerOptions(config, "b"),
+      durableObjects: { BREAKERS: { className: "BreakerStore", scriptName: "a", useSQLite: true } },
+    });
+  }
+  const logs = [];
+  const mf = new Miniflare({
+    host: "127.0.0.1",
+    port: 0,
+    cf: false,
+    durableObjectsPersist,
+    workers,
+    handleRuntimeStdio(stdout, stderr) {
+      for (const s of [stdout, stderr]) {
+        s.setEncoding("utf8");
+        s.on("data", (chunk) => {
+          for (const line of chunk.split("\n")) if (line.trim()) { logs.push(line); if (log) process.stderr.write(`${line}\n`); }
+        });
+      }
+    },
+  });
+  const url = (await mf.ready).toString().replace(/\/$/, "");
+  const handles = [];
+  for (const w of workers) handles.push(await mf.getWorker(w.name));
+  return {
+    url,
+    mf,
+    logs,
+    /** fetch through isolate `i` (0 or 1). */
+    fetch: (i, input, init) => handles[i].fetch(input, init),
+    close: () => mf.dispose(),
+  };
+}
+
+export function tempDir() {
+  const dir = mkdtempSync(path.join(tmpdir(), "rl-e2e-"));
+  return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+export { startMock };
+
+/** Polls `check` every 50 ms until it returns truthy or `ms` pass. */
+export async function eventually(check, ms = 3000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await check();
+    if (v) return v;
+    if (Date.now() > end) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
