@@ -533,6 +533,28 @@ impl<L: FleetLink> FleetStore<L> {
         self.slots.borrow().slots.get(key).and_then(|s| s.view)
     }
 
+    /// Starts a background refresh of every key in `keys` this isolate has
+    /// no view of yet (and is not already fetching): a fresh isolate learns
+    /// the fleet's state without waiting for a request to each provider.
+    pub fn warm<'k>(&self, keys: impl IntoIterator<Item = &'k str>, now: UnixMillis) {
+        let ttl = self.policy.ttl;
+        let cold: Vec<&str> = keys
+            .into_iter()
+            .filter(|key| {
+                self.with(key, |s| {
+                    let cold = s.view.is_none() && s.is_stale(ttl, now);
+                    if cold {
+                        s.refreshing_since = Some(now);
+                    }
+                    cold
+                })
+            })
+            .collect();
+        for key in cold {
+            self.link.refresh(key, self.inbox());
+        }
+    }
+
     /// Sends every queued batch that is due (full, or old enough). The host
     /// calls it once a request is done.
     pub fn flush_due(&self, now: UnixMillis) {
@@ -1308,6 +1330,21 @@ mod tests {
             c.verdicts.get() + a.store.slots.borrow().slots["primary"].pending.len(),
             200
         );
+    }
+
+    #[test]
+    fn a_fresh_isolate_warms_its_view_without_a_request() {
+        let p = FakePlatform::new();
+        let obj = FakeObject::new(&p, policy());
+        open_fleet(&p, &obj);
+        let fresh = Isolate::new(&obj, "fresh");
+        fresh.store.warm(["primary", "backup"], p.now());
+        fresh.store.warm(["primary", "backup"], p.now());
+        assert_eq!(fresh.counts().refreshes.get(), 2, "once per key");
+        fresh.pump();
+        assert_eq!(fresh.acquire(&p), Err(CircuitOpen { until: 1000 }));
+        fresh.store.warm(["primary"], p.now() + 5000);
+        assert_eq!(fresh.counts().refreshes.get(), 2, "only cold keys");
     }
 
     #[test]

@@ -29,7 +29,7 @@ use crate::chain::{CallOptions, Client, Entry, Reply};
 use crate::config::{Config, ConfigError, ConfigIssue, Secret, Validated};
 use crate::error::{AttemptOutcome, Error};
 use crate::format::{anthropic, openai, FormatErrorKind};
-use crate::platform::{Body, Headers, Platform, TransportErrorKind, UnixMillis};
+use crate::platform::{Body, Headers, Platform, UnixMillis};
 use crate::provider::Upstream;
 use crate::store::BreakerStore;
 
@@ -425,17 +425,13 @@ impl<P: Platform, S: BreakerStore> Gateway<P, S> {
         let declared = headers
             .get("content-length")
             .and_then(|v| v.trim().parse::<u64>().ok());
-        if declared.is_some_and(|n| n > limit as u64) {
-            log.error = Some("request_too_large");
-            return too_large(format, limit);
-        }
-        let bytes = match body.read_to_end(limit).await {
+        let bytes = match read_body(body, limit, declared.is_some_and(|n| n > limit as u64)).await {
             Ok(b) => b,
-            Err(e) if e.kind == TransportErrorKind::BodyTooLarge => {
+            Err(BodyError::TooLarge) => {
                 log.error = Some("request_too_large");
                 return too_large(format, limit);
             }
-            Err(_) => {
+            Err(BodyError::Unreadable) => {
                 log.error = Some("bad_body");
                 return error_response(format, 400, "the request body could not be read", None);
             }
@@ -591,6 +587,49 @@ impl<P: Platform, S: BreakerStore> Gateway<P, S> {
                 })
             }
         }
+    }
+}
+
+/// The most of an oversized body read (and thrown away) before answering
+/// 413: a client still sending when the answer comes may see a reset
+/// instead of the 413.
+const DRAIN_CAP: usize = 16 << 20;
+
+enum BodyError {
+    TooLarge,
+    Unreadable,
+}
+
+/// Reads the body up to `limit` bytes. Over it (or when `over` already),
+/// keeps nothing but reads on to the end (up to [`DRAIN_CAP`]) and fails
+/// with `TooLarge`.
+async fn read_body(mut body: Body, limit: usize, mut over: bool) -> Result<Vec<u8>, BodyError> {
+    let mut buf = Vec::new();
+    let mut seen = 0usize;
+    while let Some(chunk) = body.chunk().await {
+        let Ok(chunk) = chunk else {
+            return Err(if over {
+                BodyError::TooLarge
+            } else {
+                BodyError::Unreadable
+            });
+        };
+        seen = seen.saturating_add(chunk.len());
+        if !over {
+            buf.extend_from_slice(&chunk);
+            if buf.len() > limit {
+                over = true;
+                buf = Vec::new();
+            }
+        }
+        if seen > DRAIN_CAP {
+            break;
+        }
+    }
+    if over {
+        Err(BodyError::TooLarge)
+    } else {
+        Ok(buf)
     }
 }
 

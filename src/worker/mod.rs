@@ -119,8 +119,11 @@ async fn fetch(mut req: Request, env: Env, ctx: Context) -> Result<Response> {
                 headers,
                 body,
             };
-            let out = gw.handle(inbound).await;
             let store = gw.client().store();
+            let now = worker::js_sys::Date::now() as u64;
+            let providers = gw.client().routes().values().flatten();
+            store.warm(providers.map(|e| e.provider.as_str()), now);
+            let out = gw.handle(inbound).await;
             store.flush_due(worker::js_sys::Date::now() as u64);
             background.hand_to(&ctx);
             out
