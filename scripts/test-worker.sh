@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The Worker's checks, from a fresh clone: tools (scripts/setup.sh), wasm32 lints with the
+# `worker` feature, the build, its size, `wrangler deploy --dry-run`, and the end-to-end tests
+# (Miniflare + real Durable Object + mock provider + the official SDKs, all on 127.0.0.1).
+#   scripts/test-worker.sh [--no-setup]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+step() { printf '\n==> %s\n' "$*"; }
+
+if [[ ${1:-} != --no-setup ]]; then
+  step "tools"
+  scripts/setup.sh --no-browser
+fi
+# shellcheck disable=SC1091
+. "${RESILIENT_LLM_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/resilient-llm/tools}/env.sh"
+
+step "lints: wasm32 with the worker feature"
+nice -n 10 cargo clippy --lib --target wasm32-unknown-unknown --features worker -- -D warnings
+
+step "build the Worker"
+scripts/build-worker.sh
+
+step "size"
+RESILIENT_LLM_SIZE_WARN_ONLY=${RESILIENT_LLM_SIZE_WARN_ONLY:-1} scripts/size-worker.sh
+
+step "wrangler deploy --dry-run"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+rl_wrangler deploy --dry-run --outdir "$out" 2>&1 | tail -n 15
+
+step "end-to-end tests (Miniflare, mock provider, official SDKs)"
+node --test --test-concurrency=1 tests/e2e/worker.test.mjs
