@@ -1,0 +1,751 @@
+#!/usr/bin/env node
+// A fault-injecting mock LLM provider server: many named providers on one port, each speaking
+// the OpenAI chat-completions and Anthropic messages formats (JSON and SSE streams), each with
+// its own scripted faults. No dependencies; Node >= 20; listens on 127.0.0.1 only.
+//
+//   node tests/e2e/mock-provider.mjs [--port 0] [--config FILE | --config-json JSON]
+//                                    [--seed N] [--log]
+//
+// prints {"listening":"http://127.0.0.1:PORT"} on stdout once ready. From tests:
+//
+//   import { startMock } from "./mock-provider.mjs";
+//   const mock = await startMock({ config: { providers: { primary: {} } } });
+//   await fetch(`${mock.url}/p/primary/v1/chat/completions`, …); await mock.close();
+//
+// Routes (any provider name works; unconfigured ones answer normally):
+//   POST /p/<name>/v1/chat/completions   OpenAI format  (SDK baseURL: <url>/p/<name>/v1)
+//   POST /p/<name>/v1/messages           Anthropic format (SDK baseURL: <url>/p/<name>)
+//   GET  /p/<name>/v1/models             model list (Anthropic shape with anthropic-version)
+//   GET  /health
+//   GET  /admin/stats                    every provider's counters
+//   GET  /admin/<name>/stats             one provider's counters and last request
+//   GET  /admin/<name>/fault             its current settings
+//   POST /admin/<name>/fault             change its settings (body below)
+//   POST /admin/<name>/reset             its startup settings back, counters and RNG reset
+//   POST /admin/reset                    the same for every provider
+//
+// Config: { "seed": 1, "providers": { "<name>": PROVIDER, … } }   (keys starting with $ are comments)
+// PROVIDER: { "latencyMs": 0, "requireKey": false, "prefill": "accept" | "reject",
+//             "models": ["…"] (others get 404), "chunkDelayMs": 0, "faults": [RULE, …] }
+// RULE: { "mode": "ok" | "status" | "hang" | "slow" | "reset" | "malformed" | "stream",
+//         "firstN": n, "p": 0..1, "latencyMs": ms, …mode options }
+//   The first rule that takes a request decides it; none: a normal answer. A rule takes a
+//   request it sees when it is still within `firstN` (counting the requests that reached it)
+//   and a draw of the provider's seeded RNG is below `p` (when given). "stream" rules only
+//   see streaming requests. Options:
+//   status:    status (503), error (kind, default from status: rate_limit, insufficient_quota,
+//              context_length_exceeded, content_policy, invalid_request, auth, permission,
+//              not_found, request_too_large, timeout, server, unavailable, overloaded),
+//              message, retryAfter (seconds or HTTP-date), retryAfterMs, headers {…}
+//   hang:      never answers until the client goes away (or holdMs, default 10 min)
+//   slow:      slowFirstByteMs before the normal answer
+//   reset:     afterMs, then the socket is reset with nothing sent
+//   malformed: a 200 application/json answer cut in the middle
+//   stream:    cutAfterChunks k (socket destroyed after k content chunks), stallAfterChunks k
+//              (nothing more sent, socket kept open), malformedChunkAt k (content chunk k,
+//              0-based, is invalid JSON), noDone (no [DONE] / message_stop), slowFirstTokenMs
+//              (headers and preamble at once, the first content chunk late). k may exceed the
+//              content: the fault then hits before the finish chunk.
+// POST /admin/<name>/fault takes a RULE (the rules become [RULE]) or a PROVIDER whose given
+// fields replace the current ones; either way rule counters start again.
+import http from "node:http";
+import { readFileSync } from "node:fs";
+import { setTimeout as delay } from "node:timers/promises";
+import { pathToFileURL } from "node:url";
+
+const HOST = "127.0.0.1";
+const MAX_BODY_BYTES = 8 * 1024 * 1024;
+const DEFAULT_HOLD_MS = 10 * 60 * 1000;
+const AUTH_HEADERS = new Set(["authorization", "x-api-key", "api-key", "proxy-authorization", "cookie"]);
+const PROVIDER_KEYS = new Set(["latencyMs", "requireKey", "prefill", "models", "chunkDelayMs", "faults", "fault"]);
+const RULE_KEYS = {
+  common: ["mode", "firstN", "p", "latencyMs"],
+  ok: [],
+  status: ["status", "error", "message", "retryAfter", "retryAfterMs", "headers"],
+  hang: ["holdMs"],
+  slow: ["slowFirstByteMs"],
+  reset: ["afterMs"],
+  malformed: [],
+  stream: ["cutAfterChunks", "stallAfterChunks", "malformedChunkAt", "noDone", "slowFirstTokenMs", "holdMs"],
+};
+
+// ---------------------------------------------------------------- settings and validation
+
+class ConfigError extends Error {}
+
+function check(cond, message) {
+  if (!cond) throw new ConfigError(message);
+}
+
+/** The keys of a settings object, less comments ("$comment" and any other key starting with $). */
+function settingKeys(obj) {
+  return Object.keys(obj).filter((key) => !key.startsWith("$"));
+}
+
+function isCount(v) {
+  return Number.isInteger(v) && v >= 0;
+}
+
+function normalizeRule(raw, where) {
+  check(raw && typeof raw === "object" && !Array.isArray(raw), `${where}: a rule must be an object`);
+  const mode = raw.mode ?? "ok";
+  check(Object.hasOwn(RULE_KEYS, mode) && mode !== "common", `${where}.mode: unknown mode ${JSON.stringify(mode)}`);
+  const allowed = new Set([...RULE_KEYS.common, ...RULE_KEYS[mode]]);
+  for (const key of settingKeys(raw)) check(allowed.has(key), `${where}.${key}: not an option of mode "${mode}"`);
+  for (const key of ["firstN", "latencyMs", "holdMs", "slowFirstByteMs", "afterMs", "retryAfterMs",
+    "cutAfterChunks", "stallAfterChunks", "malformedChunkAt", "slowFirstTokenMs"]) {
+    check(raw[key] === undefined || isCount(raw[key]), `${where}.${key}: must be a whole number >= 0`);
+  }
+  check(raw.p === undefined || (typeof raw.p === "number" && raw.p >= 0 && raw.p <= 1), `${where}.p: must be in [0, 1]`);
+  if (mode === "status") {
+    const status = raw.status ?? 503;
+    check(Number.isInteger(status) && status >= 400 && status <= 599, `${where}.status: must be 400..599`);
+    check(raw.error === undefined || Object.hasOwn(ERROR_KINDS, raw.error), `${where}.error: unknown kind ${JSON.stringify(raw.error)}`);
+    check(raw.retryAfter === undefined || ["number", "string"].includes(typeof raw.retryAfter), `${where}.retryAfter: seconds or an HTTP-date`);
+    check(raw.headers === undefined || (typeof raw.headers === "object" && !Array.isArray(raw.headers)), `${where}.headers: must be an object`);
+    return { ...withoutComments(raw), mode, status, error: raw.error ?? kindForStatus(status) };
+  }
+  return { ...withoutComments(raw), mode };
+}
+
+function withoutComments(obj) {
+  return Object.fromEntries(settingKeys(obj).map((key) => [key, obj[key]]));
+}
+
+function normalizeProvider(raw, where, base = defaultProvider()) {
+  check(raw && typeof raw === "object" && !Array.isArray(raw), `${where}: must be an object`);
+  if (raw.mode !== undefined) return { ...base, faults: [normalizeRule(raw, where)] };
+  for (const key of settingKeys(raw)) check(PROVIDER_KEYS.has(key), `${where}.${key}: unknown setting`);
+  check(raw.latencyMs === undefined || isCount(raw.latencyMs), `${where}.latencyMs: must be a whole number >= 0`);
+  check(raw.chunkDelayMs === undefined || isCount(raw.chunkDelayMs), `${where}.chunkDelayMs: must be a whole number >= 0`);
+  check(raw.prefill === undefined || ["accept", "reject"].includes(raw.prefill), `${where}.prefill: "accept" or "reject"`);
+  check(raw.models === undefined || (Array.isArray(raw.models) && raw.models.every((m) => typeof m === "string")), `${where}.models: a list of names`);
+  check(!(raw.faults && raw.fault), `${where}: give "faults" or "fault", not both`);
+  const rules = raw.fault ? [raw.fault] : raw.faults;
+  check(rules === undefined || Array.isArray(rules), `${where}.faults: must be a list`);
+  const next = { ...base };
+  for (const key of ["latencyMs", "requireKey", "prefill", "models", "chunkDelayMs"]) {
+    if (raw[key] !== undefined) next[key] = raw[key];
+  }
+  next.requireKey = Boolean(next.requireKey);
+  if (rules) next.faults = rules.map((r, i) => normalizeRule(r, `${where}.faults[${i}]`));
+  return next;
+}
+
+function defaultProvider() {
+  return { latencyMs: 0, requireKey: false, prefill: "accept", models: null, chunkDelayMs: 0, faults: [] };
+}
+
+function normalizeConfig(raw) {
+  const config = raw ?? {};
+  check(typeof config === "object" && !Array.isArray(config), "config: must be an object");
+  for (const key of settingKeys(config)) check(["seed", "providers"].includes(key), `config.${key}: unknown setting`);
+  check(config.seed === undefined || Number.isInteger(config.seed), "config.seed: must be an integer");
+  const providers = {};
+  check(config.providers === undefined || (typeof config.providers === "object" && !Array.isArray(config.providers)), "config.providers: must be an object");
+  for (const [name, p] of Object.entries(config.providers ?? {})) {
+    if (name.startsWith("$")) continue;
+    check(/^[A-Za-z0-9_.-]{1,64}$/.test(name), `config.providers: bad provider name ${JSON.stringify(name)}`);
+    providers[name] = normalizeProvider(p, `providers.${name}`);
+  }
+  return { seed: config.seed ?? 1, providers };
+}
+
+// ---------------------------------------------------------------- per-provider state
+
+/** mulberry32: a small seeded PRNG, uniform in [0, 1). */
+function seededRandom(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function hashString(s) {
+  let h = 2166136261;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 16777619);
+  return h >>> 0;
+}
+
+function emptyStats() {
+  return { total: 0, inFlight: 0, aborted: 0, streams: 0, byStatus: {}, byFormat: {}, faults: {}, lastRequest: null };
+}
+
+class Provider {
+  constructor(name, settings, seed) {
+    this.name = name;
+    this.initial = settings;
+    this.seed = seed;
+    this.reset();
+  }
+
+  reset() {
+    this.setSettings(this.initial);
+    this.random = seededRandom(hashString(`${this.seed}:${this.name}`));
+    this.stats = emptyStats();
+    this.seq = 0;
+  }
+
+  setSettings(settings) {
+    this.settings = settings;
+    this.rules = settings.faults.map((rule) => ({ rule, seen: 0 }));
+  }
+
+  /** The rule that takes this request, or null for a normal answer. Counts and draws. */
+  pickRule(isStream) {
+    for (const entry of this.rules) {
+      if (entry.rule.mode === "stream" && !isStream) continue;
+      const { firstN, p } = entry.rule;
+      if (firstN !== undefined && entry.seen >= firstN) continue;
+      entry.seen += 1;
+      if (p !== undefined && !(this.random() < p)) continue;
+      return entry.rule;
+    }
+    return null;
+  }
+
+  count(field, key) {
+    const table = this.stats[field];
+    table[key] = (table[key] ?? 0) + 1;
+  }
+}
+
+// ---------------------------------------------------------------- message helpers
+
+function textOf(content) {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  return content.filter((p) => p && p.type === "text" && typeof p.text === "string").map((p) => p.text).join("");
+}
+
+function lastUserText(messages) {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    if (messages[i]?.role === "user") return textOf(messages[i].content);
+  }
+  return "";
+}
+
+function countWords(text) {
+  return text.split(/\s+/).filter(Boolean).length;
+}
+
+function promptTokens(body) {
+  const system = typeof body.system === "string" ? body.system : textOf(body.system);
+  const words = body.messages.reduce((n, m) => n + countWords(textOf(m?.content)), countWords(system));
+  return Math.max(1, words);
+}
+
+/** Word-sized pieces that join back into the text: "[p] echo: hi" -> ["[p] ", "echo: ", "hi"]. */
+function splitChunks(text) {
+  return text.match(/\S+\s*|\s+/g) ?? [""];
+}
+
+/** The deterministic answer, cut to max tokens (one word = one token). */
+function makeAnswer(provider, body, maxTokens) {
+  const chunks = splitChunks(`[${provider.name}] echo: ${lastUserText(body.messages)}`);
+  const truncated = Number.isInteger(maxTokens) && maxTokens < chunks.length;
+  const kept = truncated ? chunks.slice(0, maxTokens) : chunks;
+  return { chunks: kept, text: kept.join(""), truncated, inputTokens: promptTokens(body), outputTokens: kept.length };
+}
+
+// ---------------------------------------------------------------- the two wire formats
+
+const ERROR_KINDS = {
+  rate_limit: { status: 429, openai: ["requests", "rate_limit_exceeded"], anthropic: "rate_limit_error", message: "Rate limit reached for requests. Please try again later." },
+  insufficient_quota: { status: 429, openai: ["insufficient_quota", "insufficient_quota"], anthropic: "invalid_request_error", message: "You exceeded your current quota, please check your plan and billing details. (Your credit balance is too low.)" },
+  context_length_exceeded: { status: 400, openai: ["invalid_request_error", "context_length_exceeded", "messages"], anthropic: "invalid_request_error", message: "prompt is too long: 210000 tokens > 200000 maximum (This model's maximum context length is 200000 tokens.)" },
+  content_policy: { status: 400, openai: ["invalid_request_error", "content_policy_violation"], anthropic: "invalid_request_error", message: "Output blocked by content filtering policy: the request was rejected by the safety system." },
+  invalid_request: { status: 400, openai: ["invalid_request_error", null], anthropic: "invalid_request_error", message: "Invalid request." },
+  auth: { status: 401, openai: ["invalid_request_error", "invalid_api_key"], anthropic: "authentication_error", message: "Invalid or missing API key." },
+  permission: { status: 403, openai: ["invalid_request_error", "permission_denied"], anthropic: "permission_error", message: "Your API key does not have permission to use this resource." },
+  not_found: { status: 404, openai: ["invalid_request_error", "model_not_found", "model"], anthropic: "not_found_error", message: "The model does not exist or you do not have access to it." },
+  request_too_large: { status: 413, openai: ["invalid_request_error", "request_too_large"], anthropic: "request_too_large", message: "Request exceeds the maximum allowed number of bytes." },
+  timeout: { status: 504, openai: ["timeout", null], anthropic: "timeout_error", message: "Request timed out." },
+  server: { status: 500, openai: ["server_error", null], anthropic: "api_error", message: "The server had an error while processing your request." },
+  unavailable: { status: 503, openai: ["server_error", null], anthropic: "api_error", message: "The engine is currently overloaded, please try again later." },
+  overloaded: { status: 529, openai: ["server_error", "overloaded"], anthropic: "overloaded_error", message: "Overloaded" },
+};
+
+function kindForStatus(status) {
+  const byStatus = { 400: "invalid_request", 401: "auth", 403: "permission", 404: "not_found", 408: "timeout",
+    413: "request_too_large", 429: "rate_limit", 503: "unavailable", 504: "timeout", 529: "overloaded" };
+  return byStatus[status] ?? (status >= 500 ? "server" : "invalid_request");
+}
+
+function errorBody(format, kind, message) {
+  const spec = ERROR_KINDS[kind];
+  const text = message ?? spec.message;
+  if (format === "anthropic") return { type: "error", error: { type: spec.anthropic, message: text } };
+  const [type, code, param = null] = spec.openai;
+  return { error: { message: text, type, param, code } };
+}
+
+const openai = {
+  validate(body) {
+    if (typeof body.model !== "string" || !body.model) return "model: a model name is required";
+    if (!Array.isArray(body.messages) || body.messages.length === 0) return "messages: must be a non-empty array";
+    const roles = ["system", "developer", "user", "assistant", "tool", "function"];
+    const bad = body.messages.findIndex((m) => !roles.includes(m?.role));
+    return bad >= 0 ? `messages[${bad}].role: must be one of ${roles.join(", ")}` : null;
+  },
+  maxTokens: (body) => body.max_completion_tokens ?? body.max_tokens,
+  completion(ctx) {
+    const { answer } = ctx;
+    return {
+      id: ctx.id, object: "chat.completion", created: ctx.created, model: ctx.model,
+      choices: [{ index: 0, message: { role: "assistant", content: answer.text, refusal: null, annotations: [] },
+        logprobs: null, finish_reason: answer.truncated ? "length" : "stop" }],
+      usage: openai.usage(answer), service_tier: "default", system_fingerprint: "fp_mock",
+    };
+  },
+  usage(answer) {
+    return { prompt_tokens: answer.inputTokens, completion_tokens: answer.outputTokens,
+      total_tokens: answer.inputTokens + answer.outputTokens,
+      prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+      completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 } };
+  },
+  /** { preamble, content, finish, done } lists of SSE events {event?, data}. */
+  streamEvents(ctx, body) {
+    const withUsage = body.stream_options?.include_usage === true;
+    const chunk = (choices, extra = {}) => ({ data: JSON.stringify({ id: ctx.id, object: "chat.completion.chunk",
+      created: ctx.created, model: ctx.model, service_tier: "default", system_fingerprint: "fp_mock", choices,
+      ...(withUsage ? { usage: null } : {}), ...extra }) });
+    const choice = (delta, finish = null) => [{ index: 0, delta, logprobs: null, finish_reason: finish }];
+    const finish = [chunk(choice({}, ctx.answer.truncated ? "length" : "stop"))];
+    if (withUsage) finish.push(chunk([], { usage: openai.usage(ctx.answer) }));
+    return {
+      preamble: [chunk(choice({ role: "assistant", content: "", refusal: null }))],
+      content: ctx.answer.chunks.map((text) => chunk(choice({ content: text }))),
+      finish,
+      done: [{ data: "[DONE]" }],
+    };
+  },
+};
+
+const anthropic = {
+  validate(body) {
+    if (typeof body.model !== "string" || !body.model) return "model: Field required";
+    if (!Number.isInteger(body.max_tokens) || body.max_tokens < 1) return "max_tokens: Field required (an integer >= 1)";
+    if (!Array.isArray(body.messages) || body.messages.length === 0) return "messages: at least one message is required";
+    const bad = body.messages.findIndex((m) => m?.role !== "user" && m?.role !== "assistant");
+    return bad >= 0 ? `messages.${bad}.role: Input should be 'user' or 'assistant'` : null;
+  },
+  maxTokens: (body) => body.max_tokens,
+  usage(answer) {
+    return { input_tokens: answer.inputTokens, output_tokens: answer.outputTokens,
+      cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
+  },
+  stopReason: (answer) => (answer.truncated ? "max_tokens" : "end_turn"),
+  completion(ctx) {
+    return { id: ctx.id, type: "message", role: "assistant", model: ctx.model,
+      content: [{ type: "text", text: ctx.answer.text }], stop_reason: anthropic.stopReason(ctx.answer),
+      stop_sequence: null, usage: anthropic.usage(ctx.answer) };
+  },
+  streamEvents(ctx) {
+    const ev = (event, data) => ({ event, data: JSON.stringify({ type: event, ...data }) });
+    const start = { id: ctx.id, type: "message", role: "assistant", model: ctx.model, content: [],
+      stop_reason: null, stop_sequence: null, usage: { ...anthropic.usage(ctx.answer), output_tokens: 1 } };
+    const content = ctx.answer.chunks.map((text) => ev("content_block_delta", { index: 0, delta: { type: "text_delta", text } }));
+    if (content.length > 2) content.splice(2, 0, ev("ping", {})); // pings may come between deltas
+    return {
+      preamble: [ev("message_start", { message: start }), ev("content_block_start", { index: 0, content_block: { type: "text", text: "" } }), ev("ping", {})],
+      content,
+      finish: [ev("content_block_stop", { index: 0 }),
+        ev("message_delta", { delta: { stop_reason: anthropic.stopReason(ctx.answer), stop_sequence: null }, usage: { output_tokens: ctx.answer.outputTokens } })],
+      done: [ev("message_stop", {})],
+    };
+  },
+};
+
+const FORMATS = { openai, anthropic };
+
+// ---------------------------------------------------------------- HTTP plumbing
+
+function sendJson(res, status, body, headers = {}) {
+  if (res.headersSent || res.destroyed) return;
+  const text = JSON.stringify(body);
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+async function readBody(req) {
+  const parts = [];
+  let size = 0;
+  for await (const part of req) {
+    size += part.length;
+    if (size > MAX_BODY_BYTES) return null;
+    parts.push(part);
+  }
+  return Buffer.concat(parts).toString("utf8");
+}
+
+function redactHeaders(headers) {
+  const out = {};
+  for (const [key, value] of Object.entries(headers)) out[key] = AUTH_HEADERS.has(key) ? "[redacted]" : value;
+  return out;
+}
+
+function hasKey(headers) {
+  const bearer = /^Bearer\s+\S+/i.test(headers.authorization ?? "");
+  return bearer || (headers["x-api-key"] ?? "").trim() !== "";
+}
+
+/** Waits ms, or until the request is gone (then throws AbortError). */
+function wait(ms, signal) {
+  return ms > 0 ? delay(ms, undefined, { signal }) : Promise.resolve();
+}
+
+/** Keeps the response open, sending nothing, until the client leaves or holdMs passes. */
+async function hold(ctx, holdMs = DEFAULT_HOLD_MS) {
+  await wait(holdMs, ctx.signal);
+  destroy(ctx);
+}
+
+function destroy(ctx, reset = false) {
+  ctx.destroyedByUs = true;
+  const socket = ctx.res.socket ?? ctx.req.socket;
+  if (reset && typeof socket?.resetAndDestroy === "function") socket.resetAndDestroy();
+  else socket?.destroy();
+}
+
+/** Writes one SSE event, waiting for the socket to drain; throws AbortError once the client is gone. */
+async function writeEvent(ctx, { event, data }) {
+  const { res, signal } = ctx;
+  signal.throwIfAborted();
+  let written;
+  ctx.flushed = new Promise((resolve) => { written = resolve; });
+  if (!res.write(`${event ? `event: ${event}\n` : ""}data: ${data}\n\n`, written)) {
+    await new Promise((resolve) => {
+      const done = () => {
+        res.off("drain", done);
+        signal.removeEventListener("abort", done);
+        resolve();
+      };
+      res.on("drain", done);
+      signal.addEventListener("abort", done);
+    });
+  }
+  signal.throwIfAborted();
+}
+
+// ---------------------------------------------------------------- answering
+
+function responseHeaders(ctx, format) {
+  const id = `req_mock_${ctx.provider.name}_${ctx.seq}`;
+  return format === "anthropic" ? { "request-id": id } : { "x-request-id": id, "openai-processing-ms": "1" };
+}
+
+async function answer(ctx, body) {
+  const { provider, format } = ctx;
+  const wire = FORMATS[format];
+  const invalid = wire.validate(body);
+  if (invalid) return replyError(ctx, 400, "invalid_request", invalid);
+  const models = provider.settings.models;
+  if (models && !models.includes(body.model)) {
+    return replyError(ctx, 404, "not_found", `The model \`${body.model}\` does not exist or you do not have access to it.`);
+  }
+  if (provider.settings.prefill === "reject" && body.messages.at(-1)?.role === "assistant") {
+    return replyError(ctx, 400, "invalid_request", "This model does not support assistant message prefill. The conversation must end with a user message.");
+  }
+  ctx.model = body.model;
+  ctx.answer = makeAnswer(provider, body, wire.maxTokens(body));
+  ctx.id = format === "anthropic" ? `msg_mock_${provider.name}_${ctx.seq}` : `chatcmpl-mock-${provider.name}-${ctx.seq}`;
+  ctx.created = Math.floor(Date.now() / 1000);
+  if (body.stream === true) return stream(ctx, body, ctx.rule?.mode === "stream" ? ctx.rule : {});
+  ctx.status = 200;
+  sendJson(ctx.res, 200, wire.completion(ctx), responseHeaders(ctx, format));
+}
+
+async function stream(ctx, body, fault) {
+  const events = FORMATS[ctx.format].streamEvents(ctx, body);
+  const { res } = ctx;
+  ctx.provider.stats.streams += 1;
+  ctx.status = 200;
+  res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", ...responseHeaders(ctx, ctx.format) });
+  res.flushHeaders();
+  for (const ev of events.preamble) await writeEvent(ctx, ev);
+  await wait(fault.slowFirstTokenMs ?? 0, ctx.signal);
+  let sent = 0;
+  for (const ev of events.content) {
+    const isDelta = ev.event !== "ping";
+    if (isDelta && (await streamFaultAt(ctx, fault, sent))) return;
+    const bad = isDelta && sent === fault.malformedChunkAt;
+    await writeEvent(ctx, bad ? { event: ev.event, data: ev.data.slice(0, Math.ceil(ev.data.length * 0.6)) } : ev);
+    if (isDelta) sent += 1;
+    await wait(ctx.provider.settings.chunkDelayMs, ctx.signal);
+  }
+  if (await streamFaultAt(ctx, fault, sent, true)) return;
+  for (const ev of events.finish) await writeEvent(ctx, ev);
+  if (!fault.noDone) for (const ev of events.done) await writeEvent(ctx, ev);
+  res.end();
+}
+
+/**
+ * Applies a cut or stall due after `sent` content chunks (at the end of the text: any one not
+ * yet applied, since k was beyond it); true when the stream is over.
+ */
+async function streamFaultAt(ctx, fault, sent, atEnd = false) {
+  const due = (k) => k !== undefined && (atEnd || sent >= k);
+  if (due(fault.cutAfterChunks)) {
+    // What was written reaches the client (within a second), then the connection drops.
+    await Promise.race([ctx.flushed, delay(1000, undefined, { ref: false })]);
+    destroy(ctx);
+    return true;
+  }
+  if (due(fault.stallAfterChunks)) {
+    await hold(ctx, fault.holdMs);
+    return true;
+  }
+  return false;
+}
+
+function replyError(ctx, status, kind, message, extraHeaders = {}) {
+  ctx.status = status;
+  sendJson(ctx.res, status, errorBody(ctx.format, kind, message), { ...responseHeaders(ctx, ctx.format), ...extraHeaders });
+}
+
+function retryHeaders(rule) {
+  const headers = {};
+  if (rule.retryAfter !== undefined) headers["retry-after"] = String(rule.retryAfter);
+  if (rule.retryAfterMs !== undefined) headers["retry-after-ms"] = String(rule.retryAfterMs);
+  return { ...headers, ...(rule.headers ?? {}) };
+}
+
+function malformed(ctx, body) {
+  const text = JSON.stringify(ctx.format === "anthropic"
+    ? { id: `msg_mock_${ctx.provider.name}_${ctx.seq}`, type: "message", role: "assistant", model: body.model ?? "", content: [{ type: "text", text: "cut" }] }
+    : { id: `chatcmpl-mock-${ctx.provider.name}-${ctx.seq}`, object: "chat.completion", model: body.model ?? "", choices: [{ index: 0, message: { content: "cut" } }] });
+  const cut = text.slice(0, Math.floor(text.length / 2));
+  ctx.status = 200;
+  ctx.res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(cut), ...responseHeaders(ctx, ctx.format) });
+  ctx.res.end(cut);
+}
+
+/** Carries out the rule that took the request (null: a normal answer). */
+async function applyRule(ctx, rule, body) {
+  await wait((ctx.provider.settings.latencyMs ?? 0) + (rule?.latencyMs ?? 0), ctx.signal);
+  switch (rule?.mode ?? "ok") {
+    case "ok": case "stream": return answer(ctx, body);
+    case "slow": await wait(rule.slowFirstByteMs ?? 0, ctx.signal); return answer(ctx, body);
+    case "status": return replyError(ctx, rule.status, rule.error, rule.message, retryHeaders(rule));
+    case "hang": return hold(ctx, rule.holdMs);
+    case "reset": await wait(rule.afterMs ?? 0, ctx.signal); return destroy(ctx, true);
+    case "malformed": return malformed(ctx, body);
+    default: throw new Error(`unreachable mode ${rule.mode}`);
+  }
+}
+
+async function handleChat(state, ctx) {
+  const { provider, req } = ctx;
+  const stats = provider.stats;
+  stats.lastRequest = { method: req.method, path: ctx.path, format: ctx.format, headers: redactHeaders(req.headers), body: null, at: new Date().toISOString() };
+  const raw = await readBody(req);
+  if (raw === null) return replyError(ctx, 413, "request_too_large");
+  let body;
+  try {
+    body = JSON.parse(raw);
+  } catch {
+    return replyError(ctx, 400, "invalid_request", "The request body is not valid JSON.");
+  }
+  if (!body || typeof body !== "object" || Array.isArray(body)) return replyError(ctx, 400, "invalid_request", "The request body must be a JSON object.");
+  stats.lastRequest.body = body;
+  if (provider.settings.requireKey && !hasKey(req.headers)) {
+    return replyError(ctx, 401, "auth", "Missing API key: send Authorization: Bearer <key> or x-api-key.");
+  }
+  const rule = provider.pickRule(body.stream === true);
+  ctx.rule = rule;
+  if (rule) provider.count("faults", rule.mode);
+  state.log({ provider: provider.name, format: ctx.format, model: body.model, stream: body.stream === true, fault: rule?.mode ?? null });
+  return applyRule(ctx, rule, body);
+}
+
+/** Tracks one chat request in the provider's counters for its whole life. */
+async function trackChat(state, provider, format, req, res, path) {
+  const controller = new AbortController();
+  const ctx = { provider, format, req, res, path, signal: controller.signal, seq: ++provider.seq, status: null, destroyedByUs: false, rule: null, flushed: Promise.resolve() };
+  const stats = provider.stats;
+  stats.total += 1;
+  stats.inFlight += 1;
+  provider.count("byFormat", format);
+  state.live.add(controller);
+  res.on("close", () => {
+    stats.inFlight -= 1;
+    if (!res.writableFinished && !ctx.destroyedByUs && !state.closing) stats.aborted += 1;
+    if (ctx.status !== null) provider.count("byStatus", String(ctx.status));
+    state.live.delete(controller);
+    controller.abort();
+  });
+  try {
+    await handleChat(state, ctx);
+  } catch (err) {
+    if (err?.name === "AbortError" || controller.signal.aborted) return;
+    sendJson(res, 500, { error: { message: `mock internal error: ${err.message}`, type: "mock_error" } });
+  }
+}
+
+// ---------------------------------------------------------------- admin API
+
+function providerFor(state, name) {
+  if (!state.providers.has(name)) state.providers.set(name, new Provider(name, defaultProvider(), state.seed));
+  return state.providers.get(name);
+}
+
+function statsOf(provider) {
+  return { name: provider.name, ...provider.stats };
+}
+
+async function handleAdmin(state, req, res, parts) {
+  const [name, action] = parts.length === 1 ? [null, parts[0]] : parts;
+  if (name === null && action === "reset" && req.method === "POST") {
+    for (const p of state.providers.values()) p.reset();
+    return sendJson(res, 200, { reset: [...state.providers.keys()] });
+  }
+  if (name === null && action === "stats" && req.method === "GET") {
+    return sendJson(res, 200, Object.fromEntries([...state.providers].map(([n, p]) => [n, statsOf(p)])));
+  }
+  if (name === null || !/^[A-Za-z0-9_.-]{1,64}$/.test(name)) return sendJson(res, 404, { error: "unknown admin route" });
+  const provider = providerFor(state, name);
+  if (action === "stats" && req.method === "GET") return sendJson(res, 200, statsOf(provider));
+  if (action === "fault" && req.method === "GET") return sendJson(res, 200, provider.settings);
+  if (action === "reset" && req.method === "POST") {
+    provider.reset();
+    return sendJson(res, 200, { reset: [name] });
+  }
+  if (action === "fault" && req.method === "POST") {
+    const raw = await readBody(req);
+    try {
+      provider.setSettings(normalizeProvider(JSON.parse(raw ?? ""), `admin.${name}`, provider.settings));
+    } catch (err) {
+      return sendJson(res, 400, { error: err.message });
+    }
+    return sendJson(res, 200, provider.settings);
+  }
+  return sendJson(res, 404, { error: "unknown admin route" });
+}
+
+// ---------------------------------------------------------------- routing and lifecycle
+
+function modelList(provider, anthropicShape) {
+  const ids = provider.settings.models ?? ["mock-model"];
+  if (anthropicShape) {
+    const data = ids.map((id) => ({ type: "model", id, display_name: id, created_at: "2026-01-01T00:00:00Z" }));
+    return { data, has_more: false, first_id: ids[0] ?? null, last_id: ids.at(-1) ?? null };
+  }
+  return { object: "list", data: ids.map((id) => ({ id, object: "model", created: 1767225600, owned_by: "mock" })) };
+}
+
+async function route(state, req, res) {
+  const path = new URL(req.url ?? "/", "http://mock").pathname;
+  const parts = path.split("/").filter(Boolean);
+  if (path === "/health") return sendJson(res, 200, { ok: true });
+  if (parts[0] === "admin" && (parts.length === 2 || parts.length === 3)) return handleAdmin(state, req, res, parts.slice(1));
+  const m = /^\/p\/([A-Za-z0-9_.-]{1,64})\/v1\/(chat\/completions|messages|models)$/.exec(path);
+  if (!m) return sendJson(res, 404, { error: { message: `no route for ${req.method} ${path}`, type: "invalid_request_error" } });
+  const provider = providerFor(state, m[1]);
+  if (m[2] === "models") return sendJson(res, 200, modelList(provider, req.headers["anthropic-version"] !== undefined));
+  const format = m[2] === "messages" ? "anthropic" : "openai";
+  if (req.method !== "POST") {
+    return sendJson(res, 405, errorBody(format, "invalid_request", `Method ${req.method} not allowed; use POST.`), { allow: "POST" });
+  }
+  return trackChat(state, provider, format, req, res, path);
+}
+
+/**
+ * Starts the mock server on 127.0.0.1.
+ * @param {{ port?: number, config?: object, seed?: number, log?: boolean | ((entry: object) => void) }} options
+ * @returns {Promise<{ url: string, port: number, providerUrl(name: string): string,
+ *   openaiBaseUrl(name: string): string, setFault(name: string, spec: object): object,
+ *   stats(name?: string): object, reset(name?: string): void, close(): Promise<void> }>}
+ */
+export async function startMock(options = {}) {
+  const config = normalizeConfig(options.config);
+  const seed = options.seed ?? config.seed;
+  const logger = typeof options.log === "function" ? options.log
+    : options.log ? (entry) => process.stderr.write(`${JSON.stringify({ at: new Date().toISOString(), ...entry })}\n`) : () => {};
+  const state = { seed, providers: new Map(), live: new Set(), closing: false, log: logger };
+  for (const [name, settings] of Object.entries(config.providers)) state.providers.set(name, new Provider(name, settings, seed));
+
+  const server = http.createServer((req, res) => {
+    route(state, req, res).catch((err) => sendJson(res, 500, { error: { message: String(err?.message ?? err), type: "mock_error" } }));
+  });
+  server.keepAliveTimeout = 5000;
+  await new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port ?? 0, HOST, resolve);
+  });
+  const port = server.address().port;
+  const url = `http://${HOST}:${port}`;
+  return {
+    url,
+    port,
+    providerUrl: (name) => `${url}/p/${name}`,
+    openaiBaseUrl: (name) => `${url}/p/${name}/v1`,
+    setFault(name, spec) {
+      const provider = providerFor(state, name);
+      provider.setSettings(normalizeProvider(spec, `setFault.${name}`, provider.settings));
+      return provider.settings;
+    },
+    stats: (name) => (name === undefined
+      ? Object.fromEntries([...state.providers].map(([n, p]) => [n, statsOf(p)]))
+      : statsOf(providerFor(state, name))),
+    reset(name) {
+      for (const p of state.providers.values()) if (name === undefined || p.name === name) p.reset();
+    },
+    close() {
+      state.closing = true;
+      for (const controller of state.live) controller.abort();
+      const closed = new Promise((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      return closed;
+    },
+  };
+}
+
+// ---------------------------------------------------------------- command line
+
+function parseArgs(argv) {
+  const opts = { port: 0, config: undefined, seed: undefined, log: false };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const value = () => {
+      if (i + 1 >= argv.length) throw new ConfigError(`${arg} needs a value`);
+      return argv[++i];
+    };
+    if (arg === "--port") opts.port = Number(value());
+    else if (arg === "--config") opts.config = JSON.parse(readFileSync(value(), "utf8"));
+    else if (arg === "--config-json") opts.config = JSON.parse(value());
+    else if (arg === "--seed") opts.seed = Number(value());
+    else if (arg === "--log") opts.log = true;
+    else if (arg === "--help" || arg === "-h") opts.help = true;
+    else throw new ConfigError(`unknown argument ${arg} (try --help)`);
+  }
+  check(Number.isInteger(opts.port) && opts.port >= 0 && opts.port <= 65535, "--port: 0..65535");
+  check(opts.seed === undefined || Number.isInteger(opts.seed), "--seed: an integer");
+  return opts;
+}
+
+async function main() {
+  let opts;
+  try {
+    opts = parseArgs(process.argv.slice(2));
+    if (opts.help) {
+      const header = readFileSync(new URL(import.meta.url), "utf8").split("\nimport ")[0];
+      process.stdout.write(`${header.split("\n").slice(1).map((l) => l.replace(/^\/\/ ?/, "")).join("\n")}\n`);
+      return;
+    }
+    const mock = await startMock(opts);
+    process.stdout.write(`${JSON.stringify({ listening: mock.url })}\n`);
+    const stop = () => mock.close().then(() => process.exit(0));
+    process.once("SIGINT", stop);
+    process.once("SIGTERM", stop);
+  } catch (err) {
+    process.stderr.write(`mock-provider: ${err.message}\n`);
+    process.exit(2);
+  }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) main();
