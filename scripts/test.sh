@@ -6,10 +6,15 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "toolchain"
+step "toolchain and tools (pinned, installed outside the clone, skipped when present)"
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
 rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
-rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+bash scripts/setup.sh
+TOOLS=${RESILIENT_LLM_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/resilient-llm/tools}
+# Warm builds: every clone (CI's is fresh each run) shares one target directory.
+export RESILIENT_LLM_SHARED_TARGET=1
+# shellcheck source=/dev/null
+. "$TOOLS/env.sh"
 
 step "format and lints (native and wasm32)"
 cargo fmt --all -- --check
@@ -24,3 +29,6 @@ cargo test --all-features
 
 step "benchmark builds"
 cargo bench --no-run --features testing
+
+step "mock provider server (node --test)"
+node --test tests/e2e/mock-provider.test.mjs
