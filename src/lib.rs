@@ -55,6 +55,7 @@ mod retry;
 pub mod sse;
 pub mod stats;
 pub mod store;
+pub mod stream;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod timeout;
@@ -79,5 +80,6 @@ pub use platform::{
 pub use provider::{Capabilities, CustomProvider, Provider, Upstream};
 pub use stats::Health;
 pub use store::{BreakerStore, MemoryStore};
+pub use stream::ChatStream;
 // Provider adapters and their configuration.
 pub use provider::{Anthropic, Models, OpenAi, PresetName, ProviderConfig};
