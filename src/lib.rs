@@ -27,6 +27,10 @@ pub mod store;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod timeout;
+#[cfg(all(target_arch = "wasm32", feature = "web"))]
+pub mod web;
+#[cfg(all(target_arch = "wasm32", feature = "js"))]
+pub mod js;
 
 pub use backoff::{BudgetPolicy, RetryBudget, RetryPolicy};
 pub use breaker::{
