@@ -19,6 +19,8 @@ pub mod chat;
 pub mod config;
 pub mod error;
 pub mod event;
+#[cfg(all(target_arch = "wasm32", feature = "js"))]
+pub mod js;
 pub mod platform;
 pub mod provider;
 mod retry;
@@ -29,8 +31,6 @@ pub mod testing;
 pub mod timeout;
 #[cfg(all(target_arch = "wasm32", feature = "web"))]
 pub mod web;
-#[cfg(all(target_arch = "wasm32", feature = "js"))]
-pub mod js;
 
 pub use backoff::{BudgetPolicy, RetryBudget, RetryPolicy};
 pub use breaker::{

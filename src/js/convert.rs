@@ -13,8 +13,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::chain::Reply;
 use crate::chat::{
-    ChatRequest, ChatResponse, FinishReason, Message, Part, Role, Tool, ToolCall, ToolChoice,
-    Usage,
+    ChatRequest, ChatResponse, FinishReason, Message, Part, Role, Tool, ToolCall, ToolChoice, Usage,
 };
 use crate::config::{parse_json, ConfigError, ConfigIssue};
 use crate::error::{ErrorKind, ProviderError};
@@ -24,7 +23,9 @@ use crate::web::error_message;
 /// `JSON.stringify(value)`, with the failure as a message.
 pub(crate) fn stringify(value: &JsValue) -> Result<String, String> {
     match JSON::stringify(value) {
-        Ok(s) => s.as_string().ok_or_else(|| "not representable as JSON".to_string()),
+        Ok(s) => s
+            .as_string()
+            .ok_or_else(|| "not representable as JSON".to_string()),
         Err(e) => Err(error_message(&e)),
     }
 }
@@ -34,7 +35,23 @@ pub(crate) fn from_js<T: for<'de> Deserialize<'de>>(value: &JsValue) -> Result<T
     let json = stringify(value).map_err(|m| ConfigError {
         issues: vec![ConfigIssue::new("(root)", m)],
     })?;
-    parse_json(&json)
+    parse_json(&json).map_err(without_position)
+}
+
+/// Drops serde_json's ` at line 1 column 79`: meaningless for a JS object
+/// (the text is our `JSON.stringify`), and the path says where already.
+pub(crate) fn without_position(mut e: ConfigError) -> ConfigError {
+    for issue in &mut e.issues {
+        if let Some(i) = issue.message.rfind(" at line ") {
+            let tail = &issue.message[i + " at line ".len()..];
+            if tail.contains(" column ")
+                && tail.chars().all(|c| c.is_ascii_alphanumeric() || c == ' ')
+            {
+                issue.message.truncate(i);
+            }
+        }
+    }
+    e
 }
 
 /// A message's content: a string, or parts.
@@ -171,9 +188,8 @@ struct ProviderResponse {
 const RESPONSE_FIELDS: [&str; 5] = ["text", "model", "toolCalls", "finishReason", "usage"];
 
 pub(crate) fn provider_response(v: &JsValue, model: &str) -> Result<ChatResponse, ProviderError> {
-    let decode_error = |m: String| {
-        ProviderError::new(ErrorKind::Decode, format!("the provider's response: {m}"))
-    };
+    let decode_error =
+        |m: String| ProviderError::new(ErrorKind::Decode, format!("the provider's response: {m}"));
     if !v.is_object() {
         return Err(decode_error(
             "expected an object like { text, model }".to_string(),
@@ -187,8 +203,8 @@ pub(crate) fn provider_response(v: &JsValue, model: &str) -> Result<ChatResponse
             let _ = Reflect::set(&known, &key.into(), &value);
         }
     }
-    let parsed: ProviderResponse =
-        from_js(&known).map_err(|e| decode_error(e.to_string().replace("invalid configuration: ", "")))?;
+    let parsed: ProviderResponse = from_js(&known)
+        .map_err(|e| decode_error(e.to_string().replace("invalid configuration: ", "")))?;
     let raw = match prop(v, "raw") {
         r if r.is_undefined() => Value::Null,
         r => stringify(&r)

@@ -111,6 +111,11 @@ const CLASSES = {
   ConfigError,
 };
 
+/** Used from Rust (and tests): the classes by name. */
+export function __classes() {
+  return CLASSES;
+}
+
 /** Used from Rust: builds an error of the named class. */
 export function __makeError(className, message, init) {
   const C = CLASSES[className] || LLMError;

@@ -47,6 +47,9 @@ mod exported {
 
 #[wasm_bindgen(module = "/src/js/errors.js")]
 extern "C" {
+    /// The classes by name.
+    #[wasm_bindgen(js_name = __classes)]
+    pub(crate) fn classes() -> js_sys::Object;
     /// Builds an error of the named class.
     #[wasm_bindgen(js_name = __makeError)]
     fn make_error(class: &str, message: &str, init: &JsValue) -> JsValue;
@@ -310,7 +313,9 @@ pub(crate) fn classify(thrown: &JsValue) -> ProviderError {
         "ClientRequestError" => Some(ErrorKind::InvalidRequest),
         _ => None,
     };
-    let kind = prop(thrown, "kind").as_string().and_then(|k| kind_from_name(&k));
+    let kind = prop(thrown, "kind")
+        .as_string()
+        .and_then(|k| kind_from_name(&k));
     let mut error = match (kind, status, by_name) {
         (Some(k), _, _) => ProviderError::new(k, message),
         (None, Some(s), _) => ProviderError::new(kind_of_status(s), message),

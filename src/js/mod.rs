@@ -43,6 +43,13 @@ use crate::web::WebPlatform;
 
 use errors::prop;
 
+/// The package's error classes by name (`LLMError`, …), for tests that
+/// check `instanceof` from Rust.
+#[doc(hidden)]
+pub fn error_classes() -> js_sys::Object {
+    errors::classes()
+}
+
 #[wasm_bindgen(typescript_custom_section)]
 const TYPES: &'static str = include_str!("types.d.ts");
 
@@ -74,7 +81,10 @@ impl Hooks {
             v => match v.dyn_into::<Function>() {
                 Ok(f) => Some(f),
                 Err(_) => {
-                    issues.push(ConfigIssue::new(format!("options.{key}"), "must be a function"));
+                    issues.push(ConfigIssue::new(
+                        format!("options.{key}"),
+                        "must be a function",
+                    ));
                     None
                 }
             },
@@ -101,7 +111,9 @@ impl Hooks {
                 Event::ProviderFailed {
                     error, provider, ..
                 } => (&self.on_provider_error, Some(*error), Some(*provider)),
-                Event::Failover { error, from, .. } => (&self.on_failover, Some(*error), Some(*from)),
+                Event::Failover { error, from, .. } => {
+                    (&self.on_failover, Some(*error), Some(*from))
+                }
                 Event::Breaker { .. } | Event::BudgetExhausted { .. } => (&None, None, None),
             };
             let value = errors::to_js(event);
@@ -124,24 +136,30 @@ impl Hooks {
 }
 
 /// Reads `options.providers`.
-fn read_providers(options: &JsValue, issues: &mut Vec<ConfigIssue>) -> Vec<(String, String, Upstream)> {
+fn read_providers(
+    options: &JsValue,
+    issues: &mut Vec<ConfigIssue>,
+) -> Vec<(String, String, Upstream)> {
     let list = prop(options, "providers");
     if list.is_undefined() || list.is_null() {
         return Vec::new();
     }
     if !js_sys::Array::is_array(&list) {
-        issues.push(ConfigIssue::new("options.providers", "must be an array of { name, chat }"));
+        issues.push(ConfigIssue::new(
+            "options.providers",
+            "must be an array of { name, chat }",
+        ));
         return Vec::new();
     }
     let mut out: Vec<(String, String, Upstream)> = Vec::new();
     for (i, item) in js_sys::Array::from(&list).iter().enumerate() {
         match provider::JsProvider::from_js(item) {
-            Ok(found) if out.iter().any(|(n, _, _)| *n == found.name) => issues.push(
-                ConfigIssue::new(
+            Ok(found) if out.iter().any(|(n, _, _)| *n == found.name) => {
+                issues.push(ConfigIssue::new(
                     format!("options.providers[{i}].name"),
                     format!("duplicate provider name \"{}\"", found.name),
-                ),
-            ),
+                ))
+            }
             Ok(found) => out.push((
                 found.name,
                 found.model,
@@ -173,6 +191,7 @@ impl ResilientClient {
         let mut issues = Vec::new();
         let customs = read_providers(&options, &mut issues);
         let hooks = Hooks::read(&options, &mut issues);
+        let from_text = config.as_string().is_some();
         let json = match config.as_string() {
             Some(text) => text,
             None if config.is_undefined() || config.is_null() => "{}".to_string(),
@@ -188,6 +207,11 @@ impl ResilientClient {
             }),
             Ok(_) => Err(errors::config_error(&ConfigError { issues })),
             Err(e) => {
+                let e = if from_text {
+                    e
+                } else {
+                    convert::without_position(e)
+                };
                 issues.extend(e.issues);
                 Err(errors::config_error(&ConfigError { issues }))
             }
@@ -254,7 +278,10 @@ impl ResilientClient {
         let bad = |m: &str| errors::client_error("invalid_request", 400, m);
         let route = match prop(options, "route") {
             v if v.is_undefined() || v.is_null() => None,
-            v => Some(v.as_string().ok_or_else(|| bad("options.route: must be a string"))?),
+            v => Some(
+                v.as_string()
+                    .ok_or_else(|| bad("options.route: must be a string"))?,
+            ),
         };
         let deadline = match prop(options, "deadlineMs") {
             v if v.is_undefined() || v.is_null() => None,
@@ -296,7 +323,6 @@ impl Aborted {
             fired: JsFuture::from(promise),
         }
     }
-
 }
 
 impl Future for Aborted {

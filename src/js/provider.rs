@@ -31,7 +31,10 @@ impl JsProvider {
     /// Reads `{ name, chat, model? }`; the error names what is missing.
     pub(crate) fn from_js(object: JsValue) -> Result<Found, (&'static str, String)> {
         if !object.is_object() {
-            return Err(("", "must be an object { name, chat(request, signal) }".into()));
+            return Err((
+                "",
+                "must be an object { name, chat(request, signal) }".into(),
+            ));
         }
         let name = match prop(&object, "name").as_string() {
             Some(n) if !n.is_empty() => n,
@@ -39,7 +42,12 @@ impl JsProvider {
         };
         let chat = match prop(&object, "chat").dyn_into::<Function>() {
             Ok(f) => f,
-            Err(_) => return Err(("chat", "must be a function (request, signal) => Promise".into())),
+            Err(_) => {
+                return Err((
+                    "chat",
+                    "must be a function (request, signal) => Promise".into(),
+                ))
+            }
         };
         let model = match prop(&object, "model") {
             m if m.is_undefined() || m.is_null() => name.clone(),

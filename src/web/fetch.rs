@@ -33,8 +33,8 @@ pub struct AbortOnDrop {
 impl AbortOnDrop {
     /// A fresh controller.
     pub fn new() -> Result<Self, TransportError> {
-        let controller = AbortController::new()
-            .map_err(|e| TransportError::from_message(error_message(&e)))?;
+        let controller =
+            AbortController::new().map_err(|e| TransportError::from_message(error_message(&e)))?;
         Ok(AbortOnDrop {
             controller: Some(controller),
         })
