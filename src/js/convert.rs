@@ -55,11 +55,42 @@ pub(crate) fn without_position(mut e: ConfigError) -> ConfigError {
 }
 
 /// A message's content: a string, or parts.
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(Debug, Serialize)]
 #[serde(untagged)]
 enum Content {
     Text(String),
     Parts(Vec<Part>),
+}
+
+// By hand rather than `untagged`: no buffering of the value, a clear
+// message, and a fraction of the code.
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Content;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or an array of parts")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Content, E> {
+                Ok(Content::Text(s.to_string()))
+            }
+            fn visit_string<E: serde::de::Error>(self, s: String) -> Result<Content, E> {
+                Ok(Content::Text(s))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Content, A::Error> {
+                let mut parts = Vec::new();
+                while let Some(p) = seq.next_element::<Part>()? {
+                    parts.push(p);
+                }
+                Ok(Content::Parts(parts))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Deserialize, Serialize)]
