@@ -64,3 +64,9 @@ if (!res || res.servedBy.provider !== "backup") throw new Error("expected the ba
 console.log(`${res.text} (${res.finishReason}, ${res.attempts.length} attempts, events: ${events.join(",")})`);
 const aborted = await ask("never mind", AbortSignal.abort());
 console.log(`aborted: ${aborted === undefined}`);
+
+// The call options are optional; health() is typed too.
+const plain = new ResilientClient({ timeoutMs: 500 }, { providers: [new EchoProvider("solo")] });
+const again: ChatResult = await plain.chat({ messages: [{ role: "user", content: "no options" }] });
+const open = plain.health().filter((h) => h.state === "open").length;
+console.log(`${again.text}; open breakers: ${open}`);

@@ -28,7 +28,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use js_sys::{Function, Promise};
+use js_sys::{Function, Object, Promise};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::{future_to_promise, JsFuture};
@@ -185,7 +185,7 @@ impl ResilientClient {
     #[wasm_bindgen(constructor)]
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "Config | string")] config: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "ClientOptions")] options: Option<js_sys::Object>,
+        #[wasm_bindgen(unchecked_optional_param_type = "ClientOptions")] options: Option<Object>,
     ) -> Result<ResilientClient, JsValue> {
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let mut issues = Vec::new();
@@ -226,7 +226,7 @@ impl ResilientClient {
     pub fn chat(
         &self,
         #[wasm_bindgen(unchecked_param_type = "ChatRequest")] request: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "ChatOptions")] options: Option<js_sys::Object>,
+        #[wasm_bindgen(unchecked_optional_param_type = "ChatOptions")] options: Option<Object>,
     ) -> Promise {
         let client = Rc::clone(&self.inner);
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
