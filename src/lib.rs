@@ -49,6 +49,8 @@ pub mod config;
 pub mod error;
 pub mod event;
 pub mod format;
+#[cfg(all(target_arch = "wasm32", feature = "js"))]
+pub mod js;
 pub mod platform;
 pub mod provider;
 mod retry;
@@ -59,6 +61,8 @@ pub mod stream;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod timeout;
+#[cfg(all(target_arch = "wasm32", feature = "web"))]
+pub mod web;
 
 pub use backoff::{BudgetPolicy, RetryBudget, RetryPolicy};
 pub use breaker::{
