@@ -20,12 +20,16 @@ step "format and lints (native and wasm32)"
 cargo fmt --all -- --check
 cargo clippy --all-targets --all-features -- -D warnings
 cargo clippy --lib --target wasm32-unknown-unknown -- -D warnings
+cargo clippy --lib --target wasm32-unknown-unknown --features js -- -D warnings
 
 step "the core builds for wasm32 without wasm-only crates"
 cargo build --lib --target wasm32-unknown-unknown
 
 step "native tests (fake platform: deterministic, no sleeps, no ports)"
 cargo test --all-features
+
+step "npm package: wasm-pack build (bundler, web, nodejs), size, Node and headless Chromium suites"
+bash scripts/test-npm.sh
 
 step "benchmark builds"
 cargo bench --no-run --features testing

@@ -244,5 +244,8 @@ fn the_readme_configuration_is_valid() {
     let all_keys = |_: &str| Some("sk-placeholder".to_string());
     let client = Client::from_config(FakePlatform::new(), &cfg, vec![], &all_keys).expect("valid");
     assert_eq!(client.routes()["default"].len(), 3);
-    assert!(client.routes().contains_key("claude-sonnet-4-5"), "a configured model is a route");
+    assert!(
+        client.routes().contains_key("claude-sonnet-4-5"),
+        "a configured model is a route"
+    );
 }

@@ -40,7 +40,10 @@ pub(crate) fn build_client(
             )],
         });
     }
-    let extra = customs.into_iter().map(|(name, _, upstream)| (name, upstream)).collect();
+    let extra = customs
+        .into_iter()
+        .map(|(name, _, upstream)| (name, upstream))
+        .collect();
     let mut builder = Client::builder_from_config(WebPlatform::new(), &cfg, extra, &env_secret)?;
     if let Some(o) = observer {
         builder = builder.observer(o);
