@@ -629,15 +629,15 @@ impl Run {
 
 /// Gives a permit back if the call is abandoned (the request future dropped
 /// mid-attempt), so a half-open breaker is not left waiting on a dead probe.
-pub(crate) struct PermitGuard<'a, S: BreakerStore> {
-    pub store: &'a S,
-    pub key: &'a str,
-    pub permit: Permit,
-    pub armed: bool,
+struct PermitGuard<'a, S: BreakerStore> {
+    store: &'a S,
+    key: &'a str,
+    permit: Permit,
+    armed: bool,
 }
 
 impl<S: BreakerStore> PermitGuard<'_, S> {
-    pub fn disarm(mut self) -> Permit {
+    fn disarm(mut self) -> Permit {
         self.armed = false;
         self.permit
     }

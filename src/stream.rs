@@ -12,10 +12,12 @@
 //! never with a clean end: a truncated answer is never presented as complete.
 
 use std::collections::VecDeque;
+use std::marker::PhantomData;
+use std::ops::Deref;
 use std::time::Duration;
 
-use crate::breaker::PermitKind;
-use crate::chain::{CallOptions, Client, Entry, PermitGuard, Run, ServedBy};
+use crate::breaker::{Permit, PermitKind};
+use crate::chain::{CallOptions, Client, Entry, Run, ServedBy};
 use crate::chat::{ChatRequest, ChatResponse, Delta, FinishReason, Message, Part, Role, Usage};
 use crate::error::{Attempt, Error, ErrorKind, Exhausted, ProviderError};
 use crate::event::Event;
@@ -60,13 +62,23 @@ struct Conn {
 /// after it means the answer is incomplete and must reach the client as an
 /// error event. Dropping the stream aborts the upstream request and gives
 /// back its breaker permit.
-pub struct ChatStream<'c, P: Platform, S: BreakerStore> {
-    client: &'c Client<P, S>,
+///
+/// `C` is how the stream holds its client: `&Client` from
+/// [`Client::stream`], or a shared handle such as `Rc<Client>` from
+/// [`ChatStream::open`] when the stream must outlive a borrow (the npm
+/// package's async iterator).
+pub struct ChatStream<C, P, S>
+where
+    C: Deref<Target = Client<P, S>> + Clone,
+    P: Platform,
+    S: BreakerStore,
+{
+    client: C,
     req: ChatRequest,
     chain: Vec<Entry>,
     run: Run,
     index: usize,
-    permit: Option<PermitGuard<'c, S>>,
+    permit: Option<Permit>,
     permit_kind: PermitKind,
     number: u32,
     conn: Option<Conn>,
@@ -82,6 +94,7 @@ pub struct ChatStream<'c, P: Platform, S: BreakerStore> {
     served_by: Option<ServedBy>,
     usage: Option<Usage>,
     done: bool,
+    _types: PhantomData<fn() -> (P, S)>,
 }
 
 /// What the attempt in flight came to.
@@ -101,20 +114,33 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         &self,
         req: ChatRequest,
         opts: CallOptions,
-    ) -> Result<ChatStream<'_, P, S>, Error> {
-        let chain = self.resolve(&req, &opts)?.into_owned();
+    ) -> Result<ChatStream<&Self, P, S>, Error> {
+        ChatStream::open(self, req, opts)
+    }
+}
+
+impl<C, P, S> ChatStream<C, P, S>
+where
+    C: Deref<Target = Client<P, S>> + Clone,
+    P: Platform,
+    S: BreakerStore,
+{
+    /// A stream of the answer to `req` from `client`. Nothing is sent until
+    /// the first [`ChatStream::next`].
+    pub fn open(client: C, req: ChatRequest, opts: CallOptions) -> Result<Self, Error> {
+        let chain = client.resolve(&req, &opts)?.into_owned();
         if req.messages.is_empty() {
             return Err(Error::InvalidRequest(
                 "messages: at least one message is required".into(),
             ));
         }
-        let start = self.platform.now();
+        let start = client.platform.now();
         let deadline = opts
             .deadline
-            .map_or(self.policy.deadline, |d| d.min(self.policy.deadline));
-        self.budget.borrow_mut().deposit(start);
+            .map_or(client.policy.deadline, |d| d.min(client.policy.deadline));
+        client.budget.borrow_mut().deposit(start);
         Ok(ChatStream {
-            client: self,
+            client,
             req: ChatRequest {
                 stream: true,
                 ..req
@@ -141,11 +167,17 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             served_by: None,
             usage: None,
             done: false,
+            _types: PhantomData,
         })
     }
 }
 
-impl<'c, P: Platform, S: BreakerStore> ChatStream<'c, P, S> {
+impl<C, P, S> ChatStream<C, P, S>
+where
+    C: Deref<Target = Client<P, S>> + Clone,
+    P: Platform,
+    S: BreakerStore,
+{
     /// The next delta; `None` once the answer is complete, or after the
     /// error that ended it.
     pub async fn next(&mut self) -> Option<Result<Delta, Error>> {
@@ -197,7 +229,8 @@ impl<'c, P: Platform, S: BreakerStore> ChatStream<'c, P, S> {
     /// Opens an attempt at the current entry, or the next one that admits
     /// a call. `Err` ends the stream.
     async fn connect(&mut self) -> Result<(), Error> {
-        let client = self.client;
+        let client = self.client.clone();
+        let client = &*client;
         loop {
             let now = client.platform.now();
             if self.permit.is_none() && !self.take_entry(now).await? {
@@ -205,7 +238,7 @@ impl<'c, P: Platform, S: BreakerStore> ChatStream<'c, P, S> {
             }
             let entry = self.chain[self.index].clone();
             if now >= self.run.deadline_at {
-                self.permit = None; // released: no verdict
+                self.release_permit(); // no verdict
                 self.run.skip(
                     &entry,
                     now,
@@ -274,7 +307,8 @@ impl<'c, P: Platform, S: BreakerStore> ChatStream<'c, P, S> {
     /// every entry was skipped, forces the one whose cooldown ends first.
     /// `Ok(false)`: the index moved on, look again.
     async fn take_entry(&mut self, now: UnixMillis) -> Result<bool, Error> {
-        let client = self.client;
+        let client = self.client.clone();
+        let client = &*client;
         let Some(entry) = self.chain.get(self.index) else {
             let earliest = self.skipped.iter().copied().min_by_key(|(_, until)| *until);
             return match earliest {
@@ -308,23 +342,10 @@ impl<'c, P: Platform, S: BreakerStore> ChatStream<'c, P, S> {
         }
     }
 
-    fn hold(&mut self, permit: crate::breaker::Permit) {
-        let client = self.client;
-        // The guard's key must outlive the stream's own copy of the route:
-        // borrow it from the client's map of upstreams.
-        let provider = &self.chain[self.index].provider;
-        let key = client
-            .upstreams
-            .get_key_value(provider)
-            .map_or("", |(k, _)| k.as_str());
+    fn hold(&mut self, permit: Permit) {
         self.permit_kind = permit.kind;
         self.number = 0;
-        self.permit = Some(PermitGuard {
-            store: &client.store,
-            key,
-            permit,
-            armed: true,
-        });
+        self.permit = Some(permit);
     }
 
     /// The request for the next attempt: as asked, or (continuing after
@@ -367,7 +388,8 @@ impl<'c, P: Platform, S: BreakerStore> ChatStream<'c, P, S> {
     }
 
     async fn read_conn(&mut self, conn: &mut Conn) -> Read {
-        let client = self.client;
+        let client = self.client.clone();
+        let client = &*client;
         loop {
             while let Some(delta) = conn.pending.pop_front() {
                 match self.take(conn, delta) {
@@ -565,7 +587,8 @@ impl<'c, P: Platform, S: BreakerStore> ChatStream<'c, P, S> {
         let Some(conn) = self.conn.take() else {
             return;
         };
-        let client = self.client;
+        let client = self.client.clone();
+        let client = &*client;
         let entry = self.chain[self.index].clone();
         client.record_attempt(
             &mut self.run,
@@ -586,8 +609,8 @@ impl<'c, P: Platform, S: BreakerStore> ChatStream<'c, P, S> {
                 streaming_ms,
             );
         }
-        if let Some(guard) = self.permit.take() {
-            client.settle(&entry, guard.disarm(), Ok(()));
+        if let Some(permit) = self.permit.take() {
+            client.settle(&entry, permit, Ok(()));
         }
         self.commit(&conn);
         self.out.push_back(Delta::Finish {
@@ -628,7 +651,8 @@ impl<'c, P: Platform, S: BreakerStore> ChatStream<'c, P, S> {
         error: ProviderError,
         prefill: bool,
     ) -> Result<(), Error> {
-        let client = self.client;
+        let client = self.client.clone();
+        let client = &*client;
         if prefill
             && error.kind == ErrorKind::InvalidRequest
             && !self.no_prefill.contains(&self.index)
@@ -662,9 +686,10 @@ impl<'c, P: Platform, S: BreakerStore> ChatStream<'c, P, S> {
     /// Records the entry's verdict and moves on, or ends the stream when
     /// the error does not fail over (before the commit point).
     fn next_entry(&mut self, entry: &Entry, error: &ProviderError) -> Result<(), Error> {
-        let client = self.client;
-        if let Some(guard) = self.permit.take() {
-            client.settle(entry, guard.disarm(), Err(error));
+        let client = self.client.clone();
+        let client = &*client;
+        if let Some(permit) = self.permit.take() {
+            client.settle(entry, permit, Err(error));
         }
         if !self.committed && !error.fails_over() {
             let attempts = std::mem::take(&mut self.run.attempts);
@@ -699,6 +724,33 @@ impl<'c, P: Platform, S: BreakerStore> ChatStream<'c, P, S> {
             delivered: self.delivered.len(),
             attempts: std::mem::take(&mut self.run.attempts),
         }
+    }
+}
+
+impl<C, P, S> ChatStream<C, P, S>
+where
+    C: Deref<Target = Client<P, S>> + Clone,
+    P: Platform,
+    S: BreakerStore,
+{
+    /// Gives back the permit of an entry left without a verdict.
+    fn release_permit(&mut self) {
+        if let (Some(permit), Some(entry)) = (self.permit.take(), self.chain.get(self.index)) {
+            self.client.store.release(&entry.provider, permit);
+        }
+    }
+}
+
+impl<C, P, S> Drop for ChatStream<C, P, S>
+where
+    C: Deref<Target = Client<P, S>> + Clone,
+    P: Platform,
+    S: BreakerStore,
+{
+    /// A stream dropped mid-attempt (the caller went away) aborts its
+    /// request by dropping the body, and gives its permit back.
+    fn drop(&mut self) {
+        self.release_permit();
     }
 }
 

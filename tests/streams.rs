@@ -601,3 +601,53 @@ fn streams_feed_the_breaker_and_the_health_report() {
     );
     assert!(h.tokens_per_sec.is_some());
 }
+
+#[test]
+fn a_stream_dropped_during_its_half_open_probe_gives_the_permit_back() {
+    let p = FakePlatform::new();
+    p.script(
+        "https://first.test",
+        [
+            reply(503),
+            resilient_llm::testing::hang(),
+            sse(openai_stream("m", &ANSWER)),
+        ],
+    );
+    p.script("https://second.test", [sse(openai_stream("b", &ANSWER))]);
+    let c = client(
+        &p,
+        "openai",
+        "openai",
+        json!({ "retry": { "maxAttempts": 1 }, "breaker": { "failureThreshold": 1 } }),
+    );
+    assert!(
+        run(&p, &c, req()).complete(),
+        "served by the second; the first's breaker opens"
+    );
+    p.advance(Duration::from_secs(10));
+    let aborted = p.aborted();
+    block_on(&p, async {
+        let mut s = c.stream(req(), CallOptions::default()).unwrap();
+        let outer = p.sleep(Duration::from_millis(500));
+        assert!(
+            resilient_llm::timeout::timeout(outer, s.next())
+                .await
+                .is_err(),
+            "the probe hangs"
+        );
+    });
+    assert_eq!(
+        p.aborted(),
+        aborted + 1,
+        "dropping the stream aborted the probe"
+    );
+    let seen = run(&p, &c, req());
+    assert_eq!(
+        seen.deltas[0],
+        Delta::Start {
+            model: Some("m".into())
+        },
+        "a new probe was granted"
+    );
+    assert_eq!(p.requests_to("https://first.test"), 3);
+}
