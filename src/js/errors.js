@@ -121,3 +121,43 @@ export function __makeError(className, message, init) {
   const C = CLASSES[className] || LLMError;
   return new C(message, init);
 }
+
+/**
+ * Used from Rust: an async iterator over a stream handle whose `next()`
+ * resolves to the next event, or `undefined` at the end. Breaking out of a
+ * `for await` loop (or calling `return()`) frees the handle, which aborts
+ * the upstream request.
+ */
+export function __asyncIterable(handle) {
+  let open = true;
+  const close = () => {
+    if (open) {
+      open = false;
+      handle.free();
+    }
+  };
+  return {
+    async next() {
+      if (!open) return { value: undefined, done: true };
+      let value;
+      try {
+        value = await handle.next();
+      } catch (e) {
+        close();
+        throw e;
+      }
+      if (value === undefined) {
+        close();
+        return { value: undefined, done: true };
+      }
+      return { value, done: false };
+    },
+    async return(value) {
+      close();
+      return { value, done: true };
+    },
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+  };
+}

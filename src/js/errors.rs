@@ -53,6 +53,9 @@ extern "C" {
     /// Builds an error of the named class.
     #[wasm_bindgen(js_name = __makeError)]
     fn make_error(class: &str, message: &str, init: &JsValue) -> JsValue;
+    /// Wraps a stream handle as an async iterator.
+    #[wasm_bindgen(js_name = __asyncIterable)]
+    pub(crate) fn async_iterable(handle: JsValue) -> JsValue;
 }
 
 /// The wire name of a kind (`rate_limited`, …), as serde writes it.
@@ -214,9 +217,21 @@ pub(crate) fn call_error(e: &Error) -> JsValue {
             error,
             attempts,
         } => provider_error(error, Some(provider), attempts),
+        // The answer so far is incomplete: say so, and name what cut it.
         Error::Interrupted {
             error, attempts, ..
-        } => provider_error(error, None, attempts),
+        } => build(
+            "LLMError",
+            &e.to_string(),
+            &Init {
+                kind: "interrupted".into(),
+                retryable: true,
+                status: Some(e.status()),
+                code: Some(&kind_name(error.kind)),
+                attempts: Some(attempts.iter().map(AttemptJs::new).collect()),
+                ..Init::default()
+            },
+        ),
         Error::InvalidRequest(message) => client_error("invalid_request", 400, message),
         Error::UnknownRoute(_) => client_error("unknown_route", 404, &e.to_string()),
     }

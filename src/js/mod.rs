@@ -21,6 +21,7 @@ mod config;
 mod convert;
 mod errors;
 mod provider;
+mod stream;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -256,6 +257,27 @@ impl ResilientClient {
         })
     }
 
+    /// Streams the answer to `request` as an async iterable of events
+    /// (`start`, `text`, `tool_call`, `finish`, `usage`). Failover happens
+    /// until the first content; after it an interrupted answer rejects the
+    /// iterator's `next()` with an `LLMError` of kind `interrupted`, never a
+    /// clean end. Breaking out of the loop, or `options.signal`, aborts the
+    /// upstream request. Throws at once for a malformed request.
+    #[wasm_bindgen(unchecked_return_type = "AsyncIterableIterator<StreamEvent>")]
+    pub fn stream(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "ChatRequest")] request: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "ChatOptions")] options: Option<Object>,
+    ) -> Result<JsValue, JsValue> {
+        let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
+        let (req, opts, signal) = Self::call_args(&request, &options)?;
+        let s = crate::stream::ChatStream::open(Rc::clone(&self.inner), req, opts)
+            .map_err(|e| errors::call_error(&e))?;
+        Ok(errors::async_iterable(
+            stream::StreamHandle::new(s, signal).into(),
+        ))
+    }
+
     /// Every provider's health: breaker state, error rate, latency
     /// percentiles, last failure.
     #[wasm_bindgen(unchecked_return_type = "ProviderHealth[]")]
@@ -305,14 +327,14 @@ impl ResilientClient {
 }
 
 /// Resolves when a signal aborts; removes its listener when dropped.
-struct Aborted {
+pub(crate) struct Aborted {
     signal: AbortSignal,
     listener: Option<Function>,
     fired: JsFuture,
 }
 
 impl Aborted {
-    fn new(signal: &AbortSignal) -> Self {
+    pub(crate) fn new(signal: &AbortSignal) -> Self {
         let mut listener = None;
         let promise = Promise::new(&mut |resolve, _reject| {
             let _ = signal.add_event_listener_with_callback("abort", &resolve);

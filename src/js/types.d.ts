@@ -53,6 +53,8 @@ export interface RouteEntry {
   timeoutMs?: number;
   /** This entry's retry settings, over the client's. */
   retry?: RetryConfig;
+  /** Streams: this entry's first-token deadline in ms. */
+  firstTokenTimeoutMs?: number;
 }
 
 /** Size limits. */
@@ -116,7 +118,7 @@ export type ProviderConfig =
  * `ConfigError` whose `issues` carry paths such as `routes.default[1].provider`.
  */
 export interface Config {
-  /** Built-in providers by id (needs the config work on main; JS providers go in `options.providers`). */
+  /** Built-in providers by id; keys in `apiKey`, or `apiKeyEnv` read from `process.env` in Node. JS providers go in `options.providers`. */
   providers?: Record<string, ProviderConfig>;
   /**
    * Routes by name, each an ordered failover chain. Without routes, the JS
@@ -132,7 +134,15 @@ export interface Config {
   timeoutMs?: number;
   /** End-to-end deadline over all retries and fallbacks, in ms (default 60000). */
   deadlineMs?: number;
+  /** Streams: how long the first token may take, in ms (default 10000). */
+  firstTokenTimeoutMs?: number;
+  /** Streams: the longest silence between chunks, in ms (default 10000). */
+  idleTimeoutMs?: number;
+  /** Per-provider breaker settings, over `breaker`. */
+  breakers?: Record<string, BreakerConfig>;
   limits?: LimitsConfig;
+  /** Settings of the gateway host (the Worker); ignored by this package. */
+  gateway?: { clientKeysEnv?: string[]; allowUnauthenticated?: boolean };
 }
 
 // ---- Requests and responses ----
@@ -255,6 +265,16 @@ export interface ChatResult {
   /** The provider's own response (JSON), or null. */
   raw: unknown;
 }
+
+// ---- Streams ----
+
+/** What `client.stream(…)` yields, in order: `start` (the answering model), then text and tool call parts, then `finish` and `usage`. */
+export type StreamEvent =
+  | { type: "start"; model: string | null }
+  | { type: "text"; text: string }
+  | { type: "tool_call"; index: number; id: string | null; name: string | null; arguments: string }
+  | { type: "finish"; reason: FinishReason }
+  | { type: "usage"; usage: Usage };
 
 // ---- JS providers ----
 
@@ -390,7 +410,7 @@ export interface LLMErrorInit {
 export class LLMError extends Error {
   constructor(message: string, init?: LLMErrorInit);
   /** An `ErrorKind`, or `all_providers_failed`, `aborted`, `unknown_route`. */
-  readonly kind: ErrorKind | "all_providers_failed" | "aborted" | "unknown_route" | (string & {});
+  readonly kind: ErrorKind | "all_providers_failed" | "aborted" | "unknown_route" | "interrupted" | (string & {});
   /** Whether trying again may succeed. */
   readonly retryable: boolean;
   /** The HTTP status (a gateway would answer with it). */
