@@ -49,7 +49,7 @@ struct Conn {
     prefill: bool,
     finish: Option<FinishReason>,
     done: bool,
-    usage: Usage,
+    usage: Option<Usage>,
     model: Option<String>,
 }
 
@@ -221,7 +221,8 @@ where
         &self.run.attempts
     }
 
-    /// The answering attempt's token counts, once complete.
+    /// The answering attempt's token counts, once complete, when the
+    /// provider reported them.
     pub fn usage(&self) -> Option<Usage> {
         self.usage
     }
@@ -283,7 +284,7 @@ where
                         prefill,
                         finish: None,
                         done: false,
-                        usage: Usage::default(),
+                        usage: None,
                         model: None,
                     });
                     return Ok(());
@@ -542,14 +543,7 @@ where
                 }
                 conn.finish = Some(reason);
             }
-            Delta::Usage { usage } => {
-                if usage.input_tokens > 0 {
-                    conn.usage.input_tokens = usage.input_tokens;
-                }
-                if usage.output_tokens > 0 {
-                    conn.usage.output_tokens = usage.output_tokens;
-                }
-            }
+            Delta::Usage { usage } => crate::format::merge_usage(&mut conn.usage, usage),
             Delta::Done => {
                 conn.done = true;
                 conn.body = None;
@@ -605,7 +599,7 @@ where
             client.record_stream(
                 &entry.provider,
                 ttft,
-                conn.usage.output_tokens,
+                conn.usage.map_or(0, |u| u.output_tokens),
                 streaming_ms,
             );
         }
@@ -616,9 +610,13 @@ where
         self.out.push_back(Delta::Finish {
             reason: conn.finish.unwrap_or(FinishReason::Stop),
         });
-        self.out.push_back(Delta::Usage { usage: conn.usage });
+        // Usage is always reported (zeros where the provider gave none),
+        // and counts only the attempt that answered.
+        self.out.push_back(Delta::Usage {
+            usage: conn.usage.unwrap_or_default(),
+        });
         self.out.push_back(Delta::Done);
-        self.usage = Some(conn.usage);
+        self.usage = conn.usage;
         self.done = true;
     }
 
