@@ -15,7 +15,9 @@
 #                  TOOLS=${RESILIENT_LLM_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/resilient-llm/tools}
 #   node_modules/  wrangler, miniflare, binaryen (wasm-opt), esbuild, the official SDKs,
 #                  typescript, Node 22 (for wrangler only) — from package-lock.json, in the
-#                  clone (npm's own cache makes a fresh clone's `npm ci` quick)
+#                  clone (npm's own cache makes a fresh clone's `npm ci` quick: ~20 s).
+#                  Note: node_modules/.bin/node is that Node 22, so `npm run` / `npx` run
+#                  Node 22; plain `node` stays the system's Node 20.
 #   /usr/bin       chromium, chromedriver (Debian packages)
 #   $TOOLS/env.sh  the environment for everything above; other scripts source it:
 #                    . "$TOOLS/env.sh"          # from anywhere inside the clone

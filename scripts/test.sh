@@ -6,15 +6,21 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "toolchain"
+step "toolchain and tools (pinned, installed outside the clone, skipped when present)"
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
 rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
-rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+bash scripts/setup.sh
+TOOLS=${RESILIENT_LLM_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/resilient-llm/tools}
+# Warm builds: every clone (CI's is fresh each run) shares one target directory.
+export RESILIENT_LLM_SHARED_TARGET=1
+# shellcheck source=/dev/null
+. "$TOOLS/env.sh"
 
 step "format and lints (native and wasm32)"
 cargo fmt --all -- --check
 cargo clippy --all-targets --all-features -- -D warnings
 cargo clippy --lib --target wasm32-unknown-unknown -- -D warnings
+cargo clippy --lib --target wasm32-unknown-unknown --features js -- -D warnings
 
 step "the core builds for wasm32 without wasm-only crates"
 cargo build --lib --target wasm32-unknown-unknown
@@ -22,5 +28,11 @@ cargo build --lib --target wasm32-unknown-unknown
 step "native tests (fake platform: deterministic, no sleeps, no ports)"
 cargo test --all-features
 
+step "npm package: wasm-pack build (bundler, web, nodejs), size, Node and headless Chromium suites"
+bash scripts/test-npm.sh
+
 step "benchmark builds"
 cargo bench --no-run --features testing
+
+step "mock provider server (node --test)"
+node --test tests/e2e/mock-provider.test.mjs

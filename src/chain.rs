@@ -38,6 +38,8 @@ pub struct Entry {
     pub timeout: Option<Duration>,
     /// Retry policy for this entry.
     pub retry: Option<RetryPolicy>,
+    /// Time-to-first-token deadline for streams at this entry.
+    pub first_token_timeout: Option<Duration>,
 }
 
 impl Entry {
@@ -49,6 +51,7 @@ impl Entry {
             label: None,
             timeout: None,
             retry: None,
+            first_token_timeout: None,
         }
     }
 
@@ -61,6 +64,12 @@ impl Entry {
     /// Sets the retry policy.
     pub fn retry(mut self, r: RetryPolicy) -> Self {
         self.retry = Some(r);
+        self
+    }
+
+    /// Sets the streams' time-to-first-token deadline.
+    pub fn first_token_timeout(mut self, t: Duration) -> Self {
+        self.first_token_timeout = Some(t);
         self
     }
 
@@ -86,6 +95,14 @@ pub struct Policy {
     pub max_response_bytes: usize,
     /// The largest request body a gateway accepts (default 1 MiB).
     pub max_request_bytes: usize,
+    /// Streams: how long the first token may take before the attempt is
+    /// abandoned for the next (default 10 s: a provider 20 s late is
+    /// abandoned for a healthy fallback).
+    pub first_token_timeout: Duration,
+    /// Streams: the longest silence between chunks after the first token
+    /// (default 10 s: a 30 s stall is detected and finished by a fallback
+    /// well inside 45 s).
+    pub idle_timeout: Duration,
 }
 
 impl Default for Policy {
@@ -97,6 +114,8 @@ impl Default for Policy {
             budget: BudgetPolicy::default(),
             max_response_bytes: 8 << 20,
             max_request_bytes: 1 << 20,
+            first_token_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -500,6 +519,28 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         }
     }
 
+    /// Records a completed stream in the provider's statistics.
+    pub(crate) fn record_stream(
+        &self,
+        provider: &str,
+        ttft_ms: u64,
+        output_tokens: u64,
+        streaming_ms: u64,
+    ) {
+        self.with_stats(provider, |s| {
+            s.record_stream(ttft_ms, output_tokens, streaming_ms)
+        });
+    }
+
+    /// Runs `f` on `provider`'s statistics, creating them on first use.
+    pub(crate) fn with_stats(&self, provider: &str, f: impl FnOnce(&mut ProviderStats)) {
+        let mut stats = self.stats.borrow_mut();
+        match stats.get_mut(provider) {
+            Some(s) => f(s),
+            None => f(stats.entry(provider.to_string()).or_default()),
+        }
+    }
+
     /// Every configured provider's health, in id order.
     pub fn health(&self) -> Vec<Health> {
         let stats = self.stats.borrow();
@@ -588,15 +629,15 @@ impl Run {
 
 /// Gives a permit back if the call is abandoned (the request future dropped
 /// mid-attempt), so a half-open breaker is not left waiting on a dead probe.
-pub(crate) struct PermitGuard<'a, S: BreakerStore> {
-    pub store: &'a S,
-    pub key: &'a str,
-    pub permit: Permit,
-    pub armed: bool,
+struct PermitGuard<'a, S: BreakerStore> {
+    store: &'a S,
+    key: &'a str,
+    permit: Permit,
+    armed: bool,
 }
 
 impl<S: BreakerStore> PermitGuard<'_, S> {
-    pub fn disarm(mut self) -> Permit {
+    fn disarm(mut self) -> Permit {
         self.armed = false;
         self.permit
     }

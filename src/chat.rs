@@ -225,7 +225,7 @@ pub struct ChatResponse {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Delta {
     /// The stream began; `model` is the model answering, when the provider
-    /// says so up front.
+    /// says so up front. Providers may repeat it or leave it out.
     Start {
         /// The answering model.
         model: Option<String>,
@@ -238,7 +238,9 @@ pub enum Delta {
     /// Part of a tool call: the first part for an `index` carries `id` and
     /// `name`, later parts extend `arguments`.
     ToolCall {
-        /// Which call (0-based, in order).
+        /// Which call. Increasing, but not always dense or 0-based (an
+        /// Anthropic content block index counts text blocks too): key on it
+        /// in order of first appearance.
         index: u32,
         /// The call's id, on its first part.
         id: Option<String>,

@@ -61,6 +61,12 @@ pub struct Config {
     /// End-to-end deadline over every retry and fallback (default 60 s).
     #[serde(default)]
     pub deadline_ms: Option<u64>,
+    /// Streams: time-to-first-token deadline per attempt (default 10 s).
+    #[serde(default)]
+    pub first_token_timeout_ms: Option<u64>,
+    /// Streams: the longest silence between chunks (default 10 s).
+    #[serde(default)]
+    pub idle_timeout_ms: Option<u64>,
     /// Size limits.
     #[serde(default)]
     pub limits: LimitsConfig,
@@ -143,6 +149,12 @@ impl Config {
                 }
                 v => v.unwrap_or(d.max_request_bytes),
             },
+            first_token_timeout: issues.ms(
+                "firstTokenTimeoutMs",
+                self.first_token_timeout_ms,
+                d.first_token_timeout,
+            ),
+            idle_timeout: issues.ms("idleTimeoutMs", self.idle_timeout_ms, d.idle_timeout),
         };
         let breaker = self.breaker.policy("breaker", &mut issues);
         let mut breakers = BTreeMap::new();
@@ -200,6 +212,13 @@ impl Config {
                         .retry
                         .as_ref()
                         .map(|r| r.policy(&format!("{path}.retry"), client.retry, &mut issues)),
+                    first_token_timeout: e.first_token_timeout_ms.map(|ms| {
+                        issues.ms(
+                            &format!("{path}.firstTokenTimeoutMs"),
+                            Some(ms),
+                            client.first_token_timeout,
+                        )
+                    }),
                 });
             }
             routes.insert(name.clone(), chain);
@@ -308,6 +327,8 @@ pub struct EntryConfig {
     pub timeout_ms: Option<u64>,
     /// This entry's retry settings, over the client's.
     pub retry: Option<RetryConfig>,
+    /// This entry's time-to-first-token deadline for streams.
+    pub first_token_timeout_ms: Option<u64>,
 }
 
 /// Size limits.

@@ -386,6 +386,17 @@ pub enum Error {
     /// The request was unusable before any provider was called.
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// A stream failed after its commit point and no attempt could continue
+    /// it: the answer the caller holds is incomplete.
+    #[error("the answer was interrupted after {delivered} bytes: {error}")]
+    Interrupted {
+        /// The failure that cut the stream (not a later continuation's).
+        error: ProviderError,
+        /// Bytes of answer text delivered before it.
+        delivered: usize,
+        /// Every attempt, in order.
+        attempts: Vec<Attempt>,
+    },
     /// The request's `model` names no configured route or model.
     #[error("unknown route or model \"{0}\"")]
     UnknownRoute(String),
@@ -399,6 +410,7 @@ impl Error {
             Error::Rejected { error, .. } => error.status.unwrap_or(400),
             Error::InvalidRequest(_) => 400,
             Error::UnknownRoute(_) => 404,
+            Error::Interrupted { .. } => 502,
         }
     }
 
@@ -406,7 +418,7 @@ impl Error {
     pub fn attempts(&self) -> &[Attempt] {
         match self {
             Error::AllProvidersFailed(e) => &e.attempts,
-            Error::Rejected { attempts, .. } => attempts,
+            Error::Rejected { attempts, .. } | Error::Interrupted { attempts, .. } => attempts,
             Error::InvalidRequest(_) | Error::UnknownRoute(_) => &[],
         }
     }
@@ -415,7 +427,10 @@ impl Error {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             Error::AllProvidersFailed(e) => e.retry_after(),
-            Error::Rejected { .. } | Error::InvalidRequest(_) | Error::UnknownRoute(_) => None,
+            Error::Rejected { .. }
+            | Error::Interrupted { .. }
+            | Error::InvalidRequest(_)
+            | Error::UnknownRoute(_) => None,
         }
     }
 }

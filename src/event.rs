@@ -58,6 +58,13 @@ pub enum Event<'a> {
         /// The state after.
         to: StateName,
     },
+    /// A malformed chunk in an otherwise healthy stream was skipped.
+    MalformedChunk {
+        /// The provider id.
+        provider: &'a str,
+        /// What was wrong with it.
+        error: &'a ProviderError,
+    },
     /// A retry was skipped because the retry budget is spent.
     BudgetExhausted {
         /// The provider that would have been retried.

@@ -661,6 +661,7 @@ fn error_code(e: &Error) -> &'static str {
         Error::Rejected { .. } => "rejected_by_provider",
         Error::InvalidRequest(_) => "invalid_request",
         Error::UnknownRoute(_) => "model_not_found",
+        Error::Interrupted { .. } => "interrupted",
     }
 }
 
@@ -686,6 +687,8 @@ pub fn render_error(format: Format, e: &Error) -> Outbound {
             ),
             Some(error_code(e).to_string()),
         ),
+        // Only streams are interrupted; this gateway answers whole bodies.
+        Error::Interrupted { .. } => (e.to_string(), Some(error_code(e).to_string())),
     };
     let mut out = error_response(format, status, &message, code.as_deref());
     if let Error::AllProvidersFailed(x) = e {

@@ -51,15 +51,20 @@ pub mod event;
 pub mod fleet;
 pub mod format;
 pub mod gateway;
+#[cfg(all(target_arch = "wasm32", feature = "js"))]
+pub mod js;
 pub mod platform;
 pub mod provider;
 mod retry;
 pub mod sse;
 pub mod stats;
 pub mod store;
+pub mod stream;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod timeout;
+#[cfg(all(target_arch = "wasm32", feature = "web"))]
+pub mod web;
 #[cfg(all(target_arch = "wasm32", feature = "worker"))]
 pub mod worker;
 
@@ -84,5 +89,6 @@ pub use platform::{
 pub use provider::{Capabilities, CustomProvider, Provider, Upstream};
 pub use stats::Health;
 pub use store::{BreakerStore, MemoryStore};
+pub use stream::ChatStream;
 // Provider adapters and their configuration.
 pub use provider::{Anthropic, Models, OpenAi, PresetName, ProviderConfig};

@@ -95,15 +95,9 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     ) {
         let ended = self.platform.now();
         let duration = Duration::from_millis(ended.saturating_sub(started));
-        let mut stats = self.stats.borrow_mut();
-        match stats.get_mut(&entry.provider) {
-            Some(s) => s.record(ended, millis(duration), result.err()),
-            None => {
-                let mut s = crate::stats::ProviderStats::default();
-                s.record(ended, millis(duration), result.err());
-                stats.insert(entry.provider.clone(), s);
-            }
-        }
+        self.with_stats(&entry.provider, |s| {
+            s.record(ended, millis(duration), result.err())
+        });
         run.attempts.push(Attempt {
             provider: entry.provider.clone(),
             model: entry.model.clone(),

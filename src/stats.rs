@@ -44,6 +44,8 @@ pub struct ProviderStats {
     failures: u64,
     /// Recent calls: (latency ms, failed).
     recent: VecDeque<(u64, bool)>,
+    /// Recent streams: (time to first token ms, output tokens per second).
+    streams: VecDeque<(u64, Option<f64>)>,
     last_failure: Option<LastFailure>,
 }
 
@@ -64,6 +66,35 @@ impl ProviderStats {
             self.recent.pop_front();
         }
         self.recent.push_back((latency_ms, error.is_some()));
+    }
+
+    /// Records a completed stream: its time to first token, and its output
+    /// rate when the provider reported usage.
+    pub fn record_stream(&mut self, ttft_ms: u64, output_tokens: u64, streaming_ms: u64) {
+        let rate = (output_tokens > 0 && streaming_ms > 0)
+            .then(|| output_tokens as f64 * 1000.0 / streaming_ms as f64);
+        if self.streams.len() == WINDOW {
+            self.streams.pop_front();
+        }
+        self.streams.push_back((ttft_ms, rate));
+    }
+
+    /// Time-to-first-token percentiles over recent streams.
+    pub fn ttft(&self) -> Latency {
+        let mut v: Vec<u64> = self.streams.iter().map(|(ms, _)| *ms).collect();
+        v.sort_unstable();
+        Latency {
+            p50: percentile(&v, 50.0),
+            p95: percentile(&v, 95.0),
+            p99: percentile(&v, 99.0),
+        }
+    }
+
+    /// The median output rate of recent streams, in tokens per second.
+    pub fn tokens_per_sec(&self) -> Option<f64> {
+        let mut v: Vec<f64> = self.streams.iter().filter_map(|(_, r)| *r).collect();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
     }
 
     /// Latency percentiles over the window.
@@ -100,6 +131,8 @@ impl ProviderStats {
             failures: self.failures,
             error_rate: self.error_rate(),
             latency_ms: self.latency(),
+            ttft_ms: self.ttft(),
+            tokens_per_sec: self.tokens_per_sec(),
             last_failure: self.last_failure.clone(),
         }
     }
@@ -134,6 +167,10 @@ pub struct Health {
     pub error_rate: f64,
     /// Latency percentiles over the recent window.
     pub latency_ms: Latency,
+    /// Streams' time to first token, over recent streams.
+    pub ttft_ms: Latency,
+    /// Streams' median output rate, in tokens per second.
+    pub tokens_per_sec: Option<f64>,
     /// The most recent failure.
     pub last_failure: Option<LastFailure>,
 }
@@ -185,6 +222,27 @@ mod tests {
         let h = s.health("p", None);
         assert_eq!((h.requests, h.failures), (2 * WINDOW as u64, WINDOW as u64));
         assert_eq!(h.last_failure.map(|f| f.kind), Some(ErrorKind::Server));
+    }
+
+    #[test]
+    fn streams_report_time_to_first_token_and_rate() {
+        let mut s = ProviderStats::default();
+        s.record_stream(300, 100, 2000);
+        s.record_stream(500, 0, 1000);
+        s.record_stream(100, 300, 1000);
+        assert_eq!(
+            s.ttft(),
+            Latency {
+                p50: Some(300),
+                p95: Some(500),
+                p99: Some(500)
+            }
+        );
+        assert_eq!(
+            s.tokens_per_sec(),
+            Some(300.0),
+            "median of 50 and 300 tok/s, unknown rates left out"
+        );
     }
 
     #[test]

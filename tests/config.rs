@@ -234,3 +234,18 @@ fn a_type_mistake_names_its_path() {
     let e = Config::parse("{").unwrap_err();
     assert_eq!(e.issues.len(), 1);
 }
+
+#[test]
+fn the_readme_configuration_is_valid() {
+    let readme = include_str!("../README.md");
+    let start = readme.find("```json\n").expect("a json block") + "```json\n".len();
+    let end = start + readme[start..].find("```").expect("its end");
+    let cfg = Config::parse(&readme[start..end]).expect("parses");
+    let all_keys = |_: &str| Some("sk-placeholder".to_string());
+    let client = Client::from_config(FakePlatform::new(), &cfg, vec![], &all_keys).expect("valid");
+    assert_eq!(client.routes()["default"].len(), 3);
+    assert!(
+        client.routes().contains_key("claude-sonnet-4-5"),
+        "a configured model is a route"
+    );
+}

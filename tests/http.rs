@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
+use resilient_llm::sse::SseEvent;
 use resilient_llm::testing::{block_on, fail, hang, reply, BodyEnd, FakePlatform};
 use resilient_llm::{
-    BufferedResponse, Capabilities, ChatRequest, ChatResponse, Client, Entry, ErrorKind,
+    BufferedResponse, Capabilities, ChatRequest, ChatResponse, Client, Delta, Entry, ErrorKind,
     HttpRequest, Message, Platform, Policy, Provider, ProviderError, TransportErrorKind,
     UnixMillis, Upstream,
 };
@@ -45,6 +46,12 @@ impl Provider for Plain {
             usage: None,
             raw: serde_json::Value::Null,
         })
+    }
+
+    fn decode_event(&self, ev: &SseEvent) -> Result<Vec<Delta>, ProviderError> {
+        Ok(vec![Delta::Text {
+            text: ev.data.clone(),
+        }])
     }
 
     fn capabilities(&self, _model: &str) -> Capabilities {

@@ -190,13 +190,7 @@ pub fn decode_response(v: &Value) -> Result<ChatResponse, FormatError> {
             _ => {}
         }
     }
-    let finish_reason = f.str("stop_reason")?.map(|r| match r {
-        "end_turn" | "stop_sequence" => FinishReason::Stop,
-        "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
-        "tool_use" => FinishReason::ToolCalls,
-        "refusal" => FinishReason::ContentFilter,
-        other => FinishReason::Other(other.to_string()),
-    });
+    let finish_reason = f.str("stop_reason")?.map(finish_reason);
     let usage = match f.object("usage")? {
         Some(u) => Some(Usage {
             input_tokens: u.u64("input_tokens")?.unwrap_or(0),
@@ -213,6 +207,28 @@ pub fn decode_response(v: &Value) -> Result<ChatResponse, FormatError> {
         usage,
         raw: v.clone(),
     })
+}
+
+/// A Messages API `stop_reason` in the neutral form.
+pub fn finish_reason(r: &str) -> FinishReason {
+    match r {
+        "end_turn" | "stop_sequence" => FinishReason::Stop,
+        "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
+        "tool_use" => FinishReason::ToolCalls,
+        "refusal" => FinishReason::ContentFilter,
+        other => FinishReason::Other(other.to_string()),
+    }
+}
+
+/// The Messages API `stop_reason` of a neutral reason.
+pub fn stop_reason_name(r: &FinishReason) -> &str {
+    match r {
+        FinishReason::Stop => "end_turn",
+        FinishReason::Length => "max_tokens",
+        FinishReason::ToolCalls => "tool_use",
+        FinishReason::ContentFilter => "refusal",
+        FinishReason::Other(other) => other.as_str(),
+    }
 }
 
 // ----------------------------------------------------------------- inbound
@@ -484,13 +500,7 @@ pub fn render_response(resp: &ChatResponse, id: &str) -> Result<Value, FormatErr
         }
         content.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
     }
-    let stop_reason = resp.finish_reason.as_ref().map(|r| match r {
-        FinishReason::Stop => "end_turn",
-        FinishReason::Length => "max_tokens",
-        FinishReason::ToolCalls => "tool_use",
-        FinishReason::ContentFilter => "refusal",
-        FinishReason::Other(other) => other.as_str(),
-    });
+    let stop_reason = resp.finish_reason.as_ref().map(stop_reason_name);
     let usage = resp.usage.unwrap_or_default();
     Ok(json!({
         "id": id,

@@ -9,15 +9,23 @@
 //!   format and renders the neutral answer (or an error) in the format the
 //!   client spoke, whichever provider answered.
 //!
+//! Streams translate the same way, one piece at a time:
+//! [`openai_stream`] and [`anthropic_stream`] read a provider's stream
+//! events into neutral [`Delta`](crate::Delta)s and render deltas as the
+//! stream a client of either format expects.
+//!
 //! Everything here is pure JSON work. What cannot be translated (images,
 //! audio, `n > 1`, unknown roles, …) is a [`FormatError`] naming the field,
 //! never a silent drop.
 
 pub mod anthropic;
+pub mod anthropic_stream;
 pub mod openai;
+pub mod openai_stream;
 
 use serde_json::{Map, Value};
 
+use crate::chat::Usage;
 use crate::error::{ErrorKind, ProviderError};
 
 /// Why a request or response could not be read or translated.
@@ -81,6 +89,19 @@ impl FormatError {
     /// ([`ErrorKind::Decode`]).
     pub fn into_decode_error(self, status: u16) -> ProviderError {
         ProviderError::new(ErrorKind::Decode, format!("response {self}")).with_status(status)
+    }
+}
+
+/// Folds a streamed usage report into the counts so far: each non-zero
+/// count replaces the earlier one (Anthropic reports input tokens in
+/// `message_start` and output tokens in `message_delta`).
+pub(crate) fn merge_usage(acc: &mut Option<Usage>, new: Usage) {
+    let u = acc.get_or_insert_with(Usage::default);
+    if new.input_tokens > 0 {
+        u.input_tokens = new.input_tokens;
+    }
+    if new.output_tokens > 0 {
+        u.output_tokens = new.output_tokens;
     }
 }
 

@@ -217,13 +217,7 @@ pub fn decode_response(v: &Value) -> Result<ChatResponse, FormatError> {
             arguments,
         });
     }
-    let finish_reason = c.str("finish_reason")?.map(|r| match r {
-        "stop" => FinishReason::Stop,
-        "length" => FinishReason::Length,
-        "tool_calls" | "function_call" => FinishReason::ToolCalls,
-        "content_filter" => FinishReason::ContentFilter,
-        other => FinishReason::Other(other.to_string()),
-    });
+    let finish_reason = c.str("finish_reason")?.map(finish_reason);
     let usage = match f.object("usage")? {
         Some(u) => Some(Usage {
             input_tokens: u.u64("prompt_tokens")?.unwrap_or(0),
@@ -240,6 +234,28 @@ pub fn decode_response(v: &Value) -> Result<ChatResponse, FormatError> {
         usage,
         raw: v.clone(),
     })
+}
+
+/// A Chat Completions `finish_reason` in the neutral form.
+pub fn finish_reason(r: &str) -> FinishReason {
+    match r {
+        "stop" => FinishReason::Stop,
+        "length" => FinishReason::Length,
+        "tool_calls" | "function_call" => FinishReason::ToolCalls,
+        "content_filter" => FinishReason::ContentFilter,
+        other => FinishReason::Other(other.to_string()),
+    }
+}
+
+/// The Chat Completions `finish_reason` of a neutral reason.
+pub fn finish_reason_name(r: &FinishReason) -> &str {
+    match r {
+        FinishReason::Stop => "stop",
+        FinishReason::Length => "length",
+        FinishReason::ToolCalls => "tool_calls",
+        FinishReason::ContentFilter => "content_filter",
+        FinishReason::Other(other) => other.as_str(),
+    }
 }
 
 // ----------------------------------------------------------------- inbound
@@ -580,13 +596,7 @@ pub fn render_response(resp: &ChatResponse, id: &str, created: u64) -> Value {
         message.insert("tool_calls".into(), Value::Array(calls));
     }
     message.insert("refusal".into(), Value::Null);
-    let finish = resp.finish_reason.as_ref().map(|r| match r {
-        FinishReason::Stop => "stop",
-        FinishReason::Length => "length",
-        FinishReason::ToolCalls => "tool_calls",
-        FinishReason::ContentFilter => "content_filter",
-        FinishReason::Other(other) => other.as_str(),
-    });
+    let finish = resp.finish_reason.as_ref().map(finish_reason_name);
     let mut out = json!({
         "id": id,
         "object": "chat.completion",

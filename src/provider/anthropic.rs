@@ -4,14 +4,21 @@
 //! server fault (the classifier already treats every 5xx so), a 400
 //! `invalid_request_error` saying "prompt is too long" is a context-length
 //! failure, and the `anthropic-ratelimit-*-reset` headers are informational
-//! only: the wait comes from `retry-after`.
+//! only: the wait comes from `retry-after`. In a stream, `event: error`
+//! (`overloaded_error` mid-stream) ends the stream as an error.
 
-use super::{success_json, Capabilities, Models, Provider};
-use crate::chat::{ChatRequest, ChatResponse};
+use super::classify::ErrorBody;
+use super::{
+    event_error, event_json, event_shape_error, named_error_event, success_json, Capabilities,
+    Models, Provider,
+};
+use crate::chat::{ChatRequest, ChatResponse, Delta};
 use crate::config::Secret;
 use crate::error::ProviderError;
 use crate::format::anthropic::{decode_response, encode_request};
+use crate::format::anthropic_stream::{decode_event, EVENTS};
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
+use crate::sse::SseEvent;
 
 /// The API version sent by default.
 pub const DEFAULT_VERSION: &str = "2023-06-01";
@@ -121,6 +128,31 @@ impl Provider for Anthropic {
         let mut out = decode_response(&v).map_err(|e| e.into_decode_error(resp.status))?;
         out.provider = self.id.clone();
         Ok(out)
+    }
+
+    fn decode_event(&self, ev: &SseEvent) -> Result<Vec<Delta>, ProviderError> {
+        let secret = self.key.as_ref().map(Secret::expose);
+        let named = ev.event.as_deref();
+        match named {
+            Some("error") => return Err(named_error_event(ev, secret)),
+            Some("ping") => return Ok(Vec::new()),
+            Some(name) if !EVENTS.contains(&name) => return Ok(Vec::new()),
+            Some(_) | None => {}
+        }
+        let data = ev.data.trim();
+        if data.is_empty() {
+            let done = named == Some("message_stop");
+            return Ok(if done { vec![Delta::Done] } else { Vec::new() });
+        }
+        let v = event_json(data)?;
+        if let Some(body) = ErrorBody::from_value(&v) {
+            return Err(event_error(body, secret));
+        }
+        let name = named.or_else(|| v.get("type").and_then(|t| t.as_str()));
+        match name {
+            Some(name) => decode_event(name, &v).map_err(event_shape_error),
+            None => Ok(Vec::new()),
+        }
     }
 
     fn capabilities(&self, model: &str) -> Capabilities {

@@ -166,8 +166,16 @@ impl ErrorBody {
     /// The kind an error object names by its type alone, for errors that
     /// arrive without a telling status (inside a 200).
     fn kind_by_type(&self) -> Option<ErrorKind> {
-        let t = self.kind.as_deref().or(self.code.as_deref())?;
-        Some(match t {
+        // The code is the more specific name (`invalid_api_key` comes with
+        // the type `invalid_request_error`), so it is asked first.
+        [self.code.as_deref(), self.kind.as_deref()]
+            .into_iter()
+            .flatten()
+            .find_map(|t| self.kind_named(t))
+    }
+
+    fn kind_named(&self, name: &str) -> Option<ErrorKind> {
+        Some(match name {
             "overloaded_error" | "api_error" | "server_error" | "timeout_error" | "UNAVAILABLE"
             | "INTERNAL" => ErrorKind::Server,
             "rate_limit_error"
@@ -175,12 +183,17 @@ impl ErrorBody {
             | "requests"
             | "tokens"
             | "RESOURCE_EXHAUSTED" => ErrorKind::RateLimited,
+            "insufficient_quota" | "billing_error" | "billing_hard_limit_reached" => {
+                ErrorKind::QuotaExhausted
+            }
             "authentication_error"
             | "permission_error"
             | "invalid_api_key"
             | "UNAUTHENTICATED"
             | "PERMISSION_DENIED" => ErrorKind::Auth,
             "not_found_error" | "model_not_found" | "NOT_FOUND" => ErrorKind::NotFound,
+            "context_length_exceeded" => ErrorKind::ContextLength,
+            "content_policy_violation" | "content_filter" => ErrorKind::ContentFilter,
             "invalid_request_error"
             | "request_too_large"
             | "BadRequestError"
@@ -298,6 +311,32 @@ mod tests {
 
     fn kind(status: u16, body: &str) -> ErrorKind {
         classify(status, &Headers::new(), body.as_bytes(), 0).kind
+    }
+
+    #[test]
+    fn errors_inside_a_200_are_named_by_code_before_type() {
+        let body = |code: &str| {
+            format!(
+                r#"{{"error":{{"message":"m","type":"invalid_request_error","code":"{code}"}}}}"#
+            )
+        };
+        assert_eq!(kind(200, &body("invalid_api_key")), ErrorKind::Auth);
+        assert_eq!(
+            kind(200, &body("insufficient_quota")),
+            ErrorKind::QuotaExhausted
+        );
+        assert_eq!(
+            kind(200, &body("context_length_exceeded")),
+            ErrorKind::ContextLength
+        );
+        assert_eq!(kind(200, &body("something_new")), ErrorKind::InvalidRequest);
+        assert_eq!(
+            kind(
+                200,
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"busy"}}"#
+            ),
+            ErrorKind::Server
+        );
     }
 
     #[test]

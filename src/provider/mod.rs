@@ -4,7 +4,8 @@
 //! [`HttpRequest`] and decodes a [`BufferedResponse`] into a [`ChatResponse`]
 //! or a classified [`ProviderError`], with no IO of its own, so the same
 //! adapter runs natively, in the Worker and in the npm package, and tests on
-//! recorded fixtures. A [`CustomProvider`] is any async function that answers
+//! recorded fixtures. A streamed answer is decoded one [`SseEvent`] at a
+//! time by [`Provider::decode_event`]. A [`CustomProvider`] is any async function that answers
 //! a chat request (a JS object in the npm package, a scripted fake in tests).
 
 pub mod anthropic;
@@ -19,9 +20,11 @@ use std::pin::Pin;
 
 use serde_json::Value;
 
-use crate::chat::{ChatRequest, ChatResponse};
+use crate::chat::{ChatRequest, ChatResponse, Delta};
 use crate::error::{ErrorKind, ProviderError};
-use crate::platform::{BufferedResponse, HttpRequest, UnixMillis};
+use crate::format::FormatError;
+use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
+use crate::sse::SseEvent;
 
 pub use anthropic::Anthropic;
 pub use classify::{classify, ErrorBody};
@@ -121,6 +124,44 @@ pub(crate) fn success_json(
     Ok(v)
 }
 
+/// The error a stream event carries, classified as an error object with no
+/// telling status (as inside a 200: what it names by type, else a server
+/// fault). The event has no status of its own, so none is set; `secret` is
+/// redacted from the message.
+pub(crate) fn event_error(body: ErrorBody, secret: Option<&str>) -> ProviderError {
+    let mut body = body;
+    if body.message.is_none() {
+        body.message = Some("error event without a message".into());
+    }
+    let mut e = classify::classify_body(200, &Headers::new(), body, 0);
+    e.status = None;
+    classify::redact(e, secret)
+}
+
+/// The error of an `event: error` event, whatever its data holds (an error
+/// object in either shape, other JSON, text, nothing).
+pub(crate) fn named_error_event(ev: &SseEvent, secret: Option<&str>) -> ProviderError {
+    let body = ErrorBody::parse(ev.data.trim().as_bytes());
+    event_error(body, secret)
+}
+
+/// A stream event's data as JSON: malformed data is [`ErrorKind::Decode`],
+/// a chunk the caller may skip.
+pub(crate) fn event_json(data: &str) -> Result<Value, ProviderError> {
+    serde_json::from_str(data).map_err(|e| {
+        ProviderError::new(
+            ErrorKind::Decode,
+            format!("malformed JSON in a stream event: {e}"),
+        )
+    })
+}
+
+/// A stream event that is JSON but not the expected shape, as
+/// [`ErrorKind::Decode`].
+pub(crate) fn event_shape_error(e: FormatError) -> ProviderError {
+    ProviderError::new(ErrorKind::Decode, format!("malformed stream event: {e}"))
+}
+
 /// A sans-IO HTTP adapter for one provider.
 pub trait Provider {
     /// The provider's id in the configuration (`anthropic`, `groq`, …).
@@ -139,6 +180,32 @@ pub trait Provider {
         resp: &BufferedResponse,
         now: UnixMillis,
     ) -> Result<ChatResponse, ProviderError>;
+
+    /// Reads one event of a streamed answer (a request encoded with
+    /// `stream: true` whose response status was a success): one
+    /// [`SseEvent`] in, zero or more [`Delta`]s out, in order. Stateless, so
+    /// one adapter serves any number of streams at once.
+    ///
+    /// - An error event (OpenAI `data: {"error": {…}}`, Anthropic
+    ///   `event: error` with `{"type": "error", "error": {…}}`) is `Err`,
+    ///   classified by the shared classifier as an error object that arrived
+    ///   with no telling status: `overloaded_error` is
+    ///   [`ErrorKind::Server`], `rate_limit_error`
+    ///   [`ErrorKind::RateLimited`], an unnamed error a server fault. The
+    ///   error's `status` is `None`.
+    /// - Data that is not valid JSON, or JSON of the wrong shape, is
+    ///   `Err` of kind [`ErrorKind::Decode`] with a message saying so: a
+    ///   malformed chunk, which the caller may skip.
+    /// - Keep-alives (Anthropic `ping`), events with empty data and unknown
+    ///   event types yield no deltas.
+    /// - The end of the stream (`data: [DONE]`, `message_stop`) is
+    ///   [`Delta::Done`].
+    /// - [`Delta::Start`] may come more than once (OpenAI-compatible servers
+    ///   that repeat `role` in every chunk): a later one only names the
+    ///   model again. A tool call's `index` tells calls apart and grows with
+    ///   each new call, but need not count from 0 without gaps (Anthropic
+    ///   numbers content blocks, text included).
+    fn decode_event(&self, ev: &SseEvent) -> Result<Vec<Delta>, ProviderError>;
 
     /// What `model` can do.
     fn capabilities(&self, model: &str) -> Capabilities;

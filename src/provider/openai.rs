@@ -4,16 +4,23 @@
 //! Quirks on top of the shared classifier: an error object inside
 //! `choices[0]` (OpenRouter) is an error too; everything else (429 with
 //! `insufficient_quota`, `context_length_exceeded`, content policy,
-//! `retry-after-ms`, `x-should-retry`) is the classifier's.
+//! `retry-after-ms`, `x-should-retry`) is the classifier's. In a stream, an
+//! error object in a chunk (OpenAI), in its choice (OpenRouter) or in an
+//! `event: error` (some compatible servers) ends the stream as an error.
 
 use super::classify::{classify_body, redact, ErrorBody};
 use super::preset::{AuthStyle, Preset, PresetName};
-use super::{success_json, Capabilities, Models, Provider};
-use crate::chat::{ChatRequest, ChatResponse};
+use super::{
+    event_error, event_json, event_shape_error, named_error_event, success_json, Capabilities,
+    Models, Provider,
+};
+use crate::chat::{ChatRequest, ChatResponse, Delta};
 use crate::config::Secret;
 use crate::error::ProviderError;
 use crate::format::openai::{decode_response, encode_request, EncodeOptions, MaxTokensField};
+use crate::format::openai_stream::decode_chunk;
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
+use crate::sse::SseEvent;
 
 /// A Chat Completions adapter. Built with [`OpenAi::new`] and the
 /// builder methods, or from configuration by [`super::build`].
@@ -193,6 +200,29 @@ impl Provider for OpenAi {
         let mut out = decode_response(&v).map_err(|e| e.into_decode_error(resp.status))?;
         out.provider = self.id.clone();
         Ok(out)
+    }
+
+    fn decode_event(&self, ev: &SseEvent) -> Result<Vec<Delta>, ProviderError> {
+        let secret = self.key.as_ref().map(Secret::expose);
+        if ev.event.as_deref() == Some("error") {
+            return Err(named_error_event(ev, secret));
+        }
+        let data = ev.data.trim();
+        if data == "[DONE]" {
+            return Ok(vec![Delta::Done]);
+        }
+        if data.is_empty() {
+            return Ok(Vec::new());
+        }
+        let v = event_json(data)?;
+        let in_choice = v
+            .pointer("/choices/0/error")
+            .filter(|e| !e.is_null())
+            .and_then(|e| ErrorBody::from_value(&serde_json::json!({ "error": e })));
+        if let Some(body) = ErrorBody::from_value(&v).or(in_choice) {
+            return Err(event_error(body, secret));
+        }
+        decode_chunk(&v).map_err(event_shape_error)
     }
 
     fn capabilities(&self, model: &str) -> Capabilities {

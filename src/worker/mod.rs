@@ -15,7 +15,6 @@
 mod link;
 #[allow(missing_docs)] // the `#[durable_object]` macro generates undocumented JS glue
 mod object;
-mod platform;
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -27,13 +26,13 @@ use crate::config::ConfigError;
 use crate::fleet::FleetStore;
 use crate::gateway::{self, Gateway, Inbound, Setup};
 use crate::platform::{Body, Headers, TransportError, TransportErrorKind};
+use crate::web::WebPlatform;
 
 pub use link::{Background, DoLink};
 pub use object::BreakerStore;
-pub use platform::WorkerPlatform;
 
 /// The gateway of this isolate.
-pub type EdgeGateway = Gateway<WorkerPlatform, FleetStore<DoLink>>;
+pub type EdgeGateway = Gateway<WebPlatform, FleetStore<DoLink>>;
 
 enum Loaded {
     Ready(Rc<EdgeGateway>, Background),
@@ -80,7 +79,7 @@ fn load(env: &Env) -> Rc<Loaded> {
                 store = store.with_policy(id.clone(), *p);
             }
             Loaded::Ready(
-                Rc::new(setup.into_gateway(WorkerPlatform, store)),
+                Rc::new(setup.into_gateway(WebPlatform::new(), store)),
                 background,
             )
         }

@@ -616,3 +616,69 @@ describe("command line and demo config", () => {
     assert.match(err, /unknown mode "nope"/);
   });
 });
+
+// ---------------------------------------------------------------- official SDK clients
+
+// The SDKs come from package.json (scripts/setup.sh); without node_modules these tests skip.
+const OpenAI = (await import("openai").catch(() => null))?.default;
+const Anthropic = (await import("@anthropic-ai/sdk").catch(() => null))?.default;
+
+describe("official SDK clients", { skip: !(OpenAI && Anthropic) && "openai / @anthropic-ai/sdk not installed (run scripts/setup.sh)" }, () => {
+  let mock;
+  before(async () => { mock = await startMock({ config: { providers: { gpt: { requireKey: true }, claude: { requireKey: true } } } }); });
+  after(() => mock.close());
+  const openaiClient = (opts = {}) => new OpenAI({ apiKey: "sk-test", baseURL: mock.openaiBaseUrl("gpt"), maxRetries: 0, ...opts });
+  const anthropicClient = (opts = {}) => new Anthropic({ apiKey: "sk-ant-test", baseURL: mock.providerUrl("claude"), maxRetries: 0, ...opts });
+
+  test("openai: create, stream with usage, typed errors, Retry-After honoured", async () => {
+    mock.reset();
+    const client = openaiClient();
+    const done = await client.chat.completions.create({ model: "gpt-test", messages: [{ role: "user", content: "hi sdk" }] });
+    assert.equal(done.choices[0].message.content, "[gpt] echo: hi sdk");
+    let text = "";
+    let usage = null;
+    const stream = await client.chat.completions.create({ model: "gpt-test", stream: true, stream_options: { include_usage: true }, messages: [{ role: "user", content: "hi stream" }] });
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta?.content ?? "";
+      usage = chunk.usage ?? usage;
+    }
+    assert.equal(text, "[gpt] echo: hi stream");
+    assert.equal(usage.completion_tokens, 4);
+
+    mock.setFault("gpt", { mode: "status", status: 429, error: "insufficient_quota" });
+    await assert.rejects(client.chat.completions.create({ model: "gpt-test", messages: [{ role: "user", content: "x" }] }),
+      (err) => err instanceof OpenAI.RateLimitError && err.status === 429 && err.code === "insufficient_quota");
+
+    mock.setFault("gpt", { mode: "status", status: 429, retryAfterMs: 20, firstN: 1 });
+    const retried = await openaiClient({ maxRetries: 1 }).chat.completions.create({ model: "gpt-test", messages: [{ role: "user", content: "again" }] });
+    assert.equal(retried.choices[0].message.content, "[gpt] echo: again");
+    assert.equal(mock.stats("gpt").lastRequest.headers.authorization, "[redacted]");
+  });
+
+  test("anthropic: create, stream, overloaded 529 as a typed error", async () => {
+    mock.reset();
+    const client = anthropicClient();
+    const msg = await client.messages.create({ model: "claude-test", max_tokens: 64, messages: [{ role: "user", content: "hi sdk" }] });
+    assert.equal(msg.content[0].text, "[claude] echo: hi sdk");
+    const final = await client.messages.stream({ model: "claude-test", max_tokens: 64, messages: [{ role: "user", content: "hi stream" }] }).finalMessage();
+    assert.equal(final.content[0].text, "[claude] echo: hi stream");
+    assert.equal(final.stop_reason, "end_turn");
+    assert.equal(final.usage.output_tokens, 4);
+
+    mock.setFault("claude", { mode: "status", status: 529 });
+    await assert.rejects(client.messages.create({ model: "claude-test", max_tokens: 64, messages: [{ role: "user", content: "x" }] }),
+      (err) => err instanceof Anthropic.APIError && err.status === 529 && err.error?.error?.type === "overloaded_error");
+    const seen = mock.stats("claude").lastRequest.headers; // this SDK sends its key as a bearer token
+    assert.equal(seen["x-api-key"] ?? seen.authorization, "[redacted]");
+    assert.doesNotMatch(JSON.stringify(mock.stats()), /sk-ant-test|sk-test/);
+  });
+
+  test("the SDKs see a cut stream as an error, not a short answer", async () => {
+    mock.reset();
+    mock.setFault("gpt", { mode: "stream", cutAfterChunks: 2 });
+    const stream = await openaiClient().chat.completions.create({ model: "gpt-test", stream: true, messages: [{ role: "user", content: "one two three" }] });
+    await assert.rejects(async () => { for await (const _ of stream); });
+    mock.setFault("claude", { mode: "stream", cutAfterChunks: 2 });
+    await assert.rejects(anthropicClient().messages.stream({ model: "claude-test", max_tokens: 64, messages: [{ role: "user", content: "one two three" }] }).finalMessage());
+  });
+});

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Builds the npm package and tests it everywhere it runs:
+#   1. wasm-pack build --target nodejs|bundler|web (release, wasm-opt -Oz), and the size report
+#   2. node --test tests/npm/*.test.mjs against the nodejs build
+#   3. the examples: examples/node/*.mjs run; examples/ts type-checked (tsc --noEmit), then run
+#   4. wasm-bindgen tests: wasm-pack test --node (tests/web_node.rs) and
+#      --headless --chrome (tests/web_browser.rs)
+#
+# Usage: scripts/test-npm.sh [--no-browser]
+# Assumes scripts/setup.sh has run; sources its env file when present:
+#   ${RESILIENT_LLM_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/resilient-llm/tools}/env.sh
+# npm tools (typescript, binaryen) come from $RESILIENT_LLM_ROOT/node_modules.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+NO_BROWSER=${RESILIENT_LLM_NO_BROWSER:-0}
+for arg in "$@"; do
+  case $arg in
+    --no-browser) NO_BROWSER=1 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "test-npm: unknown argument: $arg" >&2; exit 2 ;;
+  esac
+done
+
+log() { printf '\ntest-npm: == %s\n' "$*" >&2; }
+ENV_FILE=${RESILIENT_LLM_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/resilient-llm/tools}/env.sh
+# shellcheck disable=SC1090
+[[ -f $ENV_FILE ]] && . "$ENV_FILE"
+NODE_MODULES=${RESILIENT_LLM_ROOT:-$ROOT}/node_modules
+TSC=$NODE_MODULES/.bin/tsc
+[[ -x $TSC ]] || { echo "test-npm: no $TSC (run scripts/setup.sh)" >&2; exit 1; }
+export PATH="${BINARYEN_BIN_DIR:-$NODE_MODULES/binaryen/bin}:$PATH"
+
+WORK=${CARGO_TARGET_DIR:-$ROOT/target}/npm
+rm -rf "$WORK"
+mkdir -p "$WORK"
+
+log "build: nodejs, bundler, web"
+for target in nodejs bundler web; do
+  "$ROOT/scripts/build-npm.sh" "$target" "$WORK/pkg-$target"
+done
+"$ROOT/scripts/size.sh" "$WORK/pkg-bundler"
+
+log "node --test tests/npm/*.test.mjs"
+RESILIENT_LLM_PKG=$WORK/pkg-nodejs node --test "$ROOT"/tests/npm/*.test.mjs
+
+log "examples (the package installed as resilient-llm)"
+EX=$WORK/examples
+mkdir -p "$EX/node_modules"
+ln -s "$WORK/pkg-nodejs" "$EX/node_modules/resilient-llm"
+printf '{ "type": "module", "private": true }\n' >"$EX/package.json"
+cp "$ROOT"/examples/node/*.mjs "$EX/"
+cp -r "$ROOT/examples/ts" "$EX/ts"
+for f in "$ROOT"/examples/node/*.mjs; do
+  echo "-- node examples/node/$(basename "$f")"
+  (cd "$EX" && timeout 60 node "$(basename "$f")")
+done
+echo "-- tsc --noEmit -p examples/ts"
+(cd "$EX" && "$TSC" --noEmit -p ts)
+echo "-- node examples/ts/chat.ts (compiled)"
+(cd "$EX" && "$TSC" -p ts --noEmit false --outDir ts/out && timeout 60 node ts/out/chat.js)
+
+log "wasm-pack test --node (tests/web_node.rs)"
+(cd "$ROOT" && nice -n 10 wasm-pack test --mode no-install --node . --features js --test web_node)
+
+if [[ $NO_BROWSER == 1 ]]; then
+  log "browser tests skipped (--no-browser)"
+else
+  log "wasm-pack test --headless --chrome (tests/web_browser.rs)"
+  export CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}
+  (cd "$ROOT" && nice -n 10 wasm-pack test --mode no-install --headless --chrome \
+    --chromedriver "$CHROMEDRIVER" . --features js --test web_browser)
+fi
+log "all npm tests passed"

@@ -1,0 +1,509 @@
+//! The Messages API stream (`"stream": true`): named events
+//! `message_start`, `content_block_start` / `_delta` / `_stop`,
+//! `message_delta`, `message_stop`, with `ping` and `error` between them.
+//!
+//! Outbound: [`decode_event`] reads one event of a provider's stream into
+//! neutral [`Delta`]s. Inbound: [`AnthropicStreamEncoder`] renders the
+//! deltas of any provider as the stream an Anthropic client expects.
+
+use serde_json::{json, Value};
+
+use super::anthropic::{finish_reason, stop_reason_name};
+use super::{merge_usage, Fields, FormatError};
+use crate::chat::{Delta, FinishReason, Usage};
+use crate::error::{ErrorKind, ProviderError};
+
+// ---------------------------------------------------------------- outbound
+
+/// The events [`decode_event`] reads; any other is skipped.
+pub const EVENTS: &[&str] = &[
+    "message_start",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_stop",
+    "message_delta",
+    "message_stop",
+    "ping",
+];
+
+/// Reads one event named `name` (its `event:` field, or the data's `type`)
+/// whose data is `v` (already known not to be an error):
+///
+/// - `message_start`: [`Delta::Start`] with the model, and the usage so far;
+/// - `content_block_start`: a `tool_use` block's first [`Delta::ToolCall`]
+///   part (`id`, `name`); a `text` block's text, if it starts with any;
+/// - `content_block_delta`: `text_delta` as [`Delta::Text`],
+///   `input_json_delta` as a [`Delta::ToolCall`] arguments fragment;
+/// - `message_delta`: [`Delta::Finish`] with the stop reason mapped as in a
+///   complete answer, and [`Delta::Usage`] (`input_tokens` left 0 when the
+///   event does not repeat it);
+/// - `message_stop`: [`Delta::Done`];
+/// - `ping`, `content_block_stop`, thinking and citation deltas, and
+///   unknown events: nothing.
+///
+/// A tool call's `index` in [`Delta::ToolCall`] is its content block's index,
+/// the only number the later fragments carry: distinct and increasing per
+/// call, but not dense when text blocks come first.
+pub fn decode_event(name: &str, v: &Value) -> Result<Vec<Delta>, FormatError> {
+    let f = Fields::of(v, "")?;
+    let mut out = Vec::new();
+    match name {
+        "message_start" => {
+            let m = f
+                .object("message")?
+                .ok_or_else(|| FormatError::malformed("message", "required"))?;
+            let model = m.str("model")?.filter(|s| !s.is_empty());
+            out.push(Delta::Start {
+                model: model.map(str::to_string),
+            });
+            if let Some(u) = m.object("usage")? {
+                out.push(Delta::Usage {
+                    usage: Usage {
+                        input_tokens: u.u64("input_tokens")?.unwrap_or(0),
+                        output_tokens: u.u64("output_tokens")?.unwrap_or(0),
+                    },
+                });
+            }
+        }
+        "content_block_start" => {
+            let index = f
+                .u32("index")?
+                .ok_or_else(|| FormatError::malformed("index", "required"))?;
+            let b = f
+                .object("content_block")?
+                .ok_or_else(|| FormatError::malformed("content_block", "required"))?;
+            match b.req_str("type")? {
+                "text" => {
+                    if let Some(text) = b.str("text")?.filter(|t| !t.is_empty()) {
+                        out.push(Delta::Text {
+                            text: text.to_string(),
+                        });
+                    }
+                }
+                "tool_use" => {
+                    // The input arrives in `input_json_delta`s; a server that
+                    // sends it whole here is taken at its word.
+                    let arguments = match b.get("input") {
+                        Some(Value::Object(o)) if !o.is_empty() => Value::Object(o.clone()),
+                        Some(_) | None => Value::Null,
+                    };
+                    out.push(Delta::ToolCall {
+                        index,
+                        id: Some(b.req_str("id")?.to_string()),
+                        name: Some(b.req_str("name")?.to_string()),
+                        arguments: if arguments.is_null() {
+                            String::new()
+                        } else {
+                            arguments.to_string()
+                        },
+                    });
+                }
+                // Thinking and server-tool blocks have no neutral form.
+                _ => {}
+            }
+        }
+        "content_block_delta" => {
+            let index = f
+                .u32("index")?
+                .ok_or_else(|| FormatError::malformed("index", "required"))?;
+            let d = f
+                .object("delta")?
+                .ok_or_else(|| FormatError::malformed("delta", "required"))?;
+            match d.req_str("type")? {
+                "text_delta" => {
+                    let text = d.req_str("text")?;
+                    if !text.is_empty() {
+                        out.push(Delta::Text {
+                            text: text.to_string(),
+                        });
+                    }
+                }
+                "input_json_delta" => {
+                    let fragment = d.str("partial_json")?.unwrap_or_default();
+                    if !fragment.is_empty() {
+                        out.push(Delta::ToolCall {
+                            index,
+                            id: None,
+                            name: None,
+                            arguments: fragment.to_string(),
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        "message_delta" => {
+            if let Some(d) = f.object("delta")? {
+                if let Some(r) = d.str("stop_reason")? {
+                    out.push(Delta::Finish {
+                        reason: finish_reason(r),
+                    });
+                }
+            }
+            if let Some(u) = f.object("usage")? {
+                out.push(Delta::Usage {
+                    usage: Usage {
+                        input_tokens: u.u64("input_tokens")?.unwrap_or(0),
+                        output_tokens: u.u64("output_tokens")?.unwrap_or(0),
+                    },
+                });
+            }
+        }
+        "message_stop" => out.push(Delta::Done),
+        _ => {}
+    }
+    Ok(out)
+}
+
+// ----------------------------------------------------------------- inbound
+
+/// The content block open in the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Block {
+    Text,
+    /// A tool call, by the provider's index.
+    Tool(u32),
+}
+
+/// Renders neutral [`Delta`]s as the Messages API stream an Anthropic
+/// client reads, whichever provider produced them.
+///
+/// - `message_start` is written before the first block (or by
+///   [`finish`](Self::finish)), with the model of the latest
+///   [`Delta::Start`] and the usage known by then. [`Delta::Start`] and
+///   [`Delta::Usage`] write nothing themselves.
+/// - Text goes into a `text` block, each tool call into a `tool_use` block
+///   (`id` `toolu_<n>` when the provider gave none); switching between them
+///   stops the open block and starts the next, indices counting from 0.
+///   A fragment of a tool call whose block was already stopped is dropped:
+///   no real provider interleaves calls, and a stopped block cannot grow.
+/// - [`Delta::Finish`] stops the open block; the `message_delta` with the
+///   stop reason and usage is written by [`finish`](Self::finish), since
+///   OpenAI reports usage after the finish reason. Text or tool calls after
+///   the finish reason, and a second finish reason, are dropped;
+///   [`Delta::Done`] writes nothing.
+/// - After [`finish`](Self::finish) or [`error`](Self::error) every call
+///   writes nothing.
+#[derive(Debug, Clone)]
+pub struct AnthropicStreamEncoder {
+    id: String,
+    model: String,
+    /// `message_start` has been written.
+    started: bool,
+    /// The open block: its output index and what it holds.
+    open: Option<(u32, Block)>,
+    /// The index of the next block.
+    next: u32,
+    /// The provider's index of every tool call seen.
+    tools: Vec<u32>,
+    usage: Option<Usage>,
+    finish: Option<FinishReason>,
+    finished: bool,
+    closed: bool,
+}
+
+impl AnthropicStreamEncoder {
+    /// An encoder for the stream of message `id`, answered by `model` until
+    /// a [`Delta::Start`] names another.
+    pub fn new(id: String, model: String) -> Self {
+        AnthropicStreamEncoder {
+            id,
+            model,
+            started: false,
+            open: None,
+            next: 0,
+            tools: Vec::new(),
+            usage: None,
+            finish: None,
+            finished: false,
+            closed: false,
+        }
+    }
+
+    /// The bytes for one delta (often none).
+    pub fn delta(&mut self, d: &Delta) -> Vec<u8> {
+        if self.closed {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        match d {
+            Delta::Start { model } => {
+                if let (false, Some(m)) = (self.started, model.as_deref()) {
+                    if !m.is_empty() {
+                        self.model = m.to_string();
+                    }
+                }
+            }
+            Delta::Text { text } => {
+                if self.finished || text.is_empty() {
+                    return out;
+                }
+                self.start(&mut out);
+                if self.open.map(|(_, b)| b) != Some(Block::Text) {
+                    let index = self.open_block(&mut out, Block::Text);
+                    event(
+                        &mut out,
+                        "content_block_start",
+                        &json!({
+                            "type": "content_block_start",
+                            "index": index,
+                            "content_block": {"type": "text", "text": ""},
+                        }),
+                    );
+                }
+                self.block_delta(&mut out, json!({"type": "text_delta", "text": text}));
+            }
+            Delta::ToolCall {
+                index,
+                id,
+                name,
+                arguments,
+            } => {
+                if self.finished {
+                    return out;
+                }
+                let open_here = self.open.map(|(_, b)| b) == Some(Block::Tool(*index));
+                if !open_here {
+                    if self.tools.contains(index) {
+                        return out; // its block was stopped
+                    }
+                    self.tools.push(*index);
+                    self.start(&mut out);
+                    let at = self.open_block(&mut out, Block::Tool(*index));
+                    let id = id.clone().unwrap_or_else(|| format!("toolu_{at}"));
+                    event(
+                        &mut out,
+                        "content_block_start",
+                        &json!({
+                            "type": "content_block_start",
+                            "index": at,
+                            "content_block": {
+                                "type": "tool_use",
+                                "id": id,
+                                "name": name.as_deref().unwrap_or_default(),
+                                "input": {},
+                            },
+                        }),
+                    );
+                }
+                if !arguments.is_empty() {
+                    self.block_delta(
+                        &mut out,
+                        json!({"type": "input_json_delta", "partial_json": arguments}),
+                    );
+                }
+            }
+            Delta::Finish { reason } => {
+                if self.finished {
+                    return out;
+                }
+                self.finished = true;
+                self.finish = Some(reason.clone());
+                self.start(&mut out);
+                self.stop_block(&mut out);
+            }
+            Delta::Usage { usage } => merge_usage(&mut self.usage, *usage),
+            Delta::Done => {}
+        }
+        out
+    }
+
+    /// Ends the stream: `message_start` if nothing was written yet, a stop
+    /// for the open block, `message_delta` (stop reason, or `null` when no
+    /// [`Delta::Finish`] came, and usage) and `message_stop`.
+    pub fn finish(&mut self) -> Vec<u8> {
+        if self.closed {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        self.start(&mut out);
+        self.stop_block(&mut out);
+        self.closed = true;
+        let u = self.usage.unwrap_or_default();
+        let mut usage = json!({"output_tokens": u.output_tokens});
+        if u.input_tokens > 0 {
+            usage["input_tokens"] = json!(u.input_tokens);
+        }
+        event(
+            &mut out,
+            "message_delta",
+            &json!({
+                "type": "message_delta",
+                "delta": {
+                    "stop_reason": self.finish.as_ref().map(stop_reason_name),
+                    "stop_sequence": null,
+                },
+                "usage": usage,
+            }),
+        );
+        event(&mut out, "message_stop", &json!({"type": "message_stop"}));
+        out
+    }
+
+    /// Ends the stream with an `error` event, and no `message_stop`, so a
+    /// client cannot take the answer so far for a complete one.
+    pub fn error(&mut self, e: &ProviderError) -> Vec<u8> {
+        if self.closed {
+            return Vec::new();
+        }
+        self.closed = true;
+        let message = if e.message.is_empty() {
+            e.kind.describe()
+        } else {
+            e.message.as_str()
+        };
+        let mut out = Vec::new();
+        event(
+            &mut out,
+            "error",
+            &json!({"type": "error", "error": {"type": error_type(e), "message": message}}),
+        );
+        out
+    }
+
+    /// Writes `message_start` once.
+    fn start(&mut self, out: &mut Vec<u8>) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        let u = self.usage.unwrap_or_default();
+        event(
+            out,
+            "message_start",
+            &json!({
+                "type": "message_start",
+                "message": {
+                    "id": self.id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": self.model,
+                    "content": [],
+                    "stop_reason": null,
+                    "stop_sequence": null,
+                    "usage": {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens},
+                },
+            }),
+        );
+    }
+
+    /// Stops the open block and opens a new one; its index.
+    fn open_block(&mut self, out: &mut Vec<u8>, block: Block) -> u32 {
+        self.stop_block(out);
+        let index = self.next;
+        self.next = self.next.saturating_add(1);
+        self.open = Some((index, block));
+        index
+    }
+
+    /// Writes `content_block_stop` for the open block, if any.
+    fn stop_block(&mut self, out: &mut Vec<u8>) {
+        if let Some((index, _)) = self.open.take() {
+            event(
+                out,
+                "content_block_stop",
+                &json!({"type": "content_block_stop", "index": index}),
+            );
+        }
+    }
+
+    /// Writes a `content_block_delta` for the open block.
+    fn block_delta(&mut self, out: &mut Vec<u8>, delta: Value) {
+        if let Some((index, _)) = self.open {
+            event(
+                out,
+                "content_block_delta",
+                &json!({"type": "content_block_delta", "index": index, "delta": delta}),
+            );
+        }
+    }
+}
+
+/// `event: <name>`, `data: <json>` and the blank line that ends the event.
+fn event(out: &mut Vec<u8>, name: &str, data: &Value) {
+    out.extend(format!("event: {name}\ndata: {data}\n\n").into_bytes());
+}
+
+/// The Anthropic error `type` for a failure.
+fn error_type(e: &ProviderError) -> &'static str {
+    match e.kind {
+        ErrorKind::RateLimited => "rate_limit_error",
+        ErrorKind::QuotaExhausted => "billing_error",
+        ErrorKind::Server
+            if e.status == Some(529) || e.code.as_deref() == Some("overloaded_error") =>
+        {
+            "overloaded_error"
+        }
+        ErrorKind::Server | ErrorKind::Transport | ErrorKind::Decode | ErrorKind::CircuitOpen => {
+            "api_error"
+        }
+        ErrorKind::Timeout | ErrorKind::Stalled | ErrorKind::DeadlineExceeded => "timeout_error",
+        ErrorKind::Auth if e.status == Some(403) => "permission_error",
+        ErrorKind::Auth => "authentication_error",
+        ErrorKind::NotFound => "not_found_error",
+        ErrorKind::InvalidRequest if e.status == Some(413) => "request_too_large",
+        ErrorKind::ContextLength
+        | ErrorKind::ContentFilter
+        | ErrorKind::InvalidRequest
+        | ErrorKind::Unsupported => "invalid_request_error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(bytes: &[u8]) -> Vec<String> {
+        String::from_utf8_lossy(bytes)
+            .lines()
+            .filter_map(|l| l.strip_prefix("event: "))
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn blocks_switch_with_their_indices() {
+        let mut e = AnthropicStreamEncoder::new("msg_1".into(), "m".into());
+        let mut out = e.delta(&Delta::Text { text: "a".into() });
+        out.extend(e.delta(&Delta::ToolCall {
+            index: 0,
+            id: Some("t".into()),
+            name: Some("f".into()),
+            arguments: "{}".into(),
+        }));
+        out.extend(e.delta(&Delta::Text { text: "b".into() }));
+        out.extend(e.finish());
+        assert_eq!(
+            names(&out),
+            [
+                "message_start",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop",
+            ]
+        );
+        let s = String::from_utf8_lossy(&out);
+        assert!(s.contains(r#""index":2"#), "{s}");
+        assert!(s.contains(r#""stop_reason":null"#), "{s}");
+    }
+
+    #[test]
+    fn an_error_is_the_last_event() {
+        let mut e = AnthropicStreamEncoder::new("msg_1".into(), "m".into());
+        let mut out = e.delta(&Delta::Text { text: "a".into() });
+        let err = ProviderError::new(ErrorKind::Server, "Overloaded").with_code("overloaded_error");
+        out.extend(e.error(&err));
+        out.extend(e.finish());
+        assert_eq!(names(&out).last().map(String::as_str), Some("error"));
+        assert!(String::from_utf8_lossy(&out)
+            .ends_with("data: {\"error\":{\"message\":\"Overloaded\",\"type\":\"overloaded_error\"},\"type\":\"error\"}\n\n"));
+    }
+}

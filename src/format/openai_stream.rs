@@ -1,0 +1,430 @@
+//! The Chat Completions stream (`"stream": true`): `chat.completion.chunk`
+//! objects in `data:` lines, ended by `data: [DONE]`.
+//!
+//! Outbound: [`decode_chunk`] reads one chunk of a provider's stream into
+//! neutral [`Delta`]s. Inbound: [`OpenAiStreamEncoder`] renders the deltas
+//! of any provider as the stream an OpenAI client expects.
+
+use serde_json::{json, Map, Value};
+
+use super::openai::{finish_reason, finish_reason_name};
+use super::{index, merge_usage, Fields, FormatError};
+use crate::chat::{Delta, FinishReason, Usage};
+use crate::error::{ErrorKind, ProviderError};
+
+// ---------------------------------------------------------------- outbound
+
+/// Reads one `chat.completion.chunk` (a body already known not to be an
+/// error object): a delta carrying `role` is [`Delta::Start`] with the
+/// chunk's `model`, then text (`content`, or `refusal`), tool call
+/// fragments, the finish reason, and usage (the final chunk of a stream
+/// asked for with `stream_options.include_usage`, whose `choices` is empty).
+///
+/// A tool call fragment without an `index` takes its position in the
+/// chunk's `tool_calls`, as servers sending whole calls in one chunk do.
+pub fn decode_chunk(v: &Value) -> Result<Vec<Delta>, FormatError> {
+    let f = Fields::of(v, "")?;
+    let mut out = Vec::new();
+    if let Some(choice) = f.array("choices")?.unwrap_or_default().first() {
+        let c = Fields::of(choice, "choices[0]")?;
+        if let Some(d) = c.object("delta")? {
+            if d.str("role")?.is_some() {
+                let model = f.str("model")?.filter(|m| !m.is_empty());
+                out.push(Delta::Start {
+                    model: model.map(str::to_string),
+                });
+            }
+            for key in ["content", "refusal"] {
+                if let Some(text) = d.str(key)?.filter(|t| !t.is_empty()) {
+                    out.push(Delta::Text {
+                        text: text.to_string(),
+                    });
+                }
+            }
+            let calls = d.array("tool_calls")?.unwrap_or_default();
+            for (i, call) in calls.iter().enumerate() {
+                let call = Fields::of(call, index(&d.path("tool_calls"), i))?;
+                let position = u32::try_from(i).unwrap_or(u32::MAX);
+                let index = call.u32("index")?.unwrap_or(position);
+                let id = call.str("id")?.filter(|s| !s.is_empty());
+                let (name, arguments) = match call.object("function")? {
+                    Some(function) => {
+                        let arguments = match function.get("arguments") {
+                            None => String::new(),
+                            Some(Value::String(s)) => s.clone(),
+                            // Some compatible servers send the arguments as an object.
+                            Some(other) => other.to_string(),
+                        };
+                        (function.str("name")?.filter(|s| !s.is_empty()), arguments)
+                    }
+                    None => (None, String::new()),
+                };
+                if id.is_some() || name.is_some() || !arguments.is_empty() {
+                    out.push(Delta::ToolCall {
+                        index,
+                        id: id.map(str::to_string),
+                        name: name.map(str::to_string),
+                        arguments,
+                    });
+                }
+            }
+        }
+        if let Some(reason) = c.str("finish_reason")?.filter(|r| !r.is_empty()) {
+            out.push(Delta::Finish {
+                reason: finish_reason(reason),
+            });
+        }
+    }
+    if let Some(u) = f.object("usage")? {
+        out.push(Delta::Usage {
+            usage: Usage {
+                input_tokens: u.u64("prompt_tokens")?.unwrap_or(0),
+                output_tokens: u.u64("completion_tokens")?.unwrap_or(0),
+            },
+        });
+    }
+    Ok(out)
+}
+
+// ----------------------------------------------------------------- inbound
+
+/// Renders neutral [`Delta`]s as the Chat Completions stream an OpenAI
+/// client reads, whichever provider produced them.
+///
+/// - The first chunk's delta carries `"role": "assistant"`. [`Delta::Start`]
+///   writes nothing: it only sets the `model` of later chunks (the model
+///   that actually answers), so nothing is written before the first text,
+///   tool call or finish reason.
+/// - Tool calls are numbered 0, 1, … in order of first appearance, whatever
+///   indices the provider used (Anthropic numbers content blocks, text
+///   included); the first fragment of a call carries its `id`
+///   (`call_<n>` when the provider gave none), `type` and `name`.
+/// - Usage is held until [`finish`](Self::finish), which writes the usage
+///   chunk (empty `choices`) when `include_usage` was asked and any usage
+///   is known, then `data: [DONE]`.
+/// - A second finish reason, and text or tool calls after the finish
+///   reason, are dropped; [`Delta::Done`] writes nothing (the caller ends
+///   the stream with `finish`).
+/// - After [`finish`](Self::finish) or [`error`](Self::error) every call
+///   writes nothing.
+#[derive(Debug, Clone)]
+pub struct OpenAiStreamEncoder {
+    id: String,
+    created: u64,
+    model: String,
+    include_usage: bool,
+    /// The role chunk has been written.
+    started: bool,
+    /// The provider's index of each call, at its position in the output.
+    calls: Vec<u32>,
+    usage: Option<Usage>,
+    finished: bool,
+    closed: bool,
+}
+
+impl OpenAiStreamEncoder {
+    /// An encoder for the stream of completion `id` created at `created`
+    /// (Unix seconds), answered by `model` until a [`Delta::Start`] names
+    /// another; `include_usage` as the client's
+    /// `stream_options.include_usage`.
+    pub fn new(id: String, created: u64, model: String, include_usage: bool) -> Self {
+        OpenAiStreamEncoder {
+            id,
+            created,
+            model,
+            include_usage,
+            started: false,
+            calls: Vec::new(),
+            usage: None,
+            finished: false,
+            closed: false,
+        }
+    }
+
+    /// The bytes for one delta (often none).
+    pub fn delta(&mut self, d: &Delta) -> Vec<u8> {
+        if self.closed {
+            return Vec::new();
+        }
+        match d {
+            Delta::Start { model } => {
+                if let Some(m) = model.as_deref().filter(|m| !m.is_empty()) {
+                    self.model = m.to_string();
+                }
+                Vec::new()
+            }
+            Delta::Text { text } => {
+                if self.finished || text.is_empty() {
+                    return Vec::new();
+                }
+                let mut delta = Map::new();
+                delta.insert("content".into(), json!(text));
+                self.chunk(delta, None)
+            }
+            Delta::ToolCall {
+                index,
+                id,
+                name,
+                arguments,
+            } => {
+                if self.finished {
+                    return Vec::new();
+                }
+                self.tool_call(*index, id.as_deref(), name.as_deref(), arguments)
+            }
+            Delta::Finish { reason } => {
+                if self.finished {
+                    return Vec::new();
+                }
+                self.finished = true;
+                self.chunk(Map::new(), Some(reason))
+            }
+            Delta::Usage { usage } => {
+                merge_usage(&mut self.usage, *usage);
+                Vec::new()
+            }
+            Delta::Done => Vec::new(),
+        }
+    }
+
+    /// Ends the stream: the role chunk if nothing was written yet, the usage
+    /// chunk if asked for and known, and `data: [DONE]`.
+    pub fn finish(&mut self) -> Vec<u8> {
+        if self.closed {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        if !self.started {
+            out = self.chunk(Map::new(), None);
+        }
+        self.closed = true;
+        if let (true, Some(u)) = (self.include_usage, self.usage) {
+            let chunk = json!({
+                "id": self.id,
+                "object": "chat.completion.chunk",
+                "created": self.created,
+                "model": self.model,
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": u.input_tokens,
+                    "completion_tokens": u.output_tokens,
+                    "total_tokens": u.input_tokens.saturating_add(u.output_tokens),
+                },
+            });
+            out.extend(data_line(&chunk));
+        }
+        out.extend_from_slice(b"data: [DONE]\n\n");
+        out
+    }
+
+    /// Ends the stream with an error object, and no `[DONE]`, so a client
+    /// cannot take the answer so far for a complete one.
+    pub fn error(&mut self, e: &ProviderError) -> Vec<u8> {
+        if self.closed {
+            return Vec::new();
+        }
+        self.closed = true;
+        let message = if e.message.is_empty() {
+            e.kind.describe()
+        } else {
+            e.message.as_str()
+        };
+        data_line(&json!({
+            "error": {
+                "message": message,
+                "type": error_type(e),
+                "code": e.code.as_deref().or_else(|| default_code(e.kind)),
+            }
+        }))
+    }
+
+    fn tool_call(
+        &mut self,
+        index: u32,
+        id: Option<&str>,
+        name: Option<&str>,
+        arguments: &str,
+    ) -> Vec<u8> {
+        let (position, first) = match self.calls.iter().position(|i| *i == index) {
+            Some(p) => (p, false),
+            None => {
+                self.calls.push(index);
+                (self.calls.len().saturating_sub(1), true)
+            }
+        };
+        let position = u32::try_from(position).unwrap_or(u32::MAX);
+        let mut call = Map::new();
+        call.insert("index".into(), json!(position));
+        let id = match id {
+            Some(id) => Some(id.to_string()),
+            None if first => Some(format!("call_{position}")),
+            None => None,
+        };
+        if let Some(id) = id {
+            call.insert("id".into(), json!(id));
+            call.insert("type".into(), json!("function"));
+        }
+        let mut function = Map::new();
+        match name {
+            Some(n) => {
+                function.insert("name".into(), json!(n));
+            }
+            None if first => {
+                function.insert("name".into(), json!(""));
+            }
+            None => {}
+        }
+        function.insert("arguments".into(), json!(arguments));
+        call.insert("function".into(), Value::Object(function));
+        let mut delta = Map::new();
+        delta.insert("tool_calls".into(), json!([call]));
+        self.chunk(delta, None)
+    }
+
+    /// One chunk with this delta (the role added to the first) and finish
+    /// reason.
+    fn chunk(&mut self, mut delta: Map<String, Value>, finish: Option<&FinishReason>) -> Vec<u8> {
+        if !self.started {
+            self.started = true;
+            delta.insert("role".into(), json!("assistant"));
+            if !delta.contains_key("content") {
+                let empty = if delta.contains_key("tool_calls") {
+                    Value::Null
+                } else {
+                    json!("")
+                };
+                delta.insert("content".into(), empty);
+            }
+        }
+        let mut chunk = json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{
+                "index": 0,
+                "delta": delta,
+                "logprobs": null,
+                "finish_reason": finish.map(finish_reason_name),
+            }],
+        });
+        if self.include_usage {
+            chunk["usage"] = Value::Null;
+        }
+        data_line(&chunk)
+    }
+}
+
+/// `data: <json>` and the blank line that ends the event.
+fn data_line(v: &Value) -> Vec<u8> {
+    format!("data: {v}\n\n").into_bytes()
+}
+
+/// The OpenAI error `type` for a failure.
+fn error_type(e: &ProviderError) -> &'static str {
+    match e.kind {
+        ErrorKind::RateLimited => "rate_limit_error",
+        ErrorKind::QuotaExhausted => "insufficient_quota",
+        ErrorKind::Auth if e.status == Some(403) => "permission_error",
+        ErrorKind::Auth => "authentication_error",
+        ErrorKind::NotFound => "not_found_error",
+        ErrorKind::ContextLength
+        | ErrorKind::ContentFilter
+        | ErrorKind::InvalidRequest
+        | ErrorKind::Unsupported => "invalid_request_error",
+        ErrorKind::Server
+        | ErrorKind::Timeout
+        | ErrorKind::Stalled
+        | ErrorKind::Transport
+        | ErrorKind::Decode
+        | ErrorKind::CircuitOpen
+        | ErrorKind::DeadlineExceeded => "server_error",
+    }
+}
+
+/// The OpenAI error `code` for a failure whose provider gave none.
+fn default_code(kind: ErrorKind) -> Option<&'static str> {
+    match kind {
+        ErrorKind::RateLimited => Some("rate_limit_exceeded"),
+        ErrorKind::QuotaExhausted => Some("insufficient_quota"),
+        ErrorKind::ContextLength => Some("context_length_exceeded"),
+        ErrorKind::ContentFilter => Some("content_filter"),
+        ErrorKind::Server
+        | ErrorKind::Timeout
+        | ErrorKind::Stalled
+        | ErrorKind::Transport
+        | ErrorKind::Auth
+        | ErrorKind::NotFound
+        | ErrorKind::InvalidRequest
+        | ErrorKind::Unsupported
+        | ErrorKind::Decode
+        | ErrorKind::CircuitOpen
+        | ErrorKind::DeadlineExceeded => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(bytes: &[u8]) -> String {
+        String::from_utf8_lossy(bytes).into_owned()
+    }
+
+    #[test]
+    fn the_first_chunk_carries_the_role_and_the_answering_model() {
+        let mut e = OpenAiStreamEncoder::new("c1".into(), 7, "alias".into(), true);
+        assert!(e
+            .delta(&Delta::Start {
+                model: Some("gpt-x".into())
+            })
+            .is_empty());
+        let first = text(&e.delta(&Delta::Text { text: "Hi".into() }));
+        let v: Value = serde_json::from_str(
+            first
+                .strip_prefix("data: ")
+                .and_then(|s| s.strip_suffix("\n\n"))
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(v["model"], "gpt-x");
+        assert_eq!(v["object"], "chat.completion.chunk");
+        assert_eq!(v["choices"][0]["delta"]["role"], "assistant");
+        assert_eq!(v["choices"][0]["delta"]["content"], "Hi");
+        assert!(v["usage"].is_null());
+        let second = text(&e.delta(&Delta::Text { text: "!".into() }));
+        assert!(!second.contains("role"));
+    }
+
+    #[test]
+    fn tool_calls_are_renumbered_densely() {
+        let mut e = OpenAiStreamEncoder::new("c".into(), 0, "m".into(), false);
+        let out = text(&e.delta(&Delta::ToolCall {
+            index: 3,
+            id: None,
+            name: Some("f".into()),
+            arguments: String::new(),
+        }));
+        assert!(out.contains(r#""index":0"#), "{out}");
+        assert!(out.contains(r#""id":"call_0""#), "{out}");
+        let out = text(&e.delta(&Delta::ToolCall {
+            index: 3,
+            id: None,
+            name: None,
+            arguments: "{}".into(),
+        }));
+        assert!(!out.contains("call_0"), "{out}");
+    }
+
+    #[test]
+    fn an_error_ends_the_stream_without_done() {
+        let mut e = OpenAiStreamEncoder::new("c".into(), 0, "m".into(), true);
+        let out = text(&e.error(&ProviderError::new(ErrorKind::Stalled, "")));
+        assert_eq!(
+            out,
+            "data: {\"error\":{\"code\":null,\"message\":\"response stalled\",\"type\":\"server_error\"}}\n\n"
+        );
+        assert!(e.finish().is_empty());
+        assert!(e.delta(&Delta::Text { text: "x".into() }).is_empty());
+    }
+}

@@ -1,0 +1,64 @@
+//! The package's configuration: the one JSON shape of DESIGN.md §7, the
+//! same the Worker reads, plus the JS providers passed in
+//! `options.providers`.
+
+use crate::chain::Client;
+use crate::config::{parse_json, Config, ConfigError, ConfigIssue, EntryConfig};
+use crate::event::Observer;
+use crate::provider::Upstream;
+use crate::web::WebPlatform;
+
+/// The client for `json`, with the JS providers `customs` as
+/// `(name, model, upstream)`: routes may name them, and when the
+/// configuration has no routes they form the `default` route in the order
+/// given. Every problem is reported at once, each with its path.
+pub(crate) fn build_client(
+    json: &str,
+    customs: Vec<(String, String, Upstream)>,
+    observer: Option<Observer>,
+) -> Result<Client<WebPlatform>, ConfigError> {
+    let mut cfg: Config = parse_json(json)?;
+    if cfg.routes.is_empty() && !customs.is_empty() {
+        let entries = customs
+            .iter()
+            .map(|(name, model, _)| EntryConfig {
+                provider: name.clone(),
+                model: model.clone(),
+                label: None,
+                timeout_ms: None,
+                retry: None,
+                first_token_timeout_ms: None,
+            })
+            .collect();
+        cfg.routes.insert("default".into(), entries);
+    }
+    if cfg.routes.is_empty() && cfg.providers.is_empty() {
+        return Err(ConfigError {
+            issues: vec![ConfigIssue::new(
+                "routes",
+                "no routes and no providers: pass options.providers or config.routes",
+            )],
+        });
+    }
+    let extra = customs
+        .into_iter()
+        .map(|(name, _, upstream)| (name, upstream))
+        .collect();
+    let mut builder = Client::builder_from_config(WebPlatform::new(), &cfg, extra, &env_secret)?;
+    if let Some(o) = observer {
+        builder = builder.observer(o);
+    }
+    Ok(builder.build())
+}
+
+/// A provider key named by `apiKeyEnv`: `process.env[name]` where the
+/// runtime has one (Node), nothing elsewhere (browsers pass `apiKey`).
+fn env_secret(name: &str) -> Option<String> {
+    let global = js_sys::global();
+    let process = js_sys::Reflect::get(&global, &"process".into()).ok()?;
+    let env = js_sys::Reflect::get(&process, &"env".into()).ok()?;
+    if env.is_undefined() || env.is_null() {
+        return None;
+    }
+    js_sys::Reflect::get(&env, &name.into()).ok()?.as_string()
+}

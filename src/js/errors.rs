@@ -1,0 +1,355 @@
+//! Rust errors as the JS error classes of `errors.js`, and thrown JS values
+//! classified into [`ProviderError`]s.
+
+use std::time::Duration;
+
+use js_sys::Reflect;
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+
+use crate::config::ConfigError;
+use crate::error::{Attempt, AttemptOutcome, Error, ErrorKind, ProviderError};
+use crate::platform::{millis, TransportError};
+use crate::web::error_message;
+
+/// The error classes, re-exported from the package's entry module. They
+/// are imported as functions only because `skip_typescript` is honoured for
+/// function imports (for type imports wasm-bindgen would emit
+/// `let X: unknown`); their TypeScript is in `types.d.ts`. Never called.
+#[allow(dead_code)]
+mod exported {
+    use wasm_bindgen::prelude::*;
+
+    #[wasm_bindgen(module = "/src/js/errors.js")]
+    extern "C" {
+        #[wasm_bindgen(reexport, skip_typescript, js_name = LLMError)]
+        fn llm_error_class();
+        #[wasm_bindgen(reexport, skip_typescript, js_name = RateLimitError)]
+        fn rate_limit_error_class();
+        #[wasm_bindgen(reexport, skip_typescript, js_name = ServerError)]
+        fn server_error_class();
+        #[wasm_bindgen(reexport, skip_typescript, js_name = TimeoutError)]
+        fn timeout_error_class();
+        #[wasm_bindgen(reexport, skip_typescript, js_name = NetworkError)]
+        fn network_error_class();
+        #[wasm_bindgen(reexport, skip_typescript, js_name = ClientRequestError)]
+        fn client_request_error_class();
+        #[wasm_bindgen(reexport, skip_typescript, js_name = CircuitOpenError)]
+        fn circuit_open_error_class();
+        #[wasm_bindgen(reexport, skip_typescript, js_name = AbortError)]
+        fn abort_error_class();
+        #[wasm_bindgen(reexport, skip_typescript, js_name = AllProvidersFailedError)]
+        fn all_providers_failed_error_class();
+        #[wasm_bindgen(reexport, skip_typescript, js_name = ConfigError)]
+        fn config_error_class();
+    }
+}
+
+#[wasm_bindgen(module = "/src/js/errors.js")]
+extern "C" {
+    /// The classes by name.
+    #[wasm_bindgen(js_name = __classes)]
+    pub(crate) fn classes() -> js_sys::Object;
+    /// Builds an error of the named class.
+    #[wasm_bindgen(js_name = __makeError)]
+    fn make_error(class: &str, message: &str, init: &JsValue) -> JsValue;
+    /// Wraps a stream handle as an async iterator.
+    #[wasm_bindgen(js_name = __asyncIterable)]
+    pub(crate) fn async_iterable(handle: JsValue) -> JsValue;
+}
+
+/// The wire name of a kind (`rate_limited`, …), as serde writes it.
+pub(crate) fn kind_name(kind: ErrorKind) -> String {
+    match serde_json::to_value(kind) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => String::new(),
+    }
+}
+
+/// The JS class for a kind. Exhaustive on purpose.
+fn class_of(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::RateLimited | ErrorKind::QuotaExhausted => "RateLimitError",
+        ErrorKind::Server | ErrorKind::Decode => "ServerError",
+        ErrorKind::Timeout | ErrorKind::Stalled | ErrorKind::DeadlineExceeded => "TimeoutError",
+        ErrorKind::Transport => "NetworkError",
+        ErrorKind::Auth
+        | ErrorKind::NotFound
+        | ErrorKind::ContextLength
+        | ErrorKind::ContentFilter
+        | ErrorKind::InvalidRequest
+        | ErrorKind::Unsupported => "ClientRequestError",
+        ErrorKind::CircuitOpen => "CircuitOpenError",
+    }
+}
+
+/// One attempt, as `result.attempts[i]` and `error.failures[i]` show it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct AttemptJs<'a> {
+    provider: &'a str,
+    model: &'a str,
+    /// 1-based per entry; 0 for an entry skipped without a call.
+    attempt: u32,
+    ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retryable: Option<bool>,
+    duration_ms: u64,
+    started_at: u64,
+    reached: bool,
+}
+
+impl<'a> AttemptJs<'a> {
+    pub(crate) fn new(a: &'a Attempt) -> Self {
+        let error = match &a.outcome {
+            AttemptOutcome::Success => None,
+            AttemptOutcome::Failure { error } => Some(error),
+        };
+        AttemptJs {
+            provider: &a.provider,
+            model: &a.model,
+            attempt: a.number,
+            ok: error.is_none(),
+            kind: error.map(|e| kind_name(e.kind)),
+            status: error.and_then(|e| e.status),
+            code: error.and_then(|e| e.code.as_deref()),
+            message: error.map(|e| e.message.as_str()),
+            retry_after_ms: error.and_then(|e| e.retry_after).map(millis),
+            retryable: error.map(ProviderError::is_retryable),
+            duration_ms: millis(a.duration),
+            started_at: a.started_at,
+            reached: a.reached,
+        }
+    }
+}
+
+/// The constructor's second argument.
+#[derive(Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Init<'a> {
+    kind: String,
+    retryable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    provider: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attempts: Option<Vec<AttemptJs<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failures: Option<Vec<AttemptJs<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    issues: Option<Vec<Issue<'a>>>,
+}
+
+#[derive(Serialize)]
+struct Issue<'a> {
+    path: &'a str,
+    message: &'a str,
+}
+
+pub(crate) fn to_js<T: Serialize + ?Sized>(value: &T) -> JsValue {
+    value
+        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .unwrap_or(JsValue::NULL)
+}
+
+fn build(class: &str, message: &str, init: &Init<'_>) -> JsValue {
+    make_error(class, message, &to_js(init))
+}
+
+/// A provider's error as its JS class (`error` of events, a rejection).
+pub(crate) fn provider_error(
+    e: &ProviderError,
+    provider: Option<&str>,
+    attempts: &[Attempt],
+) -> JsValue {
+    let message = match provider {
+        Some(p) => format!("{p}: {e}"),
+        None => e.to_string(),
+    };
+    build(
+        class_of(e.kind),
+        &message,
+        &Init {
+            kind: kind_name(e.kind),
+            retryable: e.is_retryable(),
+            status: e.status,
+            retry_after_ms: e.retry_after.map(millis),
+            code: e.code.as_deref(),
+            provider,
+            attempts: (!attempts.is_empty()).then(|| attempts.iter().map(AttemptJs::new).collect()),
+            ..Init::default()
+        },
+    )
+}
+
+/// What a failed call rejects with.
+pub(crate) fn call_error(e: &Error) -> JsValue {
+    match e {
+        Error::AllProvidersFailed(ex) => build(
+            "AllProvidersFailedError",
+            &ex.headline(),
+            &Init {
+                kind: "all_providers_failed".into(),
+                retryable: ex.status() == 503,
+                status: Some(ex.status()),
+                retry_after_ms: ex.retry_after().map(millis),
+                failures: Some(ex.attempts.iter().map(AttemptJs::new).collect()),
+                ..Init::default()
+            },
+        ),
+        Error::Rejected {
+            provider,
+            error,
+            attempts,
+        } => provider_error(error, Some(provider), attempts),
+        // The answer so far is incomplete: say so, and name what cut it.
+        Error::Interrupted {
+            error, attempts, ..
+        } => build(
+            "LLMError",
+            &e.to_string(),
+            &Init {
+                kind: "interrupted".into(),
+                retryable: true,
+                status: Some(e.status()),
+                code: Some(&kind_name(error.kind)),
+                attempts: Some(attempts.iter().map(AttemptJs::new).collect()),
+                ..Init::default()
+            },
+        ),
+        Error::InvalidRequest(message) => client_error("invalid_request", 400, message),
+        Error::UnknownRoute(_) => client_error("unknown_route", 404, &e.to_string()),
+    }
+}
+
+/// A `ClientRequestError` raised before any provider was called.
+pub(crate) fn client_error(kind: &str, status: u16, message: &str) -> JsValue {
+    build(
+        "ClientRequestError",
+        message,
+        &Init {
+            kind: kind.into(),
+            status: Some(status),
+            ..Init::default()
+        },
+    )
+}
+
+/// The rejection of an aborted call; `cause` is the signal's reason.
+pub(crate) fn abort_error(reason: &JsValue) -> JsValue {
+    let init = to_js(&Init {
+        kind: "aborted".into(),
+        ..Init::default()
+    });
+    if !reason.is_undefined() {
+        let _ = Reflect::set(&init, &"cause".into(), reason);
+    }
+    make_error("AbortError", "the call was aborted", &init)
+}
+
+/// A configuration error with every issue.
+pub(crate) fn config_error(e: &ConfigError) -> JsValue {
+    build(
+        "ConfigError",
+        &e.to_string(),
+        &Init {
+            kind: "config".into(),
+            issues: Some(
+                e.issues
+                    .iter()
+                    .map(|i| Issue {
+                        path: &i.path,
+                        message: &i.message,
+                    })
+                    .collect(),
+            ),
+            ..Init::default()
+        },
+    )
+}
+
+/// Reads a property of an object; `undefined` for anything else.
+pub(crate) fn prop(v: &JsValue, key: &str) -> JsValue {
+    if v.is_object() || v.is_function() {
+        Reflect::get(v, &JsValue::from_str(key)).unwrap_or(JsValue::UNDEFINED)
+    } else {
+        JsValue::UNDEFINED
+    }
+}
+
+fn kind_from_name(name: &str) -> Option<ErrorKind> {
+    serde_json::from_value(serde_json::Value::String(name.to_string())).ok()
+}
+
+/// The kind of an HTTP status a JS provider reported.
+fn kind_of_status(status: u16) -> ErrorKind {
+    match status {
+        429 => ErrorKind::RateLimited,
+        402 => ErrorKind::QuotaExhausted,
+        401 | 403 => ErrorKind::Auth,
+        404 => ErrorKind::NotFound,
+        408 | 409 | 500..=599 => ErrorKind::Server,
+        400..=499 => ErrorKind::InvalidRequest,
+        _ => ErrorKind::Server,
+    }
+}
+
+/// Classifies what a JS provider threw or rejected with:
+/// `kind` (this package's classes) → `status` → the class name (the
+/// articles' `RateLimitError`, …; a `TypeError` is fetch's network failure)
+/// → a server error with the message. `retryable` overrides the verdict,
+/// `retryAfterMs` and `code` are kept.
+pub(crate) fn classify(thrown: &JsValue) -> ProviderError {
+    let status = prop(thrown, "status")
+        .as_f64()
+        .filter(|s| s.fract() == 0.0 && (100.0..=599.0).contains(s))
+        .map(|s| s as u16);
+    let name = prop(thrown, "name").as_string().unwrap_or_default();
+    let message = match prop(thrown, "message").as_string() {
+        Some(m) => m,
+        None => error_message(thrown),
+    };
+    let by_name = match name.as_str() {
+        "RateLimitError" => Some(ErrorKind::RateLimited),
+        "ServerError" => Some(ErrorKind::Server),
+        "TimeoutError" => Some(ErrorKind::Timeout),
+        "ClientRequestError" => Some(ErrorKind::InvalidRequest),
+        _ => None,
+    };
+    let kind = prop(thrown, "kind")
+        .as_string()
+        .and_then(|k| kind_from_name(&k));
+    let mut error = match (kind, status, by_name) {
+        (Some(k), _, _) => ProviderError::new(k, message),
+        (None, Some(s), _) => ProviderError::new(kind_of_status(s), message),
+        (None, None, Some(k)) => ProviderError::new(k, message),
+        (None, None, None) if name == "TypeError" || name == "NetworkError" => {
+            // fetch's "TypeError: fetch failed" and friends: the network.
+            ProviderError::from(TransportError::from_message(error_message(thrown)))
+        }
+        (None, None, None) => ProviderError::new(ErrorKind::Server, message),
+    };
+    error.status = status;
+    error.code = prop(thrown, "code").as_string().filter(|c| !c.is_empty());
+    error.should_retry = prop(thrown, "retryable").as_bool();
+    error.retry_after = prop(thrown, "retryAfterMs")
+        .as_f64()
+        .filter(|ms| ms.is_finite() && *ms >= 0.0)
+        .map(|ms| Duration::from_millis(ms.min(86_400_000.0) as u64));
+    error
+}

@@ -1,0 +1,365 @@
+//! The npm package (`pkg/`): a `#[wasm_bindgen]` facade over [`Client`] on
+//! the [`WebPlatform`], with TypeScript types.
+//!
+//! ```js
+//! import { ResilientClient, AllProvidersFailedError } from "resilient-llm";
+//! const client = new ResilientClient(
+//!   { retry: { maxAttempts: 2 }, timeoutMs: 5000 },
+//!   { providers: [primary, backup], onFailover: (e) => console.warn(e.from, "→", e.to) },
+//! );
+//! const res = await client.chat({ messages: [{ role: "user", content: "Hi" }] });
+//! ```
+//!
+//! JS providers are any `{ name, chat(request, signal) }` returning a
+//! Promise (the articles' `Provider`); they get the same timeout, retries,
+//! breaker and failover as the built-in adapters, and their `signal` aborts
+//! when the core stops waiting. What they throw is classified by
+//! [`errors::classify`]; what a call rejects with is always an `LLMError`
+//! subclass from `errors.js`.
+
+mod config;
+mod convert;
+mod errors;
+mod provider;
+mod stream;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use js_sys::{Function, Object, Promise};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::{future_to_promise, JsFuture};
+use web_sys::AbortSignal;
+
+use crate::chain::{CallOptions, Client};
+use crate::config::{ConfigError, ConfigIssue};
+use crate::event::{Event, Observer};
+use crate::provider::Upstream;
+use crate::timeout::timeout;
+use crate::web::WebPlatform;
+
+use errors::prop;
+
+/// The package's error classes by name (`LLMError`, …), for tests that
+/// check `instanceof` from Rust.
+#[doc(hidden)]
+pub fn error_classes() -> js_sys::Object {
+    errors::classes()
+}
+
+#[wasm_bindgen(typescript_custom_section)]
+const TYPES: &'static str = include_str!("types.d.ts");
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_namespace = console, js_name = error)]
+    fn console_error(label: &str, e: &JsValue);
+}
+
+/// A resilient client over JS providers (and, with the config work, the
+/// built-in Anthropic/OpenAI adapters).
+#[wasm_bindgen]
+pub struct ResilientClient {
+    inner: Rc<Client<WebPlatform>>,
+}
+
+/// The event hooks of `options`.
+struct Hooks {
+    on_event: Option<Function>,
+    on_retry: Option<Function>,
+    on_provider_error: Option<Function>,
+    on_failover: Option<Function>,
+}
+
+impl Hooks {
+    fn read(options: &JsValue, issues: &mut Vec<ConfigIssue>) -> Option<Self> {
+        let mut get = |key: &str| match prop(options, key) {
+            v if v.is_undefined() || v.is_null() => None,
+            v => match v.dyn_into::<Function>() {
+                Ok(f) => Some(f),
+                Err(_) => {
+                    issues.push(ConfigIssue::new(
+                        format!("options.{key}"),
+                        "must be a function",
+                    ));
+                    None
+                }
+            },
+        };
+        let hooks = Hooks {
+            on_event: get("onEvent"),
+            on_retry: get("onRetry"),
+            on_provider_error: get("onProviderError"),
+            on_failover: get("onFailover"),
+        };
+        let any = hooks.on_event.is_some()
+            || hooks.on_retry.is_some()
+            || hooks.on_provider_error.is_some()
+            || hooks.on_failover.is_some();
+        any.then_some(hooks)
+    }
+
+    fn observer(self) -> Observer {
+        Box::new(move |event: &Event<'_>| {
+            let (hook, error, provider) = match event {
+                Event::Retry {
+                    error, provider, ..
+                } => (&self.on_retry, Some(*error), Some(*provider)),
+                Event::ProviderFailed {
+                    error, provider, ..
+                } => (&self.on_provider_error, Some(*error), Some(*provider)),
+                Event::Failover { error, from, .. } => {
+                    (&self.on_failover, Some(*error), Some(*from))
+                }
+                Event::MalformedChunk { error, provider } => (&None, Some(*error), Some(*provider)),
+                Event::Breaker { .. } | Event::BudgetExhausted { .. } => (&None, None, None),
+            };
+            let value = errors::to_js(event);
+            if let Some(e) = error {
+                // `error` as its class, so `e.error instanceof RateLimitError`.
+                let _ = js_sys::Reflect::set(
+                    &value,
+                    &"error".into(),
+                    &errors::provider_error(e, provider, &[]),
+                );
+            }
+            for f in [&self.on_event, hook].into_iter().flatten() {
+                // A throwing hook must not break the call; say so, though.
+                if let Err(e) = f.call1(&JsValue::NULL, &value) {
+                    console_error("resilient-llm: an event hook threw:", &e);
+                }
+            }
+        })
+    }
+}
+
+/// Reads `options.providers`.
+fn read_providers(
+    options: &JsValue,
+    issues: &mut Vec<ConfigIssue>,
+) -> Vec<(String, String, Upstream)> {
+    let list = prop(options, "providers");
+    if list.is_undefined() || list.is_null() {
+        return Vec::new();
+    }
+    if !js_sys::Array::is_array(&list) {
+        issues.push(ConfigIssue::new(
+            "options.providers",
+            "must be an array of { name, chat }",
+        ));
+        return Vec::new();
+    }
+    let mut out: Vec<(String, String, Upstream)> = Vec::new();
+    for (i, item) in js_sys::Array::from(&list).iter().enumerate() {
+        match provider::JsProvider::from_js(item) {
+            Ok(found) if out.iter().any(|(n, _, _)| *n == found.name) => {
+                issues.push(ConfigIssue::new(
+                    format!("options.providers[{i}].name"),
+                    format!("duplicate provider name \"{}\"", found.name),
+                ))
+            }
+            Ok(found) => out.push((
+                found.name,
+                found.model,
+                Upstream::Custom(Box::new(found.provider)),
+            )),
+            Err((field, message)) => {
+                let path = if field.is_empty() {
+                    format!("options.providers[{i}]")
+                } else {
+                    format!("options.providers[{i}].{field}")
+                };
+                issues.push(ConfigIssue::new(path, message));
+            }
+        }
+    }
+    out
+}
+
+#[wasm_bindgen]
+impl ResilientClient {
+    /// Validates `config` (an object or its JSON text) and `options`; throws
+    /// a `ConfigError` listing every problem with its path.
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        #[wasm_bindgen(unchecked_param_type = "Config | string")] config: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "ClientOptions")] options: Option<Object>,
+    ) -> Result<ResilientClient, JsValue> {
+        let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
+        let mut issues = Vec::new();
+        let customs = read_providers(&options, &mut issues);
+        let hooks = Hooks::read(&options, &mut issues);
+        let from_text = config.as_string().is_some();
+        let json = match config.as_string() {
+            Some(text) => text,
+            None if config.is_undefined() || config.is_null() => "{}".to_string(),
+            None => convert::stringify(&config).unwrap_or_else(|m| {
+                issues.push(ConfigIssue::new("(root)", m));
+                "{}".to_string()
+            }),
+        };
+        let built = config::build_client(&json, customs, hooks.map(Hooks::observer));
+        match built {
+            Ok(client) if issues.is_empty() => Ok(ResilientClient {
+                inner: Rc::new(client),
+            }),
+            Ok(_) => Err(errors::config_error(&ConfigError { issues })),
+            Err(e) => {
+                let e = if from_text {
+                    e
+                } else {
+                    convert::without_position(e)
+                };
+                issues.extend(e.issues);
+                Err(errors::config_error(&ConfigError { issues }))
+            }
+        }
+    }
+
+    /// Answers `request` on the route its `model` names (or `options.route`,
+    /// or the default route). Rejects with an `LLMError` subclass; with an
+    /// `AbortError` when `options.signal` fires (the upstream call is
+    /// abandoned and its own signal aborted).
+    #[wasm_bindgen(unchecked_return_type = "Promise<ChatResult>")]
+    pub fn chat(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "ChatRequest")] request: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "ChatOptions")] options: Option<Object>,
+    ) -> Promise {
+        let client = Rc::clone(&self.inner);
+        let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
+        let parsed = Self::call_args(&request, &options);
+        future_to_promise(async move {
+            let (req, opts, signal) = parsed?;
+            let call = async { client.chat_with(req, opts).await };
+            let result = match signal {
+                None => call.await,
+                Some(signal) => {
+                    if signal.aborted() {
+                        return Err(errors::abort_error(&signal.reason()));
+                    }
+                    match timeout(Aborted::new(&signal), call).await {
+                        Ok(r) => r,
+                        // Dropping `call` dropped the attempt: its provider's
+                        // signal (or fetch) is aborted.
+                        Err(_) => return Err(errors::abort_error(&signal.reason())),
+                    }
+                }
+            };
+            match result {
+                Ok(reply) => Ok(convert::chat_result(&reply)),
+                Err(e) => Err(errors::call_error(&e)),
+            }
+        })
+    }
+
+    /// Streams the answer to `request` as an async iterable of events
+    /// (`start`, `text`, `tool_call`, `finish`, `usage`). Failover happens
+    /// until the first content; after it an interrupted answer rejects the
+    /// iterator's `next()` with an `LLMError` of kind `interrupted`, never a
+    /// clean end. Breaking out of the loop, or `options.signal`, aborts the
+    /// upstream request. Throws at once for a malformed request.
+    #[wasm_bindgen(unchecked_return_type = "AsyncIterableIterator<StreamEvent>")]
+    pub fn stream(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "ChatRequest")] request: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "ChatOptions")] options: Option<Object>,
+    ) -> Result<JsValue, JsValue> {
+        let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
+        let (req, opts, signal) = Self::call_args(&request, &options)?;
+        let s = crate::stream::ChatStream::open(Rc::clone(&self.inner), req, opts)
+            .map_err(|e| errors::call_error(&e))?;
+        Ok(errors::async_iterable(
+            stream::StreamHandle::new(s, signal).into(),
+        ))
+    }
+
+    /// Every provider's health: breaker state, error rate, latency
+    /// percentiles, last failure.
+    #[wasm_bindgen(unchecked_return_type = "ProviderHealth[]")]
+    pub fn health(&self) -> JsValue {
+        errors::to_js(&self.inner.health())
+    }
+}
+
+type CallArgs = (crate::chat::ChatRequest, CallOptions, Option<AbortSignal>);
+
+impl ResilientClient {
+    fn call_args(request: &JsValue, options: &JsValue) -> Result<CallArgs, JsValue> {
+        let req: convert::JsRequest = convert::from_js(request).map_err(|e| {
+            let detail: Vec<String> = e.issues.iter().map(|i| i.to_string()).collect();
+            errors::client_error(
+                "invalid_request",
+                400,
+                &format!("invalid request: {}", detail.join("; ")),
+            )
+        })?;
+        let bad = |m: &str| errors::client_error("invalid_request", 400, m);
+        let route = match prop(options, "route") {
+            v if v.is_undefined() || v.is_null() => None,
+            v => Some(
+                v.as_string()
+                    .ok_or_else(|| bad("options.route: must be a string"))?,
+            ),
+        };
+        let deadline = match prop(options, "deadlineMs") {
+            v if v.is_undefined() || v.is_null() => None,
+            v => match v.as_f64() {
+                Some(ms) if ms.is_finite() && ms > 0.0 => {
+                    Some(Duration::from_millis(ms.min(86_400_000.0) as u64))
+                }
+                _ => return Err(bad("options.deadlineMs: must be a positive number")),
+            },
+        };
+        let signal = match prop(options, "signal") {
+            v if v.is_undefined() || v.is_null() => None,
+            v => Some(
+                v.dyn_into::<AbortSignal>()
+                    .map_err(|_| bad("options.signal: must be an AbortSignal"))?,
+            ),
+        };
+        Ok((req.into(), CallOptions { route, deadline }, signal))
+    }
+}
+
+/// Resolves when a signal aborts; removes its listener when dropped.
+pub(crate) struct Aborted {
+    signal: AbortSignal,
+    listener: Option<Function>,
+    fired: JsFuture,
+}
+
+impl Aborted {
+    pub(crate) fn new(signal: &AbortSignal) -> Self {
+        let mut listener = None;
+        let promise = Promise::new(&mut |resolve, _reject| {
+            let _ = signal.add_event_listener_with_callback("abort", &resolve);
+            listener = Some(resolve);
+        });
+        Aborted {
+            signal: signal.clone(),
+            listener,
+            fired: JsFuture::from(promise),
+        }
+    }
+}
+
+impl Future for Aborted {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        Pin::new(&mut self.fired).poll(cx).map(|_| ())
+    }
+}
+
+impl Drop for Aborted {
+    fn drop(&mut self) {
+        if let Some(f) = &self.listener {
+            let _ = self.signal.remove_event_listener_with_callback("abort", f);
+        }
+    }
+}

@@ -1,0 +1,453 @@
+
+// ---- Configuration (the one JSON shape of the Worker and this package) ----
+
+/** Retry settings; every field optional. */
+export interface RetryConfig {
+  /** Attempts per provider per request, the first included (1–10; default 3). */
+  maxAttempts?: number;
+  /** The first backoff cap in ms (default 200); full jitter below it. */
+  baseDelayMs?: number;
+  /** The largest backoff and the longest Retry-After honoured, in ms (default 10000). */
+  maxDelayMs?: number;
+}
+
+/** The retry budget: retries ≤ ratio × first attempts + a floor. */
+export interface BudgetConfig {
+  /** Retry tokens earned per first attempt (0–1; default 0.2). */
+  ratio?: number;
+  /** Retry tokens earned per second regardless of traffic. */
+  floorPerSec?: number;
+  /** The most tokens saved up. */
+  capacity?: number;
+}
+
+/** Circuit breaker settings (one breaker per provider). */
+export interface BreakerConfig {
+  /** Consecutive failures that open it (default 5). */
+  failureThreshold?: number;
+  /** Failure rate over the window that opens it, in (0, 1]. */
+  failureRate?: number;
+  /** Verdicts in the sliding window. */
+  window?: number;
+  /** Verdicts needed before the rate counts. */
+  minimumCalls?: number;
+  /** The first opening's length in ms. */
+  cooldownMs?: number;
+  /** The longest opening in ms (cooldowns double on each re-open). */
+  maxCooldownMs?: number;
+  /** Probes at once in half-open (default 1). */
+  halfOpenPermits?: number;
+  /** Probe successes that close it (default 1). */
+  successThreshold?: number;
+}
+
+/** One step of a route. */
+export interface RouteEntry {
+  /** A provider: a name from `options.providers` (or `config.providers`). */
+  provider: string;
+  /** The model sent to it. */
+  model: string;
+  /** A name for logs and events. */
+  label?: string;
+  /** This entry's per-attempt timeout in ms. */
+  timeoutMs?: number;
+  /** This entry's retry settings, over the client's. */
+  retry?: RetryConfig;
+  /** Streams: this entry's first-token deadline in ms. */
+  firstTokenTimeoutMs?: number;
+}
+
+/** Size limits. */
+export interface LimitsConfig {
+  /** The largest request body a gateway accepts (Worker only). */
+  maxRequestBytes?: number;
+  /** The largest provider response read (default 8 MiB). */
+  maxResponseBytes?: number;
+}
+
+/** Per-model facts for a built-in provider. */
+export interface ModelConfig {
+  contextWindow?: number;
+  prefill?: boolean;
+  tools?: boolean;
+  inputPricePerMtok?: number;
+  outputPricePerMtok?: number;
+}
+
+/** A built-in HTTP provider (Anthropic, OpenAI, OpenAI-compatible presets). */
+export type ProviderConfig =
+  | {
+      kind: "anthropic";
+      baseUrl?: string;
+      apiKey?: string;
+      apiKeyEnv?: string;
+      models?: Record<string, ModelConfig>;
+      headers?: Record<string, string>;
+      anthropicVersion?: string;
+      defaultMaxTokens?: number;
+    }
+  | {
+      kind: "openai";
+      baseUrl?: string;
+      apiKey?: string;
+      apiKeyEnv?: string;
+      models?: Record<string, ModelConfig>;
+      headers?: Record<string, string>;
+      organization?: string;
+      project?: string;
+      maxTokensField?: "max_tokens" | "max_completion_tokens";
+      streamUsage?: boolean;
+    }
+  | {
+      kind: "openai-compatible";
+      preset: string;
+      baseUrl?: string;
+      apiKey?: string;
+      apiKeyEnv?: string;
+      models?: Record<string, ModelConfig>;
+      headers?: Record<string, string>;
+      path?: string;
+      deployment?: string;
+      apiVersion?: string;
+      maxTokensField?: "max_tokens" | "max_completion_tokens";
+      streamUsage?: boolean;
+    };
+
+/**
+ * The client's configuration. Every problem is reported at once by a
+ * `ConfigError` whose `issues` carry paths such as `routes.default[1].provider`.
+ */
+export interface Config {
+  /** Built-in providers by id; keys in `apiKey`, or `apiKeyEnv` read from `process.env` in Node. JS providers go in `options.providers`. */
+  providers?: Record<string, ProviderConfig>;
+  /**
+   * Routes by name, each an ordered failover chain. Without routes, the JS
+   * providers in `options.providers` form the `default` route in order.
+   */
+  routes?: Record<string, RouteEntry[]>;
+  /** The route for requests that name none (default `default`, else the first). */
+  defaultRoute?: string;
+  retry?: RetryConfig;
+  budget?: BudgetConfig;
+  breaker?: BreakerConfig;
+  /** Per-attempt timeout in ms (default 30000). */
+  timeoutMs?: number;
+  /** End-to-end deadline over all retries and fallbacks, in ms (default 60000). */
+  deadlineMs?: number;
+  /** Streams: how long the first token may take, in ms (default 10000). */
+  firstTokenTimeoutMs?: number;
+  /** Streams: the longest silence between chunks, in ms (default 10000). */
+  idleTimeoutMs?: number;
+  /** Per-provider breaker settings, over `breaker`. */
+  breakers?: Record<string, BreakerConfig>;
+  limits?: LimitsConfig;
+  /** Settings of the gateway host (the Worker); ignored by this package. */
+  gateway?: { clientKeysEnv?: string[]; allowUnauthenticated?: boolean };
+}
+
+// ---- Requests and responses ----
+
+export type Role = "system" | "user" | "assistant" | "tool";
+
+/** A tool call made by the model. */
+export interface ToolCall {
+  id: string;
+  name: string;
+  /** The arguments as JSON text. */
+  arguments: string;
+}
+
+export type ContentPart =
+  | { type: "text"; text: string }
+  | ({ type: "tool_call" } & ToolCall)
+  | { type: "tool_result"; tool_call_id: string; content: string; is_error?: boolean };
+
+export interface ChatMessage {
+  role: Role;
+  /** Text, or parts (tool calls and results). */
+  content: string | ContentPart[];
+}
+
+export interface Tool {
+  name: string;
+  description?: string;
+  /** JSON Schema of the arguments. */
+  parameters: unknown;
+}
+
+export type ToolChoice =
+  | { type: "auto" }
+  | { type: "none" }
+  | { type: "required" }
+  | { type: "tool"; name: string };
+
+export interface ChatRequest {
+  messages: ChatMessage[];
+  /** A route name (`default`, `fast`, …); the route's entries pick the models. */
+  model?: string;
+  maxTokens?: number;
+  temperature?: number;
+  topP?: number;
+  stop?: string[];
+  tools?: Tool[];
+  toolChoice?: ToolChoice;
+  metadata?: unknown;
+}
+
+/** Options of one call. */
+export interface ChatOptions {
+  /** Aborting rejects the call with an `AbortError` and aborts the upstream call. */
+  signal?: AbortSignal;
+  /** The route to use instead of `request.model`. */
+  route?: string;
+  /** A tighter end-to-end deadline for this call, in ms. */
+  deadlineMs?: number;
+}
+
+export type ErrorKind =
+  | "rate_limited"
+  | "quota_exhausted"
+  | "server"
+  | "timeout"
+  | "stalled"
+  | "transport"
+  | "auth"
+  | "not_found"
+  | "context_length"
+  | "content_filter"
+  | "invalid_request"
+  | "unsupported"
+  | "decode"
+  | "circuit_open"
+  | "deadline_exceeded";
+
+/** One attempt at one route entry. */
+export interface AttemptRecord {
+  provider: string;
+  model: string;
+  /** 1 for the first try at an entry, 2 for its first retry, …; 0 when skipped (open breaker). */
+  attempt: number;
+  ok: boolean;
+  kind?: ErrorKind;
+  status?: number;
+  code?: string;
+  message?: string;
+  retryAfterMs?: number;
+  retryable?: boolean;
+  durationMs: number;
+  /** When it started (ms since the epoch). */
+  startedAt: number;
+  /** Whether the request reached the provider. */
+  reached: boolean;
+}
+
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+}
+
+export type FinishReason = "stop" | "length" | "tool_calls" | "content_filter" | (string & {});
+
+/** What `await client.chat(…)` gives. */
+export interface ChatResult {
+  text: string;
+  /** The model that answered, as the provider named it. */
+  model: string;
+  /** The provider that answered. */
+  provider: string;
+  /** The route entry that answered. */
+  servedBy: { provider: string; model: string; label: string | null };
+  /** Every attempt, in order, the successful one last. */
+  attempts: AttemptRecord[];
+  usage: Usage | null;
+  finishReason: FinishReason | null;
+  toolCalls: ToolCall[];
+  /** The provider's own response (JSON), or null. */
+  raw: unknown;
+}
+
+// ---- Streams ----
+
+/** What `client.stream(…)` yields, in order: `start` (the answering model), then text and tool call parts, then `finish` and `usage`. */
+export type StreamEvent =
+  | { type: "start"; model: string | null }
+  | { type: "text"; text: string }
+  | { type: "tool_call"; index: number; id: string | null; name: string | null; arguments: string }
+  | { type: "finish"; reason: FinishReason }
+  | { type: "usage"; usage: Usage };
+
+// ---- JS providers ----
+
+/** What a JS provider's `chat` receives: text-only messages have string content. */
+export interface ProviderRequest {
+  /** The model of the route entry being tried. */
+  model: string;
+  messages: ChatMessage[];
+  maxTokens?: number;
+  temperature?: number;
+  topP?: number;
+  stop?: string[];
+  tools?: Tool[];
+  toolChoice?: ToolChoice;
+  metadata?: unknown;
+}
+
+/** What a JS provider's `chat` resolves with (the articles' `{ text, model }`). */
+export interface ProviderResponse {
+  text: string;
+  model?: string;
+  toolCalls?: ToolCall[];
+  finishReason?: FinishReason;
+  usage?: Usage;
+  /** Kept when it is JSON. */
+  raw?: unknown;
+}
+
+/**
+ * A provider written in JS: the articles' `Provider` interface. It gets the
+ * same timeout, retries, breaker and failover as the built-in adapters, and
+ * `signal` aborts when the client stops waiting (timeout, caller abort).
+ *
+ * What it throws is classified: `kind` (this package's error classes), else
+ * `status` (429 rate limited; 5xx, 529, 408 server; 401/403 auth; 404 not
+ * found; 400/413/422 invalid request), else the class name (`RateLimitError`,
+ * `ServerError`, `TimeoutError`, `ClientRequestError`; a `TypeError` is a
+ * network failure, retried), else a server error. `retryable` overrides the
+ * verdict; `retryAfterMs` is honoured.
+ */
+export interface Provider {
+  readonly name: string;
+  /** The model its entry sends when it forms the default route (default: `name`). */
+  readonly model?: string;
+  chat(request: ProviderRequest, signal: AbortSignal): Promise<ProviderResponse>;
+}
+
+// ---- Events ----
+
+export interface RetryEvent {
+  type: "retry";
+  provider: string;
+  model: string;
+  /** The attempt that failed (1-based). */
+  attempt: number;
+  /** The wait before the next attempt (Retry-After when the provider gave one). */
+  delayMs: number;
+  error: LLMError;
+}
+
+export interface ProviderFailedEvent {
+  type: "provider_failed";
+  provider: string;
+  model: string;
+  error: LLMError;
+}
+
+export interface FailoverEvent {
+  type: "failover";
+  from: string;
+  to: string;
+  error: LLMError;
+}
+
+export type BreakerState = "closed" | "open" | "half_open";
+
+export interface BreakerEvent {
+  type: "breaker";
+  provider: string;
+  from: BreakerState;
+  to: BreakerState;
+}
+
+export interface BudgetExhaustedEvent {
+  type: "budget_exhausted";
+  provider: string;
+}
+
+export type ClientEvent =
+  | RetryEvent
+  | ProviderFailedEvent
+  | FailoverEvent
+  | BreakerEvent
+  | BudgetExhaustedEvent;
+
+/** The constructor's second argument. */
+export interface ClientOptions {
+  /** JS providers, referenced by `name` in routes (or, without routes, the `default` route in order). */
+  providers?: Provider[];
+  /** Every event. Called synchronously; a throwing hook is logged, not fatal. */
+  onEvent?: (event: ClientEvent) => void;
+  onRetry?: (event: RetryEvent) => void;
+  onProviderError?: (event: ProviderFailedEvent) => void;
+  onFailover?: (event: FailoverEvent) => void;
+}
+
+/** One provider's health. */
+export interface ProviderHealth {
+  provider: string;
+  state: BreakerState;
+  openUntil: number | null;
+  consecutiveFailures: number;
+  requests: number;
+  failures: number;
+  errorRate: number;
+  latencyMs: { p50: number | null; p95: number | null; p99: number | null };
+  lastFailure: { at: number; kind: ErrorKind; status: number | null; message: string } | null;
+}
+
+// ---- Errors (classes exported by this package) ----
+
+export interface LLMErrorInit {
+  kind?: string;
+  retryable?: boolean;
+  status?: number;
+  retryAfterMs?: number;
+  code?: string;
+  provider?: string;
+  cause?: unknown;
+}
+
+/** Base class of every error a call rejects with. */
+export class LLMError extends Error {
+  constructor(message: string, init?: LLMErrorInit);
+  /** An `ErrorKind`, or `all_providers_failed`, `aborted`, `unknown_route`. */
+  readonly kind: ErrorKind | "all_providers_failed" | "aborted" | "unknown_route" | "interrupted" | (string & {});
+  /** Whether trying again may succeed. */
+  readonly retryable: boolean;
+  /** The HTTP status (a gateway would answer with it). */
+  readonly status?: number;
+  /** How long to wait before trying again, when known. */
+  readonly retryAfterMs?: number;
+  /** The provider's error code, when it gave one. */
+  readonly code?: string;
+  /** The provider that failed or rejected the request. */
+  readonly provider?: string;
+  /** Every attempt up to a rejection. */
+  readonly attempts?: AttemptRecord[];
+  toJSON(): Record<string, unknown>;
+}
+/** 429 or spent quota. */
+export class RateLimitError extends LLMError {}
+/** 5xx, 529 overloaded, 408, or an undecodable response. */
+export class ServerError extends LLMError {}
+/** An attempt's deadline, a stalled body, or the request's deadline. */
+export class TimeoutError extends LLMError {}
+/** Reset, refused, DNS or TLS failure. */
+export class NetworkError extends LLMError {}
+/** The request itself is unusable (400, 401, 403, 404, 413, 422, unknown route). */
+export class ClientRequestError extends LLMError {}
+/** A provider's breaker is open. */
+export class CircuitOpenError extends LLMError {}
+/** The call's `AbortSignal` fired; `cause` is the signal's reason. */
+export class AbortError extends LLMError {}
+/** Every provider failed or was skipped. */
+export class AllProvidersFailedError extends LLMError {
+  constructor(message: string, init?: LLMErrorInit & { failures?: AttemptRecord[] });
+  /** Every attempt, in order: provider, model, kind, status, message, durationMs, reached. */
+  readonly failures: AttemptRecord[];
+}
+/** An invalid configuration; `issues` lists every problem with its path. */
+export class ConfigError extends Error {
+  constructor(message: string, init?: { issues?: { path: string; message: string }[] });
+  readonly issues: { path: string; message: string }[];
+  toJSON(): Record<string, unknown>;
+}

@@ -1,0 +1,850 @@
+//! Streaming with failover (DESIGN.md §5).
+//!
+//! Until the **commit point**, the first content handed to the caller, a
+//! stream is one more request: the whole failure table applies, plus a
+//! time-to-first-token deadline. After it, an idle deadline runs between
+//! chunks; a stream that is cut, stalls or ends without a finish is
+//! *continued* on the next attempt (the same provider again, then the next
+//! entry): with the text already delivered as an assistant prefill where the
+//! model accepts one, forwarding only the rest; otherwise restarted, with
+//! only what extends the delivered text forwarded. When no continuation is
+//! possible the stream ends with an error that names the original failure,
+//! never with a clean end: a truncated answer is never presented as complete.
+
+use std::collections::VecDeque;
+use std::marker::PhantomData;
+use std::ops::Deref;
+use std::time::Duration;
+
+use crate::breaker::{Permit, PermitKind};
+use crate::chain::{CallOptions, Client, Entry, Run, ServedBy};
+use crate::chat::{ChatRequest, ChatResponse, Delta, FinishReason, Message, Part, Role, Usage};
+use crate::error::{Attempt, Error, ErrorKind, Exhausted, ProviderError};
+use crate::event::Event;
+use crate::platform::{millis, Body, BufferedResponse, Platform, UnixMillis};
+use crate::provider::Upstream;
+use crate::sse::SseDecoder;
+use crate::store::BreakerStore;
+use crate::timeout::timeout;
+
+/// How the attempt in flight relates to text already delivered.
+#[derive(Debug, Clone, PartialEq)]
+enum Mode {
+    /// Nothing delivered yet, or a prefill continuation: forward everything.
+    Forward,
+    /// Restarted without prefill: swallow text until it has repeated what
+    /// was delivered (`skip`), then forward only what extends it.
+    Match { skip: String, seen: String },
+}
+
+/// The attempt in flight.
+struct Conn {
+    started: UnixMillis,
+    first_content: Option<UnixMillis>,
+    /// `None` once the body has ended (or for a custom provider's answer).
+    body: Option<Body>,
+    decoder: SseDecoder,
+    pending: VecDeque<Delta>,
+    mode: Mode,
+    prefill: bool,
+    finish: Option<FinishReason>,
+    done: bool,
+    usage: Option<Usage>,
+    model: Option<String>,
+}
+
+/// A streamed answer. Pull items with [`ChatStream::next`]: deltas (the
+/// first a [`Delta::Start`] naming the answering model, the last three a
+/// `Finish`, a `Usage` and `Done`), then `None`; or one `Err`, then `None`.
+///
+/// An `Err` before any content ([`ChatStream::committed`] is false) is an
+/// ordinary failure a gateway can answer with an HTTP status; an `Err`
+/// after it means the answer is incomplete and must reach the client as an
+/// error event. Dropping the stream aborts the upstream request and gives
+/// back its breaker permit.
+///
+/// `C` is how the stream holds its client: `&Client` from
+/// [`Client::stream`], or a shared handle such as `Rc<Client>` from
+/// [`ChatStream::open`] when the stream must outlive a borrow (the npm
+/// package's async iterator).
+pub struct ChatStream<C, P, S>
+where
+    C: Deref<Target = Client<P, S>> + Clone,
+    P: Platform,
+    S: BreakerStore,
+{
+    client: C,
+    req: ChatRequest,
+    chain: Vec<Entry>,
+    run: Run,
+    index: usize,
+    permit: Option<Permit>,
+    permit_kind: PermitKind,
+    number: u32,
+    conn: Option<Conn>,
+    out: VecDeque<Delta>,
+    delivered: String,
+    tool_calls_sent: bool,
+    committed: bool,
+    interruption: Option<ProviderError>,
+    skipped: Vec<(usize, UnixMillis)>,
+    called: bool,
+    forced: bool,
+    no_prefill: Vec<usize>,
+    served_by: Option<ServedBy>,
+    usage: Option<Usage>,
+    done: bool,
+    _types: PhantomData<fn() -> (P, S)>,
+}
+
+/// What the attempt in flight came to.
+enum Read {
+    /// Deltas are ready, or the attempt goes on.
+    More,
+    /// The answer is complete.
+    Complete,
+    /// The attempt failed.
+    Failed(ProviderError),
+}
+
+impl<P: Platform, S: BreakerStore> Client<P, S> {
+    /// Streams the answer to `req`; see [`ChatStream`]. Nothing is sent
+    /// until the first [`ChatStream::next`].
+    pub fn stream(
+        &self,
+        req: ChatRequest,
+        opts: CallOptions,
+    ) -> Result<ChatStream<&Self, P, S>, Error> {
+        ChatStream::open(self, req, opts)
+    }
+}
+
+impl<C, P, S> ChatStream<C, P, S>
+where
+    C: Deref<Target = Client<P, S>> + Clone,
+    P: Platform,
+    S: BreakerStore,
+{
+    /// A stream of the answer to `req` from `client`. Nothing is sent until
+    /// the first [`ChatStream::next`].
+    pub fn open(client: C, req: ChatRequest, opts: CallOptions) -> Result<Self, Error> {
+        let chain = client.resolve(&req, &opts)?.into_owned();
+        if req.messages.is_empty() {
+            return Err(Error::InvalidRequest(
+                "messages: at least one message is required".into(),
+            ));
+        }
+        let start = client.platform.now();
+        let deadline = opts
+            .deadline
+            .map_or(client.policy.deadline, |d| d.min(client.policy.deadline));
+        client.budget.borrow_mut().deposit(start);
+        Ok(ChatStream {
+            client,
+            req: ChatRequest {
+                stream: true,
+                ..req
+            },
+            chain,
+            run: Run {
+                deadline_at: start.saturating_add(millis(deadline)),
+                attempts: Vec::new(),
+            },
+            index: 0,
+            permit: None,
+            permit_kind: PermitKind::Normal,
+            number: 0,
+            conn: None,
+            out: VecDeque::new(),
+            delivered: String::new(),
+            tool_calls_sent: false,
+            committed: false,
+            interruption: None,
+            skipped: Vec::new(),
+            called: false,
+            forced: false,
+            no_prefill: Vec::new(),
+            served_by: None,
+            usage: None,
+            done: false,
+            _types: PhantomData,
+        })
+    }
+}
+
+impl<C, P, S> ChatStream<C, P, S>
+where
+    C: Deref<Target = Client<P, S>> + Clone,
+    P: Platform,
+    S: BreakerStore,
+{
+    /// The next delta; `None` once the answer is complete, or after the
+    /// error that ended it.
+    pub async fn next(&mut self) -> Option<Result<Delta, Error>> {
+        loop {
+            if let Some(d) = self.out.pop_front() {
+                return Some(Ok(d));
+            }
+            if self.done {
+                return None;
+            }
+            let step = match self.conn.is_some() {
+                false => self.connect().await,
+                true => match self.read().await {
+                    Read::More => Ok(()),
+                    Read::Complete => {
+                        self.complete();
+                        Ok(())
+                    }
+                    Read::Failed(error) => self.failed(error).await,
+                },
+            };
+            if let Err(e) = step {
+                self.done = true;
+                return Some(Err(e));
+            }
+        }
+    }
+
+    /// Whether content has reached the caller (the commit point).
+    pub fn committed(&self) -> bool {
+        self.committed
+    }
+
+    /// The entry answering, from the commit point on.
+    pub fn served_by(&self) -> Option<&ServedBy> {
+        self.served_by.as_ref()
+    }
+
+    /// Every attempt so far, in order.
+    pub fn attempts(&self) -> &[Attempt] {
+        &self.run.attempts
+    }
+
+    /// The answering attempt's token counts, once complete, when the
+    /// provider reported them.
+    pub fn usage(&self) -> Option<Usage> {
+        self.usage
+    }
+
+    /// Opens an attempt at the current entry, or the next one that admits
+    /// a call. `Err` ends the stream.
+    async fn connect(&mut self) -> Result<(), Error> {
+        let client = self.client.clone();
+        let client = &*client;
+        loop {
+            let now = client.platform.now();
+            if self.permit.is_none() && !self.take_entry(now).await? {
+                continue;
+            }
+            let entry = self.chain[self.index].clone();
+            if now >= self.run.deadline_at {
+                self.release_permit(); // no verdict
+                self.run.skip(
+                    &entry,
+                    now,
+                    ProviderError::new(ErrorKind::DeadlineExceeded, "no time left for this entry"),
+                );
+                return Err(self.exhausted());
+            }
+            if self.committed && self.tool_calls_sent {
+                return Err(self.interrupted()); // a tool call cannot be continued from its middle
+            }
+            let Some(upstream) = client.upstreams.get(&entry.provider) else {
+                let e = ProviderError::new(
+                    ErrorKind::Unsupported,
+                    format!("no provider \"{}\" is configured", entry.provider),
+                );
+                self.next_entry(&entry, &e)?;
+                continue;
+            };
+            self.number += 1;
+            let prefill = self.committed
+                && upstream.capabilities(&entry.model).prefill
+                && !self.no_prefill.contains(&self.index);
+            let req = self.attempt_request(prefill);
+            let mode = match (self.committed, prefill) {
+                (true, false) => Mode::Match {
+                    skip: self.delivered.clone(),
+                    seen: String::new(),
+                },
+                _ => Mode::Forward,
+            };
+            let limit = self.first_token_limit(&entry, now);
+            self.called = true;
+            match open(client, upstream, &req, &entry.model, limit).await {
+                Ok((body, pending)) => {
+                    self.conn = Some(Conn {
+                        started: now,
+                        first_content: None,
+                        body,
+                        decoder: SseDecoder::default(),
+                        pending,
+                        mode,
+                        prefill,
+                        finish: None,
+                        done: false,
+                        usage: None,
+                        model: None,
+                    });
+                    return Ok(());
+                }
+                Err((error, reached)) => {
+                    client.record_attempt(
+                        &mut self.run,
+                        &entry,
+                        self.number,
+                        now,
+                        reached,
+                        Err(&error),
+                    );
+                    self.after_failure(&entry, error, prefill).await?;
+                }
+            }
+        }
+    }
+
+    /// Takes a breaker permit for the entry at `index`, or skips it; when
+    /// every entry was skipped, forces the one whose cooldown ends first.
+    /// `Ok(false)`: the index moved on, look again.
+    async fn take_entry(&mut self, now: UnixMillis) -> Result<bool, Error> {
+        let client = self.client.clone();
+        let client = &*client;
+        let Some(entry) = self.chain.get(self.index) else {
+            let earliest = self.skipped.iter().copied().min_by_key(|(_, until)| *until);
+            return match earliest {
+                Some((i, _)) if !self.called && !self.forced && !self.committed => {
+                    self.forced = true;
+                    self.index = i;
+                    let permit = client.store.force(&self.chain[i].provider, now);
+                    self.hold(permit);
+                    Ok(true)
+                }
+                _ => Err(self.exhausted()),
+            };
+        };
+        match client.acquire(&entry.provider, now).await {
+            Ok(permit) => {
+                self.hold(permit);
+                Ok(true)
+            }
+            Err(open) => {
+                let error = ProviderError::new(
+                    ErrorKind::CircuitOpen,
+                    format!("skipped until {}", open.until),
+                );
+                client.emit_failover(&self.chain, self.index, &error);
+                let entry = entry.clone();
+                self.run.skip(&entry, now, error);
+                self.skipped.push((self.index, open.until));
+                self.index += 1;
+                Ok(false)
+            }
+        }
+    }
+
+    fn hold(&mut self, permit: Permit) {
+        self.permit_kind = permit.kind;
+        self.number = 0;
+        self.permit = Some(permit);
+    }
+
+    /// The request for the next attempt: as asked, or (continuing after
+    /// the commit point with prefill) with the delivered text as the start
+    /// of the assistant's answer.
+    fn attempt_request(&self, prefill: bool) -> ChatRequest {
+        let mut req = self.req.clone();
+        if prefill && !self.delivered.is_empty() {
+            match req.messages.last_mut() {
+                Some(last) if last.role == Role::Assistant => last.content.push(Part::Text {
+                    text: self.delivered.clone(),
+                }),
+                _ => req
+                    .messages
+                    .push(Message::assistant(self.delivered.clone())),
+            }
+        }
+        req
+    }
+
+    fn first_token_limit(&self, entry: &Entry, now: UnixMillis) -> Duration {
+        let policy = &self.client.policy;
+        entry
+            .first_token_timeout
+            .unwrap_or(policy.first_token_timeout)
+            .min(Duration::from_millis(
+                self.run.deadline_at.saturating_sub(now),
+            ))
+    }
+
+    /// Reads the attempt in flight until it has something for the caller,
+    /// completes or fails.
+    async fn read(&mut self) -> Read {
+        let Some(mut conn) = self.conn.take() else {
+            return Read::More;
+        };
+        let result = self.read_conn(&mut conn).await;
+        self.conn = Some(conn);
+        result
+    }
+
+    async fn read_conn(&mut self, conn: &mut Conn) -> Read {
+        let client = self.client.clone();
+        let client = &*client;
+        loop {
+            while let Some(delta) = conn.pending.pop_front() {
+                match self.take(conn, delta) {
+                    Read::More => {}
+                    other => return other,
+                }
+            }
+            if !self.out.is_empty() {
+                return Read::More;
+            }
+            let Some(body) = conn.body.as_mut() else {
+                return match (conn.done, &conn.finish) {
+                    (true, _) | (false, Some(_)) => Read::Complete,
+                    (false, None) => Read::Failed(ProviderError::new(
+                        ErrorKind::Transport,
+                        "the stream ended before the answer was complete",
+                    )),
+                };
+            };
+            let now = client.platform.now();
+            let left = Duration::from_millis(self.run.deadline_at.saturating_sub(now));
+            let (limit, waiting_for_first) = match conn.first_content {
+                None => {
+                    let entry = &self.chain[self.index];
+                    let ttft = entry
+                        .first_token_timeout
+                        .unwrap_or(client.policy.first_token_timeout);
+                    let spent = Duration::from_millis(now.saturating_sub(conn.started));
+                    (ttft.saturating_sub(spent), true)
+                }
+                Some(_) => (client.policy.idle_timeout, false),
+            };
+            match timeout(client.platform.sleep(limit.min(left)), body.chunk()).await {
+                Err(_) if conn.finish.is_some() => return Read::Complete,
+                Err(_) if waiting_for_first => {
+                    return Read::Failed(ProviderError::new(
+                        ErrorKind::Timeout,
+                        format!("no first token within {} ms", limit.min(left).as_millis()),
+                    ))
+                }
+                Err(_) => {
+                    return Read::Failed(ProviderError::new(
+                        ErrorKind::Stalled,
+                        format!(
+                            "the stream stalled: no data for {} ms",
+                            limit.min(left).as_millis()
+                        ),
+                    ))
+                }
+                Ok(Some(Err(e))) => return Read::Failed(e.into()),
+                Ok(Some(Ok(bytes))) => {
+                    let mut events = Vec::new();
+                    if let Err(e) = conn.decoder.feed(&bytes, &mut events) {
+                        return Read::Failed(ProviderError::new(ErrorKind::Decode, e.to_string()));
+                    }
+                    if let Err(e) = self.decode(conn, &events) {
+                        return Read::Failed(e);
+                    }
+                }
+                Ok(None) => {
+                    conn.body = None; // ended: drop it now, pending deltas decide
+                    let last: Vec<_> = conn.decoder.finish().into_iter().collect();
+                    if let Err(e) = self.decode(conn, &last) {
+                        return Read::Failed(e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Decodes events into the attempt's pending deltas. A malformed chunk
+    /// is skipped (and reported); an error event fails the attempt.
+    fn decode(
+        &self,
+        conn: &mut Conn,
+        events: &[crate::sse::SseEvent],
+    ) -> Result<(), ProviderError> {
+        let entry = &self.chain[self.index];
+        let Some(Upstream::Http(provider)) = self.client.upstreams.get(&entry.provider) else {
+            return Ok(());
+        };
+        for ev in events {
+            match provider.decode_event(ev) {
+                Ok(deltas) => conn.pending.extend(deltas),
+                Err(e) if e.kind == ErrorKind::Decode => {
+                    self.client.emit(|| Event::MalformedChunk {
+                        provider: &entry.provider,
+                        error: &e,
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies one delta of the attempt in flight.
+    fn take(&mut self, conn: &mut Conn, delta: Delta) -> Read {
+        match delta {
+            Delta::Start { model } => conn.model = model.or(conn.model.take()),
+            Delta::Text { text } if text.is_empty() => {}
+            Delta::Text { text } => {
+                conn.first_content.get_or_insert(self.client.platform.now());
+                let fresh = match &mut conn.mode {
+                    Mode::Forward => text,
+                    Mode::Match { skip, seen } => {
+                        seen.push_str(&text);
+                        if seen.len() < skip.len() {
+                            if !skip.starts_with(seen.as_str()) {
+                                return Read::Failed(diverged());
+                            }
+                            return Read::More;
+                        }
+                        if !seen.starts_with(skip.as_str()) {
+                            return Read::Failed(diverged());
+                        }
+                        let rest = seen[skip.len()..].to_string();
+                        conn.mode = Mode::Forward;
+                        rest
+                    }
+                };
+                if !fresh.is_empty() {
+                    self.commit(conn);
+                    self.delivered.push_str(&fresh);
+                    self.out.push_back(Delta::Text { text: fresh });
+                }
+            }
+            Delta::ToolCall {
+                index,
+                id,
+                name,
+                arguments,
+            } => {
+                conn.first_content.get_or_insert(self.client.platform.now());
+                if conn.mode != Mode::Forward {
+                    return Read::Failed(diverged());
+                }
+                self.commit(conn);
+                self.tool_calls_sent = true;
+                self.out.push_back(Delta::ToolCall {
+                    index,
+                    id,
+                    name,
+                    arguments,
+                });
+            }
+            Delta::Finish { reason } => {
+                if conn.mode != Mode::Forward {
+                    return Read::Failed(diverged());
+                }
+                conn.finish = Some(reason);
+            }
+            Delta::Usage { usage } => crate::format::merge_usage(&mut conn.usage, usage),
+            Delta::Done => {
+                conn.done = true;
+                conn.body = None;
+                conn.pending.clear();
+                return if conn.mode == Mode::Forward {
+                    Read::Complete
+                } else {
+                    Read::Failed(diverged())
+                };
+            }
+        }
+        Read::More
+    }
+
+    /// The commit point: the first content goes to the caller, after a
+    /// `Start` that names the answering model.
+    fn commit(&mut self, conn: &Conn) {
+        if self.committed {
+            return;
+        }
+        self.committed = true;
+        let entry = &self.chain[self.index];
+        self.served_by = Some(ServedBy {
+            provider: entry.provider.clone(),
+            model: entry.model.clone(),
+            label: entry.label.clone(),
+        });
+        self.out.push_back(Delta::Start {
+            model: Some(conn.model.clone().unwrap_or_else(|| entry.model.clone())),
+        });
+    }
+
+    /// The attempt in flight completed the answer.
+    fn complete(&mut self) {
+        let Some(conn) = self.conn.take() else {
+            return;
+        };
+        let client = self.client.clone();
+        let client = &*client;
+        let entry = self.chain[self.index].clone();
+        client.record_attempt(
+            &mut self.run,
+            &entry,
+            self.number,
+            conn.started,
+            true,
+            Ok(()),
+        );
+        let now = client.platform.now();
+        if let Some(first) = conn.first_content {
+            let ttft = first.saturating_sub(conn.started);
+            let streaming_ms = now.saturating_sub(first);
+            client.record_stream(
+                &entry.provider,
+                ttft,
+                conn.usage.map_or(0, |u| u.output_tokens),
+                streaming_ms,
+            );
+        }
+        if let Some(permit) = self.permit.take() {
+            client.settle(&entry, permit, Ok(()));
+        }
+        self.commit(&conn);
+        self.out.push_back(Delta::Finish {
+            reason: conn.finish.unwrap_or(FinishReason::Stop),
+        });
+        // Usage is always reported (zeros where the provider gave none),
+        // and counts only the attempt that answered.
+        self.out.push_back(Delta::Usage {
+            usage: conn.usage.unwrap_or_default(),
+        });
+        self.out.push_back(Delta::Done);
+        self.usage = conn.usage;
+        self.done = true;
+    }
+
+    /// The attempt in flight failed after it opened.
+    async fn failed(&mut self, error: ProviderError) -> Result<(), Error> {
+        let Some(conn) = self.conn.take() else {
+            return Ok(());
+        };
+        drop(conn.body); // abort the transfer now
+        let entry = self.chain[self.index].clone();
+        self.client.record_attempt(
+            &mut self.run,
+            &entry,
+            self.number,
+            conn.started,
+            true,
+            Err(&error),
+        );
+        if self.committed && self.interruption.is_none() {
+            self.interruption = Some(error.clone());
+        }
+        self.after_failure(&entry, error, conn.prefill).await
+    }
+
+    /// Decides what follows a failed attempt: the same entry again (after a
+    /// wait), the next entry, or the end of the stream.
+    async fn after_failure(
+        &mut self,
+        entry: &Entry,
+        error: ProviderError,
+        prefill: bool,
+    ) -> Result<(), Error> {
+        let client = self.client.clone();
+        let client = &*client;
+        if prefill
+            && error.kind == ErrorKind::InvalidRequest
+            && !self.no_prefill.contains(&self.index)
+        {
+            // The model refused the prefill: continue here by restarting
+            // instead. The refusal never replaces the original failure.
+            self.no_prefill.push(self.index);
+            return Ok(());
+        }
+        let retry = entry.retry.unwrap_or(client.policy.retry);
+        let max_attempts = match self.permit_kind {
+            PermitKind::Normal => retry.max_attempts.max(1),
+            PermitKind::Probe | PermitKind::Forced => 1,
+        };
+        let now = client.platform.now();
+        if let Some(delay) = client.retry_delay(
+            entry,
+            &retry,
+            &error,
+            self.number,
+            max_attempts,
+            now,
+            self.run.deadline_at,
+        ) {
+            client.platform.sleep(delay).await;
+            return Ok(());
+        }
+        self.next_entry(entry, &error)
+    }
+
+    /// Records the entry's verdict and moves on, or ends the stream when
+    /// the error does not fail over (before the commit point).
+    fn next_entry(&mut self, entry: &Entry, error: &ProviderError) -> Result<(), Error> {
+        let client = self.client.clone();
+        let client = &*client;
+        if let Some(permit) = self.permit.take() {
+            client.settle(entry, permit, Err(error));
+        }
+        if !self.committed && !error.fails_over() {
+            let attempts = std::mem::take(&mut self.run.attempts);
+            return Err(match error.kind {
+                ErrorKind::DeadlineExceeded => Error::AllProvidersFailed(Exhausted { attempts }),
+                _ => Error::Rejected {
+                    provider: entry.provider.clone(),
+                    error: error.clone(),
+                    attempts,
+                },
+            });
+        }
+        client.emit_failover(&self.chain, self.index, error);
+        self.index += 1;
+        Ok(())
+    }
+
+    fn exhausted(&mut self) -> Error {
+        if self.committed {
+            return self.interrupted();
+        }
+        Error::AllProvidersFailed(Exhausted {
+            attempts: std::mem::take(&mut self.run.attempts),
+        })
+    }
+
+    fn interrupted(&mut self) -> Error {
+        Error::Interrupted {
+            error: self.interruption.clone().unwrap_or_else(|| {
+                ProviderError::new(ErrorKind::Transport, "the stream was interrupted")
+            }),
+            delivered: self.delivered.len(),
+            attempts: std::mem::take(&mut self.run.attempts),
+        }
+    }
+}
+
+impl<C, P, S> ChatStream<C, P, S>
+where
+    C: Deref<Target = Client<P, S>> + Clone,
+    P: Platform,
+    S: BreakerStore,
+{
+    /// Gives back the permit of an entry left without a verdict.
+    fn release_permit(&mut self) {
+        if let (Some(permit), Some(entry)) = (self.permit.take(), self.chain.get(self.index)) {
+            self.client.store.release(&entry.provider, permit);
+        }
+    }
+}
+
+impl<C, P, S> Drop for ChatStream<C, P, S>
+where
+    C: Deref<Target = Client<P, S>> + Clone,
+    P: Platform,
+    S: BreakerStore,
+{
+    /// A stream dropped mid-attempt (the caller went away) aborts its
+    /// request by dropping the body, and gives its permit back.
+    fn drop(&mut self) {
+        self.release_permit();
+    }
+}
+
+/// Opens one streaming attempt within `limit`: the body of a 2xx response,
+/// or (for a custom provider) its whole answer as deltas.
+async fn open<P: Platform, S: BreakerStore>(
+    client: &Client<P, S>,
+    upstream: &Upstream,
+    req: &ChatRequest,
+    model: &str,
+    limit: Duration,
+) -> Result<(Option<Body>, VecDeque<Delta>), (ProviderError, bool)> {
+    let now = client.platform.now();
+    match upstream {
+        Upstream::Http(provider) => {
+            let http = provider.encode(req, model).map_err(|e| (e, false))?;
+            let resp =
+                match timeout(client.platform.sleep(limit), client.platform.fetch(http)).await {
+                    Err(_) => return Err((ProviderError::timeout(limit), true)),
+                    Ok(Err(t)) => {
+                        let reached = t.reached();
+                        return Err((t.into(), reached));
+                    }
+                    Ok(Ok(resp)) => resp,
+                };
+            if (200..300).contains(&resp.status) {
+                return Ok((Some(resp.body), VecDeque::new()));
+            }
+            // An error status: read its (short) body for the classifier.
+            let spent = Duration::from_millis(client.platform.now().saturating_sub(now));
+            let status = resp.status;
+            let headers = resp.headers;
+            let read = resp.body.read_to_end(64 << 10);
+            let body = match timeout(client.platform.sleep(limit.saturating_sub(spent)), read).await
+            {
+                Ok(Ok(b)) => b,
+                Ok(Err(_)) | Err(_) => Vec::new(),
+            };
+            let error = match provider.decode(
+                &BufferedResponse {
+                    status,
+                    headers,
+                    body,
+                },
+                client.platform.now(),
+            ) {
+                Err(e) => e,
+                Ok(_) => {
+                    ProviderError::new(ErrorKind::Decode, format!("HTTP {status} on a stream"))
+                        .with_status(status)
+                }
+            };
+            Err((error, true))
+        }
+        Upstream::Custom(custom) => {
+            match timeout(client.platform.sleep(limit), custom.chat(req, model)).await {
+                Err(_) => Err((ProviderError::timeout(limit), true)),
+                Ok(Err(e)) => Err((e, true)),
+                Ok(Ok(resp)) => Ok((None, whole_answer(resp))),
+            }
+        }
+    }
+}
+
+/// A complete answer as the deltas of a stream.
+fn whole_answer(resp: ChatResponse) -> VecDeque<Delta> {
+    let mut d = VecDeque::new();
+    d.push_back(Delta::Start {
+        model: Some(resp.model),
+    });
+    if !resp.text.is_empty() {
+        d.push_back(Delta::Text { text: resp.text });
+    }
+    for (i, call) in resp.tool_calls.into_iter().enumerate() {
+        d.push_back(Delta::ToolCall {
+            index: u32::try_from(i).unwrap_or(u32::MAX),
+            id: Some(call.id),
+            name: Some(call.name),
+            arguments: call.arguments,
+        });
+    }
+    d.push_back(Delta::Finish {
+        reason: resp.finish_reason.unwrap_or(FinishReason::Stop),
+    });
+    if let Some(usage) = resp.usage {
+        d.push_back(Delta::Usage { usage });
+    }
+    d.push_back(Delta::Done);
+    d
+}
+
+/// A restart that does not repeat the delivered text cannot continue it:
+/// not worth retrying here, worth trying elsewhere.
+fn diverged() -> ProviderError {
+    ProviderError::new(
+        ErrorKind::Unsupported,
+        "the restarted answer did not repeat the text already delivered, so it cannot continue it",
+    )
+}

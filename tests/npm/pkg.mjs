@@ -1,0 +1,35 @@
+// The built nodejs package under test: $RESILIENT_LLM_PKG (scripts/test-npm.sh sets it).
+import { createRequire } from "node:module";
+import path from "node:path";
+
+const dir = process.env.RESILIENT_LLM_PKG;
+if (!dir) throw new Error("set RESILIENT_LLM_PKG to a package built with --target nodejs");
+const require = createRequire(import.meta.url);
+export default require(path.resolve(dir, "resilient_llm.js"));
+
+/** A scripted JS provider: each call takes the next step (the last repeats). */
+export function scripted(name, steps) {
+  const p = {
+    name,
+    calls: 0,
+    aborted: 0,
+    chat(request, signal) {
+      const step = steps[Math.min(p.calls, steps.length - 1)];
+      p.calls++;
+      if (step === "hang") {
+        return new Promise((_, reject) => {
+          signal.addEventListener("abort", () => {
+            p.aborted++;
+            reject(signal.reason);
+          });
+        });
+      }
+      if (typeof step === "string") return Promise.resolve({ text: step, model: request.model });
+      if (step instanceof Error) return Promise.reject(step);
+      return Promise.reject(Object.assign(new Error(step.message ?? "failed"), step));
+    },
+  };
+  return p;
+}
+
+export const user = (content) => ({ messages: [{ role: "user", content }] });

@@ -1,0 +1,100 @@
+//! The web platform on real timers and the host's `fetch`, for every JS
+//! runtime the suite runs in (included by `web_node.rs` and `web_browser.rs`).
+
+use std::time::Duration;
+
+use resilient_llm::timeout::timeout;
+use resilient_llm::web::{sleep, AbortOnDrop, WebPlatform};
+use resilient_llm::{HttpRequest, Platform};
+use wasm_bindgen_test::wasm_bindgen_test;
+
+fn get(url: &str) -> HttpRequest {
+    HttpRequest {
+        method: "GET".into(),
+        url: url.into(),
+        headers: Default::default(),
+        body: Vec::new(),
+    }
+}
+
+#[wasm_bindgen_test]
+async fn sleep_waits_on_a_real_timer() {
+    let p = WebPlatform::new();
+    let start = p.now();
+    p.sleep(Duration::from_millis(30)).await;
+    let waited = p.now() - start;
+    assert!((25..2000).contains(&waited), "waited {waited} ms");
+}
+
+#[wasm_bindgen_test]
+async fn the_shorter_timer_wins_and_the_other_is_cleared() {
+    let p = WebPlatform::new();
+    let start = p.now();
+    let r = timeout(
+        sleep(Duration::from_millis(20)),
+        sleep(Duration::from_secs(60)),
+    )
+    .await;
+    assert!(r.is_err(), "the 20 ms timer fires first");
+    assert!(p.now() - start < 5000);
+    // The 60 s timer was cleared on drop: in Node the runner would otherwise
+    // stay alive for a minute after the suite.
+}
+
+#[wasm_bindgen_test]
+fn now_and_random_come_from_the_host() {
+    let p = WebPlatform::new();
+    let now = p.now();
+    assert!(now > 1_600_000_000_000, "Date.now() in ms: {now}");
+    let draws: Vec<f64> = (0..200).map(|_| p.random()).collect();
+    assert!(draws.iter().all(|x| (0.0..1.0).contains(x)));
+    let distinct = draws.iter().filter(|x| **x != draws[0]).count();
+    assert!(distinct > 190, "random() varies");
+}
+
+#[wasm_bindgen_test]
+fn dropping_the_guard_aborts_its_signal() {
+    let guard = AbortOnDrop::new().unwrap();
+    let signal = guard.signal().unwrap();
+    assert!(!signal.aborted());
+    drop(guard);
+    assert!(signal.aborted());
+
+    let mut done = AbortOnDrop::new().unwrap();
+    let signal = done.signal().unwrap();
+    done.disarm();
+    drop(done);
+    assert!(
+        !signal.aborted(),
+        "a disarmed guard leaves the signal alone"
+    );
+}
+
+#[wasm_bindgen_test]
+async fn fetches_a_data_url_and_streams_its_body() {
+    let p = WebPlatform::new();
+    let resp = p
+        .fetch(get("data:application/json,%7B%22ok%22%3Atrue%7D"))
+        .await
+        .unwrap();
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.headers.get("content-type"), Some("application/json"));
+    let body = resp.body.read_to_end(1024).await.unwrap();
+    assert_eq!(body, br#"{"ok":true}"#);
+}
+
+#[wasm_bindgen_test]
+async fn a_body_over_the_limit_fails() {
+    let p = WebPlatform::new();
+    let resp = p.fetch(get("data:text/plain,0123456789")).await.unwrap();
+    let err = resp.body.read_to_end(4).await.unwrap_err();
+    assert_eq!(err.kind, resilient_llm::TransportErrorKind::BodyTooLarge);
+}
+
+#[wasm_bindgen_test]
+async fn a_failed_fetch_is_a_transport_error() {
+    let p = WebPlatform::new();
+    // Port 9 (discard) on loopback: refused, or blocked by the browser.
+    let err = p.fetch(get("http://127.0.0.1:9/")).await.unwrap_err();
+    assert!(!err.message.is_empty());
+}

@@ -1,0 +1,160 @@
+//! wasm-bindgen tests in Node: `wasm-pack test --node -- --features js --test web_node`.
+//! Besides the shared suites, a local 127.0.0.1 server checks that dropping
+//! a fetch or its body really closes the connection.
+#![cfg(all(target_arch = "wasm32", feature = "js"))]
+
+use std::time::Duration;
+
+use js_sys::Reflect;
+use resilient_llm::timeout::timeout;
+use resilient_llm::web::{sleep, WebPlatform};
+use resilient_llm::{HttpRequest, Platform, TransportErrorKind};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
+
+wasm_bindgen_test_configure!(run_in_node_experimental);
+
+#[path = "wasm/facade.rs"]
+mod facade;
+#[path = "wasm/platform.rs"]
+mod platform;
+
+#[wasm_bindgen(inline_js = r#"
+import http from "node:http";
+export function startServer() {
+  return new Promise((resolve) => {
+    const state = { requests: 0, cut: 0 };
+    const server = http.createServer((req, res) => {
+      state.requests++;
+      res.on("close", () => { if (!res.writableFinished) state.cut++; });
+      let body = "";
+      req.on("data", (c) => { body += c; });
+      req.on("end", () => {
+        if (req.url === "/hang") return;
+        if (req.url === "/stall") { res.writeHead(200); res.write("first"); return; }
+        if (req.url === "/chunks") {
+          res.writeHead(200, { "content-type": "text/plain", "x-test": "yes" });
+          res.write("one,");
+          setTimeout(() => res.write("two,"), 20);
+          setTimeout(() => res.end("three"), 40);
+          return;
+        }
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify({ method: req.method, auth: req.headers["authorization"], body }));
+      });
+    });
+    server.listen(0, "127.0.0.1", () => resolve({
+      port: server.address().port,
+      state,
+      close() { server.closeAllConnections(); server.close(); },
+    }));
+  });
+}
+"#)]
+extern "C" {
+    #[wasm_bindgen(js_name = startServer)]
+    fn start_server() -> js_sys::Promise;
+}
+
+struct Server(JsValue);
+
+impl Server {
+    async fn start() -> Server {
+        Server(JsFuture::from(start_server()).await.unwrap())
+    }
+    fn url(&self, path: &str) -> String {
+        let port = Reflect::get(&self.0, &"port".into())
+            .unwrap()
+            .as_f64()
+            .unwrap();
+        format!("http://127.0.0.1:{port}{path}")
+    }
+    fn count(&self, key: &str) -> f64 {
+        let state = Reflect::get(&self.0, &"state".into()).unwrap();
+        Reflect::get(&state, &key.into()).unwrap().as_f64().unwrap()
+    }
+    /// Waits (bounded) until `key` reaches `n`.
+    async fn wait_for(&self, key: &str, n: f64) -> f64 {
+        for _ in 0..100 {
+            if self.count(key) >= n {
+                break;
+            }
+            sleep(Duration::from_millis(10)).await;
+        }
+        self.count(key)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let close = Reflect::get(&self.0, &"close".into()).unwrap();
+        let _ = js_sys::Function::from(close).call0(&self.0);
+    }
+}
+
+#[wasm_bindgen_test]
+async fn posts_headers_and_body_to_a_local_server() {
+    let srv = Server::start().await;
+    let mut req = HttpRequest::post_json(srv.url("/echo"), br#"{"q":1}"#.to_vec());
+    req.headers.insert("authorization", "Bearer t");
+    let resp = WebPlatform.fetch(req).await.unwrap();
+    assert_eq!(resp.status, 200);
+    let body = String::from_utf8(resp.body.read_to_end(4096).await.unwrap()).unwrap();
+    assert_eq!(
+        body,
+        r#"{"method":"POST","auth":"Bearer t","body":"{\"q\":1}"}"#
+    );
+}
+
+#[wasm_bindgen_test]
+async fn streams_the_body_chunk_by_chunk() {
+    let srv = Server::start().await;
+    let mut resp = WebPlatform
+        .fetch(HttpRequest::post_json(srv.url("/chunks"), vec![]))
+        .await
+        .unwrap();
+    assert_eq!(resp.headers.get("x-test"), Some("yes"));
+    let mut chunks = Vec::new();
+    while let Some(c) = resp.body.chunk().await {
+        chunks.push(String::from_utf8(c.unwrap()).unwrap());
+    }
+    assert_eq!(chunks.concat(), "one,two,three");
+    assert!(chunks.len() >= 2, "arrived in pieces: {chunks:?}");
+}
+
+#[wasm_bindgen_test]
+async fn dropping_a_pending_fetch_closes_the_connection() {
+    let srv = Server::start().await;
+    let call = WebPlatform.fetch(HttpRequest::post_json(srv.url("/hang"), vec![]));
+    assert!(timeout(sleep(Duration::from_millis(50)), call)
+        .await
+        .is_err());
+    assert_eq!(srv.wait_for("cut", 1.0).await, 1.0);
+}
+
+#[wasm_bindgen_test]
+async fn dropping_the_body_closes_the_connection() {
+    let srv = Server::start().await;
+    let mut resp = WebPlatform
+        .fetch(HttpRequest::post_json(srv.url("/stall"), vec![]))
+        .await
+        .unwrap();
+    let first = resp.body.chunk().await.unwrap().unwrap();
+    assert_eq!(first, b"first");
+    drop(resp);
+    assert_eq!(srv.wait_for("cut", 1.0).await, 1.0);
+}
+
+#[wasm_bindgen_test]
+async fn a_refused_connection_is_classified() {
+    let srv = Server::start().await;
+    let url = srv.url("/");
+    drop(srv); // nothing listens on the port any more
+    sleep(Duration::from_millis(20)).await;
+    let err = WebPlatform
+        .fetch(HttpRequest::post_json(url, vec![]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, TransportErrorKind::Refused, "{}", err.message);
+}
