@@ -31,6 +31,9 @@ cargo test --all-features
 step "npm package: wasm-pack build (bundler, web, nodejs), size, Node and headless Chromium suites"
 bash scripts/test-npm.sh
 
+step "Cloudflare Worker: build, size, wrangler deploy --dry-run, end-to-end in workerd"
+bash scripts/test-worker.sh --no-setup
+
 step "benchmark builds"
 cargo bench --no-run --features testing
 
