@@ -289,6 +289,16 @@ impl<P: Platform> Client<P> {
     ) -> Result<ClientBuilder<P>, ConfigError> {
         let names: Vec<&str> = extra.iter().map(|(n, _)| n.as_str()).collect();
         let v = config.validate(secret, &names)?;
+        Ok(Self::builder_from_validated(platform, v, extra))
+    }
+
+    /// A builder set up from a configuration already validated (a host that
+    /// needs its policies first, such as the Worker's fleet store).
+    pub fn builder_from_validated(
+        platform: P,
+        v: crate::config::Validated,
+        extra: Vec<(String, Upstream)>,
+    ) -> ClientBuilder<P> {
         let mut b = Client::builder(platform)
             .policy(v.policies.client)
             .breaker(v.policies.breaker);
@@ -303,7 +313,7 @@ impl<P: Platform> Client<P> {
         }
         b.routes = v.policies.routes;
         b.default_route = v.policies.default_route;
-        Ok(b)
+        b
     }
 
     /// Starts building a client on `platform`.

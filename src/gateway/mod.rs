@@ -30,7 +30,6 @@ use crate::config::{Config, ConfigError, ConfigIssue, Secret, Validated};
 use crate::error::{AttemptOutcome, Error};
 use crate::format::{anthropic, openai, FormatErrorKind};
 use crate::platform::{Body, Headers, Platform, UnixMillis};
-use crate::provider::Upstream;
 use crate::store::BreakerStore;
 
 /// The API format a client speaks.
@@ -220,20 +219,9 @@ impl Setup {
         platform: P,
         store: S,
     ) -> Gateway<P, S> {
-        let v = self.validated;
-        let mut b = Client::builder(platform)
-            .policy(v.policies.client)
-            .breaker(v.policies.breaker);
-        for (id, p) in v.providers {
-            b = b.upstream(id, Upstream::Http(p));
-        }
-        for (name, entries) in v.policies.routes {
-            b = b.route(name, entries);
-        }
-        if let Some(name) = v.policies.default_route {
-            b = b.default_route(name);
-        }
-        Gateway::new(b.build_with_store(store), self.auth)
+        let client = Client::builder_from_validated(platform, self.validated, Vec::new())
+            .build_with_store(store);
+        Gateway::new(client, self.auth)
     }
 }
 
