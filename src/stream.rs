@@ -206,6 +206,11 @@ where
         }
     }
 
+    /// The client the stream runs on.
+    pub fn client(&self) -> &Client<P, S> {
+        &self.client
+    }
+
     /// Whether content has reached the caller (the commit point).
     pub fn committed(&self) -> bool {
         self.committed

@@ -8,8 +8,8 @@
 //!
 //! | method and path              | answer                                        |
 //! |------------------------------|-----------------------------------------------|
-//! | `POST /v1/chat/completions`  | OpenAI Chat Completions (non-streaming)       |
-//! | `POST /v1/messages`          | Anthropic Messages (non-streaming)            |
+//! | `POST /v1/chat/completions`  | OpenAI Chat Completions, whole or streamed    |
+//! | `POST /v1/messages`          | Anthropic Messages, whole or streamed         |
 //! | `GET /v1/models`             | the configured routes (OpenAI or Anthropic shape) |
 //! | `GET /health`                | per provider: breaker, error rate, latency, last failure |
 //! | `GET /`                      | a short JSON index                            |
@@ -18,7 +18,10 @@
 //! `{"error":{"message","type","param","code"}}`, Anthropic
 //! `{"type":"error","error":{"type","message"}}`. No input can panic.
 
+mod sse;
+
 use std::collections::BTreeMap;
+use std::rc::Rc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -31,6 +34,9 @@ use crate::error::{AttemptOutcome, Error};
 use crate::format::{anthropic, openai, FormatErrorKind};
 use crate::platform::{Body, Headers, Platform, UnixMillis};
 use crate::store::BreakerStore;
+use crate::stream::ChatStream;
+
+pub use sse::{Piece, PieceStream};
 
 /// The API format a client speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -69,16 +75,30 @@ pub struct Inbound {
 }
 
 /// The answer to hand back to the host.
-#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outbound {
     /// HTTP status.
     pub status: u16,
     /// Response headers.
     pub headers: Headers,
-    /// The JSON body.
+    /// The JSON body (empty for a stream).
     pub body: Vec<u8>,
+    /// A streamed body (server-sent events), instead of `body`. Its
+    /// [`Piece::Log`] items are for the host's log, not the client.
+    /// Dropping it (the client went away) aborts the upstream request.
+    pub stream: Option<PieceStream>,
     /// One structured JSON log line for the request (no secret, no body).
     pub log: String,
+}
+
+impl std::fmt::Debug for Outbound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbound")
+            .field("status", &self.status)
+            .field("headers", &self.headers)
+            .field("body_len", &self.body.len())
+            .field("stream", &self.stream.is_some())
+            .finish()
+    }
 }
 
 // ------------------------------------------------------------------ auth
@@ -214,7 +234,7 @@ impl Setup {
     }
 
     /// The gateway, on `platform`, with breakers in `store`.
-    pub fn into_gateway<P: Platform, S: BreakerStore>(
+    pub fn into_gateway<P: Platform + 'static, S: BreakerStore + 'static>(
         self,
         platform: P,
         store: S,
@@ -320,14 +340,17 @@ fn route(method: &str, path: &str) -> Route {
 
 /// The edge proxy: a [`Client`] plus auth, behind [`Gateway::handle`].
 pub struct Gateway<P: Platform, S: BreakerStore> {
-    client: Client<P, S>,
+    client: Rc<Client<P, S>>,
     auth: Auth,
 }
 
-impl<P: Platform, S: BreakerStore> Gateway<P, S> {
+impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// A gateway over `client`.
     pub fn new(client: Client<P, S>, auth: Auth) -> Self {
-        Gateway { client, auth }
+        Gateway {
+            client: Rc::new(client),
+            auth,
+        }
     }
 
     /// The client.
@@ -438,15 +461,6 @@ impl<P: Platform, S: BreakerStore> Gateway<P, S> {
                 return error_response(format, 400, &e.to_string(), Some("invalid_request"));
             }
         };
-        if request.stream {
-            log.error = Some("stream_unsupported");
-            return error_response(
-                format,
-                400,
-                "stream: streaming is not served by this gateway yet; send \"stream\": false",
-                Some("invalid_request"),
-            );
-        }
         let route_name = request.model.clone();
         log.route = route_name.clone();
         let opts = CallOptions {
@@ -457,28 +471,22 @@ impl<P: Platform, S: BreakerStore> Gateway<P, S> {
                 .filter(|ms| *ms > 0)
                 .map(Duration::from_millis),
         };
+        if request.stream {
+            let include_usage = format == Format::OpenAi
+                && serde_json::from_slice::<Value>(&bytes)
+                    .ok()
+                    .and_then(|v| v["stream_options"]["include_usage"].as_bool())
+                    .unwrap_or(false);
+            return self
+                .chat_stream(format, request, opts, include_usage, log)
+                .await;
+        }
         let result = self.client.chat_with(request, opts).await;
-        let attempts = result
-            .as_ref()
-            .map_or_else(|e| e.attempts(), |r| r.attempts.as_slice());
-        log.attempts = attempts.iter().filter(|a| a.number > 0).count();
-        log.trail = attempts
-            .iter()
-            .map(|a| TrailItem {
-                provider: a.provider.clone(),
-                model: a.model.clone(),
-                number: a.number,
-                duration_ms: crate::platform::millis(a.duration),
-                outcome: match &a.outcome {
-                    AttemptOutcome::Success => "ok".into(),
-                    AttemptOutcome::Failure { error } => serde_json::to_value(error.kind)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default(),
-                },
-                status: a.error().and_then(|e| e.status),
-            })
-            .collect();
+        log.record_attempts(
+            result
+                .as_ref()
+                .map_or_else(|e| e.attempts(), |r| r.attempts.as_slice()),
+        );
         let mut out = match result {
             Ok(reply) => {
                 log.served_by = Some(format!(
@@ -492,10 +500,62 @@ impl<P: Platform, S: BreakerStore> Gateway<P, S> {
                 render_error(format, &e)
             }
         };
-        out.headers.insert("x-attempts", log.attempts.to_string());
-        if let Some(s) = &log.served_by {
-            out.headers.insert("x-served-by", s.as_str());
-        }
+        log.answer_headers(&mut out);
+        out
+    }
+
+    /// A streamed answer: the first item is awaited before answering, so a
+    /// failure before the commit point is an ordinary error with its status.
+    async fn chat_stream(
+        &self,
+        format: Format,
+        request: crate::chat::ChatRequest,
+        opts: CallOptions,
+        include_usage: bool,
+        log: &mut LogLine<'_>,
+    ) -> Outbound {
+        let started = self.client.platform().now();
+        log.stream = true;
+        let mut stream = match ChatStream::open(Rc::clone(&self.client), request, opts) {
+            Ok(s) => s,
+            Err(e) => {
+                log.error = Some(error_code(&e));
+                return render_error(format, &e);
+            }
+        };
+        let mut out = match stream.next().await {
+            Some(Ok(first)) => {
+                log.record_attempts(stream.attempts());
+                let served = stream.served_by().cloned();
+                log.served_by = served
+                    .as_ref()
+                    .map(|s| format!("{}/{}", s.provider, s.model));
+                let model = match &first {
+                    crate::chat::Delta::Start { model: Some(m) } => m.clone(),
+                    _ => served.map(|s| s.model).unwrap_or_default(),
+                };
+                let encoder =
+                    sse::Encoder::new(format, log.request_id, started / 1000, model, include_usage);
+                let mut headers = Headers::new();
+                headers.insert("content-type", "text/event-stream; charset=utf-8");
+                headers.insert("cache-control", "no-cache");
+                let body = sse::body(stream, encoder, first, log.request_id.to_string(), started);
+                Outbound {
+                    status: 200,
+                    headers,
+                    body: Vec::new(),
+                    stream: Some(body),
+                    log: String::new(),
+                }
+            }
+            Some(Err(e)) => {
+                log.record_attempts(e.attempts());
+                log.error = Some(error_code(&e));
+                render_error(format, &e)
+            }
+            None => error_response(format, 502, "the stream ended before it began", None),
+        };
+        log.answer_headers(&mut out);
         out
     }
 
@@ -711,6 +771,7 @@ fn json_response(status: u16, body: &Value) -> Outbound {
         status,
         headers,
         body: serde_json::to_vec(body).unwrap_or_default(),
+        stream: None,
         log: String::new(),
     }
 }
@@ -764,6 +825,40 @@ struct LogLine<'a> {
     message: Option<&'a str>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     auth_disabled: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+}
+
+impl LogLine<'_> {
+    /// Notes the attempts: how many reached a provider, and the trail.
+    fn record_attempts(&mut self, attempts: &[crate::error::Attempt]) {
+        self.attempts = attempts.iter().filter(|a| a.number > 0).count();
+        self.trail = attempts
+            .iter()
+            .map(|a| TrailItem {
+                provider: a.provider.clone(),
+                model: a.model.clone(),
+                number: a.number,
+                duration_ms: crate::platform::millis(a.duration),
+                outcome: match &a.outcome {
+                    AttemptOutcome::Success => "ok".into(),
+                    AttemptOutcome::Failure { error } => serde_json::to_value(error.kind)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
+                },
+                status: a.error().and_then(|e| e.status),
+            })
+            .collect();
+    }
+
+    /// `x-attempts` and `x-served-by` on an answer.
+    fn answer_headers(&self, out: &mut Outbound) {
+        out.headers.insert("x-attempts", self.attempts.to_string());
+        if let Some(s) = &self.served_by {
+            out.headers.insert("x-served-by", s.as_str());
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]

@@ -102,7 +102,7 @@ async fn fetch(mut req: Request, env: Env, ctx: Context) -> Result<Response> {
     let path = req.path();
     let method = req.method().to_string();
     let loaded = load(&env);
-    let out = match &*loaded {
+    let mut out = match &*loaded {
         Loaded::Invalid(e) => {
             let rid = format!("{:016x}", (worker::js_sys::Math::random() * 1e15) as u64);
             gateway::config_error(e, &path, &headers, &rid)
@@ -133,9 +133,51 @@ async fn fetch(mut req: Request, env: Env, ctx: Context) -> Result<Response> {
     for (name, value) in out.headers.iter() {
         headers.append(name, value)?;
     }
-    Ok(Response::from_bytes(out.body)?
-        .with_status(out.status)
-        .with_headers(headers))
+    let response = match (out.stream.take(), &*loaded) {
+        (Some(stream), Loaded::Ready(gw, background)) => Response::from_stream(SseOut {
+            stream,
+            gateway: Rc::clone(gw),
+            background: background.clone(),
+            ctx,
+        })?,
+        _ => Response::from_bytes(out.body)?,
+    };
+    Ok(response.with_status(out.status).with_headers(headers))
+}
+
+/// A streamed answer's body. Its end logs the stream's outcome and reports
+/// the breaker verdict it produced, in the background. Dropped when the
+/// client goes away, which aborts the upstream request.
+struct SseOut {
+    stream: gateway::PieceStream,
+    gateway: Rc<EdgeGateway>,
+    background: Background,
+    ctx: Context,
+}
+
+impl Stream for SseOut {
+    type Item = std::result::Result<Vec<u8>, worker::Error>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        loop {
+            match self.stream.as_mut().poll_next(cx) {
+                std::task::Poll::Ready(Some(gateway::Piece::Bytes(b))) => {
+                    return std::task::Poll::Ready(Some(Ok(b)))
+                }
+                std::task::Poll::Ready(Some(gateway::Piece::Log(line))) => {
+                    worker::console_log!("{}", line);
+                    let now = worker::js_sys::Date::now() as u64;
+                    self.gateway.client().store().flush_due(now);
+                    self.background.hand_to(&self.ctx);
+                }
+                std::task::Poll::Ready(None) => return std::task::Poll::Ready(None),
+                std::task::Poll::Pending => return std::task::Poll::Pending,
+            }
+        }
+    }
 }
 
 /// The request body as the core's chunk stream.
