@@ -29,4 +29,4 @@ trap 'rm -rf "$out"' EXIT
 rl_wrangler deploy --dry-run --outdir "$out" 2>&1 | tail -n 15
 
 step "end-to-end tests (Miniflare, mock provider, official SDKs)"
-node --test --test-concurrency=1 tests/e2e/worker.test.mjs
+node --test --test-concurrency=1 tests/e2e/worker.test.mjs tests/e2e/stream.test.mjs

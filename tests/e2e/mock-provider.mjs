@@ -246,7 +246,11 @@ function splitChunks(text) {
 
 /** The deterministic answer, cut to max tokens (one word = one token). */
 function makeAnswer(provider, body, maxTokens) {
-  const chunks = splitChunks(`[${provider.name}] echo: ${lastUserText(body.messages)}`);
+  const full = `[${provider.name}] echo: ${lastUserText(body.messages)}`;
+  // A trailing assistant message is a prefill: the answer continues it, as real models do.
+  const last = body.messages.at(-1);
+  const prefill = last?.role === "assistant" ? textOf(last.content) : "";
+  const chunks = splitChunks(prefill && full.startsWith(prefill) ? full.slice(prefill.length) : full);
   const truncated = Number.isInteger(maxTokens) && maxTokens < chunks.length;
   const kept = truncated ? chunks.slice(0, maxTokens) : chunks;
   return { chunks: kept, text: kept.join(""), truncated, inputTokens: promptTokens(body), outputTokens: kept.length };
