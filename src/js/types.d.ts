@@ -391,6 +391,10 @@ export interface ProviderHealth {
   failures: number;
   errorRate: number;
   latencyMs: { p50: number | null; p95: number | null; p99: number | null };
+  /** Streams: time to first token over recent streams. */
+  ttftMs: { p50: number | null; p95: number | null; p99: number | null };
+  /** Streams: median output rate, tokens per second. */
+  tokensPerSec: number | null;
   lastFailure: { at: number; kind: ErrorKind; status: number | null; message: string } | null;
 }
 
