@@ -419,10 +419,8 @@ where
             let left = Duration::from_millis(self.run.deadline_at.saturating_sub(now));
             let (limit, waiting_for_first) = match conn.first_content {
                 None => {
-                    let entry = &self.chain[self.index];
-                    let ttft = entry
-                        .first_token_timeout
-                        .unwrap_or(client.policy.first_token_timeout);
+                    // The first-token deadline runs from the attempt's start.
+                    let ttft = self.first_token_limit(&self.chain[self.index], conn.started);
                     let spent = Duration::from_millis(now.saturating_sub(conn.started));
                     (ttft.saturating_sub(spent), true)
                 }
