@@ -78,6 +78,25 @@ const fn treatment(kind: ErrorKind) -> (bool, bool, bool) {
 }
 
 impl ErrorKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [ErrorKind; 15] = [
+        ErrorKind::RateLimited,
+        ErrorKind::QuotaExhausted,
+        ErrorKind::Server,
+        ErrorKind::Timeout,
+        ErrorKind::Stalled,
+        ErrorKind::Transport,
+        ErrorKind::Auth,
+        ErrorKind::NotFound,
+        ErrorKind::ContextLength,
+        ErrorKind::ContentFilter,
+        ErrorKind::InvalidRequest,
+        ErrorKind::Unsupported,
+        ErrorKind::Decode,
+        ErrorKind::CircuitOpen,
+        ErrorKind::DeadlineExceeded,
+    ];
+
     /// A short human name.
     pub fn describe(self) -> &'static str {
         match self {
@@ -469,6 +488,31 @@ pub(crate) mod opt_ms {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_lists_every_kind_once() {
+        // Exhaustive: a new variant breaks this match until ALL lists it.
+        let position = |k: ErrorKind| match k {
+            ErrorKind::RateLimited => 0,
+            ErrorKind::QuotaExhausted => 1,
+            ErrorKind::Server => 2,
+            ErrorKind::Timeout => 3,
+            ErrorKind::Stalled => 4,
+            ErrorKind::Transport => 5,
+            ErrorKind::Auth => 6,
+            ErrorKind::NotFound => 7,
+            ErrorKind::ContextLength => 8,
+            ErrorKind::ContentFilter => 9,
+            ErrorKind::InvalidRequest => 10,
+            ErrorKind::Unsupported => 11,
+            ErrorKind::Decode => 12,
+            ErrorKind::CircuitOpen => 13,
+            ErrorKind::DeadlineExceeded => 14,
+        };
+        for (i, k) in ErrorKind::ALL.into_iter().enumerate() {
+            assert_eq!(position(k), i, "{k:?}");
+        }
+    }
 
     fn attempt(provider: &str, kind: ErrorKind, status: Option<u16>) -> Attempt {
         let mut error = ProviderError::new(kind, "");
