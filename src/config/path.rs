@@ -276,6 +276,11 @@ impl fmt::Display for Unexpected<'_> {
 struct NodeDe<'a, 'de>(&'a Node<'de>);
 
 impl<'de> NodeDe<'_, 'de> {
+    #[cold]
+    fn invalid_type(&self, exp: &dyn de::Expected) -> Error {
+        de::Error::invalid_type(self.unexpected(), exp)
+    }
+
     fn unexpected(&self) -> de::Unexpected<'_> {
         match self.0 {
             Node::Null => de::Unexpected::Unit,
@@ -355,9 +360,108 @@ impl<'de> de::Deserializer<'de> for NodeDe<'_, 'de> {
         v.visit_unit()
     }
 
+    // What a type asks for, only: a visitor is compiled with the one or two
+    // `visit_*` it can accept instead of all of them (the rest would only
+    // build the same `invalid type` error).
+    fn deserialize_bool<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        match self.0 {
+            Node::Bool(b) => v.visit_bool(*b),
+            _ => Err(self.invalid_type(&v)),
+        }
+    }
+
+    fn deserialize_u64<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        match self.0 {
+            Node::U64(n) => v.visit_u64(*n),
+            Node::I64(n) => v.visit_i64(*n),
+            Node::F64(x) => v.visit_f64(*x),
+            _ => Err(self.invalid_type(&v)),
+        }
+    }
+
+    fn deserialize_str<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        match self.0 {
+            Node::Str(Cow::Borrowed(s)) => v.visit_borrowed_str(s),
+            Node::Str(Cow::Owned(s)) => v.visit_str(s),
+            _ => Err(self.invalid_type(&v)),
+        }
+    }
+
+    fn deserialize_seq<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        match self.0 {
+            Node::Seq(items) => v.visit_seq(Seq {
+                items: items.iter(),
+                index: 0,
+            }),
+            _ => Err(self.invalid_type(&v)),
+        }
+    }
+
+    fn deserialize_map<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        match self.0 {
+            Node::Map(entries) => v.visit_map(Map {
+                entries: entries.iter(),
+                value: None,
+            }),
+            _ => Err(self.invalid_type(&v)),
+        }
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        v: V,
+    ) -> Result<V::Value, Error> {
+        match self.0 {
+            Node::Seq(_) => self.deserialize_seq(v),
+            _ => self.deserialize_map(v),
+        }
+    }
+
+    fn deserialize_i64<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        self.deserialize_u64(v)
+    }
+    fn deserialize_f64<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        self.deserialize_u64(v)
+    }
+    fn deserialize_string<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        self.deserialize_str(v)
+    }
+    fn deserialize_identifier<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        self.deserialize_str(v)
+    }
+    fn deserialize_tuple<V: Visitor<'de>>(self, _len: usize, v: V) -> Result<V::Value, Error> {
+        self.deserialize_seq(v)
+    }
+
+    fn deserialize_i8<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        self.deserialize_u64(v)
+    }
+    fn deserialize_i16<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        self.deserialize_u64(v)
+    }
+    fn deserialize_i32<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        self.deserialize_u64(v)
+    }
+    fn deserialize_u8<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        self.deserialize_u64(v)
+    }
+    fn deserialize_u16<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        self.deserialize_u64(v)
+    }
+    fn deserialize_u32<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        self.deserialize_u64(v)
+    }
+    fn deserialize_f32<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        self.deserialize_u64(v)
+    }
+    fn deserialize_char<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
+        self.deserialize_str(v)
+    }
+
     serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct identifier
+        i128 u128 bytes byte_buf unit unit_struct tuple_struct
     }
 }
 
