@@ -158,9 +158,13 @@ impl fmt::Display for ProviderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.kind.describe())?;
         match (self.status, self.retry_after) {
-            (Some(s), Some(r)) => write!(f, " (HTTP {s}, retry after {} ms)", r.as_millis())?,
+            (Some(s), Some(r)) => write!(
+                f,
+                " (HTTP {s}, retry after {} ms)",
+                crate::platform::millis(r)
+            )?,
             (Some(s), None) => write!(f, " (HTTP {s})")?,
-            (None, Some(r)) => write!(f, " (retry after {} ms)", r.as_millis())?,
+            (None, Some(r)) => write!(f, " (retry after {} ms)", crate::platform::millis(r))?,
             (None, None) => {}
         }
         if !self.message.is_empty() {
@@ -205,7 +209,7 @@ impl ProviderError {
     pub fn timeout(after: Duration) -> Self {
         Self::new(
             ErrorKind::Timeout,
-            format!("no response within {} ms", after.as_millis()),
+            format!("no response within {} ms", crate::platform::millis(after)),
         )
     }
 
@@ -299,7 +303,7 @@ impl fmt::Display for Attempt {
             self.provider,
             self.model,
             self.number,
-            self.duration.as_millis()
+            crate::platform::millis(self.duration)
         )?;
         match &self.outcome {
             AttemptOutcome::Success => f.write_str("ok"),

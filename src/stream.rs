@@ -405,7 +405,10 @@ impl<'c, P: Platform, S: BreakerStore> ChatStream<'c, P, S> {
                 Err(_) if waiting_for_first => {
                     return Read::Failed(ProviderError::new(
                         ErrorKind::Timeout,
-                        format!("no first token within {} ms", limit.min(left).as_millis()),
+                        format!(
+                            "no first token within {} ms",
+                            crate::platform::millis(limit.min(left))
+                        ),
                     ))
                 }
                 Err(_) => {
@@ -413,7 +416,7 @@ impl<'c, P: Platform, S: BreakerStore> ChatStream<'c, P, S> {
                         ErrorKind::Stalled,
                         format!(
                             "the stream stalled: no data for {} ms",
-                            limit.min(left).as_millis()
+                            crate::platform::millis(limit.min(left))
                         ),
                     ))
                 }
