@@ -78,6 +78,25 @@ const fn treatment(kind: ErrorKind) -> (bool, bool, bool) {
 }
 
 impl ErrorKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [ErrorKind; 15] = [
+        ErrorKind::RateLimited,
+        ErrorKind::QuotaExhausted,
+        ErrorKind::Server,
+        ErrorKind::Timeout,
+        ErrorKind::Stalled,
+        ErrorKind::Transport,
+        ErrorKind::Auth,
+        ErrorKind::NotFound,
+        ErrorKind::ContextLength,
+        ErrorKind::ContentFilter,
+        ErrorKind::InvalidRequest,
+        ErrorKind::Unsupported,
+        ErrorKind::Decode,
+        ErrorKind::CircuitOpen,
+        ErrorKind::DeadlineExceeded,
+    ];
+
     /// A short human name.
     pub fn describe(self) -> &'static str {
         match self {
@@ -139,9 +158,13 @@ impl fmt::Display for ProviderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.kind.describe())?;
         match (self.status, self.retry_after) {
-            (Some(s), Some(r)) => write!(f, " (HTTP {s}, retry after {} ms)", r.as_millis())?,
+            (Some(s), Some(r)) => write!(
+                f,
+                " (HTTP {s}, retry after {} ms)",
+                crate::platform::millis(r)
+            )?,
             (Some(s), None) => write!(f, " (HTTP {s})")?,
-            (None, Some(r)) => write!(f, " (retry after {} ms)", r.as_millis())?,
+            (None, Some(r)) => write!(f, " (retry after {} ms)", crate::platform::millis(r))?,
             (None, None) => {}
         }
         if !self.message.is_empty() {
@@ -186,7 +209,7 @@ impl ProviderError {
     pub fn timeout(after: Duration) -> Self {
         Self::new(
             ErrorKind::Timeout,
-            format!("no response within {} ms", after.as_millis()),
+            format!("no response within {} ms", crate::platform::millis(after)),
         )
     }
 
@@ -280,7 +303,7 @@ impl fmt::Display for Attempt {
             self.provider,
             self.model,
             self.number,
-            self.duration.as_millis()
+            crate::platform::millis(self.duration)
         )?;
         match &self.outcome {
             AttemptOutcome::Success => f.write_str("ok"),
@@ -469,6 +492,31 @@ pub(crate) mod opt_ms {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_lists_every_kind_once() {
+        // Exhaustive: a new variant breaks this match until ALL lists it.
+        let position = |k: ErrorKind| match k {
+            ErrorKind::RateLimited => 0,
+            ErrorKind::QuotaExhausted => 1,
+            ErrorKind::Server => 2,
+            ErrorKind::Timeout => 3,
+            ErrorKind::Stalled => 4,
+            ErrorKind::Transport => 5,
+            ErrorKind::Auth => 6,
+            ErrorKind::NotFound => 7,
+            ErrorKind::ContextLength => 8,
+            ErrorKind::ContentFilter => 9,
+            ErrorKind::InvalidRequest => 10,
+            ErrorKind::Unsupported => 11,
+            ErrorKind::Decode => 12,
+            ErrorKind::CircuitOpen => 13,
+            ErrorKind::DeadlineExceeded => 14,
+        };
+        for (i, k) in ErrorKind::ALL.into_iter().enumerate() {
+            assert_eq!(position(k), i, "{k:?}");
+        }
+    }
 
     fn attempt(provider: &str, kind: ErrorKind, status: Option<u16>) -> Attempt {
         let mut error = ProviderError::new(kind, "");

@@ -199,7 +199,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                     Err(_) if responded.get() => (
                         Err(ProviderError::new(
                             ErrorKind::Stalled,
-                            format!("response body incomplete after {} ms", limit.as_millis()),
+                            format!("response body incomplete after {} ms", millis(limit)),
                         )),
                         true,
                     ),

@@ -93,7 +93,8 @@ impl ProviderStats {
     /// The median output rate of recent streams, in tokens per second.
     pub fn tokens_per_sec(&self) -> Option<f64> {
         let mut v: Vec<f64> = self.streams.iter().filter_map(|(_, r)| *r).collect();
-        v.sort_by(f64::total_cmp);
+        // Unstable is exact here: total_cmp ties only bit-identical values.
+        v.sort_unstable_by(f64::total_cmp);
         v.get(v.len() / 2).copied()
     }
 

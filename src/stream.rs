@@ -431,7 +431,10 @@ where
                 Err(_) if waiting_for_first => {
                     return Read::Failed(ProviderError::new(
                         ErrorKind::Timeout,
-                        format!("no first token within {} ms", limit.min(left).as_millis()),
+                        format!(
+                            "no first token within {} ms",
+                            crate::platform::millis(limit.min(left))
+                        ),
                     ))
                 }
                 Err(_) => {
@@ -439,7 +442,7 @@ where
                         ErrorKind::Stalled,
                         format!(
                             "the stream stalled: no data for {} ms",
-                            limit.min(left).as_millis()
+                            crate::platform::millis(limit.min(left))
                         ),
                     ))
                 }

@@ -60,10 +60,13 @@ pub fn encode_request(
     }
     let messages: Vec<Value> = turns
         .into_iter()
-        .map(|(role, mut blocks)| {
-            // Tool results must open a user turn.
-            blocks.sort_by_key(|b| b["type"] != "tool_result");
-            json!({"role": role, "content": blocks})
+        .map(|(role, blocks)| {
+            // Tool results must open a user turn (a stable partition; no
+            // sort routine for one bit).
+            let (mut content, rest): (Vec<Value>, Vec<Value>) =
+                blocks.into_iter().partition(|b| b["type"] == "tool_result");
+            content.extend(rest);
+            json!({"role": role, "content": content})
         })
         .collect();
     let mut body = Map::new();

@@ -161,9 +161,13 @@ struct Issue<'a> {
     message: &'a str,
 }
 
+/// `value` as a plain JS value, through `JSON.parse` of serde_json's text:
+/// one serializer in the package instead of two (maps become objects, `None`
+/// becomes `null`, as before).
 pub(crate) fn to_js<T: Serialize + ?Sized>(value: &T) -> JsValue {
-    value
-        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+    serde_json::to_string(value)
+        .ok()
+        .and_then(|s| js_sys::JSON::parse(&s).ok())
         .unwrap_or(JsValue::NULL)
 }
 
@@ -293,7 +297,7 @@ pub(crate) fn prop(v: &JsValue, key: &str) -> JsValue {
 }
 
 fn kind_from_name(name: &str) -> Option<ErrorKind> {
-    serde_json::from_value(serde_json::Value::String(name.to_string())).ok()
+    ErrorKind::ALL.into_iter().find(|k| kind_name(*k) == name)
 }
 
 /// The kind of an HTTP status a JS provider reported.

@@ -26,6 +26,8 @@ use crate::breaker::BreakerPolicy;
 use crate::chain::{Entry, Policy};
 use crate::provider::{Provider, ProviderConfig};
 
+mod path;
+
 /// The whole configuration, as JSON from wrangler `[vars]` or from JS.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -536,17 +538,8 @@ impl BreakerConfig {
 /// Parses JSON into `T`, naming the path of the first mismatch
 /// (`routes.default[0].timeoutMs: invalid type: string "5", expected u64`).
 pub fn parse_json<'de, T: Deserialize<'de>>(json: &'de str) -> Result<T, ConfigError> {
-    let de = &mut serde_json::Deserializer::from_str(json);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let path = if path == "." {
-            "(root)".to_string()
-        } else {
-            path
-        };
-        ConfigError {
-            issues: vec![ConfigIssue::new(path, e.into_inner().to_string())],
-        }
+    path::from_str(json).map_err(|(path, message)| ConfigError {
+        issues: vec![ConfigIssue::new(path, message)],
     })
 }
 
