@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The edge benchmark (scripts/bench-worker.mjs): sets up the tools, builds the Worker when
+# build/ is missing or older than the sources, then serves it under Miniflare against the mock
+# provider and prints throughput, p50/p99 and CPU per request next to the mock direct and a
+# pass-through worker (the floor). A measurement: it exits non-zero only on errors.
+#
+#   scripts/bench-worker.sh [--no-setup] [--requests N] [--concurrency C] [--rounds R]
+#                           [--warmup W] [--max-seconds S] [--json]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ ${1:-} == --no-setup ]]; then
+  shift
+else
+  scripts/setup.sh --no-browser >&2
+fi
+# shellcheck disable=SC1091
+. "${RESILIENT_LLM_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/resilient-llm/tools}/env.sh"
+
+stale() {
+  [[ ! -f build/index.js || ! -f build/index_bg.wasm ]] && return 0
+  [[ -n $(find src Cargo.toml Cargo.lock -newer build/index_bg.wasm -print -quit) ]]
+}
+if stale; then
+  printf 'bench-worker: building the Worker\n' >&2
+  scripts/build-worker.sh >&2
+fi
+exec node scripts/bench-worker.mjs "$@"
