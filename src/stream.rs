@@ -51,6 +51,8 @@ struct Conn {
     done: bool,
     usage: Option<Usage>,
     model: Option<String>,
+    /// Malformed chunks skipped.
+    malformed: usize,
 }
 
 /// A streamed answer. Pull items with [`ChatStream::next`]: deltas (the
@@ -93,6 +95,7 @@ where
     no_prefill: Vec<usize>,
     served_by: Option<ServedBy>,
     usage: Option<Usage>,
+    malformed: usize,
     done: bool,
     _types: PhantomData<fn() -> (P, S)>,
 }
@@ -166,6 +169,7 @@ where
             no_prefill: Vec::new(),
             served_by: None,
             usage: None,
+            malformed: 0,
             done: false,
             _types: PhantomData,
         })
@@ -224,6 +228,11 @@ where
     /// Every attempt so far, in order.
     pub fn attempts(&self) -> &[Attempt] {
         &self.run.attempts
+    }
+
+    /// Malformed chunks skipped so far (each also reported to the observer).
+    pub fn malformed_chunks(&self) -> usize {
+        self.malformed + self.conn.as_ref().map_or(0, |c| c.malformed)
     }
 
     /// The answering attempt's token counts, once complete, when the
@@ -291,6 +300,7 @@ where
                         done: false,
                         usage: None,
                         model: None,
+                        malformed: 0,
                     });
                     return Ok(());
                 }
@@ -482,6 +492,7 @@ where
             match provider.decode_event(ev) {
                 Ok(deltas) => conn.pending.extend(deltas),
                 Err(e) if e.kind == ErrorKind::Decode => {
+                    conn.malformed += 1;
                     self.client.emit(|| Event::MalformedChunk {
                         provider: &entry.provider,
                         error: &e,
@@ -587,6 +598,7 @@ where
         let Some(conn) = self.conn.take() else {
             return;
         };
+        self.malformed += conn.malformed;
         let client = self.client.clone();
         let client = &*client;
         let entry = self.chain[self.index].clone();
@@ -631,6 +643,7 @@ where
         let Some(conn) = self.conn.take() else {
             return Ok(());
         };
+        self.malformed += conn.malformed;
         drop(conn.body); // abort the transfer now
         let entry = self.chain[self.index].clone();
         self.client.record_attempt(

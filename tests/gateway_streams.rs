@@ -248,3 +248,23 @@ fn an_interrupted_anthropic_stream_ends_with_an_error_event() {
         "{err}"
     );
 }
+
+#[test]
+fn a_malformed_chunk_is_skipped_and_counted_in_the_end_log_line() {
+    let p = FakePlatform::new();
+    let mut chunks = openai_sse("gpt-big", &["a", "b"]);
+    chunks.insert(2, "data: {\"choices\": [ broken\n\n".into());
+    p.script("https://primary.test", [sse(chunks)]);
+    let g = gateway(&p, 1);
+    let body = json!({ "model": "default", "stream": true, "messages": [{ "role": "user", "content": "hi" }] });
+    let (_, events, log) = run(&p, &g, post("/v1/chat/completions", body));
+    assert_eq!(events.last().map(|e| e.data.as_str()), Some("[DONE]"));
+    let text: String = data(&events)
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, "ab");
+    let log: Value = serde_json::from_str(&log.unwrap()).unwrap();
+    assert_eq!(log["malformedChunks"], 1);
+    assert_eq!(log["outcome"], "complete");
+}

@@ -190,6 +190,7 @@ fn end_line<P: Platform, S: BreakerStore>(
         "attempts": st.stream.attempts().iter().filter(|a| a.number > 0).count(),
         "latencyMs": now.saturating_sub(st.started),
         "usage": st.stream.usage(),
+        "malformedChunks": st.stream.malformed_chunks(),
         "error": cause.map(|c| c.kind),
     })
     .to_string()
