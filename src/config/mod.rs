@@ -27,6 +27,9 @@ use crate::chain::{Entry, Policy};
 use crate::provider::{Provider, ProviderConfig};
 
 mod path;
+pub(crate) mod read;
+
+use read::{Node, Shape, R};
 
 /// The whole configuration, as JSON from wrangler `[vars]` or from JS.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -90,6 +93,28 @@ pub struct GatewayConfig {
     pub allow_unauthenticated: bool,
 }
 
+impl GatewayConfig {
+    fn read(n: &Node<'_>) -> R<Self> {
+        const SHAPE: Shape = Shape {
+            name: "struct GatewayConfig",
+            fields: &["clientKeysEnv", "allowUnauthenticated"],
+            required: 0,
+            defaulted: !0,
+            deny_unknown: true,
+            skip: None,
+        };
+        let mut g = GatewayConfig::default();
+        n.fields(&SHAPE, &mut |i, v| {
+            match i {
+                0 => g.client_keys_env = v.strings()?,
+                _ => g.allow_unauthenticated = v.bool()?,
+            }
+            Ok(())
+        })?;
+        Ok(g)
+    }
+}
+
 /// A configuration checked and turned into policies and adapters.
 pub struct Validated {
     /// The policies.
@@ -103,7 +128,69 @@ pub struct Validated {
 impl Config {
     /// Parses and validates JSON; see [`Config::validate`].
     pub fn parse(json: &str) -> Result<Config, ConfigError> {
-        parse_json(json)
+        read::read_json(json, Config::read).map_err(|(path, message)| ConfigError {
+            issues: vec![ConfigIssue::new(path, message)],
+        })
+    }
+
+    /// Reads a configuration from a parsed tree, as its `Deserialize` would.
+    pub(crate) fn read(n: &Node<'_>) -> R<Config> {
+        const SHAPE: Shape = Shape {
+            name: "struct Config",
+            fields: &[
+                "providers",
+                "routes",
+                "defaultRoute",
+                "retry",
+                "budget",
+                "breaker",
+                "breakers",
+                "timeoutMs",
+                "deadlineMs",
+                "firstTokenTimeoutMs",
+                "idleTimeoutMs",
+                "limits",
+                "gateway",
+            ],
+            required: 0,
+            defaulted: !0,
+            deny_unknown: true,
+            skip: None,
+        };
+        let mut c = Config::default();
+        n.fields(&SHAPE, &mut |i, v| {
+            match i {
+                0 => v.map(&mut |k, v| {
+                    c.providers.insert(k.to_string(), ProviderConfig::read(v)?);
+                    Ok(())
+                })?,
+                1 => v.map(&mut |k, v| {
+                    let mut entries = Vec::new();
+                    v.seq(&mut |_, e| {
+                        entries.push(EntryConfig::read(e)?);
+                        Ok(())
+                    })?;
+                    c.routes.insert(k.to_string(), entries);
+                    Ok(())
+                })?,
+                2 => c.default_route = v.opt_string()?,
+                3 => c.retry = RetryConfig::read(v)?,
+                4 => c.budget = BudgetConfig::read(v)?,
+                5 => c.breaker = BreakerConfig::read(v)?,
+                6 => v.map(&mut |k, v| {
+                    c.breakers.insert(k.to_string(), BreakerConfig::read(v)?);
+                    Ok(())
+                })?,
+                7 => c.timeout_ms = v.opt(Node::u64)?,
+                8 => c.deadline_ms = v.opt(Node::u64)?,
+                9 => c.first_token_timeout_ms = v.opt(Node::u64)?,
+                10 => c.idle_timeout_ms = v.opt(Node::u64)?,
+                11 => c.limits = LimitsConfig::read(v)?,
+                _ => c.gateway = GatewayConfig::read(v)?,
+            }
+            Ok(())
+        })?;
+        Ok(c)
     }
 
     /// Checks everything and builds the adapters. `secret` looks up a
@@ -281,6 +368,29 @@ pub struct RetryConfig {
     pub max_delay_ms: Option<u64>,
 }
 
+impl RetryConfig {
+    fn read(n: &Node<'_>) -> R<Self> {
+        const SHAPE: Shape = Shape {
+            name: "struct RetryConfig",
+            fields: &["maxAttempts", "baseDelayMs", "maxDelayMs"],
+            required: 0,
+            defaulted: 0,
+            deny_unknown: true,
+            skip: None,
+        };
+        let mut r = RetryConfig::default();
+        n.fields(&SHAPE, &mut |i, v| {
+            match i {
+                0 => r.max_attempts = v.opt(Node::u32)?,
+                1 => r.base_delay_ms = v.opt(Node::u64)?,
+                _ => r.max_delay_ms = v.opt(Node::u64)?,
+            }
+            Ok(())
+        })?;
+        Ok(r)
+    }
+}
+
 /// Retry budget settings; defaults from [`BudgetPolicy`].
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -291,6 +401,30 @@ pub struct BudgetConfig {
     pub floor_per_sec: Option<f64>,
     /// The most tokens saved up.
     pub capacity: Option<f64>,
+}
+
+impl BudgetConfig {
+    fn read(n: &Node<'_>) -> R<Self> {
+        const SHAPE: Shape = Shape {
+            name: "struct BudgetConfig",
+            fields: &["ratio", "floorPerSec", "capacity"],
+            required: 0,
+            defaulted: 0,
+            deny_unknown: true,
+            skip: None,
+        };
+        let mut b = BudgetConfig::default();
+        n.fields(&SHAPE, &mut |i, v| {
+            let x = v.opt(Node::f64)?;
+            match i {
+                0 => b.ratio = x,
+                1 => b.floor_per_sec = x,
+                _ => b.capacity = x,
+            }
+            Ok(())
+        })?;
+        Ok(b)
+    }
 }
 
 /// Breaker settings; defaults from [`BreakerPolicy`].
@@ -315,6 +449,43 @@ pub struct BreakerConfig {
     pub success_threshold: Option<u32>,
 }
 
+impl BreakerConfig {
+    fn read(n: &Node<'_>) -> R<Self> {
+        const SHAPE: Shape = Shape {
+            name: "struct BreakerConfig",
+            fields: &[
+                "failureThreshold",
+                "failureRate",
+                "window",
+                "minimumCalls",
+                "cooldownMs",
+                "maxCooldownMs",
+                "halfOpenPermits",
+                "successThreshold",
+            ],
+            required: 0,
+            defaulted: 0,
+            deny_unknown: true,
+            skip: None,
+        };
+        let mut b = BreakerConfig::default();
+        n.fields(&SHAPE, &mut |i, v| {
+            match i {
+                0 => b.failure_threshold = v.opt(Node::u32)?,
+                1 => b.failure_rate = v.opt(Node::f64)?,
+                2 => b.window = v.opt(Node::u32)?,
+                3 => b.minimum_calls = v.opt(Node::u32)?,
+                4 => b.cooldown_ms = v.opt(Node::u64)?,
+                5 => b.max_cooldown_ms = v.opt(Node::u64)?,
+                6 => b.half_open_permits = v.opt(Node::u32)?,
+                _ => b.success_threshold = v.opt(Node::u32)?,
+            }
+            Ok(())
+        })?;
+        Ok(b)
+    }
+}
+
 /// One entry of a route.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -333,6 +504,46 @@ pub struct EntryConfig {
     pub first_token_timeout_ms: Option<u64>,
 }
 
+impl EntryConfig {
+    fn read(n: &Node<'_>) -> R<Self> {
+        const SHAPE: Shape = Shape {
+            name: "struct EntryConfig",
+            fields: &[
+                "provider",
+                "model",
+                "label",
+                "timeoutMs",
+                "retry",
+                "firstTokenTimeoutMs",
+            ],
+            required: 0b11,
+            defaulted: 0,
+            deny_unknown: true,
+            skip: None,
+        };
+        let mut e = EntryConfig {
+            provider: String::new(),
+            model: String::new(),
+            label: None,
+            timeout_ms: None,
+            retry: None,
+            first_token_timeout_ms: None,
+        };
+        n.fields(&SHAPE, &mut |i, v| {
+            match i {
+                0 => e.provider = v.string()?,
+                1 => e.model = v.string()?,
+                2 => e.label = v.opt_string()?,
+                3 => e.timeout_ms = v.opt(Node::u64)?,
+                4 => e.retry = v.opt(RetryConfig::read)?,
+                _ => e.first_token_timeout_ms = v.opt(Node::u64)?,
+            }
+            Ok(())
+        })?;
+        Ok(e)
+    }
+}
+
 /// Size limits.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -341,6 +552,28 @@ pub struct LimitsConfig {
     pub max_request_bytes: Option<usize>,
     /// The largest provider response read (default 8 MiB).
     pub max_response_bytes: Option<usize>,
+}
+
+impl LimitsConfig {
+    fn read(n: &Node<'_>) -> R<Self> {
+        const SHAPE: Shape = Shape {
+            name: "struct LimitsConfig",
+            fields: &["maxRequestBytes", "maxResponseBytes"],
+            required: 0,
+            defaulted: 0,
+            deny_unknown: true,
+            skip: None,
+        };
+        let mut l = LimitsConfig::default();
+        n.fields(&SHAPE, &mut |i, v| {
+            match i {
+                0 => l.max_request_bytes = v.opt(Node::usize)?,
+                _ => l.max_response_bytes = v.opt(Node::usize)?,
+            }
+            Ok(())
+        })?;
+        Ok(l)
+    }
 }
 
 /// The policies a configuration validates into.

@@ -18,7 +18,7 @@ use serde::Deserialize;
 
 /// A parsed JSON value. Objects keep their order and duplicate keys, so
 /// typed reads see exactly what a streaming parser would have shown them.
-enum Node<'de> {
+pub(crate) enum Node<'de> {
     Null,
     Bool(bool),
     U64(u64),
@@ -30,14 +30,14 @@ enum Node<'de> {
 }
 
 /// One step of a path, collected innermost first.
-enum Seg {
+pub(crate) enum Seg {
     Key(String),
     Index(usize),
 }
 
 /// A path, innermost step first.
 #[derive(Default)]
-struct Path(Vec<Seg>);
+pub(crate) struct Path(Vec<Seg>);
 
 impl Path {
     /// `routes.default[0].timeoutMs`; `(root)` for the whole document.
@@ -69,12 +69,17 @@ impl Path {
 /// message (`invalid type: string "5", expected u64`; syntax errors keep
 /// serde_json's `at line 1 column 9`).
 pub(crate) fn from_str<'de, T: Deserialize<'de>>(json: &'de str) -> Result<T, (String, String)> {
-    let mut path = Path::default();
-    let node = parse(json, &mut path).map_err(|e| (path.render(), e.to_string()))?;
-    T::deserialize(NodeDe(&node)).map_err(|e| (e.path.render(), e.message))
+    let node = parse_tree(json)?;
+    T::deserialize(NodeDe(&node)).map_err(Error::into_parts)
 }
 
 // ------------------------------------------------------------------ parsing
+
+/// Parses `json` into a tree; on failure, where and what.
+pub(crate) fn parse_tree(json: &str) -> Result<Node<'_>, (String, String)> {
+    let mut path = Path::default();
+    parse(json, &mut path).map_err(|e| (path.render(), e.to_string()))
+}
 
 #[inline(never)]
 fn parse<'de>(json: &'de str, path: &mut Path) -> Result<Node<'de>, serde_json::Error> {
@@ -180,15 +185,20 @@ impl<'de> Deserialize<'de> for Key<'de> {
 // ------------------------------------------------------------------ errors
 
 /// A typed read's failure: the message and where.
-struct Error {
-    message: String,
-    path: Path,
+pub(crate) struct Error {
+    pub(crate) message: String,
+    pub(crate) path: Path,
 }
 
 impl Error {
-    fn at(mut self, seg: Seg) -> Self {
+    pub(crate) fn at(mut self, seg: Seg) -> Self {
         self.path.0.push(seg);
         self
+    }
+
+    /// The path, rendered, and the message.
+    pub(crate) fn into_parts(self) -> (String, String) {
+        (self.path.render(), self.message)
     }
 }
 
