@@ -13,6 +13,8 @@
 
 use std::fmt::Write as _;
 
+use serde_json::Value;
+
 pub(crate) use super::path::{Error, Node, Seg};
 
 /// A typed read's result.
@@ -372,6 +374,27 @@ impl<'de> Node<'de> {
             .position(|n| n == name)
             .ok_or_else(|| unknown_variant(name, variants).at(seg))
     }
+
+    /// The node as a [`Value`] (numbers and strings as serde_json reads
+    /// them; of duplicate keys, the last wins).
+    #[cfg_attr(not(all(target_arch = "wasm32", feature = "js")), allow(dead_code))]
+    pub(crate) fn to_value(&self) -> Value {
+        match self {
+            Node::Null => Value::Null,
+            Node::Bool(b) => Value::Bool(*b),
+            Node::U64(n) => Value::from(*n),
+            Node::I64(n) => Value::from(*n),
+            Node::F64(x) => serde_json::Number::from_f64(*x).map_or(Value::Null, Value::Number),
+            Node::Str(s) => Value::String(s.to_string()),
+            Node::Seq(items) => Value::Array(items.iter().map(Node::to_value).collect()),
+            Node::Map(entries) => Value::Object(
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_value()))
+                    .collect(),
+            ),
+        }
+    }
 }
 
 /// Parses `json` and reads it with `read`; on failure, the path of the
@@ -412,6 +435,17 @@ mod tests {
             }
             _ => panic!("{json}: derived {derived:?}, by hand {by_hand:?}"),
         }
+    }
+
+    #[test]
+    fn trees_become_the_values_serde_json_reads() {
+        let json =
+            r#"{"a":[1,-2,3.5,"x\n",true,null,{"b":{}}],"c":"d","c":"e","f":1e300,"g":-0.0}"#;
+        let tree = super::read_json(json, |n| Ok(n.to_value())).unwrap();
+        assert_eq!(
+            tree,
+            serde_json::from_str::<serde_json::Value>(json).unwrap()
+        );
     }
 
     #[test]

@@ -290,7 +290,7 @@ type CallArgs = (crate::chat::ChatRequest, CallOptions, Option<AbortSignal>);
 
 impl ResilientClient {
     fn call_args(request: &JsValue, options: &JsValue) -> Result<CallArgs, JsValue> {
-        let req: convert::JsRequest = convert::from_js(request).map_err(|e| {
+        let req = convert::from_js(request, convert::read_request).map_err(|e| {
             let detail: Vec<String> = e.issues.iter().map(|i| i.to_string()).collect();
             errors::client_error(
                 "invalid_request",
@@ -322,7 +322,7 @@ impl ResilientClient {
                     .map_err(|_| bad("options.signal: must be an AbortSignal"))?,
             ),
         };
-        Ok((req.into(), CallOptions { route, deadline }, signal))
+        Ok((req, CallOptions { route, deadline }, signal))
     }
 }
 
