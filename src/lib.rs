@@ -53,6 +53,7 @@ pub mod format;
 pub mod gateway;
 #[cfg(all(target_arch = "wasm32", feature = "js"))]
 pub mod js;
+mod json;
 pub mod platform;
 pub mod provider;
 mod retry;

@@ -7,7 +7,6 @@
 //! (`messages[0].role: unknown variant "admin"`).
 
 use js_sys::{Object, Reflect, JSON};
-use serde::Serialize;
 use serde_json::Value;
 use wasm_bindgen::prelude::*;
 
@@ -18,7 +17,7 @@ use crate::chat::{
 use crate::config::read::{invalid_type, read_json, Node, Shape, R};
 use crate::config::{ConfigError, ConfigIssue};
 use crate::error::{ErrorKind, ProviderError};
-use crate::js::errors::{prop, AttemptJs};
+use crate::js::errors::{prop, to_js};
 use crate::web::error_message;
 
 /// `JSON.stringify(value)`, with the failure as a message.
@@ -57,20 +56,6 @@ pub(crate) fn without_position(mut e: ConfigError) -> ConfigError {
         }
     }
     e
-}
-
-/// A message's content: a string, or parts.
-#[derive(Debug, Serialize)]
-#[serde(untagged)]
-enum Content {
-    Text(String),
-    Parts(Vec<Part>),
-}
-
-#[derive(Debug, Serialize)]
-struct JsMessage {
-    role: Role,
-    content: Content,
 }
 
 /// `client.chat(request)`: the articles' request, plus the core's options.
@@ -306,53 +291,9 @@ fn read_usage(n: &Node<'_>) -> R<Usage> {
     Ok(u)
 }
 
-/// What a JS provider's `chat(request, signal)` receives: the request with
-/// the entry's `model`, and text-only messages as plain strings.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ProviderRequest<'a> {
-    model: &'a str,
-    messages: Vec<JsMessage>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_tokens: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    top_p: Option<f64>,
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    stop: &'a [String],
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    tools: &'a [Tool],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<&'a ToolChoice>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    metadata: Option<&'a Value>,
-}
-
+/// What a JS provider's `chat(request, signal)` receives.
 pub(crate) fn provider_request(req: &ChatRequest, model: &str) -> JsValue {
-    let messages = req
-        .messages
-        .iter()
-        .map(|m| JsMessage {
-            role: m.role,
-            content: if m.content.iter().all(|p| matches!(p, Part::Text { .. })) {
-                Content::Text(m.joined_text())
-            } else {
-                Content::Parts(m.content.clone())
-            },
-        })
-        .collect();
-    super::errors::to_js(&ProviderRequest {
-        model,
-        messages,
-        max_tokens: req.max_tokens,
-        temperature: req.temperature,
-        top_p: req.top_p,
-        stop: &req.stop,
-        tools: &req.tools,
-        tool_choice: req.tool_choice.as_ref(),
-        metadata: req.metadata.as_ref(),
-    })
+    to_js(|j| crate::json::js::provider_request(j, req, model))
 }
 
 /// What a JS provider resolves with: the articles' `{ text, model }`, plus
@@ -434,42 +375,7 @@ fn finish_reason(s: &str) -> FinishReason {
     }
 }
 
-fn finish_reason_name(r: &FinishReason) -> &str {
-    match r {
-        FinishReason::Stop => "stop",
-        FinishReason::Length => "length",
-        FinishReason::ToolCalls => "tool_calls",
-        FinishReason::ContentFilter => "content_filter",
-        FinishReason::Other(s) => s,
-    }
-}
-
 /// `await client.chat(…)`.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ChatResult<'a> {
-    text: &'a str,
-    model: &'a str,
-    provider: &'a str,
-    served_by: &'a crate::chain::ServedBy,
-    attempts: Vec<AttemptJs<'a>>,
-    usage: Option<&'a Usage>,
-    finish_reason: Option<&'a str>,
-    tool_calls: &'a [ToolCall],
-    raw: &'a Value,
-}
-
 pub(crate) fn chat_result(reply: &Reply) -> JsValue {
-    let r = &reply.response;
-    super::errors::to_js(&ChatResult {
-        text: &r.text,
-        model: &r.model,
-        provider: &r.provider,
-        served_by: &reply.served_by,
-        attempts: reply.attempts.iter().map(AttemptJs::new).collect(),
-        usage: r.usage.as_ref(),
-        finish_reason: r.finish_reason.as_ref().map(finish_reason_name),
-        tool_calls: &r.tool_calls,
-        raw: &r.raw,
-    })
+    to_js(|j| crate::json::js::chat_result(j, reply))
 }

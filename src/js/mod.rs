@@ -118,7 +118,7 @@ impl Hooks {
                 Event::MalformedChunk { error, provider } => (&None, Some(*error), Some(*provider)),
                 Event::Breaker { .. } | Event::BudgetExhausted { .. } => (&None, None, None),
             };
-            let value = errors::to_js(event);
+            let value = errors::to_js(|j| event.write_json(j));
             if let Some(e) = error {
                 // `error` as its class, so `e.error instanceof RateLimitError`.
                 let _ = js_sys::Reflect::set(
@@ -282,7 +282,13 @@ impl ResilientClient {
     /// percentiles, last failure.
     #[wasm_bindgen(unchecked_return_type = "ProviderHealth[]")]
     pub fn health(&self) -> JsValue {
-        errors::to_js(&self.inner.health())
+        errors::to_js(|j| {
+            j.open_array();
+            for h in self.inner.health() {
+                h.write_json(j);
+            }
+            j.close_array();
+        })
     }
 }
 
