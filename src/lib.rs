@@ -61,6 +61,7 @@ pub mod sse;
 pub mod stats;
 pub mod store;
 pub mod stream;
+mod table;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod timeout;

@@ -187,7 +187,9 @@ pub fn decode_response(v: &Value) -> Result<ChatResponse, FormatError> {
             "tool_use" => tool_calls.push(ToolCall {
                 id: b.req_str("id")?.to_string(),
                 name: b.req_str("name")?.to_string(),
-                arguments: b.get("input").map_or_else(|| "{}".into(), Value::to_string),
+                arguments: b
+                    .get("input")
+                    .map_or_else(|| "{}".into(), crate::json::text_of),
             }),
             // Thinking and server-tool blocks have no neutral form.
             _ => {}
@@ -430,7 +432,7 @@ fn parse_message(v: &Value, path: &str, out: &mut Vec<Message>) -> Result<(), Fo
                 let call = ToolCall {
                     id: b.req_str("id")?.to_string(),
                     name: b.req_str("name")?.to_string(),
-                    arguments: input.to_string(),
+                    arguments: crate::json::text_of(&input),
                 };
                 push(out, role, Part::ToolCall(call));
             }

@@ -94,7 +94,7 @@ pub fn decode_event(name: &str, v: &Value) -> Result<Vec<Delta>, FormatError> {
                         arguments: if arguments.is_null() {
                             String::new()
                         } else {
-                            arguments.to_string()
+                            crate::json::text_of(&arguments)
                         },
                     });
                 }
@@ -421,7 +421,7 @@ impl AnthropicStreamEncoder {
 
 /// `event: <name>`, `data: <json>` and the blank line that ends the event.
 fn event(out: &mut Vec<u8>, name: &str, data: &Value) {
-    out.extend(format!("event: {name}\ndata: {data}\n\n").into_bytes());
+    out.extend(format!("event: {name}\ndata: {}\n\n", crate::json::text_of(data)).into_bytes());
 }
 
 /// The Anthropic error `type` for a failure.

@@ -209,7 +209,7 @@ pub fn decode_response(v: &Value) -> Result<ChatResponse, FormatError> {
             None => "{}".to_string(),
             Some(Value::String(s)) => s.clone(),
             // Some compatible servers send the arguments as an object.
-            Some(other) => other.to_string(),
+            Some(other) => crate::json::text_of(other),
         };
         tool_calls.push(ToolCall {
             id: call.str("id")?.unwrap_or_default().to_string(),

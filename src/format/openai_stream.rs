@@ -317,7 +317,7 @@ impl OpenAiStreamEncoder {
 
 /// `data: <json>` and the blank line that ends the event.
 fn data_line(v: &Value) -> Vec<u8> {
-    format!("data: {v}\n\n").into_bytes()
+    format!("data: {}\n\n", crate::json::text_of(v)).into_bytes()
 }
 
 /// The OpenAI error `type` for a failure.
