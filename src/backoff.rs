@@ -68,9 +68,99 @@ pub fn parse_retry_after(headers: &Headers, now: UnixMillis) -> Option<Duration>
 }
 
 fn parse_number(s: &str) -> Option<f64> {
-    let v: f64 = s.trim().parse().ok()?;
     // Bounded so that from_secs_f64 cannot panic on absurd values.
-    (0.0..1e12).contains(&v).then_some(v)
+    decimal(s.trim()).filter(|v| (0.0..1e12).contains(v))
+}
+
+/// A decimal number as `f64::from_str` reads one
+/// (`[+-]digits[.digits][(e|E)[+-]digits]`, either side of the point may be
+/// empty, not both), without the standard library's tables: correctly
+/// rounded for up to 19 significant digits, and `None` or `1e12` for what
+/// [`parse_number`] refuses anyway (at least 10¹², `inf`, `NaN`). Values
+/// below 10⁻¹⁹, which no `Duration` tells from zero, are near enough.
+fn decimal(s: &str) -> Option<f64> {
+    let b = s.as_bytes();
+    let (negative, mut i) = match b.first() {
+        Some(b'-') => (true, 1),
+        Some(b'+') => (false, 1),
+        _ => (false, 0),
+    };
+    // mantissa · 10^exp, with the digits past the 19th dropped (`sticky`).
+    let (mut mantissa, mut exp, mut digits, mut sticky, mut point) = (0u64, 0i64, 0, false, false);
+    while let Some(&c) = b.get(i) {
+        match c {
+            b'0'..=b'9' => {
+                digits += 1;
+                if mantissa < 1_000_000_000_000_000_000 {
+                    mantissa = mantissa * 10 + u64::from(c - b'0');
+                    exp -= i64::from(point);
+                } else {
+                    sticky |= c != b'0';
+                    exp += i64::from(!point);
+                }
+            }
+            b'.' if !point => point = true,
+            _ => break,
+        }
+        i += 1;
+    }
+    if digits == 0 {
+        return None;
+    }
+    if let Some(b'e' | b'E') = b.get(i) {
+        i += 1;
+        let minus = b.get(i) == Some(&b'-');
+        i += usize::from(matches!(b.get(i), Some(b'+' | b'-')));
+        let start = i;
+        let mut e = 0i64;
+        while let Some(c @ b'0'..=b'9') = b.get(i) {
+            e = (e * 10 + i64::from(c - b'0')).min(1 << 20);
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        exp += if minus { -e } else { e };
+    }
+    if i != b.len() {
+        return None;
+    }
+    let v = if mantissa == 0 {
+        0.0
+    } else if exp >= 0 {
+        // An integer: exact below 10^12, refused from there on.
+        match u128::from(mantissa).checked_mul(10u128.checked_pow(exp.min(39) as u32)?) {
+            Some(n) if n < 1_000_000_000_000 => n as f64,
+            _ => 1e12,
+        }
+    } else if exp < -38 {
+        mantissa as f64 / 1e38 / 10f64.powi((-38 - exp).min(400) as i32)
+    } else {
+        // mantissa / 10^k by binary long division: 55 significant bits,
+        // then round half to even with the remainder as the sticky bit.
+        let d = 10u128.pow((-exp) as u32);
+        let mut q = u128::from(mantissa) / d;
+        if q >= 1_000_000_000_000 {
+            return Some(1e12);
+        }
+        let mut r = u128::from(mantissa) % d;
+        let mut shift = 0;
+        while q < 1 << 54 {
+            r <<= 1;
+            q = q << 1 | u128::from(r >= d);
+            if r >= d {
+                r -= d;
+            }
+            shift += 1;
+        }
+        let sticky = sticky || r != 0 || q & 1 != 0;
+        let mut m = (q >> 2) as u64;
+        if q & 2 != 0 && (sticky || m & 1 != 0) {
+            m += 1;
+        }
+        m as f64 * 2f64.powi(2 - shift)
+    };
+    Some(if negative { -v } else { v })
 }
 
 /// A token bucket that limits retries to a fraction of first attempts, plus
@@ -203,6 +293,58 @@ mod tests {
     }
 
     #[test]
+    fn decimals_read_as_the_standard_library_reads_them() {
+        for s in [
+            "0",
+            "7",
+            "1500",
+            "1.5",
+            "0.25",
+            ".5",
+            "5.",
+            "+5",
+            "-0",
+            "-3",
+            "007",
+            "1e3",
+            "1E-2",
+            "2.5e+1",
+            "1e300",
+            "1e-400",
+            "123456789.123456789",
+            "99999999999",
+            "0.000001",
+            "18446744073709551615",
+            "184467440737095516150",
+            "1e",
+            "e3",
+            ".",
+            "",
+            "-",
+            "1.2.3",
+            "1e+",
+            "1 ",
+            "a",
+            "inf",
+            "NaN",
+            "1_0",
+            "1e99999999",
+        ] {
+            let std = s
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|v| (0.0..1e12).contains(v));
+            match (parse_number(s), std) {
+                (Some(a), Some(b)) if b > 0.0 && b < 1e-19 => {
+                    assert!((a - b).abs() <= b * 1e-15, "{s}")
+                }
+                (ours, std) => assert_eq!(ours, std, "{s}"),
+            }
+        }
+    }
+
+    #[test]
     fn budget_limits_retries_to_a_fraction_of_traffic() {
         let mut b = RetryBudget::new(BudgetPolicy {
             ratio: 0.2,
@@ -247,6 +389,27 @@ mod tests {
             let cap = p.cap(attempt);
             prop_assert!(cap <= p.max_delay);
             prop_assert!(p.jittered(attempt, random) < cap);
+        }
+
+        #[test]
+        fn decimals_match_the_standard_library(
+            int in "0|[1-9][0-9]{0,12}",
+            frac in "[0-9]{0,18}",
+            exp in proptest::option::of(-25i32..14),
+        ) {
+            let mut s = int.clone();
+            if !frac.is_empty() {
+                s = format!("{s}.{frac}");
+            }
+            if let Some(e) = exp {
+                s = format!("{s}e{e}");
+            }
+            let std = s.parse::<f64>().ok().filter(|v| (0.0..1e12).contains(v));
+            // 19 significant digits at most: correctly rounded, as std
+            // (below 10^-19, near enough).
+            if int.len() + frac.len() <= 19 && std.is_none_or(|v| v == 0.0 || v >= 1e-19) {
+                prop_assert_eq!(parse_number(&s), std, "{}", s);
+            }
         }
 
         #[test]

@@ -69,21 +69,22 @@ impl Path {
 /// message (`invalid type: string "5", expected u64`; syntax errors keep
 /// serde_json's `at line 1 column 9`).
 pub(crate) fn from_str<'de, T: Deserialize<'de>>(json: &'de str) -> Result<T, (String, String)> {
-    let node = parse_tree(json)?;
+    let node = parse_tree(json.as_bytes())?;
     T::deserialize(NodeDe(&node)).map_err(Error::into_parts)
 }
 
 // ------------------------------------------------------------------ parsing
 
 /// Parses `json` into a tree; on failure, where and what.
-pub(crate) fn parse_tree(json: &str) -> Result<Node<'_>, (String, String)> {
+pub(crate) fn parse_tree(json: &[u8]) -> Result<Node<'_>, (String, String)> {
     let mut path = Path::default();
     parse(json, &mut path).map_err(|e| (path.render(), e.to_string()))
 }
 
 #[inline(never)]
-fn parse<'de>(json: &'de str, path: &mut Path) -> Result<Node<'de>, serde_json::Error> {
-    let mut de = serde_json::Deserializer::from_str(json);
+fn parse<'de>(json: &'de [u8], path: &mut Path) -> Result<Node<'de>, serde_json::Error> {
+    // From bytes: the one reader every JSON text in the crate goes through.
+    let mut de = serde_json::Deserializer::from_slice(json);
     let node = NodeSeed(path).deserialize(&mut de)?;
     de.end()?;
     Ok(node)

@@ -377,7 +377,6 @@ impl<'de> Node<'de> {
 
     /// The node as a [`Value`] (numbers and strings as serde_json reads
     /// them; of duplicate keys, the last wins).
-    #[cfg_attr(not(all(target_arch = "wasm32", feature = "js")), allow(dead_code))]
     pub(crate) fn to_value(&self) -> Value {
         match self {
             Node::Null => Value::Null,
@@ -387,13 +386,23 @@ impl<'de> Node<'de> {
             Node::F64(x) => serde_json::Number::from_f64(*x).map_or(Value::Null, Value::Number),
             Node::Str(s) => Value::String(s.to_string()),
             Node::Seq(items) => Value::Array(items.iter().map(Node::to_value).collect()),
-            Node::Map(entries) => Value::Object(
-                entries
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_value()))
-                    .collect(),
-            ),
+            Node::Map(entries) => {
+                let mut map = serde_json::Map::new();
+                for (k, v) in entries {
+                    map.insert(k.to_string(), v.to_value());
+                }
+                Value::Object(map)
+            }
         }
+    }
+}
+
+/// Parses JSON text into a [`Value`], as `serde_json::from_slice` would (the
+/// same values, the same messages), through the crate's one parser.
+pub(crate) fn parse_value(json: &[u8]) -> Result<Value, String> {
+    match super::path::parse_tree(json) {
+        Ok(node) => Ok(node.to_value()),
+        Err((_, message)) => Err(message),
     }
 }
 
@@ -404,7 +413,7 @@ pub(crate) fn read_json<T>(
     json: &str,
     read: impl FnOnce(&Node<'_>) -> R<T>,
 ) -> Result<T, (String, String)> {
-    let node = super::path::parse_tree(json)?;
+    let node = super::path::parse_tree(json.as_bytes())?;
     read(&node).map_err(Error::into_parts)
 }
 
@@ -435,6 +444,35 @@ mod tests {
             }
             _ => panic!("{json}: derived {derived:?}, by hand {by_hand:?}"),
         }
+    }
+
+    #[test]
+    fn values_parse_as_serde_json_parses_them() {
+        for json in [
+            "{}",
+            r#"{"a":[1,-2,3.5,"x\n",true,null,{"b":{}}],"c":"d","c":"e","f":1e300,"g":-0}"#,
+            r#"[18446744073709551615,18446744073709551616,-9223372036854775808,1.5e-7]"#,
+            "\"\\u00e9\\ud83d\\ude00\"",
+            "{",
+            "[1,]",
+            "{\"a\" 1}",
+            "nul",
+            "1 2",
+            "\"\\ud800\"",
+        ] {
+            let json = json.as_bytes();
+            let ours = super::parse_value(json);
+            match serde_json::from_slice::<serde_json::Value>(json) {
+                Ok(v) => assert_eq!(ours, Ok(v)),
+                Err(e) => assert_eq!(ours, Err(e.to_string())),
+            }
+        }
+        assert_eq!(
+            super::parse_value(b"\"\xff\"").unwrap_err(),
+            serde_json::from_slice::<serde_json::Value>(b"\"\xff\"")
+                .unwrap_err()
+                .to_string()
+        );
     }
 
     #[test]

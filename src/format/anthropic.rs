@@ -133,7 +133,7 @@ fn encode_blocks(m: &Message, path: &str) -> Result<Vec<Value>, FormatError> {
                 let input: Value = if c.arguments.trim().is_empty() {
                     json!({})
                 } else {
-                    serde_json::from_str(&c.arguments).map_err(|e| {
+                    crate::config::read::parse_value(c.arguments.as_bytes()).map_err(|e| {
                         FormatError::unsupported(
                             join(&at(), "arguments"),
                             format!("tool call arguments are not valid JSON: {e}"),
@@ -497,7 +497,7 @@ pub fn render_response(resp: &ChatResponse, id: &str) -> Result<Value, FormatErr
         let input: Value = if c.arguments.trim().is_empty() {
             json!({})
         } else {
-            serde_json::from_str(&c.arguments)
+            crate::config::read::parse_value(c.arguments.as_bytes())
                 .map_err(|e| FormatError::unsupported(&path, format!("not valid JSON: {e}")))?
         };
         if !input.is_object() {

@@ -482,7 +482,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         };
         if request.stream {
             let include_usage = format == Format::OpenAi
-                && serde_json::from_slice::<Value>(&bytes)
+                && crate::config::read::parse_value(&bytes)
                     .ok()
                     .and_then(|v| v["stream_options"]["include_usage"].as_bool())
                     .unwrap_or(false);
@@ -755,7 +755,7 @@ pub fn render_error(format: Format, e: &Error) -> Outbound {
     let mut out = error_response(format, status, &message, code.as_deref());
     if let Error::AllProvidersFailed(x) = e {
         // The attempts, for humans debugging a failover; SDKs ignore it.
-        if let Ok(mut v) = serde_json::from_slice::<Value>(&out.body) {
+        if let Ok(mut v) = crate::config::read::parse_value(&out.body) {
             v["error"]["attempts"] = crate::json::to_value(|j| {
                 j.open_array();
                 for a in &x.attempts {

@@ -33,13 +33,13 @@ pub struct ErrorBody {
 impl ErrorBody {
     /// Reads an error body from bytes: JSON in either shape, or text.
     pub fn parse(body: &[u8]) -> ErrorBody {
-        match serde_json::from_slice::<Value>(body) {
+        match crate::config::read::parse_value(body) {
             Ok(v) => ErrorBody::from_value(&v).unwrap_or_else(|| {
                 if v.get("message").is_some_and(Value::is_string) {
                     ErrorBody::fields(&v)
                 } else {
                     ErrorBody {
-                        message: Some(truncate(&v.to_string())),
+                        message: Some(truncate(&crate::json::text_of(&v))),
                         ..ErrorBody::default()
                     }
                 }
@@ -72,7 +72,7 @@ impl ErrorBody {
                 ..ErrorBody::default()
             }),
             Some(other) => Some(ErrorBody {
-                message: Some(truncate(&other.to_string())),
+                message: Some(truncate(&crate::json::text_of(other))),
                 ..ErrorBody::default()
             }),
             None if tag("object") => Some(ErrorBody::fields(v)),
