@@ -9,7 +9,9 @@
 //! tool results travel as `tool_result` blocks of user messages, and
 //! consecutive messages of one role are merged, as the Messages API requires.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
+
+use crate::json::json_value as json;
 
 use super::{index, join, parse_json, Fields, FormatError};
 use crate::chat::{

@@ -6,7 +6,9 @@
 //! neutral [`Delta`]s. Inbound: [`AnthropicStreamEncoder`] renders the
 //! deltas of any provider as the stream an Anthropic client expects.
 
-use serde_json::{json, Value};
+use serde_json::Value;
+
+use crate::json::json_value as json;
 
 use super::anthropic::{finish_reason, stop_reason_name};
 use super::{merge_usage, Fields, FormatError};

@@ -16,7 +16,9 @@
 //! Outbound, a neutral tool result's `is_error` has no OpenAI equivalent and
 //! is not sent; results travel as `tool` messages in their original order.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
+
+use crate::json::json_value as json;
 
 use super::{index, join, parse_json, Fields, FormatError};
 use crate::chat::{

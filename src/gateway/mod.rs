@@ -25,7 +25,9 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
+
+use crate::json::json_value as json;
 
 use crate::breaker::{BreakerPolicy, StateName};
 use crate::chain::{CallOptions, Client, Entry, Reply};

@@ -248,6 +248,169 @@ pub(crate) fn to_value(write: impl FnOnce(&mut Json)) -> Value {
     crate::config::read::parse_value(Json::text(write).as_bytes()).unwrap_or(Value::Null)
 }
 
+// ------------------------------------------------------------------ values
+
+/// A [`Value`] from a Rust value, as `serde_json::to_value` makes it, for
+/// the few types the crate puts in JSON, without a serializer per type.
+pub(crate) trait ToJson {
+    /// The value.
+    fn to_json(&self) -> Value;
+}
+
+impl ToJson for str {
+    fn to_json(&self) -> Value {
+        Value::String(self.to_string())
+    }
+}
+
+impl ToJson for String {
+    fn to_json(&self) -> Value {
+        Value::String(self.clone())
+    }
+}
+
+impl ToJson for bool {
+    fn to_json(&self) -> Value {
+        Value::Bool(*self)
+    }
+}
+
+impl ToJson for i32 {
+    fn to_json(&self) -> Value {
+        Value::from(*self)
+    }
+}
+
+impl ToJson for u32 {
+    fn to_json(&self) -> Value {
+        Value::from(*self)
+    }
+}
+
+impl ToJson for u64 {
+    fn to_json(&self) -> Value {
+        Value::from(*self)
+    }
+}
+
+impl ToJson for usize {
+    fn to_json(&self) -> Value {
+        Value::from(*self)
+    }
+}
+
+impl ToJson for f64 {
+    fn to_json(&self) -> Value {
+        serde_json::Number::from_f64(*self).map_or(Value::Null, Value::Number)
+    }
+}
+
+impl ToJson for Value {
+    fn to_json(&self) -> Value {
+        self.clone()
+    }
+}
+
+impl ToJson for serde_json::Map<String, Value> {
+    fn to_json(&self) -> Value {
+        Value::Object(self.clone())
+    }
+}
+
+impl<T: ToJson> ToJson for [T] {
+    fn to_json(&self) -> Value {
+        Value::Array(self.iter().map(ToJson::to_json).collect())
+    }
+}
+
+impl<T: ToJson> ToJson for Vec<T> {
+    fn to_json(&self) -> Value {
+        self.as_slice().to_json()
+    }
+}
+
+impl<T: ToJson> ToJson for Option<T> {
+    fn to_json(&self) -> Value {
+        self.as_ref().map_or(Value::Null, ToJson::to_json)
+    }
+}
+
+impl<T: ToJson + ?Sized> ToJson for &T {
+    fn to_json(&self) -> Value {
+        (**self).to_json()
+    }
+}
+
+/// `v` as a [`Value`].
+pub(crate) fn to_json<T: ToJson + ?Sized>(v: &T) -> Value {
+    v.to_json()
+}
+
+/// Sets `key` in an object under construction.
+#[inline(never)]
+pub(crate) fn put(object: &mut serde_json::Map<String, Value>, key: &str, value: Value) {
+    object.insert(key.to_string(), value);
+}
+
+/// `serde_json::json!` for the crate's own values: the same syntax (string
+/// keys, nested objects and arrays, expressions) and the same values, with
+/// expressions converted by [`ToJson`] instead of a serializer per type.
+macro_rules! json_value {
+    (null) => {
+        serde_json::Value::Null
+    };
+    ([]) => {
+        serde_json::Value::Array(Vec::new())
+    };
+    ([ $($tt:tt)+ ]) => {
+        serde_json::Value::Array($crate::json::json_value!(@array [] $($tt)+))
+    };
+    ({}) => {
+        serde_json::Value::Object(serde_json::Map::new())
+    };
+    ({ $($tt:tt)+ }) => {{
+        let mut object = serde_json::Map::new();
+        $crate::json::json_value!(@object object ($($tt)+));
+        serde_json::Value::Object(object)
+    }};
+    (@array [$($elems:expr,)*]) => {
+        vec![$($elems,)*]
+    };
+    (@array [$($elems:expr,)*] null $(, $($rest:tt)*)?) => {
+        $crate::json::json_value!(@array [$($elems,)* serde_json::Value::Null,] $($($rest)*)?)
+    };
+    (@array [$($elems:expr,)*] [$($array:tt)*] $(, $($rest:tt)*)?) => {
+        $crate::json::json_value!(@array [$($elems,)* $crate::json::json_value!([$($array)*]),] $($($rest)*)?)
+    };
+    (@array [$($elems:expr,)*] {$($map:tt)*} $(, $($rest:tt)*)?) => {
+        $crate::json::json_value!(@array [$($elems,)* $crate::json::json_value!({$($map)*}),] $($($rest)*)?)
+    };
+    (@array [$($elems:expr,)*] $next:expr $(, $($rest:tt)*)?) => {
+        $crate::json::json_value!(@array [$($elems,)* $crate::json::to_json(&$next),] $($($rest)*)?)
+    };
+    (@object $object:ident ()) => {};
+    (@object $object:ident ($key:literal : null $(, $($rest:tt)*)?)) => {
+        $crate::json::put(&mut $object, $key, serde_json::Value::Null);
+        $crate::json::json_value!(@object $object ($($($rest)*)?));
+    };
+    (@object $object:ident ($key:literal : [$($array:tt)*] $(, $($rest:tt)*)?)) => {
+        $crate::json::put(&mut $object, $key, $crate::json::json_value!([$($array)*]));
+        $crate::json::json_value!(@object $object ($($($rest)*)?));
+    };
+    (@object $object:ident ($key:literal : {$($map:tt)*} $(, $($rest:tt)*)?)) => {
+        $crate::json::put(&mut $object, $key, $crate::json::json_value!({$($map)*}));
+        $crate::json::json_value!(@object $object ($($($rest)*)?));
+    };
+    (@object $object:ident ($key:literal : $value:expr $(, $($rest:tt)*)?)) => {
+        $crate::json::put(&mut $object, $key, $crate::json::to_json(&$value));
+        $crate::json::json_value!(@object $object ($($($rest)*)?));
+    };
+    ($other:expr) => {
+        $crate::json::to_json(&$other)
+    };
+}
+pub(crate) use json_value;
+
 // ------------------------------------------------------------------ shapes
 
 use crate::breaker::StateName;
@@ -397,6 +560,29 @@ impl Health {
 mod tests {
     use super::Json;
     use serde_json::json;
+
+    #[test]
+    fn json_values_are_serde_json_values() {
+        let s = String::from("s");
+        let none: Option<&str> = None;
+        let list = vec!["a".to_string(), "b".to_string()];
+        let v = json!({"n": 5u32});
+        assert_eq!(
+            super::json_value!({
+                "a": "x", "b": s, "c": 1u64, "d": -0.5, "e": f64::NAN, "f": true, "g": null,
+                "h": [1u32, "y", null, {"i": [], "j": {}}, [false]], "k": none, "l": Some(&s),
+                "m": list, "v": v, "w": {"x": {"y": 2usize}}, "z": &list[..]
+            }),
+            json!({
+                "a": "x", "b": s, "c": 1u64, "d": -0.5, "e": f64::NAN, "f": true, "g": null,
+                "h": [1u32, "y", null, {"i": [], "j": {}}, [false]], "k": none, "l": Some(&s),
+                "m": list, "v": v, "w": {"x": {"y": 2usize}}, "z": &list[..]
+            })
+        );
+        assert_eq!(super::json_value!("t"), json!("t"));
+        assert_eq!(super::json_value!([]), json!([]));
+        assert_eq!(super::json_value!({}), json!({}));
+    }
 
     #[test]
     fn strings_and_values_are_written_as_serde_json_writes_them() {
