@@ -62,8 +62,7 @@ pub fn parse_retry_after(headers: &Headers, now: UnixMillis) -> Option<Duration>
     if let Some(secs) = parse_number(value) {
         return Some(Duration::from_secs_f64(secs));
     }
-    let at = httpdate::parse_http_date(value).ok()?;
-    let at_ms = at.duration_since(std::time::UNIX_EPOCH).ok().map(millis)?;
+    let at_ms = http_date(value)?.saturating_mul(1000);
     Some(Duration::from_millis(at_ms.saturating_sub(now)))
 }
 
@@ -161,6 +160,118 @@ fn decimal(s: &str) -> Option<f64> {
         m as f64 * 2f64.powi(2 - shift)
     };
     Some(if negative { -v } else { v })
+}
+
+/// An HTTP-date (RFC 9110 §5.6.7: IMF-fixdate, RFC 850 or asctime), as
+/// seconds since the Unix epoch; `None` for anything else, an impossible
+/// date (31 April) or a wrong weekday. Reads exactly what the `httpdate`
+/// crate reads.
+fn http_date(s: &str) -> Option<u64> {
+    const MONTHS: &[u8; 36] = b"JanFebMarAprMayJunJulAugSepOctNovDec";
+    const DAYS: [&str; 7] = [
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+    ];
+    if !s.is_ascii() {
+        return None;
+    }
+    let s = s.trim().as_bytes();
+    let num = |b: &[u8]| -> Option<u16> {
+        b.iter().try_fold(0u16, |n, &c| {
+            let d = c.wrapping_sub(b'0');
+            (d < 10).then(|| n * 10 + u16::from(d))
+        })
+    };
+    let month = |b: &[u8]| -> Option<u16> {
+        (0..12)
+            .find(|&i| &MONTHS[3 * i..3 * i + 3] == b)
+            .map(|i| i as u16 + 1)
+    };
+    // (weekday 1–7, day, month, year, hour, minute, second)
+    let fields = if s.len() == 29 {
+        // `Sun, 06 Nov 1994 08:49:37 GMT`
+        let wday = DAYS.iter().position(|d| s[..3] == d.as_bytes()[..3]);
+        let ok = &s[3..5] == b", " && &s[25..] == b" GMT" && s[16] == b' ';
+        let ok = ok && s[19] == b':' && s[22] == b':';
+        let ok = ok && s[7] == b' ' && s[11] == b' ';
+        ok.then_some(())?;
+        (
+            wday?,
+            num(&s[5..7])?,
+            month(&s[8..11])?,
+            num(&s[12..16])?,
+            &s[17..],
+        )
+    } else if s.len() == 24 {
+        // `Sun Nov  6 08:49:37 1994`
+        let wday = DAYS.iter().position(|d| s[..3] == d.as_bytes()[..3]);
+        let ok = s[3] == b' ' && s[10] == b' ' && s[13] == b':' && s[16] == b':';
+        let ok = ok && s[19] == b' ' && s[7] == b' ';
+        ok.then_some(())?;
+        let day = if s[8] == b' ' {
+            num(&s[9..10])?
+        } else {
+            num(&s[8..10])?
+        };
+        (wday?, day, month(&s[4..7])?, num(&s[20..24])?, &s[11..])
+    } else {
+        // `Sunday, 06-Nov-94 08:49:37 GMT`
+        let (wday, rest) = DAYS.iter().enumerate().find_map(|(i, d)| {
+            let rest = s.strip_prefix(d.as_bytes())?.strip_prefix(b", ")?;
+            Some((i, rest))
+        })?;
+        let ok = s.len() >= 23 && rest.len() == 22 && &rest[18..] == b" GMT";
+        let ok = ok && rest[2] == b'-' && rest[6] == b'-' && rest[12] == b':' && rest[15] == b':';
+        ok.then_some(())?;
+        let yy = num(&rest[7..9])?;
+        let year = if yy < 70 { 2000 + yy } else { 1900 + yy };
+        (
+            wday,
+            num(&rest[0..2])?,
+            month(&rest[3..6])?,
+            year,
+            &rest[10..],
+        )
+    };
+    let (wday, day, mon, year, time) = fields;
+    let (hour, min, sec) = (num(&time[0..2])?, num(&time[3..5])?, num(&time[6..8])?);
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let month_days = [
+        31,
+        28 + u16::from(leap),
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    let valid = sec < 60
+        && min < 60
+        && hour < 24
+        && (1970..=9999).contains(&year)
+        && day >= 1
+        && day <= month_days[usize::from(mon) - 1];
+    valid.then_some(())?;
+    // Days since 1970-01-01 (a Thursday).
+    let y = u64::from(year) - 1;
+    let leaps = |y: u64| y / 4 - y / 100 + y / 400;
+    let before: u16 = month_days[..usize::from(mon) - 1].iter().sum();
+    let days = (u64::from(year) - 1970) * 365 + leaps(y) - leaps(1969)
+        + u64::from(before)
+        + u64::from(day)
+        - 1;
+    ((days + 3) % 7 == wday as u64).then_some(())?;
+    Some(days * 86400 + u64::from(hour) * 3600 + u64::from(min) * 60 + u64::from(sec))
 }
 
 /// A token bucket that limits retries to a fraction of first attempts, plus
@@ -344,6 +455,104 @@ mod tests {
         }
     }
 
+    /// What the `httpdate` crate reads, in seconds since the epoch.
+    fn httpdate_secs(s: &str) -> Option<u64> {
+        let t = httpdate::parse_http_date(s).ok()?;
+        Some(t.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs())
+    }
+
+    #[test]
+    fn http_dates_read_as_the_httpdate_crate_reads_them() {
+        let mut checked = 0;
+        // Every day from 1970 to 2110, in the three formats, at two times.
+        for days in (0u64..51_500).step_by(1) {
+            let secs = days * 86400 + (days % 86400) * 7 % 86400;
+            let t = std::time::UNIX_EPOCH + Duration::from_secs(secs);
+            let imf = httpdate::fmt_http_date(t);
+            for s in [
+                imf.clone(),
+                // asctime: `Sun Nov  6 08:49:37 1994`
+                format!(
+                    "{} {} {:>2} {} {}",
+                    &imf[..3],
+                    &imf[8..11],
+                    imf[5..7].trim_start_matches('0'),
+                    &imf[17..25],
+                    &imf[12..16]
+                ),
+                format!(" {imf} "),
+                // RFC 850: `Sunday, 06-Nov-94 08:49:37 GMT`
+                format!(
+                    "{}, {}-{}-{} {} GMT",
+                    [
+                        "Monday",
+                        "Tuesday",
+                        "Wednesday",
+                        "Thursday",
+                        "Friday",
+                        "Saturday",
+                        "Sunday"
+                    ]
+                    .into_iter()
+                    .find(|d| d.starts_with(&imf[..3]))
+                    .unwrap(),
+                    &imf[5..7],
+                    &imf[8..11],
+                    &imf[14..16],
+                    &imf[17..25]
+                ),
+                imf.replace("Mon,", "Tue,").replace("Sun,", "Mon,"),
+            ] {
+                assert_eq!(http_date(&s), httpdate_secs(&s), "{s}");
+                checked += 1;
+            }
+        }
+        assert!(checked > 250_000);
+        for s in [
+            "Sun, 06 Nov 1994 08:49:37 GMT",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Thursday, 01-Jan-70 00:00:00 GMT",
+            "Friday, 31-Dec-69 23:59:59 GMT",
+            "Monday, 29-Feb-16 00:00:00 GMT",
+            "Tuesday, 29-Feb-17 00:00:00 GMT",
+            "Sun Nov  6 08:49:37 1994",
+            "Sun Nov 06 08:49:37 1994",
+            "Wed, 31 Apr 2024 00:00:00 GMT",
+            "Thu, 29 Feb 2024 00:00:00 GMT",
+            "Thu, 29 Feb 2023 00:00:00 GMT",
+            "Sat, 01 Jan 2000 24:00:00 GMT",
+            "Sat, 01 Jan 2000 23:60:00 GMT",
+            "Sat, 01 Jan 2000 23:59:60 GMT",
+            "Fri, 31 Dec 9999 23:59:59 GMT",
+            "Sat, 01 Jan 10000 00:00:00 GMT",
+            "Wed, 31 Dec 1969 23:59:59 GMT",
+            "Sun, 06 Nov 1994 08:49:37 UTC",
+            "Sun, 06 Nov 1994 08:49:37 gmt",
+            "sun, 06 Nov 1994 08:49:37 GMT",
+            "Sun, 06 nov 1994 08:49:37 GMT",
+            "Sun, 6 Nov 1994 08:49:37 GMT",
+            "Sun,  06 Nov 1994 08:49:37 GMT",
+            "Sun, 06-Nov-1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 08.49.37 GMT",
+            "Sun, +6 Nov 1994 08:49:37 GMT",
+            "Sunday, 06-Nov-94 08:49:37 UTC",
+            "Sunday 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 94",
+            "Sun Nov 6 08:49:37 1994",
+            "Sun Nov  6 8:49:37 1994",
+            "Mon, 00 Jan 2024 00:00:00 GMT",
+            "",
+            "GMT",
+            "Wednesday, 00-Jan-00 00:00:00 GMT",
+            "Saturday, 01-Jan-00 00:00:00 GMT",
+            "Sunday, 06-Nov-94 08:49:37 GMTx",
+            "Sunday, 06-Nov-94 08:49:37  GMT",
+            "Sun, 06 Nov 1994 08:49:37 GMT\u{e9}",
+        ] {
+            assert_eq!(http_date(s), httpdate_secs(s), "{s}");
+        }
+    }
+
     #[test]
     fn budget_limits_retries_to_a_fraction_of_traffic() {
         let mut b = RetryBudget::new(BudgetPolicy {
@@ -410,6 +619,13 @@ mod tests {
             if int.len() + frac.len() <= 19 && std.is_none_or(|v| v == 0.0 || v >= 1e-19) {
                 prop_assert_eq!(parse_number(&s), std, "{}", s);
             }
+        }
+
+        #[test]
+        fn http_dates_match_the_httpdate_crate(
+            v in "[A-Za-z]{0,9}[, ]{0,2}[0-9 ]{0,2}[- ][A-Za-z]{3}[- ][0-9]{2,4} [0-9]{2}:[0-9]{2}:[0-9]{2}( GMT| [0-9]{4})?",
+        ) {
+            prop_assert_eq!(http_date(&v), httpdate_secs(&v), "{}", v);
         }
 
         #[test]

@@ -221,8 +221,8 @@ impl Config {
         let d = Policy::default();
         let client = Policy {
             retry,
-            attempt_timeout: issues.ms("timeoutMs", self.timeout_ms, d.attempt_timeout),
-            deadline: issues.ms("deadlineMs", self.deadline_ms, d.deadline),
+            attempt_timeout: issues.ms_at("", "timeoutMs", self.timeout_ms, d.attempt_timeout),
+            deadline: issues.ms_at("", "deadlineMs", self.deadline_ms, d.deadline),
             budget: self.budget.policy("budget", &mut issues),
             max_response_bytes: match self.limits.max_response_bytes {
                 Some(0) => {
@@ -238,12 +238,13 @@ impl Config {
                 }
                 v => v.unwrap_or(d.max_request_bytes),
             },
-            first_token_timeout: issues.ms(
+            first_token_timeout: issues.ms_at(
+                "",
                 "firstTokenTimeoutMs",
                 self.first_token_timeout_ms,
                 d.first_token_timeout,
             ),
-            idle_timeout: issues.ms("idleTimeoutMs", self.idle_timeout_ms, d.idle_timeout),
+            idle_timeout: issues.ms_at("", "idleTimeoutMs", self.idle_timeout_ms, d.idle_timeout),
         };
         let breaker = self.breaker.policy("breaker", &mut issues);
         let mut breakers = BTreeMap::new();
@@ -276,34 +277,32 @@ impl Config {
             }
             let mut chain = Vec::new();
             for (i, e) in entries.iter().enumerate() {
-                let path = format!("{path}[{i}]");
+                let path = &format!("{path}[{i}]");
                 if !known(&e.provider) {
-                    issues.add(
-                        format!("{path}.provider"),
-                        format!("unknown provider \"{}\"", e.provider),
+                    issues.add_at(
+                        path,
+                        "provider",
+                        &format!("unknown provider \"{}\"", e.provider),
                     );
                 }
                 if e.model.trim().is_empty() {
-                    issues.add(format!("{path}.model"), "must not be empty");
+                    issues.add_at(path, "model", "must not be empty");
                 }
                 chain.push(Entry {
                     provider: e.provider.clone(),
                     model: e.model.clone(),
                     label: e.label.clone(),
                     timeout: e.timeout_ms.map(|ms| {
-                        issues.ms(
-                            &format!("{path}.timeoutMs"),
-                            Some(ms),
-                            client.attempt_timeout,
-                        )
+                        issues.ms_at(path, "timeoutMs", Some(ms), client.attempt_timeout)
                     }),
                     retry: e
                         .retry
                         .as_ref()
                         .map(|r| r.policy(&format!("{path}.retry"), client.retry, &mut issues)),
                     first_token_timeout: e.first_token_timeout_ms.map(|ms| {
-                        issues.ms(
-                            &format!("{path}.firstTokenTimeoutMs"),
+                        issues.ms_at(
+                            path,
+                            "firstTokenTimeoutMs",
                             Some(ms),
                             client.first_token_timeout,
                         )
@@ -602,30 +601,58 @@ impl Issues {
         self.0.push(ConfigIssue::new(path, message));
     }
 
+    /// Records a problem at `path.field` (`field` alone at the top, `path`
+    /// alone without a field): the path is written only for a problem.
+    #[cold]
+    #[inline(never)]
+    fn add_at(&mut self, path: &str, field: &str, message: &str) {
+        let at = match (path.is_empty(), field.is_empty()) {
+            (true, _) => field.to_string(),
+            (_, true) => path.to_string(),
+            _ => format!("{path}.{field}"),
+        };
+        self.0.push(ConfigIssue::new(at, message));
+    }
+
     /// A duration in ms, checked to be positive and below a day.
     pub fn ms(&mut self, path: &str, v: Option<u64>, default: Duration) -> Duration {
+        self.ms_at(path, "", v, default)
+    }
+
+    /// [`Issues::ms`] at `path.field`.
+    #[inline(never)]
+    fn ms_at(&mut self, path: &str, field: &str, v: Option<u64>, default: Duration) -> Duration {
         match v {
             None => default,
             Some(0) => {
-                self.add(path, "must be greater than 0");
+                self.add_at(path, field, "must be greater than 0");
                 default
             }
             Some(ms) if ms > MAX_MS => {
-                self.add(path, format!("must be at most {MAX_MS} (one day)"));
+                self.add_at(path, field, &format!("must be at most {MAX_MS} (one day)"));
                 default
             }
             Some(ms) => Duration::from_millis(ms),
         }
     }
 
-    /// A fraction, checked to lie in `(lo, 1]` (or `[0, 1]` when `lo` < 0).
-    fn fraction(&mut self, path: &str, v: Option<f64>, default: f64, zero_ok: bool) -> f64 {
+    /// A fraction, checked to lie in `(0, 1]` (or `[0, 1]` when `zero_ok`).
+    #[inline(never)]
+    fn fraction(
+        &mut self,
+        path: &str,
+        field: &str,
+        v: Option<f64>,
+        default: f64,
+        zero_ok: bool,
+    ) -> f64 {
         match v {
             None => default,
             Some(x) if x.is_finite() && x <= 1.0 && (x > 0.0 || (zero_ok && x == 0.0)) => x,
             Some(_) => {
-                self.add(
+                self.add_at(
                     path,
+                    field,
                     if zero_ok {
                         "must be between 0 and 1"
                     } else {
@@ -638,12 +665,13 @@ impl Issues {
     }
 
     /// A count, checked to lie in `[1, max]`.
-    fn count(&mut self, path: &str, v: Option<u32>, default: u32, max: u32) -> u32 {
+    #[inline(never)]
+    fn count(&mut self, path: &str, field: &str, v: Option<u32>, default: u32, max: u32) -> u32 {
         match v {
             None => default,
             Some(n) if (1..=max).contains(&n) => n,
             Some(_) => {
-                self.add(path, format!("must be between 1 and {max}"));
+                self.add_at(path, field, &format!("must be between 1 and {max}"));
                 default
             }
         }
@@ -655,24 +683,17 @@ impl RetryConfig {
     pub fn policy(&self, path: &str, base: RetryPolicy, issues: &mut Issues) -> RetryPolicy {
         let p = RetryPolicy {
             max_attempts: issues.count(
-                &format!("{path}.maxAttempts"),
+                path,
+                "maxAttempts",
                 self.max_attempts,
                 base.max_attempts,
                 MAX_ATTEMPTS,
             ),
-            base_delay: issues.ms(
-                &format!("{path}.baseDelayMs"),
-                self.base_delay_ms,
-                base.base_delay,
-            ),
-            max_delay: issues.ms(
-                &format!("{path}.maxDelayMs"),
-                self.max_delay_ms,
-                base.max_delay,
-            ),
+            base_delay: issues.ms_at(path, "baseDelayMs", self.base_delay_ms, base.base_delay),
+            max_delay: issues.ms_at(path, "maxDelayMs", self.max_delay_ms, base.max_delay),
         };
         if p.base_delay > p.max_delay {
-            issues.add(format!("{path}.baseDelayMs"), "must not exceed maxDelayMs");
+            issues.add_at(path, "baseDelayMs", "must not exceed maxDelayMs");
         }
         p
     }
@@ -686,7 +707,7 @@ impl BudgetConfig {
             None => d.capacity,
             Some(c) if c.is_finite() && (0.0..=1e6).contains(&c) => c,
             Some(_) => {
-                issues.add(format!("{path}.capacity"), "must be between 0 and 1000000");
+                issues.add_at(path, "capacity", "must be between 0 and 1000000");
                 d.capacity
             }
         };
@@ -694,15 +715,12 @@ impl BudgetConfig {
             None => d.floor_per_sec,
             Some(c) if c.is_finite() && (0.0..=1e6).contains(&c) => c,
             Some(_) => {
-                issues.add(
-                    format!("{path}.floorPerSec"),
-                    "must be between 0 and 1000000",
-                );
+                issues.add_at(path, "floorPerSec", "must be between 0 and 1000000");
                 d.floor_per_sec
             }
         };
         BudgetPolicy {
-            ratio: issues.fraction(&format!("{path}.ratio"), self.ratio, d.ratio, true),
+            ratio: issues.fraction(path, "ratio", self.ratio, d.ratio, true),
             floor_per_sec,
             capacity,
         }
@@ -715,27 +733,31 @@ impl BreakerConfig {
         let d = BreakerPolicy::default();
         let p = BreakerPolicy {
             failure_threshold: issues.count(
-                &format!("{path}.failureThreshold"),
+                path,
+                "failureThreshold",
                 self.failure_threshold,
                 d.failure_threshold,
                 10_000,
             ),
             failure_rate: issues.fraction(
-                &format!("{path}.failureRate"),
+                path,
+                "failureRate",
                 self.failure_rate,
                 d.failure_rate,
                 false,
             ),
-            window: issues.count(&format!("{path}.window"), self.window, d.window, 10_000),
+            window: issues.count(path, "window", self.window, d.window, 10_000),
             minimum_calls: issues.count(
-                &format!("{path}.minimumCalls"),
+                path,
+                "minimumCalls",
                 self.minimum_calls,
                 d.minimum_calls,
                 10_000,
             ),
-            cooldown: issues.ms(&format!("{path}.cooldownMs"), self.cooldown_ms, d.cooldown),
-            max_cooldown: issues.ms(
-                &format!("{path}.maxCooldownMs"),
+            cooldown: issues.ms_at(path, "cooldownMs", self.cooldown_ms, d.cooldown),
+            max_cooldown: issues.ms_at(
+                path,
+                "maxCooldownMs",
                 self.max_cooldown_ms,
                 d.max_cooldown.max(
                     self.cooldown_ms
@@ -743,26 +765,25 @@ impl BreakerConfig {
                 ),
             ),
             half_open_permits: issues.count(
-                &format!("{path}.halfOpenPermits"),
+                path,
+                "halfOpenPermits",
                 self.half_open_permits,
                 d.half_open_permits,
                 1000,
             ),
             success_threshold: issues.count(
-                &format!("{path}.successThreshold"),
+                path,
+                "successThreshold",
                 self.success_threshold,
                 d.success_threshold,
                 1000,
             ),
         };
         if p.minimum_calls > p.window {
-            issues.add(format!("{path}.minimumCalls"), "must not exceed window");
+            issues.add_at(path, "minimumCalls", "must not exceed window");
         }
         if p.cooldown > p.max_cooldown {
-            issues.add(
-                format!("{path}.cooldownMs"),
-                "must not exceed maxCooldownMs",
-            );
+            issues.add_at(path, "cooldownMs", "must not exceed maxCooldownMs");
         }
         p
     }

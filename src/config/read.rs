@@ -120,10 +120,37 @@ fn describe(n: &Node<'_>, out: &mut String) {
             Some(v) => write!(out, "floating point `{v}`"),
             None => out.write_str("floating point"),
         },
-        Node::Str(s) => write!(out, "string {s:?}"),
+        Node::Str(s) => {
+            out.push_str("string ");
+            quote(s, out);
+            Ok(())
+        }
         Node::Seq(_) => out.write_str("sequence"),
         Node::Map(_) => out.write_str("map"),
     };
+}
+
+/// `s` quoted as `{:?}` quotes it (control characters as `\u{1f}`), but for
+/// the non-ASCII characters that it would escape with Unicode tables.
+fn quote(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '\0' => out.push_str("\\0"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            '\n' => out.push_str("\\n"),
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '\u{1}'..='\u{1f}' | '\u{7f}' => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 /// `invalid type: string "5", expected u64`.
@@ -443,6 +470,21 @@ mod tests {
                 }
             }
             _ => panic!("{json}: derived {derived:?}, by hand {by_hand:?}"),
+        }
+    }
+
+    #[test]
+    fn strings_are_quoted_as_debug_quotes_them() {
+        for s in [
+            "",
+            "plain",
+            "q\"b\\s'/",
+            "\0\t\r\n\u{1}\u{1f}\u{7f}",
+            "é ✓ 😀",
+        ] {
+            let mut out = String::new();
+            super::quote(s, &mut out);
+            assert_eq!(out, format!("{s:?}"));
         }
     }
 

@@ -771,7 +771,10 @@ pub fn render_error(format: Format, e: &Error) -> Outbound {
     if let Some(after) = e.retry_after() {
         out.headers.insert(
             "retry-after",
-            after.as_secs_f64().ceil().max(1.0).to_string(),
+            // Whole seconds, rounded up, at least one (no float formatting).
+            (after.as_secs() + u64::from(after.subsec_nanos() > 0))
+                .max(1)
+                .to_string(),
         );
     }
     out
