@@ -159,7 +159,7 @@ fn encode_blocks(m: &Message, path: &str) -> Result<Vec<Value>, FormatError> {
                 let mut b =
                     json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content});
                 if *is_error {
-                    b["is_error"] = json!(true);
+                    crate::json::set(&mut b, "is_error", Value::Bool(true));
                 }
                 blocks.push(b);
             }

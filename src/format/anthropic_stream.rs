@@ -324,7 +324,7 @@ impl AnthropicStreamEncoder {
         let u = self.usage.unwrap_or_default();
         let mut usage = json!({"output_tokens": u.output_tokens});
         if u.input_tokens > 0 {
-            usage["input_tokens"] = json!(u.input_tokens);
+            crate::json::set(&mut usage, "input_tokens", json!(u.input_tokens));
         }
         event(
             &mut out,

@@ -166,7 +166,7 @@ fn encode_message(m: &Message, path: &str, out: &mut Vec<Value>) -> Result<(), F
         };
         let mut msg = json!({"role": "assistant", "content": content});
         if !calls.is_empty() {
-            msg["tool_calls"] = Value::Array(calls);
+            crate::json::set(&mut msg, "tool_calls", Value::Array(calls));
         }
         out.push(msg);
     } else if !text.is_empty() || m.content.is_empty() {
@@ -612,11 +612,15 @@ pub fn render_response(resp: &ChatResponse, id: &str, created: u64) -> Value {
         }],
     });
     if let Some(u) = resp.usage {
-        out["usage"] = json!({
-            "prompt_tokens": u.input_tokens,
-            "completion_tokens": u.output_tokens,
-            "total_tokens": u.input_tokens.saturating_add(u.output_tokens),
-        });
+        crate::json::set(
+            &mut out,
+            "usage",
+            json!({
+                "prompt_tokens": u.input_tokens,
+                "completion_tokens": u.output_tokens,
+                "total_tokens": u.input_tokens.saturating_add(u.output_tokens),
+            }),
+        );
     }
     out
 }

@@ -311,7 +311,7 @@ impl OpenAiStreamEncoder {
             }],
         });
         if self.include_usage {
-            chunk["usage"] = Value::Null;
+            crate::json::set(&mut chunk, "usage", Value::Null);
         }
         data_line(&chunk)
     }

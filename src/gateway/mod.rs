@@ -758,13 +758,16 @@ pub fn render_error(format: Format, e: &Error) -> Outbound {
     if let Error::AllProvidersFailed(x) = e {
         // The attempts, for humans debugging a failover; SDKs ignore it.
         if let Ok(mut v) = crate::config::read::parse_value(&out.body) {
-            v["error"]["attempts"] = crate::json::to_value(|j| {
+            let attempts = crate::json::to_value(|j| {
                 j.open_array();
                 for a in &x.attempts {
                     a.write_json(j);
                 }
                 j.close_array();
             });
+            if let Some(error) = v.get_mut("error") {
+                crate::json::set(error, "attempts", attempts);
+            }
             out.body = crate::json::text_of(&v).into_bytes();
         }
     }

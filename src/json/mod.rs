@@ -346,6 +346,14 @@ pub(crate) fn to_json<T: ToJson + ?Sized>(v: &T) -> Value {
     v.to_json()
 }
 
+/// Sets `key` of an object (`v[key] = value` without the panic for a
+/// non-object, which the crate never indexes).
+pub(crate) fn set(v: &mut Value, key: &str, value: Value) {
+    if let Value::Object(m) = v {
+        put(m, key, value);
+    }
+}
+
 /// Sets `key` in an object under construction.
 #[inline(never)]
 pub(crate) fn put(object: &mut serde_json::Map<String, Value>, key: &str, value: Value) {
@@ -419,6 +427,8 @@ use crate::error::{Attempt, AttemptOutcome, ErrorKind, ProviderError};
 use crate::platform::millis;
 use crate::stats::{Health, LastFailure, Latency};
 
+#[cfg(any(test, all(target_arch = "wasm32", feature = "worker")))]
+pub(crate) mod fleet;
 #[cfg(any(test, all(target_arch = "wasm32", feature = "js")))]
 pub(crate) mod js;
 
