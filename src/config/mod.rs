@@ -26,6 +26,7 @@ use crate::breaker::BreakerPolicy;
 use crate::chain::{Entry, Policy};
 use crate::provider::{Provider, ProviderConfig};
 
+mod parse;
 mod path;
 pub(crate) mod read;
 

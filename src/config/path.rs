@@ -18,6 +18,7 @@ use serde::Deserialize;
 
 /// A parsed JSON value. Objects keep their order and duplicate keys, so
 /// typed reads see exactly what a streaming parser would have shown them.
+#[cfg_attr(test, derive(Debug, PartialEq))]
 pub(crate) enum Node<'de> {
     Null,
     Bool(bool),
@@ -37,7 +38,7 @@ pub(crate) enum Seg {
 
 /// A path, innermost step first.
 #[derive(Default)]
-pub(crate) struct Path(Vec<Seg>);
+pub(crate) struct Path(pub(crate) Vec<Seg>);
 
 impl Path {
     /// `routes.default[0].timeoutMs`; `(root)` for the whole document.
@@ -77,11 +78,17 @@ pub(crate) fn from_str<'de, T: Deserialize<'de>>(json: &'de str) -> Result<T, (S
 
 /// Parses `json` into a tree; on failure, where and what.
 pub(crate) fn parse_tree(json: &[u8]) -> Result<Node<'_>, (String, String)> {
+    super::parse::parse(json).map_err(|(path, message)| (path.render(), message))
+}
+
+/// serde_json's parser over the same tree: what [`super::parse`] is held to.
+#[cfg(test)]
+pub(crate) fn parse_tree_with_serde(json: &[u8]) -> Result<Node<'_>, (String, String)> {
     let mut path = Path::default();
     parse(json, &mut path).map_err(|e| (path.render(), e.to_string()))
 }
 
-#[inline(never)]
+#[cfg(test)]
 fn parse<'de>(json: &'de [u8], path: &mut Path) -> Result<Node<'de>, serde_json::Error> {
     // From bytes: the one reader every JSON text in the crate goes through.
     let mut de = serde_json::Deserializer::from_slice(json);
@@ -91,8 +98,10 @@ fn parse<'de>(json: &'de [u8], path: &mut Path) -> Result<Node<'de>, serde_json:
 }
 
 /// Reads a [`Node`], recording in the path where a syntax error struck.
+#[cfg(test)]
 struct NodeSeed<'p>(&'p mut Path);
 
+#[cfg(test)]
 impl<'de> DeserializeSeed<'de> for NodeSeed<'_> {
     type Value = Node<'de>;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Node<'de>, D::Error> {
@@ -100,6 +109,7 @@ impl<'de> DeserializeSeed<'de> for NodeSeed<'_> {
     }
 }
 
+#[cfg(test)]
 impl<'de> Visitor<'de> for NodeSeed<'_> {
     type Value = Node<'de>;
 
@@ -159,8 +169,10 @@ impl<'de> Visitor<'de> for NodeSeed<'_> {
 }
 
 /// An object key, borrowed when it has no escapes.
+#[cfg(test)]
 struct Key<'de>(Cow<'de, str>);
 
+#[cfg(test)]
 impl<'de> Deserialize<'de> for Key<'de> {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
