@@ -106,7 +106,7 @@ impl Json {
                 0..=0x1f => "",
                 _ => continue,
             };
-            out.push_str(&s[start..i]);
+            out.push_str(s.get(start..i).unwrap_or_default());
             if esc.is_empty() {
                 const HEX: &[u8; 16] = b"0123456789abcdef";
                 out.push_str("\\u00");
@@ -117,7 +117,7 @@ impl Json {
             }
             start = i + 1;
         }
-        out.push_str(&s[start..]);
+        out.push_str(s.get(start..).unwrap_or_default());
         out.push('"');
         self
     }

@@ -510,7 +510,7 @@ pub fn build(
                 p = p.path(path.clone());
             }
             if let Some(d) = &c.deployment {
-                if !endpoint.contains("{deployment}") {
+                if !crate::text::contains(endpoint, "{deployment}") {
                     v.issue(
                         "deployment",
                         "only used by paths with {deployment} (preset azure)",
@@ -623,7 +623,10 @@ impl Check<'_> {
         let mut out = Vec::new();
         for (name, value) in headers {
             let field = format!("headers.{name}");
-            let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+            let token = |c: char| {
+                c.is_ascii_alphanumeric()
+                    || (c.is_ascii() && b"!#$%&'*+-.^_`|~".contains(&(c as u8)))
+            };
             if name.is_empty() || !name.chars().all(token) {
                 self.issue(&field, "is not a valid header name");
             } else if value.contains(['\r', '\n']) {
