@@ -128,7 +128,10 @@ fn decimal(s: &str) -> Option<f64> {
         0.0
     } else if exp >= 0 {
         // An integer: exact below 10^12, refused from there on.
-        match u128::from(mantissa).checked_mul(10u128.checked_pow(exp.min(39) as u32)?) {
+        match 10u64
+            .checked_pow(exp.min(20) as u32)
+            .and_then(|p| mantissa.checked_mul(p))
+        {
             Some(n) if n < 1_000_000_000_000 => n as f64,
             _ => 1e12,
         }
@@ -138,11 +141,14 @@ fn decimal(s: &str) -> Option<f64> {
         // mantissa / 10^k by binary long division: 55 significant bits,
         // then round half to even with the remainder as the sticky bit.
         let d = 10u128.pow((-exp) as u32);
-        let mut q = u128::from(mantissa) / d;
+        // A mantissa below 10^19 divides as a u64, or is all remainder.
+        let (mut q, mut r) = match u64::try_from(d) {
+            Ok(d) => (u128::from(mantissa / d), u128::from(mantissa % d)),
+            Err(_) => (0, u128::from(mantissa)),
+        };
         if q >= 1_000_000_000_000 {
             return Some(1e12);
         }
-        let mut r = u128::from(mantissa) % d;
         let mut shift = 0;
         while q < 1 << 54 {
             r <<= 1;

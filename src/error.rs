@@ -373,7 +373,7 @@ impl Exhausted {
         if detail.is_empty() {
             lead
         } else {
-            format!("{lead} ({})", detail.join("; "))
+            format!("{lead} ({})", crate::text::join(&detail, "; "))
         }
     }
 }

@@ -44,6 +44,18 @@ pub(crate) fn replace(hay: &str, needle: &str, with: &str) -> String {
     out
 }
 
+/// `parts` joined by `sep`, as `[String]::join` joins them.
+pub(crate) fn join(parts: &[String], sep: &str) -> String {
+    let mut out = String::new();
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            out.push_str(sep);
+        }
+        out.push_str(p);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,6 +80,8 @@ mod tests {
                 assert_eq!(replace(h, n, "***"), h.replace(n, "***"), "{h} {n}");
             }
             assert_eq!(find(h, ""), h.find(""));
+            let parts: Vec<String> = h.split('a').map(str::to_string).collect();
+            assert_eq!(join(&parts, "; "), parts.join("; "));
             assert_eq!(rfind(h, ""), h.rfind(""));
         }
     }

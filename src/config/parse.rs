@@ -544,9 +544,9 @@ fn overflows(significand: u64, digit: u64) -> bool {
 /// `10^k` for `k` ≤ 308, correctly rounded, as the literals `1e0`…`1e308`
 /// of serde_json's table are.
 fn pow10(k: u32) -> f64 {
-    if k <= 38 {
-        // Exact as an integer; the conversion rounds to nearest.
-        return 10u128.pow(k) as f64;
+    if k <= 22 {
+        // Every power up to 10^22 is exact in an f64.
+        return (0..k).fold(1.0, |p, _| p * 10.0);
     }
     // 10^k as a big integer (base 2^32, little-endian), rounded to 53 bits.
     let mut limbs: Vec<u32> = vec![1];
@@ -561,7 +561,7 @@ fn pow10(k: u32) -> f64 {
             limbs.push(carry as u32);
         }
     }
-    let top = limbs.len() - 1; // at least 4 limbs: 10^39 > 2^96
+    let top = limbs.len() - 1; // at least 3 limbs: 10^23 > 2^64
     let bits = top as u32 * 32 + (32 - limbs[top].leading_zeros());
     let raw = u128::from(limbs[top]) << 64
         | u128::from(limbs[top - 1]) << 32

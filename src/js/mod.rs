@@ -301,7 +301,7 @@ impl ResilientClient {
             errors::client_error(
                 "invalid_request",
                 400,
-                &format!("invalid request: {}", detail.join("; ")),
+                &format!("invalid request: {}", crate::text::join(&detail, "; ")),
             )
         })?;
         let bad = |m: &str| errors::client_error("invalid_request", 400, m);

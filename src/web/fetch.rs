@@ -97,7 +97,7 @@ pub fn error_message(value: &JsValue) -> String {
     if parts.is_empty() {
         "unknown error".to_string()
     } else {
-        parts.join(": ")
+        crate::text::join(&parts, ": ")
     }
 }
 
