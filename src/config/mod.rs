@@ -120,10 +120,11 @@ impl GatewayConfig {
 pub struct Validated {
     /// The policies.
     pub policies: Policies,
-    /// Per-provider breaker policies that differ from the default.
-    pub breakers: BTreeMap<String, BreakerPolicy>,
-    /// The HTTP adapters, by provider id.
-    pub providers: BTreeMap<String, Box<dyn Provider>>,
+    /// Per-provider breaker policies that differ from the default, in id
+    /// order.
+    pub breakers: Vec<(String, BreakerPolicy)>,
+    /// The HTTP adapters, in provider id order.
+    pub providers: Vec<(String, Box<dyn Provider>)>,
 }
 
 impl Config {
@@ -204,14 +205,14 @@ impl Config {
         extra: &[&str],
     ) -> Result<Validated, ConfigError> {
         let mut issues = Issues::default();
-        let mut providers = BTreeMap::new();
+        let mut providers = Vec::new();
         for (id, cfg) in &self.providers {
             let path = format!("providers.{id}");
             if extra.contains(&id.as_str()) {
                 issues.add(&path, "a custom provider has the same name");
             }
             if let Some(p) = crate::provider::config::build(id, cfg, secret, &path, &mut issues.0) {
-                providers.insert(id.clone(), p);
+                providers.push((id.clone(), p));
             }
         }
         let known = |id: &str| self.providers.contains_key(id) || extra.contains(&id);
@@ -248,7 +249,7 @@ impl Config {
             idle_timeout: issues.ms_at("", "idleTimeoutMs", self.idle_timeout_ms, d.idle_timeout),
         };
         let breaker = self.breaker.policy("breaker", &mut issues);
-        let mut breakers = BTreeMap::new();
+        let mut breakers = Vec::new();
         for (id, b) in &self.breakers {
             let path = format!("breakers.{id}");
             if !known(id) {
@@ -264,7 +265,7 @@ impl Config {
                 half_open_permits: b.half_open_permits.or(self.breaker.half_open_permits),
                 success_threshold: b.success_threshold.or(self.breaker.success_threshold),
             };
-            breakers.insert(id.clone(), merged.policy(&path, &mut issues));
+            breakers.push((id.clone(), merged.policy(&path, &mut issues)));
         }
 
         let mut routes = BTreeMap::new();

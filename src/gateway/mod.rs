@@ -234,8 +234,8 @@ impl Setup {
         self.validated.policies.breaker
     }
 
-    /// Per-provider breaker policies.
-    pub fn breakers(&self) -> &BTreeMap<String, BreakerPolicy> {
+    /// Per-provider breaker policies, in provider id order.
+    pub fn breakers(&self) -> &[(String, BreakerPolicy)] {
         &self.validated.breakers
     }
 

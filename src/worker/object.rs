@@ -27,7 +27,7 @@ pub struct BreakerStore {
 #[derive(Clone)]
 struct Policies {
     default: BreakerPolicy,
-    per_provider: std::collections::BTreeMap<String, BreakerPolicy>,
+    per_provider: Vec<(String, BreakerPolicy)>,
     lease_ttl: Duration,
 }
 
@@ -50,9 +50,9 @@ impl DurableObject for BreakerStore {
         };
         let policy = policies
             .per_provider
-            .get(&call.key)
-            .copied()
-            .unwrap_or(policies.default);
+            .iter()
+            .find(|(id, _)| *id == call.key)
+            .map_or(policies.default, |(_, p)| *p);
         let now = worker::js_sys::Date::now() as u64;
         // Load, one pure step, store: no await in between.
         let mut fleet = self.load();
