@@ -27,7 +27,7 @@ use crate::chain::{Entry, Policy};
 use crate::provider::{Provider, ProviderConfig};
 
 mod parse;
-mod path;
+pub(crate) mod path;
 pub(crate) mod read;
 
 use read::{Node, Shape, R};
