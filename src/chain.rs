@@ -559,11 +559,10 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                     .store
                     .snapshot(id)
                     .map(|s| (s.state, s.consecutive_failures));
-                stats
-                    .get(id)
-                    .cloned()
-                    .unwrap_or_default()
-                    .health(id, breaker)
+                match stats.get(id) {
+                    Some(s) => s.health(id, breaker),
+                    None => ProviderStats::default().health(id, breaker),
+                }
             })
             .collect()
     }

@@ -578,10 +578,10 @@ pub(crate) fn read_tool_choice(n: &Node<'_>) -> R<ToolChoice> {
         deny_unknown: false,
         skip: Some("type"),
     };
-    const UNITS: [(ToolChoice, &str); 3] = [
-        (ToolChoice::Auto, "unit variant ToolChoice::Auto"),
-        (ToolChoice::None, "unit variant ToolChoice::None"),
-        (ToolChoice::Required, "unit variant ToolChoice::Required"),
+    const UNITS: [&str; 3] = [
+        "unit variant ToolChoice::Auto",
+        "unit variant ToolChoice::None",
+        "unit variant ToolChoice::Required",
     ];
     let variant = n.tag(
         "type",
@@ -593,18 +593,18 @@ pub(crate) fn read_tool_choice(n: &Node<'_>) -> R<ToolChoice> {
     let mut name = None;
     n.fields(&SHAPE, &mut |_, v| {
         match UNITS.get(variant) {
-            Some((_, unit)) if !v.is_null() => return Err(invalid_type(v, unit)),
+            Some(unit) if !v.is_null() => return Err(invalid_type(v, unit)),
             Some(_) => {}
             None => name = Some(v.string()?),
         }
         Ok(())
     })?;
-    match UNITS.get(variant) {
-        Some((choice, _)) => Ok(choice.clone()),
-        None => name
-            .map(ToolChoice::Tool)
-            .ok_or_else(|| crate::config::read::missing_field("name")),
-    }
+    Ok(match variant {
+        0 => ToolChoice::Auto,
+        1 => ToolChoice::None,
+        2 => ToolChoice::Required,
+        _ => ToolChoice::Tool(name.ok_or_else(|| crate::config::read::missing_field("name"))?),
+    })
 }
 
 /// Token counts: `{ inputTokens, outputTokens }`.
