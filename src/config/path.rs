@@ -2,11 +2,13 @@
 //! (`routes.default[0].timeoutMs`), in a fraction of the code of wrapping
 //! every typed deserializer (what `serde_path_to_error` does).
 //!
-//! The text is parsed once into a [`Node`] tree (serde_json's parser, its
-//! nesting limit, its syntax errors with line and column); typed values are
-//! then read from the tree by one concrete [`serde::Deserializer`], so each
-//! `Deserialize` impl is compiled once. A failure's path is collected while
-//! the error travels back up: each map entry and array element it passes
+//! The text is parsed once into a [`Node`] tree by the crate's parser
+//! ([`super::parse`]: serde_json's grammar, nesting limit and syntax errors
+//! with line and column). The crate's own types are read from the tree by
+//! hand ([`super::read`]); any other `Deserialize` type (the public
+//! [`super::parse_json`]) by one concrete [`serde::Deserializer`] here, so
+//! each impl is compiled once. A failure's path is collected while the
+//! error travels back up: each map entry and array element it passes
 //! prepends its key or index. Strings without escapes are borrowed from the
 //! text, as serde_json would lend them.
 

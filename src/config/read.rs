@@ -1,7 +1,9 @@
 //! Typed reads from a parsed [`Node`] tree, by hand: one small, non-generic
 //! helper per JSON shape (struct, map, sequence, enum name, number, string)
 //! instead of a serde visitor per type. The configuration, the npm
-//! package's requests and its JS providers' answers are read this way.
+//! package's requests and its JS providers' answers, and the Worker's fleet
+//! protocol are read this way; the public types keep their derived
+//! `Deserialize`, which the tests hold these readers to.
 //!
 //! Messages and paths are serde's and `serde_path_to_error`'s, as the
 //! derived readers give them (`routes.default[0].timeoutMs: invalid type:

@@ -1,10 +1,11 @@
 //! The JS shapes of requests and responses, and their translation to and
 //! from the core's [`ChatRequest`] and [`ChatResponse`].
 //!
-//! JS values come in through `JSON.stringify` and [`config::parse_json`]:
-//! that rejects cycles and BigInts with a JS exception instead of recursing
-//! without end, bounds the nesting depth, and names the path of a mistake
-//! (`messages[0].role: unknown variant "admin"`).
+//! JS values come in through `JSON.stringify` and the crate's JSON reader
+//! (the readers of [`crate::json::js`]): that rejects cycles and BigInts
+//! with a JS exception instead of recursing without end, bounds the nesting
+//! depth, and names the path of a mistake (`messages[0].role: unknown
+//! variant "admin"`). Values go out as JSON text through `JSON.parse`.
 
 use js_sys::{Object, Reflect, JSON};
 use serde_json::Value;
