@@ -23,6 +23,7 @@ use crate::platform::{Platform, UnixMillis};
 use crate::provider::Upstream;
 use crate::stats::{Health, ProviderStats};
 use crate::store::{BreakerStore, MemoryStore};
+use crate::table::Table;
 
 /// One step of a route: a provider, the model to ask it for, and optional
 /// overrides of the client's timeout and retry policy.
@@ -158,25 +159,25 @@ pub struct Reply {
 /// across an `.await`.
 pub struct Client<P: Platform, S: BreakerStore = MemoryStore> {
     pub(crate) platform: P,
-    pub(crate) upstreams: BTreeMap<String, Upstream>,
+    pub(crate) upstreams: Table<Upstream>,
     routes: BTreeMap<String, Vec<Entry>>,
     default_route: Option<String>,
     pub(crate) policy: Policy,
     pub(crate) store: S,
     pub(crate) budget: RefCell<RetryBudget>,
-    pub(crate) stats: RefCell<BTreeMap<String, ProviderStats>>,
+    pub(crate) stats: RefCell<Table<ProviderStats>>,
     observer: Option<Observer>,
 }
 
 /// Builds a [`Client`].
 pub struct ClientBuilder<P: Platform> {
     platform: P,
-    upstreams: BTreeMap<String, Upstream>,
+    upstreams: Table<Upstream>,
     routes: BTreeMap<String, Vec<Entry>>,
     default_route: Option<String>,
     policy: Policy,
     breaker: BreakerPolicy,
-    breakers: BTreeMap<String, BreakerPolicy>,
+    breakers: Table<BreakerPolicy>,
     observer: Option<Observer>,
 }
 
@@ -226,11 +227,9 @@ impl<P: Platform> ClientBuilder<P> {
     }
 
     /// A client with breakers in memory.
-    pub fn build(self) -> Client<P> {
+    pub fn build(mut self) -> Client<P> {
         let mut store = MemoryStore::new(self.breaker);
-        for (k, p) in &self.breakers {
-            store = store.with_policy(k.clone(), *p);
-        }
+        store.policies = std::mem::take(&mut self.breakers);
         self.build_with_store(store)
     }
 
@@ -320,12 +319,12 @@ impl<P: Platform> Client<P> {
     pub fn builder(platform: P) -> ClientBuilder<P> {
         ClientBuilder {
             platform,
-            upstreams: BTreeMap::new(),
+            upstreams: Table::default(),
             routes: BTreeMap::new(),
             default_route: None,
             policy: Policy::default(),
             breaker: BreakerPolicy::default(),
-            breakers: BTreeMap::new(),
+            breakers: Table::default(),
             observer: None,
         }
     }
@@ -544,11 +543,10 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
 
     /// Runs `f` on `provider`'s statistics, creating them on first use.
     pub(crate) fn with_stats(&self, provider: &str, f: impl FnOnce(&mut ProviderStats)) {
-        let mut stats = self.stats.borrow_mut();
-        match stats.get_mut(provider) {
-            Some(s) => f(s),
-            None => f(stats.entry(provider.to_string()).or_default()),
-        }
+        f(self
+            .stats
+            .borrow_mut()
+            .get_or_insert_with(provider, ProviderStats::default))
     }
 
     /// Every configured provider's health, in id order.
@@ -561,11 +559,10 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                     .store
                     .snapshot(id)
                     .map(|s| (s.state, s.consecutive_failures));
-                stats
-                    .get(id)
-                    .cloned()
-                    .unwrap_or_default()
-                    .health(id, breaker)
+                match stats.get(id) {
+                    Some(s) => s.health(id, breaker),
+                    None => ProviderStats::default().health(id, breaker),
+                }
             })
             .collect()
     }

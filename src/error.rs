@@ -6,7 +6,6 @@
 //! the breaker counts it are decided here, exhaustively, from the kind (the
 //! table in DESIGN.md §2). What reaches the caller is an [`Error`].
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -350,20 +349,18 @@ impl Exhausted {
     /// provider's last error.
     pub fn headline(&self) -> String {
         // Last error per provider, in first-seen order.
-        let mut order: Vec<&str> = Vec::new();
-        let mut last: BTreeMap<&str, &ProviderError> = BTreeMap::new();
+        let mut last: Vec<(&str, &ProviderError)> = Vec::new();
         for a in &self.attempts {
             if let Some(e) = a.error() {
-                if !last.contains_key(a.provider.as_str()) {
-                    order.push(&a.provider);
+                match last.iter_mut().find(|(p, _)| *p == a.provider) {
+                    Some(seen) => seen.1 = e,
+                    None => last.push((&a.provider, e)),
                 }
-                last.insert(&a.provider, e);
             }
         }
-        let n = order.len();
-        let kinds: Vec<ErrorKind> = order.iter().map(|p| last[p].kind).collect();
-        let common = match kinds.first() {
-            Some(k) if kinds.iter().all(|x| x == k) => Some(*k),
+        let n = last.len();
+        let common = match last.first() {
+            Some((_, e)) if last.iter().all(|(_, x)| x.kind == e.kind) => Some(e.kind),
             _ => None,
         };
         let lead = match (n, common) {
@@ -372,11 +369,11 @@ impl Exhausted {
             (n, Some(k)) => format!("all {n} providers failed the same way: {k}"),
             (n, None) => format!("all {n} providers failed"),
         };
-        let detail: Vec<String> = order.iter().map(|p| format!("{p}: {}", last[p])).collect();
+        let detail: Vec<String> = last.iter().map(|(p, e)| format!("{p}: {e}")).collect();
         if detail.is_empty() {
             lead
         } else {
-            format!("{lead} ({})", detail.join("; "))
+            format!("{lead} ({})", crate::text::join(&detail, "; "))
         }
     }
 }

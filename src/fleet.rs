@@ -24,7 +24,6 @@
 //! breaker: losing the fleet's memory must not stop traffic.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
@@ -35,6 +34,7 @@ use crate::breaker::{
 };
 use crate::platform::{millis, UnixMillis};
 use crate::store::BreakerStore;
+use crate::table::Table;
 
 /// How an isolate shares its breakers with the fleet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -380,7 +380,7 @@ const LEASE_BIT: u64 = 1 << 63;
 
 #[derive(Default)]
 struct Slots {
-    slots: BTreeMap<String, Slot>,
+    slots: Table<Slot>,
 }
 
 /// One provider's state in one isolate.
@@ -493,7 +493,7 @@ pub struct FleetStore<L: FleetLink> {
     holder: String,
     policy: FleetPolicy,
     default_breaker: BreakerPolicy,
-    breakers: BTreeMap<String, BreakerPolicy>,
+    breakers: Table<BreakerPolicy>,
     slots: Rc<RefCell<Slots>>,
 }
 
@@ -506,7 +506,7 @@ impl<L: FleetLink> FleetStore<L> {
             holder: holder.into(),
             policy: FleetPolicy::default(),
             default_breaker: breaker,
-            breakers: BTreeMap::new(),
+            breakers: Table::default(),
             slots: Rc::default(),
         }
     }
@@ -601,14 +601,9 @@ impl<L: FleetLink> FleetStore<L> {
 
     fn with<T>(&self, key: &str, f: impl FnOnce(&mut Slot) -> T) -> T {
         let mut slots = self.slots.borrow_mut();
-        if let Some(s) = slots.slots.get_mut(key) {
-            return f(s);
-        }
-        let policy = self.breaker_policy(key);
         f(slots
             .slots
-            .entry(key.to_string())
-            .or_insert_with(|| Slot::new(policy)))
+            .get_or_insert_with(key, || Slot::new(self.breaker_policy(key))))
     }
 
     /// Queues `report`; sends the batch at once when `now_flush`, or when due.

@@ -53,6 +53,7 @@ pub mod format;
 pub mod gateway;
 #[cfg(all(target_arch = "wasm32", feature = "js"))]
 pub mod js;
+mod json;
 pub mod platform;
 pub mod provider;
 mod retry;
@@ -60,8 +61,10 @@ pub mod sse;
 pub mod stats;
 pub mod store;
 pub mod stream;
+mod table;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+mod text;
 pub mod timeout;
 #[cfg(all(target_arch = "wasm32", feature = "web"))]
 pub mod web;

@@ -152,7 +152,7 @@ impl SseDecoder {
                 self.data.push_str(&value);
                 self.has_data = true;
             }
-            b"id" if !value.contains('\0') => self.id = Some(value.into_owned()),
+            b"id" if !value.bytes().any(|b| b == 0) => self.id = Some(value.into_owned()),
             b"retry" => self.retry = value.parse().ok().or(self.retry),
             _ => {} // unknown fields are ignored, as the grammar says
         }

@@ -4,10 +4,10 @@
 //! `.await`, so many requests can share one store.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 
 use crate::breaker::{Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, Snapshot};
 use crate::platform::UnixMillis;
+use crate::table::Table;
 
 /// Breakers keyed by provider id.
 #[allow(async_fn_in_trait)] // single-threaded by design; futures are !Send on wasm
@@ -35,8 +35,8 @@ pub trait BreakerStore {
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     default_policy: BreakerPolicy,
-    policies: BTreeMap<String, BreakerPolicy>,
-    breakers: RefCell<BTreeMap<String, Breaker>>,
+    pub(crate) policies: Table<BreakerPolicy>,
+    breakers: RefCell<Table<Breaker>>,
 }
 
 impl MemoryStore {
@@ -44,7 +44,7 @@ impl MemoryStore {
     pub fn new(policy: BreakerPolicy) -> Self {
         MemoryStore {
             default_policy: policy,
-            policies: BTreeMap::new(),
+            policies: Table::default(),
             breakers: RefCell::default(),
         }
     }
@@ -66,13 +66,7 @@ impl MemoryStore {
     /// Runs `f` on `key`'s breaker, creating it closed on first use.
     pub fn with<T>(&self, key: &str, f: impl FnOnce(&mut Breaker) -> T) -> T {
         let mut breakers = self.breakers.borrow_mut();
-        if let Some(b) = breakers.get_mut(key) {
-            return f(b);
-        }
-        let policy = self.policy(key);
-        f(breakers
-            .entry(key.to_string())
-            .or_insert_with(|| Breaker::new(policy)))
+        f(breakers.get_or_insert_with(key, || Breaker::new(self.policy(key))))
     }
 }
 

@@ -524,7 +524,7 @@ where
                         if !seen.starts_with(skip.as_str()) {
                             return Read::Failed(diverged());
                         }
-                        let rest = seen[skip.len()..].to_string();
+                        let rest = seen.get(skip.len()..).unwrap_or_default().to_string();
                         conn.mode = Mode::Forward;
                         rest
                     }

@@ -26,7 +26,11 @@ use crate::breaker::BreakerPolicy;
 use crate::chain::{Entry, Policy};
 use crate::provider::{Provider, ProviderConfig};
 
-mod path;
+mod parse;
+pub(crate) mod path;
+pub(crate) mod read;
+
+use read::{Node, Shape, R};
 
 /// The whole configuration, as JSON from wrangler `[vars]` or from JS.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -90,20 +94,105 @@ pub struct GatewayConfig {
     pub allow_unauthenticated: bool,
 }
 
+impl GatewayConfig {
+    fn read(n: &Node<'_>) -> R<Self> {
+        const SHAPE: Shape = Shape {
+            name: "struct GatewayConfig",
+            fields: &["clientKeysEnv", "allowUnauthenticated"],
+            required: 0,
+            defaulted: !0,
+            deny_unknown: true,
+            skip: None,
+        };
+        let mut g = GatewayConfig::default();
+        n.fields(&SHAPE, &mut |i, v| {
+            match i {
+                0 => g.client_keys_env = v.strings()?,
+                _ => g.allow_unauthenticated = v.bool()?,
+            }
+            Ok(())
+        })?;
+        Ok(g)
+    }
+}
+
 /// A configuration checked and turned into policies and adapters.
 pub struct Validated {
     /// The policies.
     pub policies: Policies,
-    /// Per-provider breaker policies that differ from the default.
-    pub breakers: BTreeMap<String, BreakerPolicy>,
-    /// The HTTP adapters, by provider id.
-    pub providers: BTreeMap<String, Box<dyn Provider>>,
+    /// Per-provider breaker policies that differ from the default, in id
+    /// order.
+    pub breakers: Vec<(String, BreakerPolicy)>,
+    /// The HTTP adapters, in provider id order.
+    pub providers: Vec<(String, Box<dyn Provider>)>,
 }
 
 impl Config {
     /// Parses and validates JSON; see [`Config::validate`].
     pub fn parse(json: &str) -> Result<Config, ConfigError> {
-        parse_json(json)
+        read::read_json(json, Config::read).map_err(|(path, message)| ConfigError {
+            issues: vec![ConfigIssue::new(path, message)],
+        })
+    }
+
+    /// Reads a configuration from a parsed tree, as its `Deserialize` would.
+    pub(crate) fn read(n: &Node<'_>) -> R<Config> {
+        const SHAPE: Shape = Shape {
+            name: "struct Config",
+            fields: &[
+                "providers",
+                "routes",
+                "defaultRoute",
+                "retry",
+                "budget",
+                "breaker",
+                "breakers",
+                "timeoutMs",
+                "deadlineMs",
+                "firstTokenTimeoutMs",
+                "idleTimeoutMs",
+                "limits",
+                "gateway",
+            ],
+            required: 0,
+            defaulted: !0,
+            deny_unknown: true,
+            skip: None,
+        };
+        let mut c = Config::default();
+        n.fields(&SHAPE, &mut |i, v| {
+            match i {
+                0 => v.map(&mut |k, v| {
+                    c.providers.insert(k.to_string(), ProviderConfig::read(v)?);
+                    Ok(())
+                })?,
+                1 => v.map(&mut |k, v| {
+                    let mut entries = Vec::new();
+                    v.seq(&mut |_, e| {
+                        entries.push(EntryConfig::read(e)?);
+                        Ok(())
+                    })?;
+                    c.routes.insert(k.to_string(), entries);
+                    Ok(())
+                })?,
+                2 => c.default_route = v.opt_string()?,
+                3 => c.retry = RetryConfig::read(v)?,
+                4 => c.budget = BudgetConfig::read(v)?,
+                5 => c.breaker = BreakerConfig::read(v)?,
+                6 => v.map(&mut |k, v| {
+                    c.breakers.insert(k.to_string(), BreakerConfig::read(v)?);
+                    Ok(())
+                })?,
+                7 => c.timeout_ms = v.opt(Node::u64)?,
+                8 => c.deadline_ms = v.opt(Node::u64)?,
+                9 => c.first_token_timeout_ms = v.opt(Node::u64)?,
+                10 => c.idle_timeout_ms = v.opt(Node::u64)?,
+                11 => c.limits = LimitsConfig::read(v)?,
+                _ => c.gateway = GatewayConfig::read(v)?,
+            }
+            Ok(())
+        })?;
+        Ok(c)
     }
 
     /// Checks everything and builds the adapters. `secret` looks up a
@@ -116,14 +205,14 @@ impl Config {
         extra: &[&str],
     ) -> Result<Validated, ConfigError> {
         let mut issues = Issues::default();
-        let mut providers = BTreeMap::new();
+        let mut providers = Vec::new();
         for (id, cfg) in &self.providers {
             let path = format!("providers.{id}");
             if extra.contains(&id.as_str()) {
                 issues.add(&path, "a custom provider has the same name");
             }
             if let Some(p) = crate::provider::config::build(id, cfg, secret, &path, &mut issues.0) {
-                providers.insert(id.clone(), p);
+                providers.push((id.clone(), p));
             }
         }
         let known = |id: &str| self.providers.contains_key(id) || extra.contains(&id);
@@ -134,8 +223,8 @@ impl Config {
         let d = Policy::default();
         let client = Policy {
             retry,
-            attempt_timeout: issues.ms("timeoutMs", self.timeout_ms, d.attempt_timeout),
-            deadline: issues.ms("deadlineMs", self.deadline_ms, d.deadline),
+            attempt_timeout: issues.ms_at("", "timeoutMs", self.timeout_ms, d.attempt_timeout),
+            deadline: issues.ms_at("", "deadlineMs", self.deadline_ms, d.deadline),
             budget: self.budget.policy("budget", &mut issues),
             max_response_bytes: match self.limits.max_response_bytes {
                 Some(0) => {
@@ -151,15 +240,16 @@ impl Config {
                 }
                 v => v.unwrap_or(d.max_request_bytes),
             },
-            first_token_timeout: issues.ms(
+            first_token_timeout: issues.ms_at(
+                "",
                 "firstTokenTimeoutMs",
                 self.first_token_timeout_ms,
                 d.first_token_timeout,
             ),
-            idle_timeout: issues.ms("idleTimeoutMs", self.idle_timeout_ms, d.idle_timeout),
+            idle_timeout: issues.ms_at("", "idleTimeoutMs", self.idle_timeout_ms, d.idle_timeout),
         };
         let breaker = self.breaker.policy("breaker", &mut issues);
-        let mut breakers = BTreeMap::new();
+        let mut breakers = Vec::new();
         for (id, b) in &self.breakers {
             let path = format!("breakers.{id}");
             if !known(id) {
@@ -175,7 +265,7 @@ impl Config {
                 half_open_permits: b.half_open_permits.or(self.breaker.half_open_permits),
                 success_threshold: b.success_threshold.or(self.breaker.success_threshold),
             };
-            breakers.insert(id.clone(), merged.policy(&path, &mut issues));
+            breakers.push((id.clone(), merged.policy(&path, &mut issues)));
         }
 
         let mut routes = BTreeMap::new();
@@ -189,34 +279,32 @@ impl Config {
             }
             let mut chain = Vec::new();
             for (i, e) in entries.iter().enumerate() {
-                let path = format!("{path}[{i}]");
+                let path = &format!("{path}[{i}]");
                 if !known(&e.provider) {
-                    issues.add(
-                        format!("{path}.provider"),
-                        format!("unknown provider \"{}\"", e.provider),
+                    issues.add_at(
+                        path,
+                        "provider",
+                        &format!("unknown provider \"{}\"", e.provider),
                     );
                 }
                 if e.model.trim().is_empty() {
-                    issues.add(format!("{path}.model"), "must not be empty");
+                    issues.add_at(path, "model", "must not be empty");
                 }
                 chain.push(Entry {
                     provider: e.provider.clone(),
                     model: e.model.clone(),
                     label: e.label.clone(),
                     timeout: e.timeout_ms.map(|ms| {
-                        issues.ms(
-                            &format!("{path}.timeoutMs"),
-                            Some(ms),
-                            client.attempt_timeout,
-                        )
+                        issues.ms_at(path, "timeoutMs", Some(ms), client.attempt_timeout)
                     }),
                     retry: e
                         .retry
                         .as_ref()
                         .map(|r| r.policy(&format!("{path}.retry"), client.retry, &mut issues)),
                     first_token_timeout: e.first_token_timeout_ms.map(|ms| {
-                        issues.ms(
-                            &format!("{path}.firstTokenTimeoutMs"),
+                        issues.ms_at(
+                            path,
+                            "firstTokenTimeoutMs",
                             Some(ms),
                             client.first_token_timeout,
                         )
@@ -281,6 +369,29 @@ pub struct RetryConfig {
     pub max_delay_ms: Option<u64>,
 }
 
+impl RetryConfig {
+    fn read(n: &Node<'_>) -> R<Self> {
+        const SHAPE: Shape = Shape {
+            name: "struct RetryConfig",
+            fields: &["maxAttempts", "baseDelayMs", "maxDelayMs"],
+            required: 0,
+            defaulted: 0,
+            deny_unknown: true,
+            skip: None,
+        };
+        let mut r = RetryConfig::default();
+        n.fields(&SHAPE, &mut |i, v| {
+            match i {
+                0 => r.max_attempts = v.opt(Node::u32)?,
+                1 => r.base_delay_ms = v.opt(Node::u64)?,
+                _ => r.max_delay_ms = v.opt(Node::u64)?,
+            }
+            Ok(())
+        })?;
+        Ok(r)
+    }
+}
+
 /// Retry budget settings; defaults from [`BudgetPolicy`].
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -291,6 +402,30 @@ pub struct BudgetConfig {
     pub floor_per_sec: Option<f64>,
     /// The most tokens saved up.
     pub capacity: Option<f64>,
+}
+
+impl BudgetConfig {
+    fn read(n: &Node<'_>) -> R<Self> {
+        const SHAPE: Shape = Shape {
+            name: "struct BudgetConfig",
+            fields: &["ratio", "floorPerSec", "capacity"],
+            required: 0,
+            defaulted: 0,
+            deny_unknown: true,
+            skip: None,
+        };
+        let mut b = BudgetConfig::default();
+        n.fields(&SHAPE, &mut |i, v| {
+            let x = v.opt(Node::f64)?;
+            match i {
+                0 => b.ratio = x,
+                1 => b.floor_per_sec = x,
+                _ => b.capacity = x,
+            }
+            Ok(())
+        })?;
+        Ok(b)
+    }
 }
 
 /// Breaker settings; defaults from [`BreakerPolicy`].
@@ -315,6 +450,43 @@ pub struct BreakerConfig {
     pub success_threshold: Option<u32>,
 }
 
+impl BreakerConfig {
+    fn read(n: &Node<'_>) -> R<Self> {
+        const SHAPE: Shape = Shape {
+            name: "struct BreakerConfig",
+            fields: &[
+                "failureThreshold",
+                "failureRate",
+                "window",
+                "minimumCalls",
+                "cooldownMs",
+                "maxCooldownMs",
+                "halfOpenPermits",
+                "successThreshold",
+            ],
+            required: 0,
+            defaulted: 0,
+            deny_unknown: true,
+            skip: None,
+        };
+        let mut b = BreakerConfig::default();
+        n.fields(&SHAPE, &mut |i, v| {
+            match i {
+                0 => b.failure_threshold = v.opt(Node::u32)?,
+                1 => b.failure_rate = v.opt(Node::f64)?,
+                2 => b.window = v.opt(Node::u32)?,
+                3 => b.minimum_calls = v.opt(Node::u32)?,
+                4 => b.cooldown_ms = v.opt(Node::u64)?,
+                5 => b.max_cooldown_ms = v.opt(Node::u64)?,
+                6 => b.half_open_permits = v.opt(Node::u32)?,
+                _ => b.success_threshold = v.opt(Node::u32)?,
+            }
+            Ok(())
+        })?;
+        Ok(b)
+    }
+}
+
 /// One entry of a route.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -333,6 +505,46 @@ pub struct EntryConfig {
     pub first_token_timeout_ms: Option<u64>,
 }
 
+impl EntryConfig {
+    fn read(n: &Node<'_>) -> R<Self> {
+        const SHAPE: Shape = Shape {
+            name: "struct EntryConfig",
+            fields: &[
+                "provider",
+                "model",
+                "label",
+                "timeoutMs",
+                "retry",
+                "firstTokenTimeoutMs",
+            ],
+            required: 0b11,
+            defaulted: 0,
+            deny_unknown: true,
+            skip: None,
+        };
+        let mut e = EntryConfig {
+            provider: String::new(),
+            model: String::new(),
+            label: None,
+            timeout_ms: None,
+            retry: None,
+            first_token_timeout_ms: None,
+        };
+        n.fields(&SHAPE, &mut |i, v| {
+            match i {
+                0 => e.provider = v.string()?,
+                1 => e.model = v.string()?,
+                2 => e.label = v.opt_string()?,
+                3 => e.timeout_ms = v.opt(Node::u64)?,
+                4 => e.retry = v.opt(RetryConfig::read)?,
+                _ => e.first_token_timeout_ms = v.opt(Node::u64)?,
+            }
+            Ok(())
+        })?;
+        Ok(e)
+    }
+}
+
 /// Size limits.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -341,6 +553,28 @@ pub struct LimitsConfig {
     pub max_request_bytes: Option<usize>,
     /// The largest provider response read (default 8 MiB).
     pub max_response_bytes: Option<usize>,
+}
+
+impl LimitsConfig {
+    fn read(n: &Node<'_>) -> R<Self> {
+        const SHAPE: Shape = Shape {
+            name: "struct LimitsConfig",
+            fields: &["maxRequestBytes", "maxResponseBytes"],
+            required: 0,
+            defaulted: 0,
+            deny_unknown: true,
+            skip: None,
+        };
+        let mut l = LimitsConfig::default();
+        n.fields(&SHAPE, &mut |i, v| {
+            match i {
+                0 => l.max_request_bytes = v.opt(Node::usize)?,
+                _ => l.max_response_bytes = v.opt(Node::usize)?,
+            }
+            Ok(())
+        })?;
+        Ok(l)
+    }
 }
 
 /// The policies a configuration validates into.
@@ -369,30 +603,58 @@ impl Issues {
         self.0.push(ConfigIssue::new(path, message));
     }
 
+    /// Records a problem at `path.field` (`field` alone at the top, `path`
+    /// alone without a field): the path is written only for a problem.
+    #[cold]
+    #[inline(never)]
+    fn add_at(&mut self, path: &str, field: &str, message: &str) {
+        let at = match (path.is_empty(), field.is_empty()) {
+            (true, _) => field.to_string(),
+            (_, true) => path.to_string(),
+            _ => format!("{path}.{field}"),
+        };
+        self.0.push(ConfigIssue::new(at, message));
+    }
+
     /// A duration in ms, checked to be positive and below a day.
     pub fn ms(&mut self, path: &str, v: Option<u64>, default: Duration) -> Duration {
+        self.ms_at(path, "", v, default)
+    }
+
+    /// [`Issues::ms`] at `path.field`.
+    #[inline(never)]
+    fn ms_at(&mut self, path: &str, field: &str, v: Option<u64>, default: Duration) -> Duration {
         match v {
             None => default,
             Some(0) => {
-                self.add(path, "must be greater than 0");
+                self.add_at(path, field, "must be greater than 0");
                 default
             }
             Some(ms) if ms > MAX_MS => {
-                self.add(path, format!("must be at most {MAX_MS} (one day)"));
+                self.add_at(path, field, &format!("must be at most {MAX_MS} (one day)"));
                 default
             }
             Some(ms) => Duration::from_millis(ms),
         }
     }
 
-    /// A fraction, checked to lie in `(lo, 1]` (or `[0, 1]` when `lo` < 0).
-    fn fraction(&mut self, path: &str, v: Option<f64>, default: f64, zero_ok: bool) -> f64 {
+    /// A fraction, checked to lie in `(0, 1]` (or `[0, 1]` when `zero_ok`).
+    #[inline(never)]
+    fn fraction(
+        &mut self,
+        path: &str,
+        field: &str,
+        v: Option<f64>,
+        default: f64,
+        zero_ok: bool,
+    ) -> f64 {
         match v {
             None => default,
             Some(x) if x.is_finite() && x <= 1.0 && (x > 0.0 || (zero_ok && x == 0.0)) => x,
             Some(_) => {
-                self.add(
+                self.add_at(
                     path,
+                    field,
                     if zero_ok {
                         "must be between 0 and 1"
                     } else {
@@ -405,12 +667,13 @@ impl Issues {
     }
 
     /// A count, checked to lie in `[1, max]`.
-    fn count(&mut self, path: &str, v: Option<u32>, default: u32, max: u32) -> u32 {
+    #[inline(never)]
+    fn count(&mut self, path: &str, field: &str, v: Option<u32>, default: u32, max: u32) -> u32 {
         match v {
             None => default,
             Some(n) if (1..=max).contains(&n) => n,
             Some(_) => {
-                self.add(path, format!("must be between 1 and {max}"));
+                self.add_at(path, field, &format!("must be between 1 and {max}"));
                 default
             }
         }
@@ -422,24 +685,17 @@ impl RetryConfig {
     pub fn policy(&self, path: &str, base: RetryPolicy, issues: &mut Issues) -> RetryPolicy {
         let p = RetryPolicy {
             max_attempts: issues.count(
-                &format!("{path}.maxAttempts"),
+                path,
+                "maxAttempts",
                 self.max_attempts,
                 base.max_attempts,
                 MAX_ATTEMPTS,
             ),
-            base_delay: issues.ms(
-                &format!("{path}.baseDelayMs"),
-                self.base_delay_ms,
-                base.base_delay,
-            ),
-            max_delay: issues.ms(
-                &format!("{path}.maxDelayMs"),
-                self.max_delay_ms,
-                base.max_delay,
-            ),
+            base_delay: issues.ms_at(path, "baseDelayMs", self.base_delay_ms, base.base_delay),
+            max_delay: issues.ms_at(path, "maxDelayMs", self.max_delay_ms, base.max_delay),
         };
         if p.base_delay > p.max_delay {
-            issues.add(format!("{path}.baseDelayMs"), "must not exceed maxDelayMs");
+            issues.add_at(path, "baseDelayMs", "must not exceed maxDelayMs");
         }
         p
     }
@@ -453,7 +709,7 @@ impl BudgetConfig {
             None => d.capacity,
             Some(c) if c.is_finite() && (0.0..=1e6).contains(&c) => c,
             Some(_) => {
-                issues.add(format!("{path}.capacity"), "must be between 0 and 1000000");
+                issues.add_at(path, "capacity", "must be between 0 and 1000000");
                 d.capacity
             }
         };
@@ -461,15 +717,12 @@ impl BudgetConfig {
             None => d.floor_per_sec,
             Some(c) if c.is_finite() && (0.0..=1e6).contains(&c) => c,
             Some(_) => {
-                issues.add(
-                    format!("{path}.floorPerSec"),
-                    "must be between 0 and 1000000",
-                );
+                issues.add_at(path, "floorPerSec", "must be between 0 and 1000000");
                 d.floor_per_sec
             }
         };
         BudgetPolicy {
-            ratio: issues.fraction(&format!("{path}.ratio"), self.ratio, d.ratio, true),
+            ratio: issues.fraction(path, "ratio", self.ratio, d.ratio, true),
             floor_per_sec,
             capacity,
         }
@@ -482,27 +735,31 @@ impl BreakerConfig {
         let d = BreakerPolicy::default();
         let p = BreakerPolicy {
             failure_threshold: issues.count(
-                &format!("{path}.failureThreshold"),
+                path,
+                "failureThreshold",
                 self.failure_threshold,
                 d.failure_threshold,
                 10_000,
             ),
             failure_rate: issues.fraction(
-                &format!("{path}.failureRate"),
+                path,
+                "failureRate",
                 self.failure_rate,
                 d.failure_rate,
                 false,
             ),
-            window: issues.count(&format!("{path}.window"), self.window, d.window, 10_000),
+            window: issues.count(path, "window", self.window, d.window, 10_000),
             minimum_calls: issues.count(
-                &format!("{path}.minimumCalls"),
+                path,
+                "minimumCalls",
                 self.minimum_calls,
                 d.minimum_calls,
                 10_000,
             ),
-            cooldown: issues.ms(&format!("{path}.cooldownMs"), self.cooldown_ms, d.cooldown),
-            max_cooldown: issues.ms(
-                &format!("{path}.maxCooldownMs"),
+            cooldown: issues.ms_at(path, "cooldownMs", self.cooldown_ms, d.cooldown),
+            max_cooldown: issues.ms_at(
+                path,
+                "maxCooldownMs",
                 self.max_cooldown_ms,
                 d.max_cooldown.max(
                     self.cooldown_ms
@@ -510,26 +767,25 @@ impl BreakerConfig {
                 ),
             ),
             half_open_permits: issues.count(
-                &format!("{path}.halfOpenPermits"),
+                path,
+                "halfOpenPermits",
                 self.half_open_permits,
                 d.half_open_permits,
                 1000,
             ),
             success_threshold: issues.count(
-                &format!("{path}.successThreshold"),
+                path,
+                "successThreshold",
                 self.success_threshold,
                 d.success_threshold,
                 1000,
             ),
         };
         if p.minimum_calls > p.window {
-            issues.add(format!("{path}.minimumCalls"), "must not exceed window");
+            issues.add_at(path, "minimumCalls", "must not exceed window");
         }
         if p.cooldown > p.max_cooldown {
-            issues.add(
-                format!("{path}.cooldownMs"),
-                "must not exceed maxCooldownMs",
-            );
+            issues.add_at(path, "cooldownMs", "must not exceed maxCooldownMs");
         }
         p
     }

@@ -2,11 +2,13 @@
 //! (`routes.default[0].timeoutMs`), in a fraction of the code of wrapping
 //! every typed deserializer (what `serde_path_to_error` does).
 //!
-//! The text is parsed once into a [`Node`] tree (serde_json's parser, its
-//! nesting limit, its syntax errors with line and column); typed values are
-//! then read from the tree by one concrete [`serde::Deserializer`], so each
-//! `Deserialize` impl is compiled once. A failure's path is collected while
-//! the error travels back up: each map entry and array element it passes
+//! The text is parsed once into a [`Node`] tree by the crate's parser
+//! ([`super::parse`]: serde_json's grammar, nesting limit and syntax errors
+//! with line and column). The crate's own types are read from the tree by
+//! hand ([`super::read`]); any other `Deserialize` type (the public
+//! [`super::parse_json`]) by one concrete [`serde::Deserializer`] here, so
+//! each impl is compiled once. A failure's path is collected while the
+//! error travels back up: each map entry and array element it passes
 //! prepends its key or index. Strings without escapes are borrowed from the
 //! text, as serde_json would lend them.
 
@@ -18,7 +20,8 @@ use serde::Deserialize;
 
 /// A parsed JSON value. Objects keep their order and duplicate keys, so
 /// typed reads see exactly what a streaming parser would have shown them.
-enum Node<'de> {
+#[cfg_attr(test, derive(Debug, PartialEq))]
+pub(crate) enum Node<'de> {
     Null,
     Bool(bool),
     U64(u64),
@@ -30,14 +33,14 @@ enum Node<'de> {
 }
 
 /// One step of a path, collected innermost first.
-enum Seg {
+pub(crate) enum Seg {
     Key(String),
     Index(usize),
 }
 
 /// A path, innermost step first.
 #[derive(Default)]
-struct Path(Vec<Seg>);
+pub(crate) struct Path(pub(crate) Vec<Seg>);
 
 impl Path {
     /// `routes.default[0].timeoutMs`; `(root)` for the whole document.
@@ -69,24 +72,38 @@ impl Path {
 /// message (`invalid type: string "5", expected u64`; syntax errors keep
 /// serde_json's `at line 1 column 9`).
 pub(crate) fn from_str<'de, T: Deserialize<'de>>(json: &'de str) -> Result<T, (String, String)> {
-    let mut path = Path::default();
-    let node = parse(json, &mut path).map_err(|e| (path.render(), e.to_string()))?;
-    T::deserialize(NodeDe(&node)).map_err(|e| (e.path.render(), e.message))
+    let node = parse_tree(json.as_bytes())?;
+    T::deserialize(NodeDe(&node)).map_err(Error::into_parts)
 }
 
 // ------------------------------------------------------------------ parsing
 
-#[inline(never)]
-fn parse<'de>(json: &'de str, path: &mut Path) -> Result<Node<'de>, serde_json::Error> {
-    let mut de = serde_json::Deserializer::from_str(json);
+/// Parses `json` into a tree; on failure, where and what.
+pub(crate) fn parse_tree(json: &[u8]) -> Result<Node<'_>, (String, String)> {
+    super::parse::parse(json).map_err(|(path, message)| (path.render(), message))
+}
+
+/// serde_json's parser over the same tree: what [`super::parse`] is held to.
+#[cfg(test)]
+pub(crate) fn parse_tree_with_serde(json: &[u8]) -> Result<Node<'_>, (String, String)> {
+    let mut path = Path::default();
+    parse(json, &mut path).map_err(|e| (path.render(), e.to_string()))
+}
+
+#[cfg(test)]
+fn parse<'de>(json: &'de [u8], path: &mut Path) -> Result<Node<'de>, serde_json::Error> {
+    // From bytes: the one reader every JSON text in the crate goes through.
+    let mut de = serde_json::Deserializer::from_slice(json);
     let node = NodeSeed(path).deserialize(&mut de)?;
     de.end()?;
     Ok(node)
 }
 
 /// Reads a [`Node`], recording in the path where a syntax error struck.
+#[cfg(test)]
 struct NodeSeed<'p>(&'p mut Path);
 
+#[cfg(test)]
 impl<'de> DeserializeSeed<'de> for NodeSeed<'_> {
     type Value = Node<'de>;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Node<'de>, D::Error> {
@@ -94,6 +111,7 @@ impl<'de> DeserializeSeed<'de> for NodeSeed<'_> {
     }
 }
 
+#[cfg(test)]
 impl<'de> Visitor<'de> for NodeSeed<'_> {
     type Value = Node<'de>;
 
@@ -153,8 +171,10 @@ impl<'de> Visitor<'de> for NodeSeed<'_> {
 }
 
 /// An object key, borrowed when it has no escapes.
+#[cfg(test)]
 struct Key<'de>(Cow<'de, str>);
 
+#[cfg(test)]
 impl<'de> Deserialize<'de> for Key<'de> {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -180,15 +200,20 @@ impl<'de> Deserialize<'de> for Key<'de> {
 // ------------------------------------------------------------------ errors
 
 /// A typed read's failure: the message and where.
-struct Error {
-    message: String,
-    path: Path,
+pub(crate) struct Error {
+    pub(crate) message: String,
+    pub(crate) path: Path,
 }
 
 impl Error {
-    fn at(mut self, seg: Seg) -> Self {
+    pub(crate) fn at(mut self, seg: Seg) -> Self {
         self.path.0.push(seg);
         self
+    }
+
+    /// The path, rendered, and the message.
+    pub(crate) fn into_parts(self) -> (String, String) {
+        (self.path.render(), self.message)
     }
 }
 

@@ -9,7 +9,9 @@
 //! tool results travel as `tool_result` blocks of user messages, and
 //! consecutive messages of one role are merged, as the Messages API requires.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
+
+use crate::json::json_value as json;
 
 use super::{index, join, parse_json, Fields, FormatError};
 use crate::chat::{
@@ -72,7 +74,7 @@ pub fn encode_request(
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
     if !system.is_empty() {
-        body.insert("system".into(), json!(system.join("\n\n")));
+        body.insert("system".into(), json!(crate::text::join(&system, "\n\n")));
     }
     body.insert("messages".into(), Value::Array(messages));
     body.insert(
@@ -133,7 +135,7 @@ fn encode_blocks(m: &Message, path: &str) -> Result<Vec<Value>, FormatError> {
                 let input: Value = if c.arguments.trim().is_empty() {
                     json!({})
                 } else {
-                    serde_json::from_str(&c.arguments).map_err(|e| {
+                    crate::config::read::parse_value(c.arguments.as_bytes()).map_err(|e| {
                         FormatError::unsupported(
                             join(&at(), "arguments"),
                             format!("tool call arguments are not valid JSON: {e}"),
@@ -157,7 +159,7 @@ fn encode_blocks(m: &Message, path: &str) -> Result<Vec<Value>, FormatError> {
                 let mut b =
                     json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content});
                 if *is_error {
-                    b["is_error"] = json!(true);
+                    crate::json::set(&mut b, "is_error", Value::Bool(true));
                 }
                 blocks.push(b);
             }
@@ -187,7 +189,9 @@ pub fn decode_response(v: &Value) -> Result<ChatResponse, FormatError> {
             "tool_use" => tool_calls.push(ToolCall {
                 id: b.req_str("id")?.to_string(),
                 name: b.req_str("name")?.to_string(),
-                arguments: b.get("input").map_or_else(|| "{}".into(), Value::to_string),
+                arguments: b
+                    .get("input")
+                    .map_or_else(|| "{}".into(), crate::json::text_of),
             }),
             // Thinking and server-tool blocks have no neutral form.
             _ => {}
@@ -430,7 +434,7 @@ fn parse_message(v: &Value, path: &str, out: &mut Vec<Message>) -> Result<(), Fo
                 let call = ToolCall {
                     id: b.req_str("id")?.to_string(),
                     name: b.req_str("name")?.to_string(),
-                    arguments: input.to_string(),
+                    arguments: crate::json::text_of(&input),
                 };
                 push(out, role, Part::ToolCall(call));
             }
@@ -495,7 +499,7 @@ pub fn render_response(resp: &ChatResponse, id: &str) -> Result<Value, FormatErr
         let input: Value = if c.arguments.trim().is_empty() {
             json!({})
         } else {
-            serde_json::from_str(&c.arguments)
+            crate::config::read::parse_value(c.arguments.as_bytes())
                 .map_err(|e| FormatError::unsupported(&path, format!("not valid JSON: {e}")))?
         };
         if !input.is_object() {

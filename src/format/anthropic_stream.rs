@@ -6,7 +6,9 @@
 //! neutral [`Delta`]s. Inbound: [`AnthropicStreamEncoder`] renders the
 //! deltas of any provider as the stream an Anthropic client expects.
 
-use serde_json::{json, Value};
+use serde_json::Value;
+
+use crate::json::json_value as json;
 
 use super::anthropic::{finish_reason, stop_reason_name};
 use super::{merge_usage, Fields, FormatError};
@@ -94,7 +96,7 @@ pub fn decode_event(name: &str, v: &Value) -> Result<Vec<Delta>, FormatError> {
                         arguments: if arguments.is_null() {
                             String::new()
                         } else {
-                            arguments.to_string()
+                            crate::json::text_of(&arguments)
                         },
                     });
                 }
@@ -322,7 +324,7 @@ impl AnthropicStreamEncoder {
         let u = self.usage.unwrap_or_default();
         let mut usage = json!({"output_tokens": u.output_tokens});
         if u.input_tokens > 0 {
-            usage["input_tokens"] = json!(u.input_tokens);
+            crate::json::set(&mut usage, "input_tokens", json!(u.input_tokens));
         }
         event(
             &mut out,
@@ -421,7 +423,7 @@ impl AnthropicStreamEncoder {
 
 /// `event: <name>`, `data: <json>` and the blank line that ends the event.
 fn event(out: &mut Vec<u8>, name: &str, data: &Value) {
-    out.extend(format!("event: {name}\ndata: {data}\n\n").into_bytes());
+    out.extend(format!("event: {name}\ndata: {}\n\n", crate::json::text_of(data)).into_bytes());
 }
 
 /// The Anthropic error `type` for a failure.

@@ -16,7 +16,9 @@
 //! Outbound, a neutral tool result's `is_error` has no OpenAI equivalent and
 //! is not sent; results travel as `tool` messages in their original order.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
+
+use crate::json::json_value as json;
 
 use super::{index, join, parse_json, Fields, FormatError};
 use crate::chat::{
@@ -164,7 +166,7 @@ fn encode_message(m: &Message, path: &str, out: &mut Vec<Value>) -> Result<(), F
         };
         let mut msg = json!({"role": "assistant", "content": content});
         if !calls.is_empty() {
-            msg["tool_calls"] = Value::Array(calls);
+            crate::json::set(&mut msg, "tool_calls", Value::Array(calls));
         }
         out.push(msg);
     } else if !text.is_empty() || m.content.is_empty() {
@@ -209,7 +211,7 @@ pub fn decode_response(v: &Value) -> Result<ChatResponse, FormatError> {
             None => "{}".to_string(),
             Some(Value::String(s)) => s.clone(),
             // Some compatible servers send the arguments as an object.
-            Some(other) => other.to_string(),
+            Some(other) => crate::json::text_of(other),
         };
         tool_calls.push(ToolCall {
             id: call.str("id")?.unwrap_or_default().to_string(),
@@ -610,11 +612,15 @@ pub fn render_response(resp: &ChatResponse, id: &str, created: u64) -> Value {
         }],
     });
     if let Some(u) = resp.usage {
-        out["usage"] = json!({
-            "prompt_tokens": u.input_tokens,
-            "completion_tokens": u.output_tokens,
-            "total_tokens": u.input_tokens.saturating_add(u.output_tokens),
-        });
+        crate::json::set(
+            &mut out,
+            "usage",
+            json!({
+                "prompt_tokens": u.input_tokens,
+                "completion_tokens": u.output_tokens,
+                "total_tokens": u.input_tokens.saturating_add(u.output_tokens),
+            }),
+        );
     }
     out
 }

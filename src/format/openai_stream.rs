@@ -5,7 +5,9 @@
 //! neutral [`Delta`]s. Inbound: [`OpenAiStreamEncoder`] renders the deltas
 //! of any provider as the stream an OpenAI client expects.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
+
+use crate::json::json_value as json;
 
 use super::openai::{finish_reason, finish_reason_name};
 use super::{index, merge_usage, Fields, FormatError};
@@ -53,7 +55,7 @@ pub fn decode_chunk(v: &Value) -> Result<Vec<Delta>, FormatError> {
                             None => String::new(),
                             Some(Value::String(s)) => s.clone(),
                             // Some compatible servers send the arguments as an object.
-                            Some(other) => other.to_string(),
+                            Some(other) => crate::json::text_of(other),
                         };
                         (function.str("name")?.filter(|s| !s.is_empty()), arguments)
                     }
@@ -309,7 +311,7 @@ impl OpenAiStreamEncoder {
             }],
         });
         if self.include_usage {
-            chunk["usage"] = Value::Null;
+            crate::json::set(&mut chunk, "usage", Value::Null);
         }
         data_line(&chunk)
     }
@@ -317,7 +319,7 @@ impl OpenAiStreamEncoder {
 
 /// `data: <json>` and the blank line that ends the event.
 fn data_line(v: &Value) -> Vec<u8> {
-    format!("data: {v}\n\n").into_bytes()
+    format!("data: {}\n\n", crate::json::text_of(v)).into_bytes()
 }
 
 /// The OpenAI error `type` for a failure.

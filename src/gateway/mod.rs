@@ -25,13 +25,16 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
+
+use crate::json::json_value as json;
 
 use crate::breaker::{BreakerPolicy, StateName};
 use crate::chain::{CallOptions, Client, Entry, Reply};
 use crate::config::{Config, ConfigError, ConfigIssue, Secret, Validated};
 use crate::error::{AttemptOutcome, Error};
 use crate::format::{anthropic, openai, FormatErrorKind};
+use crate::json::Json;
 use crate::platform::{Body, Headers, Platform, UnixMillis};
 use crate::store::BreakerStore;
 use crate::stream::ChatStream;
@@ -50,6 +53,14 @@ pub enum Format {
 }
 
 impl Format {
+    /// The name a log line gives it.
+    fn name(self) -> &'static str {
+        match self {
+            Format::OpenAi => "openai",
+            Format::Anthropic => "anthropic",
+        }
+    }
+
     /// The format to answer a request in when its path does not decide:
     /// Anthropic for `/v1/messages…` or an `anthropic-version` header,
     /// OpenAI otherwise.
@@ -223,8 +234,8 @@ impl Setup {
         self.validated.policies.breaker
     }
 
-    /// Per-provider breaker policies.
-    pub fn breakers(&self) -> &BTreeMap<String, BreakerPolicy> {
+    /// Per-provider breaker policies, in provider id order.
+    pub fn breakers(&self) -> &[(String, BreakerPolicy)] {
         &self.validated.breakers
     }
 
@@ -473,7 +484,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         };
         if request.stream {
             let include_usage = format == Format::OpenAi
-                && serde_json::from_slice::<Value>(&bytes)
+                && crate::config::read::parse_value(&bytes)
                     .ok()
                     .and_then(|v| v["stream_options"]["include_usage"].as_bool())
                     .unwrap_or(false);
@@ -594,10 +605,15 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     fn health(&self) -> Value {
         let providers = self.client.health();
         let degraded = providers.iter().any(|h| h.state != StateName::Closed);
-        json!({
-            "status": if degraded { "degraded" } else { "ok" },
-            "time": self.client.platform().now(),
-            "providers": providers,
+        crate::json::to_value(|j| {
+            j.open().key("providers").open_array();
+            for h in &providers {
+                h.write_json(j);
+            }
+            j.close_array()
+                .s("status", if degraded { "degraded" } else { "ok" })
+                .n("time", self.client.platform().now())
+                .close();
         })
     }
 
@@ -741,15 +757,27 @@ pub fn render_error(format: Format, e: &Error) -> Outbound {
     let mut out = error_response(format, status, &message, code.as_deref());
     if let Error::AllProvidersFailed(x) = e {
         // The attempts, for humans debugging a failover; SDKs ignore it.
-        if let Ok(mut v) = serde_json::from_slice::<Value>(&out.body) {
-            v["error"]["attempts"] = serde_json::to_value(&x.attempts).unwrap_or(Value::Null);
-            out.body = serde_json::to_vec(&v).unwrap_or(out.body);
+        if let Ok(mut v) = crate::config::read::parse_value(&out.body) {
+            let attempts = crate::json::to_value(|j| {
+                j.open_array();
+                for a in &x.attempts {
+                    a.write_json(j);
+                }
+                j.close_array();
+            });
+            if let Some(error) = v.get_mut("error") {
+                crate::json::set(error, "attempts", attempts);
+            }
+            out.body = crate::json::text_of(&v).into_bytes();
         }
     }
     if let Some(after) = e.retry_after() {
         out.headers.insert(
             "retry-after",
-            after.as_secs_f64().ceil().max(1.0).to_string(),
+            // Whole seconds, rounded up, at least one (no float formatting).
+            (after.as_secs() + u64::from(after.subsec_nanos() > 0))
+                .max(1)
+                .to_string(),
         );
     }
     out
@@ -770,7 +798,7 @@ fn json_response(status: u16, body: &Value) -> Outbound {
     Outbound {
         status,
         headers,
-        body: serde_json::to_vec(body).unwrap_or_default(),
+        body: crate::json::text_of(body).into_bytes(),
         stream: None,
         log: String::new(),
     }
@@ -800,32 +828,33 @@ fn clip(s: &str, max: usize) -> String {
 
 // ------------------------------------------------------------------ logging
 
-#[derive(Debug, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Default)]
+#[cfg_attr(test, derive(Serialize))]
+#[cfg_attr(test, serde(rename_all = "camelCase"))]
 struct LogLine<'a> {
     level: &'a str,
     request_id: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
     method: Option<&'a str>,
     path: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
     format: Option<Format>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
     route: Option<String>,
     status: u16,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
     served_by: Option<String>,
     attempts: usize,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(test, serde(skip_serializing_if = "Vec::is_empty"))]
     trail: Vec<TrailItem>,
     latency_ms: UnixMillis,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
     error: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
     message: Option<&'a str>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(test, serde(skip_serializing_if = "std::ops::Not::not"))]
     auth_disabled: bool,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(test, serde(skip_serializing_if = "std::ops::Not::not"))]
     stream: bool,
 }
 
@@ -841,11 +870,8 @@ impl LogLine<'_> {
                 number: a.number,
                 duration_ms: crate::platform::millis(a.duration),
                 outcome: match &a.outcome {
-                    AttemptOutcome::Success => "ok".into(),
-                    AttemptOutcome::Failure { error } => serde_json::to_value(error.kind)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default(),
+                    AttemptOutcome::Success => "ok",
+                    AttemptOutcome::Failure { error } => error.kind.name(),
                 },
                 status: a.error().and_then(|e| e.status),
             })
@@ -861,30 +887,140 @@ impl LogLine<'_> {
     }
 }
 
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug)]
+#[cfg_attr(test, derive(Serialize))]
+#[cfg_attr(test, serde(rename_all = "camelCase"))]
 struct TrailItem {
     provider: String,
     model: String,
     number: u32,
     duration_ms: u64,
-    outcome: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    outcome: &'static str,
+    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
     status: Option<u16>,
 }
 
+/// The log line: its keys sorted, as they always were.
 fn log_line(l: &LogLine<'_>) -> String {
-    let mut v = serde_json::to_value(l).unwrap_or(Value::Null);
-    if l.level.is_empty() {
-        v["level"] = json!(if l.status >= 500 { "error" } else { "info" });
+    let level = match l.level {
+        "" if l.status >= 500 => "error",
+        "" => "info",
+        level => level,
+    };
+    let mut j = Json::new();
+    j.open().n("attempts", l.attempts as u64);
+    if l.auth_disabled {
+        j.b("authDisabled", true);
     }
-    v["msg"] = json!("request");
-    v.to_string()
+    j.some_s("error", l.error)
+        .some_s("format", l.format.map(Format::name))
+        .n("latencyMs", l.latency_ms)
+        .s("level", level)
+        .some_s("message", l.message)
+        .some_s("method", l.method)
+        .s("msg", "request")
+        .s("path", l.path)
+        .s("requestId", l.request_id)
+        .some_s("route", l.route.as_deref())
+        .some_s("servedBy", l.served_by.as_deref())
+        .n("status", l.status.into());
+    if l.stream {
+        j.b("stream", true);
+    }
+    if !l.trail.is_empty() {
+        j.key("trail").open_array();
+        for t in &l.trail {
+            j.open()
+                .n("durationMs", t.duration_ms)
+                .s("model", &t.model)
+                .n("number", t.number.into())
+                .s("outcome", t.outcome)
+                .s("provider", &t.provider)
+                .some_n("status", t.status.map(u64::from))
+                .close();
+        }
+        j.close_array();
+    }
+    j.close();
+    j.finish()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The log line as it was written before: serde's, its keys sorted.
+    fn derived_log_line(l: &LogLine<'_>) -> String {
+        let mut v = serde_json::to_value(l).unwrap_or(Value::Null);
+        if l.level.is_empty() {
+            v["level"] = json!(if l.status >= 500 { "error" } else { "info" });
+        }
+        v["msg"] = json!("request");
+        v.to_string()
+    }
+
+    #[test]
+    fn log_lines_are_written_as_they_were() {
+        let attempts = [
+            crate::error::Attempt {
+                provider: "p".into(),
+                model: "m".into(),
+                number: 1,
+                started_at: 3,
+                duration: Duration::from_millis(12),
+                reached: true,
+                outcome: AttemptOutcome::Failure {
+                    error: crate::error::ProviderError::new(
+                        crate::error::ErrorKind::RateLimited,
+                        "x",
+                    )
+                    .with_status(429),
+                },
+            },
+            crate::error::Attempt {
+                provider: "q\"".into(),
+                model: "m".into(),
+                number: 0,
+                started_at: 3,
+                duration: Duration::ZERO,
+                reached: false,
+                outcome: AttemptOutcome::Success,
+            },
+        ];
+        let mut full = LogLine {
+            level: "",
+            request_id: "r1",
+            method: Some("POST"),
+            path: "/v1/messages",
+            format: Some(Format::Anthropic),
+            route: Some("default".into()),
+            status: 503,
+            served_by: Some("p/m".into()),
+            latency_ms: 42,
+            error: Some("all_providers_failed"),
+            message: Some("bad\nthing"),
+            auth_disabled: true,
+            stream: true,
+            ..LogLine::default()
+        };
+        full.record_attempts(&attempts);
+        for l in [
+            LogLine::default(),
+            LogLine {
+                level: "error",
+                status: 500,
+                format: Some(Format::OpenAi),
+                ..LogLine::default()
+            },
+            LogLine {
+                status: 200,
+                ..LogLine::default()
+            },
+            full,
+        ] {
+            assert_eq!(log_line(&l), derived_log_line(&l));
+        }
+    }
 
     #[test]
     fn constant_time_comparison_is_still_a_comparison() {

@@ -10,8 +10,8 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
+use crate::json::Json;
 use futures_core::Stream;
-use serde_json::json;
 
 use super::Format;
 use crate::chain::Client;
@@ -181,19 +181,35 @@ fn end_line<P: Platform, S: BreakerStore>(
     cause: Option<&ProviderError>,
 ) -> String {
     let now = st.stream.client().platform().now();
-    json!({
-        "level": if cause.is_some() { "warn" } else { "info" },
-        "msg": "stream end",
-        "requestId": st.request_id,
-        "outcome": outcome,
-        "servedBy": st.stream.served_by().map(|s| format!("{}/{}", s.provider, s.model)),
-        "attempts": st.stream.attempts().iter().filter(|a| a.number > 0).count(),
-        "latencyMs": now.saturating_sub(st.started),
-        "usage": st.stream.usage(),
-        "malformedChunks": st.stream.malformed_chunks(),
-        "error": cause.map(|c| c.kind),
-    })
-    .to_string()
+    let mut j = Json::new();
+    j.open()
+        .n(
+            "attempts",
+            st.stream.attempts().iter().filter(|a| a.number > 0).count() as u64,
+        )
+        .opt_s("error", cause.map(|c| c.kind.name()))
+        .n("latencyMs", now.saturating_sub(st.started))
+        .s("level", if cause.is_some() { "warn" } else { "info" })
+        .n("malformedChunks", st.stream.malformed_chunks() as u64)
+        .s("msg", "stream end")
+        .s("outcome", outcome)
+        .s("requestId", &st.request_id)
+        .opt_s(
+            "servedBy",
+            st.stream
+                .served_by()
+                .map(|s| format!("{}/{}", s.provider, s.model))
+                .as_deref(),
+        )
+        .key("usage");
+    match st.stream.usage() {
+        Some(u) => u.write_json(&mut j),
+        None => {
+            j.null();
+        }
+    }
+    j.close();
+    j.finish()
 }
 
 /// A stream from repeatedly running `step` on a state it hands back.

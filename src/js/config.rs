@@ -3,7 +3,7 @@
 //! `options.providers`.
 
 use crate::chain::Client;
-use crate::config::{parse_json, Config, ConfigError, ConfigIssue, EntryConfig};
+use crate::config::{Config, ConfigError, ConfigIssue, EntryConfig};
 use crate::event::Observer;
 use crate::provider::Upstream;
 use crate::web::WebPlatform;
@@ -17,7 +17,7 @@ pub(crate) fn build_client(
     customs: Vec<(String, String, Upstream)>,
     observer: Option<Observer>,
 ) -> Result<Client<WebPlatform>, ConfigError> {
-    let mut cfg: Config = parse_json(json)?;
+    let mut cfg = Config::parse(json)?;
     if cfg.routes.is_empty() && !customs.is_empty() {
         let entries = customs
             .iter()

@@ -4,11 +4,12 @@
 use std::time::Duration;
 
 use js_sys::Reflect;
-use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
 use crate::config::ConfigError;
-use crate::error::{Attempt, AttemptOutcome, Error, ErrorKind, ProviderError};
+use crate::error::{Attempt, Error, ErrorKind, ProviderError};
+use crate::json::js::Init;
+use crate::json::Json;
 use crate::platform::{millis, TransportError};
 use crate::web::error_message;
 
@@ -58,14 +59,6 @@ extern "C" {
     pub(crate) fn async_iterable(handle: JsValue) -> JsValue;
 }
 
-/// The wire name of a kind (`rate_limited`, …), as serde writes it.
-pub(crate) fn kind_name(kind: ErrorKind) -> String {
-    match serde_json::to_value(kind) {
-        Ok(serde_json::Value::String(s)) => s,
-        _ => String::new(),
-    }
-}
-
 /// The JS class for a kind. Exhaustive on purpose.
 fn class_of(kind: ErrorKind) -> &'static str {
     match kind {
@@ -83,96 +76,20 @@ fn class_of(kind: ErrorKind) -> &'static str {
     }
 }
 
-/// One attempt, as `result.attempts[i]` and `error.failures[i]` show it.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct AttemptJs<'a> {
-    provider: &'a str,
-    model: &'a str,
-    /// 1-based per entry; 0 for an entry skipped without a call.
-    attempt: u32,
-    ok: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    kind: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<u16>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    code: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    message: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    retry_after_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    retryable: Option<bool>,
-    duration_ms: u64,
-    started_at: u64,
-    reached: bool,
+/// A JSON text as a plain JS value, through `JSON.parse`: the package
+/// writes its values by hand ([`crate::json`]) and lets the engine build
+/// them.
+pub(crate) fn parse(text: &str) -> JsValue {
+    js_sys::JSON::parse(text).unwrap_or(JsValue::NULL)
 }
 
-impl<'a> AttemptJs<'a> {
-    pub(crate) fn new(a: &'a Attempt) -> Self {
-        let error = match &a.outcome {
-            AttemptOutcome::Success => None,
-            AttemptOutcome::Failure { error } => Some(error),
-        };
-        AttemptJs {
-            provider: &a.provider,
-            model: &a.model,
-            attempt: a.number,
-            ok: error.is_none(),
-            kind: error.map(|e| kind_name(e.kind)),
-            status: error.and_then(|e| e.status),
-            code: error.and_then(|e| e.code.as_deref()),
-            message: error.map(|e| e.message.as_str()),
-            retry_after_ms: error.and_then(|e| e.retry_after).map(millis),
-            retryable: error.map(ProviderError::is_retryable),
-            duration_ms: millis(a.duration),
-            started_at: a.started_at,
-            reached: a.reached,
-        }
-    }
-}
-
-/// The constructor's second argument.
-#[derive(Serialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct Init<'a> {
-    kind: String,
-    retryable: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<u16>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    retry_after_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    code: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    provider: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    attempts: Option<Vec<AttemptJs<'a>>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    failures: Option<Vec<AttemptJs<'a>>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    issues: Option<Vec<Issue<'a>>>,
-}
-
-#[derive(Serialize)]
-struct Issue<'a> {
-    path: &'a str,
-    message: &'a str,
-}
-
-/// `value` as a plain JS value, through `JSON.parse` of serde_json's text:
-/// one serializer in the package instead of two (maps become objects, `None`
-/// becomes `null`, as before).
-pub(crate) fn to_js<T: Serialize + ?Sized>(value: &T) -> JsValue {
-    serde_json::to_string(value)
-        .ok()
-        .and_then(|s| js_sys::JSON::parse(&s).ok())
-        .unwrap_or(JsValue::NULL)
+/// The value `write` writes, as a plain JS value.
+pub(crate) fn to_js(write: impl FnOnce(&mut Json)) -> JsValue {
+    parse(&Json::text(write))
 }
 
 fn build(class: &str, message: &str, init: &Init<'_>) -> JsValue {
-    make_error(class, message, &to_js(init))
+    make_error(class, message, &to_js(|j| init.write(j)))
 }
 
 /// A provider's error as its JS class (`error` of events, a rejection).
@@ -189,14 +106,8 @@ pub(crate) fn provider_error(
         class_of(e.kind),
         &message,
         &Init {
-            kind: kind_name(e.kind),
-            retryable: e.is_retryable(),
-            status: e.status,
-            retry_after_ms: e.retry_after.map(millis),
-            code: e.code.as_deref(),
-            provider,
-            attempts: (!attempts.is_empty()).then(|| attempts.iter().map(AttemptJs::new).collect()),
-            ..Init::default()
+            attempts: (!attempts.is_empty()).then_some(attempts),
+            ..Init::of(e, provider)
         },
     )
 }
@@ -208,11 +119,11 @@ pub(crate) fn call_error(e: &Error) -> JsValue {
             "AllProvidersFailedError",
             &ex.headline(),
             &Init {
-                kind: "all_providers_failed".into(),
+                kind: "all_providers_failed",
                 retryable: ex.status() == 503,
                 status: Some(ex.status()),
                 retry_after_ms: ex.retry_after().map(millis),
-                failures: Some(ex.attempts.iter().map(AttemptJs::new).collect()),
+                failures: Some(&ex.attempts),
                 ..Init::default()
             },
         ),
@@ -228,11 +139,11 @@ pub(crate) fn call_error(e: &Error) -> JsValue {
             "LLMError",
             &e.to_string(),
             &Init {
-                kind: "interrupted".into(),
+                kind: "interrupted",
                 retryable: true,
                 status: Some(e.status()),
-                code: Some(&kind_name(error.kind)),
-                attempts: Some(attempts.iter().map(AttemptJs::new).collect()),
+                code: Some(error.kind.name()),
+                attempts: Some(attempts),
                 ..Init::default()
             },
         ),
@@ -247,7 +158,7 @@ pub(crate) fn client_error(kind: &str, status: u16, message: &str) -> JsValue {
         "ClientRequestError",
         message,
         &Init {
-            kind: kind.into(),
+            kind,
             status: Some(status),
             ..Init::default()
         },
@@ -256,9 +167,12 @@ pub(crate) fn client_error(kind: &str, status: u16, message: &str) -> JsValue {
 
 /// The rejection of an aborted call; `cause` is the signal's reason.
 pub(crate) fn abort_error(reason: &JsValue) -> JsValue {
-    let init = to_js(&Init {
-        kind: "aborted".into(),
-        ..Init::default()
+    let init = to_js(|j| {
+        Init {
+            kind: "aborted",
+            ..Init::default()
+        }
+        .write(j)
     });
     if !reason.is_undefined() {
         let _ = Reflect::set(&init, &"cause".into(), reason);
@@ -272,16 +186,8 @@ pub(crate) fn config_error(e: &ConfigError) -> JsValue {
         "ConfigError",
         &e.to_string(),
         &Init {
-            kind: "config".into(),
-            issues: Some(
-                e.issues
-                    .iter()
-                    .map(|i| Issue {
-                        path: &i.path,
-                        message: &i.message,
-                    })
-                    .collect(),
-            ),
+            kind: "config",
+            issues: Some(&e.issues),
             ..Init::default()
         },
     )
@@ -297,7 +203,7 @@ pub(crate) fn prop(v: &JsValue, key: &str) -> JsValue {
 }
 
 fn kind_from_name(name: &str) -> Option<ErrorKind> {
-    ErrorKind::ALL.into_iter().find(|k| kind_name(*k) == name)
+    ErrorKind::ALL.into_iter().find(|k| k.name() == name)
 }
 
 /// The kind of an HTTP status a JS provider reported.

@@ -118,7 +118,7 @@ impl Hooks {
                 Event::MalformedChunk { error, provider } => (&None, Some(*error), Some(*provider)),
                 Event::Breaker { .. } | Event::BudgetExhausted { .. } => (&None, None, None),
             };
-            let value = errors::to_js(event);
+            let value = errors::to_js(|j| event.write_json(j));
             if let Some(e) = error {
                 // `error` as its class, so `e.error instanceof RateLimitError`.
                 let _ = js_sys::Reflect::set(
@@ -282,7 +282,13 @@ impl ResilientClient {
     /// percentiles, last failure.
     #[wasm_bindgen(unchecked_return_type = "ProviderHealth[]")]
     pub fn health(&self) -> JsValue {
-        errors::to_js(&self.inner.health())
+        errors::to_js(|j| {
+            j.open_array();
+            for h in self.inner.health() {
+                h.write_json(j);
+            }
+            j.close_array();
+        })
     }
 }
 
@@ -290,12 +296,12 @@ type CallArgs = (crate::chat::ChatRequest, CallOptions, Option<AbortSignal>);
 
 impl ResilientClient {
     fn call_args(request: &JsValue, options: &JsValue) -> Result<CallArgs, JsValue> {
-        let req: convert::JsRequest = convert::from_js(request).map_err(|e| {
+        let req = convert::from_js(request, crate::json::js::read_request).map_err(|e| {
             let detail: Vec<String> = e.issues.iter().map(|i| i.to_string()).collect();
             errors::client_error(
                 "invalid_request",
                 400,
-                &format!("invalid request: {}", detail.join("; ")),
+                &format!("invalid request: {}", crate::text::join(&detail, "; ")),
             )
         })?;
         let bad = |m: &str| errors::client_error("invalid_request", 400, m);
@@ -322,7 +328,7 @@ impl ResilientClient {
                     .map_err(|_| bad("options.signal: must be an AbortSignal"))?,
             ),
         };
-        Ok((req.into(), CallOptions { route, deadline }, signal))
+        Ok((req, CallOptions { route, deadline }, signal))
     }
 }
 

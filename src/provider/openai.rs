@@ -8,6 +8,8 @@
 //! error object in a chunk (OpenAI), in its choice (OpenRouter) or in an
 //! `event: error` (some compatible servers) ends the stream as an error.
 
+use serde_json::Value;
+
 use super::classify::{classify_body, redact, ErrorBody};
 use super::preset::{AuthStyle, Preset, PresetName};
 use super::{
@@ -136,7 +138,7 @@ impl OpenAi {
     /// The URL a request for `model` goes to.
     pub fn url(&self, model: &str) -> String {
         let deployment = self.deployment.as_deref().unwrap_or(model);
-        let path = self.path.replace("{deployment}", &path_segment(deployment));
+        let path = crate::text::replace(&self.path, "{deployment}", &path_segment(deployment));
         match &self.api_version {
             Some(v) => format!("{}{path}?api-version={v}", self.base_url),
             None => format!("{}{path}", self.base_url),
@@ -165,7 +167,8 @@ impl Provider for OpenAi {
     fn encode(&self, req: &ChatRequest, model: &str) -> Result<HttpRequest, ProviderError> {
         self.models.check(req, model)?;
         let body = encode_request(req, model, self.options).map_err(|e| e.into_request_error())?;
-        let mut http = HttpRequest::post_json(self.url(model), body.to_string().into_bytes());
+        let mut http =
+            HttpRequest::post_json(self.url(model), crate::json::text_of(&body).into_bytes());
         for (name, value) in self.headers.iter() {
             http.headers.insert(name, value);
         }
@@ -190,9 +193,11 @@ impl Provider for OpenAi {
         let v = success_json(resp, now, secret)?;
         // OpenRouter reports an upstream failure inside the choice.
         if let Some(body) = v
-            .pointer("/choices/0/error")
+            .get("choices")
+            .and_then(|c| c.get(0).or_else(|| c.get("0")))
+            .and_then(|c| c.get("error"))
             .filter(|e| !e.is_null())
-            .and_then(|e| ErrorBody::from_value(&serde_json::json!({ "error": e })))
+            .and_then(|e| ErrorBody::from_value(&error_object(e)))
         {
             let e = classify_body(resp.status, &resp.headers, body, now);
             return Err(redact(e, secret));
@@ -216,9 +221,11 @@ impl Provider for OpenAi {
         }
         let v = event_json(data)?;
         let in_choice = v
-            .pointer("/choices/0/error")
+            .get("choices")
+            .and_then(|c| c.get(0).or_else(|| c.get("0")))
+            .and_then(|c| c.get("error"))
             .filter(|e| !e.is_null())
-            .and_then(|e| ErrorBody::from_value(&serde_json::json!({ "error": e })));
+            .and_then(|e| ErrorBody::from_value(&error_object(e)));
         if let Some(body) = ErrorBody::from_value(&v).or(in_choice) {
             return Err(event_error(body, secret));
         }
@@ -228,6 +235,13 @@ impl Provider for OpenAi {
     fn capabilities(&self, model: &str) -> Capabilities {
         self.models.get(model)
     }
+}
+
+/// `{"error": e}`: an error found inside a choice, as a body.
+fn error_object(e: &Value) -> Value {
+    let mut m = serde_json::Map::new();
+    m.insert("error".into(), e.clone());
+    Value::Object(m)
 }
 
 #[cfg(test)]

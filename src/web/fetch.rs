@@ -87,7 +87,9 @@ pub fn error_message(value: &JsValue) -> String {
             (None, None) => String::from(js_sys::JsString::from(current.clone())),
         };
         match get("code") {
-            Some(code) if !text.contains(&code) => parts.push(format!("{text} ({code})")),
+            Some(code) if !crate::text::contains(&text, &code) => {
+                parts.push(format!("{text} ({code})"))
+            }
             _ => parts.push(text),
         }
         current = Reflect::get(&current, &JsValue::from_str("cause")).unwrap_or(JsValue::UNDEFINED);
@@ -95,7 +97,7 @@ pub fn error_message(value: &JsValue) -> String {
     if parts.is_empty() {
         "unknown error".to_string()
     } else {
-        parts.join(": ")
+        crate::text::join(&parts, ": ")
     }
 }
 

@@ -7,14 +7,13 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 use worker::js_sys::Promise;
 use worker::wasm_bindgen::JsValue;
 use worker::wasm_bindgen_futures::{future_to_promise, JsFuture};
-use worker::{Context, Delay, Env, Method, Request, RequestInit};
+use worker::{web_sys, Context, Delay, Env};
 
 use crate::fleet::{FleetLink, Inbox, LeaseAnswer, LinkError, Report, View};
+use crate::json::fleet::Call;
 use crate::timeout::timeout;
 
 /// The Durable Object binding, as named in wrangler.toml.
@@ -61,62 +60,51 @@ impl DoLink {
     }
 }
 
-#[derive(Serialize)]
-struct Call<'a, T: Serialize> {
-    key: &'a str,
-    #[serde(flatten)]
-    body: T,
-}
-
-async fn call<T: DeserializeOwned>(
+/// One call to `key`'s object: `POST http://do/<op>` with `body`; the
+/// answer's text, read by `read`.
+async fn call<T>(
     env: &Env,
     key: &str,
     op: &str,
-    body: impl Serialize,
+    body: String,
+    read: fn(&str) -> Option<T>,
 ) -> Result<T, LinkError> {
     let fail = |e: worker::Error| LinkError(e.to_string());
     let stub = env
         .durable_object(BINDING)
         .and_then(|ns| ns.get_by_name(key))
         .map_err(fail)?;
-    let json = serde_json::to_string(&Call { key, body }).map_err(|e| LinkError(e.to_string()))?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_body(Some(json.into()));
-    let req = Request::new_with_init(&format!("http://do/{op}"), &init).map_err(fail)?;
+    // A plain fetch Request: worker's RequestInit would bring its `cf`
+    // serializer along.
+    let init = web_sys::RequestInit::new();
+    init.set_method("POST");
+    init.set_body(&JsValue::from_str(&body));
+    let req = web_sys::Request::new_with_str_and_init(&format!("http://do/{op}"), &init)
+        .map_err(|e| LinkError(crate::web::error_message(&e)))?;
     let fut = async {
-        let mut resp = stub.fetch_with_request(req).await.map_err(fail)?;
+        let mut resp = stub.fetch_with_request(req.into()).await.map_err(fail)?;
         if resp.status_code() != 200 {
             return Err(LinkError(format!("object answered {}", resp.status_code())));
         }
-        resp.json::<T>().await.map_err(fail)
+        let text = resp.text().await.map_err(fail)?;
+        read(&text).ok_or_else(|| LinkError("the object answered malformed JSON".into()))
     };
     timeout(Delay::from(CALL_TIMEOUT), fut)
         .await
         .unwrap_or_else(|_| Err(LinkError("object timed out".into())))
 }
 
-#[derive(Serialize)]
-struct Holder<'a> {
-    holder: &'a str,
-}
-
-#[derive(Serialize)]
-struct Reports {
-    reports: Vec<Report>,
-}
-
-#[derive(Serialize)]
-struct Nothing {}
-
 impl FleetLink for DoLink {
     async fn lease(&self, key: &str, holder: &str) -> Result<LeaseAnswer, LinkError> {
-        call(&self.env, key, "lease", Holder { holder }).await
+        let body = Call::to_json(key, Some(holder), None);
+        call(&self.env, key, "lease", body, LeaseAnswer::from_json).await
     }
 
     fn report(&self, key: &str, reports: Vec<Report>, inbox: Inbox) {
         let (env, key) = (self.env.clone(), key.to_string());
         self.background.spawn(async move {
-            if let Ok(view) = call::<View>(&env, &key, "report", Reports { reports }).await {
+            let body = Call::to_json(&key, None, Some(&reports));
+            if let Ok(view) = call(&env, &key, "report", body, View::from_json).await {
                 inbox.deliver(&key, view);
             }
         });
@@ -125,7 +113,8 @@ impl FleetLink for DoLink {
     fn refresh(&self, key: &str, inbox: Inbox) {
         let (env, key) = (self.env.clone(), key.to_string());
         self.background.spawn(async move {
-            if let Ok(view) = call::<View>(&env, &key, "view", Nothing {}).await {
+            let body = Call::to_json(&key, None, None);
+            if let Ok(view) = call(&env, &key, "view", body, View::from_json).await {
                 inbox.deliver(&key, view);
             }
         });

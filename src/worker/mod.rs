@@ -84,9 +84,14 @@ fn load(env: &Env) -> Rc<Loaded> {
             )
         }
         Err(e) => {
+            let issues: Vec<String> = e.issues.iter().map(|i| i.to_string()).collect();
             worker::console_error!(
                 "{}",
-                serde_json::json!({"level": "error", "msg": "invalid configuration", "issues": e.issues.iter().map(|i| i.to_string()).collect::<Vec<_>>()})
+                crate::json::text_of(&crate::json::json_value!({
+                    "level": "error",
+                    "msg": "invalid configuration",
+                    "issues": issues,
+                }))
             );
             Loaded::Invalid(e)
         }

@@ -9,12 +9,12 @@
 use std::cell::RefCell;
 use std::time::Duration;
 
-use serde::Deserialize;
 use worker::{durable_object, DurableObject, Env, Request, Response, Result, State};
 
 use crate::breaker::BreakerPolicy;
 use crate::config::Config;
-use crate::fleet::{Fleet, Report};
+use crate::fleet::Fleet;
+use crate::json::fleet::Call;
 
 /// The `BreakerStore` Durable Object class.
 #[durable_object(fetch)]
@@ -27,17 +27,8 @@ pub struct BreakerStore {
 #[derive(Clone)]
 struct Policies {
     default: BreakerPolicy,
-    per_provider: std::collections::BTreeMap<String, BreakerPolicy>,
+    per_provider: Vec<(String, BreakerPolicy)>,
     lease_ttl: Duration,
-}
-
-#[derive(Deserialize)]
-struct Call {
-    key: String,
-    #[serde(default)]
-    holder: Option<String>,
-    #[serde(default)]
-    reports: Vec<Report>,
 }
 
 impl DurableObject for BreakerStore {
@@ -51,7 +42,7 @@ impl DurableObject for BreakerStore {
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         let op = req.path();
-        let Ok(call) = req.json::<Call>().await else {
+        let Some(call) = req.text().await.ok().and_then(|t| Call::from_json(&t)) else {
             return Response::error("bad request", 400);
         };
         let Some(policies) = self.policies() else {
@@ -59,26 +50,25 @@ impl DurableObject for BreakerStore {
         };
         let policy = policies
             .per_provider
-            .get(&call.key)
-            .copied()
-            .unwrap_or(policies.default);
+            .iter()
+            .find(|(id, _)| *id == call.key)
+            .map_or(policies.default, |(_, p)| *p);
         let now = worker::js_sys::Date::now() as u64;
         // Load, one pure step, store: no await in between.
         let mut fleet = self.load();
         let answer = match op.as_str() {
-            "/report" => serde_json::to_value(fleet.fold(&policy, now, &call.reports)),
+            "/report" => fleet.fold(&policy, now, &call.reports).json(),
             "/lease" => {
                 let holder = call.holder.as_deref().unwrap_or("unknown");
-                serde_json::to_value(fleet.lease(&policy, policies.lease_ttl, now, holder))
+                fleet.lease(&policy, policies.lease_ttl, now, holder).json()
             }
-            "/view" => serde_json::to_value(fleet.view(&policy, now)),
+            "/view" => fleet.view(&policy, now).json(),
             _ => return Response::error("not found", 404),
         };
         self.store(&fleet)?;
-        match answer {
-            Ok(v) => Response::from_json(&v),
-            Err(_) => Response::error("encode", 500),
-        }
+        let headers = worker::Headers::new();
+        headers.set("content-type", "application/json")?;
+        Ok(Response::ok(answer)?.with_headers(headers))
     }
 }
 
@@ -92,26 +82,23 @@ impl BreakerStore {
     }
 
     fn load(&self) -> Fleet {
-        #[derive(Deserialize)]
-        struct Row {
-            state: String,
-        }
-        let rows = self.sql_init().and_then(|()| {
-            self.state
+        let row = self.sql_init().and_then(|()| {
+            let cursor = self
+                .state
                 .storage()
                 .sql()
-                .exec("SELECT state FROM fleet WHERE id = 1", None)?
-                .to_array::<Row>()
+                .exec("SELECT state FROM fleet WHERE id = 1", None)?;
+            cursor.raw().next().transpose()
         });
-        rows.ok()
-            .and_then(|r| r.into_iter().next())
-            .and_then(|r| serde_json::from_str(&r.state).ok())
-            .unwrap_or_default()
+        match row.ok().flatten().as_deref() {
+            Some([worker::SqlStorageValue::String(state)]) => Fleet::from_json(state),
+            _ => None,
+        }
+        .unwrap_or_default()
     }
 
     fn store(&self, fleet: &Fleet) -> Result<()> {
-        let json =
-            serde_json::to_string(fleet).map_err(|e| worker::Error::RustError(e.to_string()))?;
+        let json = fleet.json();
         self.state.storage().sql().exec(
             "INSERT OR REPLACE INTO fleet (id, state) VALUES (1, ?)",
             vec![json.into()],
