@@ -14,8 +14,10 @@
 //! Cancellation follows the [`Platform`] contract: dropping a [`sleep`]
 //! clears its timer (Node would otherwise stay alive until it fires), and
 //! dropping a [`fetch`] future or the response [`Body`] aborts the request's
-//! `AbortController`, which closes the connection. Response bodies stream
-//! through the `ReadableStream` reader chunk by chunk. Fetch rejections only
+//! `AbortController`, which closes the connection. A response body read to
+//! its end comes in one `arrayBuffer()` call when its declared length fits
+//! the limit; otherwise, and for streams, through the `ReadableStream`
+//! reader chunk by chunk. Headers cross in a constant number of calls. Fetch rejections only
 //! carry text, so they are classified by [`TransportError::from_message`].
 //!
 //! Compiled for `target_arch = "wasm32"` with the `web` feature. The npm
@@ -25,6 +27,7 @@
 //! [`fetch`]: WebPlatform::fetch
 
 mod fetch;
+mod headers;
 mod timer;
 
 use std::future::Future;
@@ -34,7 +37,8 @@ use wasm_bindgen::prelude::*;
 
 use crate::platform::{HttpRequest, HttpResponse, Platform, TransportError, UnixMillis};
 
-pub use fetch::{error_message, fetch, AbortOnDrop};
+pub use fetch::{error_message, fetch, stream_body, AbortOnDrop};
+pub use headers::{headers_from_js, headers_named, headers_to_js};
 pub use timer::{sleep, Sleep};
 
 /// The platform over the JS globals. Cheap to copy; holds no state.
