@@ -133,10 +133,13 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> Result<web_sys:
         }
         Loaded::Ready(gw, background) => {
             let method = req.method();
-            let body = match req.body() {
-                None => Body::full(Vec::new()),
-                Some(_) if gw.reads_body_whole(&headers) => Body::whole(whole_body(req)),
-                Some(stream) => web::stream_body(stream),
+            let body = if gw.reads_body_whole(&headers) {
+                Body::whole(whole_body(req))
+            } else {
+                match req.body() {
+                    None => Body::full(Vec::new()),
+                    Some(stream) => web::stream_body(stream),
+                }
             };
             let inbound = Inbound {
                 method,
