@@ -17,7 +17,9 @@ use super::{
 use crate::chat::{ChatRequest, ChatResponse, Delta};
 use crate::config::Secret;
 use crate::error::ProviderError;
-use crate::format::openai::{decode_response, encode_request, EncodeOptions, MaxTokensField};
+use crate::format::openai::{
+    decode_response_owned, encode_request, EncodeOptions, MaxTokensField,
+};
 use crate::format::openai_stream::decode_chunk;
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
 use crate::sse::SseEvent;
@@ -189,15 +191,14 @@ impl Provider for OpenAi {
         let secret = self.key.as_ref().map(Secret::expose);
         let v = success_json(resp, now, secret)?;
         // OpenRouter reports an upstream failure inside the choice.
-        if let Some(body) = v
-            .pointer("/choices/0/error")
+        if let Some(body) = choice_error(&v)
             .filter(|e| !e.is_null())
             .and_then(|e| ErrorBody::from_value(&serde_json::json!({ "error": e })))
         {
             let e = classify_body(resp.status, &resp.headers, body, now);
             return Err(redact(e, secret));
         }
-        let mut out = decode_response(&v).map_err(|e| e.into_decode_error(resp.status))?;
+        let mut out = decode_response_owned(v).map_err(|e| e.into_decode_error(resp.status))?;
         out.provider = self.id.clone();
         Ok(out)
     }
@@ -215,8 +216,7 @@ impl Provider for OpenAi {
             return Ok(Vec::new());
         }
         let v = event_json(data)?;
-        let in_choice = v
-            .pointer("/choices/0/error")
+        let in_choice = choice_error(&v)
             .filter(|e| !e.is_null())
             .and_then(|e| ErrorBody::from_value(&serde_json::json!({ "error": e })));
         if let Some(body) = ErrorBody::from_value(&v).or(in_choice) {
@@ -228,6 +228,11 @@ impl Provider for OpenAi {
     fn capabilities(&self, model: &str) -> Capabilities {
         self.models.get(model)
     }
+}
+
+/// `choices[0].error`, without `Value::pointer`'s allocations.
+fn choice_error(v: &serde_json::Value) -> Option<&serde_json::Value> {
+    v.get("choices")?.get(0)?.get("error")
 }
 
 #[cfg(test)]
