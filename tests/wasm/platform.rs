@@ -42,6 +42,37 @@ async fn the_shorter_timer_wins_and_the_other_is_cleared() {
 }
 
 #[wasm_bindgen_test]
+async fn sleeps_sharing_one_timer_each_wait_their_own_time() {
+    let p = WebPlatform::new();
+    let start = p.now();
+    let since = || p.now() - start;
+    // The JS timer is armed for the earliest, which is dropped: it fires
+    // for nothing and re-arms for the others.
+    let early = sleep(Duration::from_millis(5));
+    let (a, b, c) = (
+        sleep(Duration::from_millis(45)),
+        sleep(Duration::from_millis(15)),
+        sleep(Duration::from_millis(30)),
+    );
+    drop(early);
+    b.await;
+    let tb = since();
+    c.await;
+    let tc = since();
+    a.await;
+    let ta = since();
+    assert!(tb >= 12 && tc >= 27 && ta >= 42, "{tb} {tc} {ta} ms");
+    assert!(ta < 5000, "{ta} ms");
+    // A later sleep than the pending ones, and a zero one (over at once).
+    let long = sleep(Duration::from_millis(20));
+    let short = sleep(Duration::from_millis(1));
+    sleep(Duration::ZERO).await;
+    short.await;
+    long.await;
+    assert!(since() >= ta + 17, "{} ms", since());
+}
+
+#[wasm_bindgen_test]
 fn now_and_random_come_from_the_host() {
     let p = WebPlatform::new();
     let now = p.now();
