@@ -30,23 +30,30 @@ pub fn headers_named(headers: &web_sys::Headers, names: &[&str]) -> Headers {
     out
 }
 
-/// A header list as a JS array of `[name, value]` pairs, which `fetch`, the
-/// `Request`, `Response` and `Headers` constructors all take: one JSON
-/// document across, one `JSON.parse`.
+/// A header list as what `fetch` and the `Request`, `Response` and
+/// `Headers` constructors take, in one `JSON.parse`: a `{name: value}`
+/// record, or `[name, value]` pairs when a name repeats (a record cannot
+/// say that). workerd builds its headers from a record in half the time it
+/// takes for pairs (~4 us less for a `Response`'s five headers).
 pub fn headers_to_js(headers: &Headers) -> JsValue {
+    let pairs: Vec<(&str, &str)> = headers.iter().collect();
+    let repeats = pairs
+        .iter()
+        .enumerate()
+        .any(|(i, (n, _))| pairs[..i].iter().any(|(m, _)| m == n));
     let mut json = String::with_capacity(64);
-    json.push('[');
-    for (i, (name, value)) in headers.iter().enumerate() {
+    json.push(if repeats { '[' } else { '{' });
+    for (i, (name, value)) in pairs.iter().enumerate() {
         if i > 0 {
             json.push(',');
         }
-        json.push_str("[\"");
+        json.push_str(if repeats { "[\"" } else { "\"" });
         push_escaped(&mut json, name);
-        json.push_str("\",\"");
+        json.push_str(if repeats { "\",\"" } else { "\":\"" });
         push_escaped(&mut json, value);
-        json.push_str("\"]");
+        json.push_str(if repeats { "\"]" } else { "\"" });
     }
-    json.push(']');
+    json.push(if repeats { ']' } else { '}' });
     JSON::parse(&json).unwrap_or_else(|_| Array::new().into())
 }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 use resilient_llm::timeout::timeout;
 use resilient_llm::web::{sleep, AbortOnDrop, WebPlatform};
 use resilient_llm::{HttpRequest, Platform};
+use wasm_bindgen::JsCast;
 use wasm_bindgen_test::wasm_bindgen_test;
 
 fn get(url: &str) -> HttpRequest {
@@ -70,6 +71,31 @@ async fn sleeps_sharing_one_timer_each_wait_their_own_time() {
     short.await;
     long.await;
     assert!(since() >= ta + 17, "{} ms", since());
+}
+
+#[wasm_bindgen_test]
+fn header_lists_cross_to_js_and_back() {
+    use resilient_llm::web::{headers_from_js, headers_to_js};
+    use resilient_llm::Headers;
+    let mut h = Headers::new();
+    h.append("Content-Type", "application/json");
+    h.append("x-quote", "say \"hi\"\\ \u{e9}");
+    // A record when no name repeats, pairs when one does.
+    let js = headers_to_js(&h);
+    assert!(!js_sys::Array::is_array(&js));
+    let back = web_sys::Headers::new_with_str_sequence_sequence(&js)
+        .or_else(|_| web_sys::Headers::new_with_record_from_str_to_str(js.unchecked_ref()))
+        .unwrap();
+    let back = headers_from_js(&back);
+    assert_eq!(back.get("content-type"), Some("application/json"));
+    assert_eq!(back.get("x-quote"), Some("say \"hi\"\\ \u{e9}"));
+    h.append("x-multi", "a");
+    h.append("x-multi", "b");
+    let js = headers_to_js(&h);
+    assert!(js_sys::Array::is_array(&js));
+    let back = headers_from_js(&web_sys::Headers::new_with_str_sequence_sequence(&js).unwrap());
+    assert_eq!(back.get("x-multi"), Some("a, b"));
+    assert_eq!(back.get("content-type"), Some("application/json"));
 }
 
 #[wasm_bindgen_test]
