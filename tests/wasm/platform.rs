@@ -43,12 +43,11 @@ async fn the_shorter_timer_wins_and_the_other_is_cleared() {
 }
 
 #[wasm_bindgen_test]
-async fn sleeps_sharing_one_timer_each_wait_their_own_time() {
+async fn concurrent_sleeps_each_wait_their_own_time() {
     let p = WebPlatform::new();
     let start = p.now();
     let since = || p.now() - start;
-    // The JS timer is armed for the earliest, which is dropped: it fires
-    // for nothing and re-arms for the others.
+    // The earliest is dropped before it ends: the others are unaffected.
     let early = sleep(Duration::from_millis(5));
     let (a, b, c) = (
         sleep(Duration::from_millis(45)),
