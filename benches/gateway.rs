@@ -105,6 +105,7 @@ fn main() {
         }
     };
     run(per_batch / 10 + 1); // warm-up
+
     // The harness's own share (the scripted reply, the inbound request).
     let harness = {
         let before = ALLOCATIONS.load(Ordering::Relaxed);

@@ -168,7 +168,12 @@ async fn a_sized_body_is_read_whole_within_the_limit_and_refused_over_it() {
         .await
         .unwrap();
     let err = resp.body.read_to_end(25).await.unwrap_err();
-    assert_eq!(err.kind, TransportErrorKind::BodyTooLarge, "{}", err.message);
+    assert_eq!(
+        err.kind,
+        TransportErrorKind::BodyTooLarge,
+        "{}",
+        err.message
+    );
 }
 
 #[wasm_bindgen_test]

@@ -951,18 +951,27 @@ mod tests {
         }
         assert!(read.len() >= 6, "{read:?}");
         for name in read {
-            assert!(REQUEST_HEADERS.contains(&name), "{name} is read but not in REQUEST_HEADERS");
+            assert!(
+                REQUEST_HEADERS.contains(&name),
+                "{name} is read but not in REQUEST_HEADERS"
+            );
         }
     }
 
     #[test]
     fn paths_of_urls() {
-        assert_eq!(url_path("https://gw.example/v1/messages?beta=1"), "/v1/messages");
+        assert_eq!(
+            url_path("https://gw.example/v1/messages?beta=1"),
+            "/v1/messages"
+        );
         assert_eq!(url_path("http://127.0.0.1:8787/"), "/");
         assert_eq!(url_path("http://127.0.0.1:8787"), "/");
         assert_eq!(url_path("http://h?q=/x"), "/");
         assert_eq!(url_path("http://h/a/b#f"), "/a/b");
-        assert_eq!(url_path("http://h/v1/chat/completions/"), "/v1/chat/completions/");
+        assert_eq!(
+            url_path("http://h/v1/chat/completions/"),
+            "/v1/chat/completions/"
+        );
     }
 
     #[test]

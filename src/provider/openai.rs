@@ -17,9 +17,7 @@ use super::{
 use crate::chat::{ChatRequest, ChatResponse, Delta};
 use crate::config::Secret;
 use crate::error::ProviderError;
-use crate::format::openai::{
-    decode_response_owned, encode_request, EncodeOptions, MaxTokensField,
-};
+use crate::format::openai::{decode_response_owned, encode_request, EncodeOptions, MaxTokensField};
 use crate::format::openai_stream::decode_chunk;
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
 use crate::sse::SseEvent;

@@ -12,7 +12,8 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{
-    AbortController, AbortSignal, ReadableStream, ReadableStreamDefaultReader, RequestInit, Response,
+    AbortController, AbortSignal, ReadableStream, ReadableStreamDefaultReader, RequestInit,
+    Response,
 };
 
 use super::headers::{headers_from_js, headers_to_js};
@@ -136,7 +137,11 @@ pub async fn fetch(req: HttpRequest) -> Result<HttpResponse, TransportError> {
     // decodes gzip and brotli on the fly.
     let declared = headers
         .get("content-length")
-        .filter(|_| headers.get("content-encoding").is_none_or(|e| e.trim() == "identity"))
+        .filter(|_| {
+            headers
+                .get("content-encoding")
+                .is_none_or(|e| e.trim() == "identity")
+        })
         .and_then(|v| v.trim().parse::<u64>().ok());
     Ok(HttpResponse {
         status: resp.status(),
@@ -161,7 +166,9 @@ impl BodySource for ResponseBody {
         if self.declared.is_none_or(|n| n > limit as u64) {
             return Err(self.chunks());
         }
-        let ResponseBody { resp, mut guard, .. } = *self;
+        let ResponseBody {
+            resp, mut guard, ..
+        } = *self;
         Ok(Box::pin(async move {
             let promise = resp.array_buffer().map_err(|e| transport(&e))?;
             // Dropped before it resolves: the guard aborts the request.
@@ -172,7 +179,9 @@ impl BodySource for ResponseBody {
     }
 
     fn chunks(self: Box<Self>) -> ChunkStream {
-        let ResponseBody { resp, mut guard, .. } = *self;
+        let ResponseBody {
+            resp, mut guard, ..
+        } = *self;
         match resp.body() {
             Some(stream) => Box::pin(Chunks::new(stream, Some(guard))),
             None => {

@@ -74,4 +74,3 @@ fn push_escaped(out: &mut String, s: &str) {
         }
     }
 }
-
