@@ -157,7 +157,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> Result<web_sys:
             out
         }
     };
-    worker::console_log!("{}", out.log);
+    web_sys::console::log_1(&JsValue::from_str(&out.log));
     let init = web_sys::ResponseInit::new();
     init.set_status(out.status);
     init.set_headers(&web::headers_to_js(&out.headers));
