@@ -795,7 +795,12 @@ fn json_response(status: u16, body: &Value) -> Outbound {
     Outbound {
         status,
         headers,
-        body: serde_json::to_vec(body).unwrap_or_default(),
+        body: {
+            // Sized for a typical answer: no regrowth on the way.
+            let mut out = Vec::with_capacity(512);
+            let _ = serde_json::to_writer(&mut out, body);
+            out
+        },
         stream: None,
         log: String::new(),
     }

@@ -9,8 +9,8 @@
 
 use super::classify::ErrorBody;
 use super::{
-    event_error, event_json, event_shape_error, named_error_event, success_json, Capabilities,
-    Models, Provider,
+    event_error, event_json, event_shape_error, json_bytes, named_error_event, success_json,
+    Capabilities, Models, Provider,
 };
 use crate::chat::{ChatRequest, ChatResponse, Delta};
 use crate::config::Secret;
@@ -107,7 +107,7 @@ impl Provider for Anthropic {
         let body = encode_request(req, model, self.default_max_tokens)
             .map_err(|e| e.into_request_error())?;
         let url = format!("{}/v1/messages", self.base_url);
-        let mut http = HttpRequest::post_json(url, body.to_string().into_bytes());
+        let mut http = HttpRequest::post_json(url, json_bytes(&body));
         for (name, value) in self.headers.iter() {
             http.headers.insert(name, value);
         }

@@ -95,6 +95,16 @@ impl Models {
 /// The body of a 2xx response as JSON, or the classified error it holds:
 /// an error object inside a 200 is an error, malformed JSON is
 /// [`ErrorKind::Decode`]. `secret` is redacted from any message.
+/// A request body's JSON bytes: `serde_json::to_writer` into a buffer sized
+/// for a typical request, not `Value`'s `Display` (which writes through the
+/// formatting machinery a piece at a time). Same bytes.
+pub(crate) fn json_bytes(v: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    // Writing a `Value` to a `Vec` cannot fail.
+    let _ = serde_json::to_writer(&mut out, v);
+    out
+}
+
 pub(crate) fn success_json(
     resp: &BufferedResponse,
     now: UnixMillis,

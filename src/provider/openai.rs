@@ -11,8 +11,8 @@
 use super::classify::{classify_body, redact, ErrorBody};
 use super::preset::{AuthStyle, Preset, PresetName};
 use super::{
-    event_error, event_json, event_shape_error, named_error_event, success_json, Capabilities,
-    Models, Provider,
+    event_error, event_json, event_shape_error, json_bytes, named_error_event, success_json,
+    Capabilities, Models, Provider,
 };
 use crate::chat::{ChatRequest, ChatResponse, Delta};
 use crate::config::Secret;
@@ -165,7 +165,7 @@ impl Provider for OpenAi {
     fn encode(&self, req: &ChatRequest, model: &str) -> Result<HttpRequest, ProviderError> {
         self.models.check(req, model)?;
         let body = encode_request(req, model, self.options).map_err(|e| e.into_request_error())?;
-        let mut http = HttpRequest::post_json(self.url(model), body.to_string().into_bytes());
+        let mut http = HttpRequest::post_json(self.url(model), json_bytes(&body));
         for (name, value) in self.headers.iter() {
             http.headers.insert(name, value);
         }
