@@ -158,7 +158,23 @@ pub struct BufferedResponse {
     pub body: Vec<u8>,
 }
 
-type ChunkStream = Pin<Box<dyn Stream<Item = Result<Vec<u8>, TransportError>>>>;
+/// A body's chunks, as a boxed stream.
+pub type ChunkStream = Pin<Box<dyn Stream<Item = Result<Vec<u8>, TransportError>>>>;
+
+/// A whole body read in one call, as a boxed future.
+pub type WholeRead = Pin<Box<dyn Future<Output = Result<Vec<u8>, TransportError>>>>;
+
+/// A body a host can read either whole, in one call, or chunk by chunk; the
+/// reader decides ([`Body::read_to_end`] asks for it whole, [`Body::chunk`]
+/// streams it). Whole reads cost a host with a per-call overhead (a JS
+/// `arrayBuffer()` against a `ReadableStream` reader loop) far less.
+pub trait BodySource {
+    /// The whole body in one read, when the host can tell beforehand that it
+    /// fits in `limit` bytes (a declared length); else the chunks.
+    fn whole(self: Box<Self>, limit: usize) -> Result<WholeRead, ChunkStream>;
+    /// The body chunk by chunk.
+    fn chunks(self: Box<Self>) -> ChunkStream;
+}
 
 /// A response body: chunks as they arrive. Dropping it aborts the transfer.
 pub struct Body(BodyInner);
@@ -166,6 +182,8 @@ pub struct Body(BodyInner);
 enum BodyInner {
     Full(Option<Vec<u8>>),
     Stream(ChunkStream),
+    Whole(Option<WholeRead>),
+    Source(Option<Box<dyn BodySource>>),
 }
 
 impl Body {
@@ -179,28 +197,68 @@ impl Body {
         Body(BodyInner::Stream(Box::pin(s)))
     }
 
+    /// A body read in one call: the future resolves to all of it, which
+    /// [`chunk`](Body::chunk) hands over as one chunk.
+    pub fn whole(read: impl Future<Output = Result<Vec<u8>, TransportError>> + 'static) -> Self {
+        Body(BodyInner::Whole(Some(Box::pin(read))))
+    }
+
+    /// A body read whole or by chunks, as its reader asks (see [`BodySource`]).
+    pub fn source(source: impl BodySource + 'static) -> Self {
+        Body(BodyInner::Source(Some(Box::new(source))))
+    }
+
     /// The next chunk; `None` at the end of the body.
     pub async fn chunk(&mut self) -> Option<Result<Vec<u8>, TransportError>> {
+        if let BodyInner::Source(source) = &mut self.0 {
+            let source = source.take()?;
+            self.0 = BodyInner::Stream(source.chunks());
+        }
         match &mut self.0 {
             BodyInner::Full(bytes) => bytes.take().map(Ok),
             BodyInner::Stream(s) => poll_fn(|cx| s.as_mut().poll_next(cx)).await,
+            BodyInner::Whole(read) => match read {
+                Some(r) => {
+                    let out = r.await;
+                    *read = None;
+                    Some(out)
+                }
+                None => None,
+            },
+            BodyInner::Source(_) => None,
         }
     }
 
     /// Reads the whole body, failing once it grows past `limit` bytes.
     pub async fn read_to_end(mut self, limit: usize) -> Result<Vec<u8>, TransportError> {
+        if let BodyInner::Source(source) = &mut self.0 {
+            match source.take().map(|s| s.whole(limit)) {
+                Some(Ok(read)) => self.0 = BodyInner::Whole(Some(read)),
+                Some(Err(chunks)) => self.0 = BodyInner::Stream(chunks),
+                None => return Ok(Vec::new()),
+            }
+        }
         let mut out = Vec::new();
         while let Some(chunk) = self.chunk().await {
-            out.extend_from_slice(&chunk?);
+            let chunk = chunk?;
+            if out.is_empty() {
+                out = chunk; // a whole body, or the first chunk: no copy
+            } else {
+                out.extend_from_slice(&chunk);
+            }
             if out.len() > limit {
-                return Err(TransportError::new(
-                    TransportErrorKind::BodyTooLarge,
-                    format!("response body larger than {limit} bytes"),
-                ));
+                return Err(too_large(limit));
             }
         }
         Ok(out)
     }
+}
+
+fn too_large(limit: usize) -> TransportError {
+    TransportError::new(
+        TransportErrorKind::BodyTooLarge,
+        format!("response body larger than {limit} bytes"),
+    )
 }
 
 /// What went wrong below HTTP: the request got no (complete) response.

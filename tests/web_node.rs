@@ -33,6 +33,12 @@ export function startServer() {
       req.on("end", () => {
         if (req.url === "/hang") return;
         if (req.url === "/stall") { res.writeHead(200); res.write("first"); return; }
+        if (req.url === "/stall-sized") { res.writeHead(200, { "content-length": "100" }); res.write("first"); return; }
+        if (req.url === "/sized") {
+          res.writeHead(200, { "content-type": "text/plain", "content-length": "26", "x-multi": "a, b" });
+          res.end("abcdefghijklmnopqrstuvwxyz");
+          return;
+        }
         if (req.url === "/chunks") {
           res.writeHead(200, { "content-type": "text/plain", "x-test": "yes" });
           res.write("one,");
@@ -144,6 +150,61 @@ async fn dropping_the_body_closes_the_connection() {
     assert_eq!(first, b"first");
     drop(resp);
     assert_eq!(srv.wait_for("cut", 1.0).await, 1.0);
+}
+
+#[wasm_bindgen_test]
+async fn a_sized_body_is_read_whole_within_the_limit_and_refused_over_it() {
+    let srv = Server::start().await;
+    let resp = WebPlatform
+        .fetch(HttpRequest::post_json(srv.url("/sized"), vec![]))
+        .await
+        .unwrap();
+    assert_eq!(resp.headers.get("content-type"), Some("text/plain"));
+    assert_eq!(resp.headers.get("x-multi"), Some("a, b"));
+    let body = resp.body.read_to_end(26).await.unwrap();
+    assert_eq!(body, b"abcdefghijklmnopqrstuvwxyz");
+    let resp = WebPlatform
+        .fetch(HttpRequest::post_json(srv.url("/sized"), vec![]))
+        .await
+        .unwrap();
+    let err = resp.body.read_to_end(25).await.unwrap_err();
+    assert_eq!(
+        err.kind,
+        TransportErrorKind::BodyTooLarge,
+        "{}",
+        err.message
+    );
+}
+
+#[wasm_bindgen_test]
+async fn dropping_a_whole_read_closes_the_connection() {
+    let srv = Server::start().await;
+    let resp = WebPlatform
+        .fetch(HttpRequest::post_json(srv.url("/stall-sized"), vec![]))
+        .await
+        .unwrap();
+    // A declared length within the limit: read whole, which never ends.
+    let read = resp.body.read_to_end(4096);
+    assert!(timeout(sleep(Duration::from_millis(50)), read)
+        .await
+        .is_err());
+    assert_eq!(srv.wait_for("cut", 1.0).await, 1.0);
+}
+
+#[wasm_bindgen_test]
+async fn many_cleared_timers_leave_nothing_behind() {
+    // Each timeout whose work wins clears its timer; none may keep its
+    // callback alive (they used to, through a never-settled promise: two
+    // externrefs a timer, held for good).
+    sleep(Duration::from_millis(1)).await;
+    let before = wasm_bindgen::externref_heap_live_count();
+    for _ in 0..200 {
+        let r = timeout(sleep(Duration::from_secs(60)), async {}).await;
+        assert!(r.is_ok());
+    }
+    sleep(Duration::from_millis(1)).await;
+    let after = wasm_bindgen::externref_heap_live_count();
+    assert!(after <= before + 10, "live externrefs {before} -> {after}");
 }
 
 #[wasm_bindgen_test]

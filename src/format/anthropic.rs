@@ -176,6 +176,21 @@ fn encode_blocks(m: &Message, path: &str) -> Result<Vec<Value>, FormatError> {
 
 /// Reads a Messages API answer (a body already known not to be an error).
 pub fn decode_response(v: &Value) -> Result<ChatResponse, FormatError> {
+    decode_fields(v).map(|out| ChatResponse {
+        raw: v.clone(),
+        ..out
+    })
+}
+
+/// [`decode_response`] of a body the caller no longer needs: it becomes the
+/// answer's `raw` without a copy (a deep copy of a parsed body is most of
+/// the allocations of a request through the gateway).
+pub fn decode_response_owned(v: Value) -> Result<ChatResponse, FormatError> {
+    decode_fields(&v).map(|out| ChatResponse { raw: v, ..out })
+}
+
+/// Everything but `raw` (left `Null`).
+fn decode_fields(v: &Value) -> Result<ChatResponse, FormatError> {
     let f = Fields::of(v, "")?;
     let content = f
         .array("content")?
@@ -212,7 +227,7 @@ pub fn decode_response(v: &Value) -> Result<ChatResponse, FormatError> {
         provider: String::new(),
         finish_reason,
         usage,
-        raw: v.clone(),
+        raw: Value::Null,
     })
 }
 

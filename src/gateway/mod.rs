@@ -73,13 +73,25 @@ impl Format {
     }
 }
 
+/// Every request header the gateway reads. A host for which copying all of
+/// a request's headers costs more than looking a few up (workerd: an
+/// iteration of a `Headers` through JS) may hand over just these.
+pub const REQUEST_HEADERS: &[&str] = &[
+    "authorization",
+    "x-api-key",
+    "anthropic-version",
+    "content-length",
+    "x-request-id",
+    "x-request-timeout-ms",
+];
+
 /// An incoming request, as the host hands it over.
 pub struct Inbound {
     /// `GET`, `POST`, ….
     pub method: String,
     /// The URL path, without the query.
     pub path: String,
-    /// Request headers.
+    /// Request headers: all of them, or at least [`REQUEST_HEADERS`].
     pub headers: Headers,
     /// The body, read only as far as the limit allows.
     pub body: Body,
@@ -372,6 +384,19 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// Gateway auth.
     pub fn auth(&self) -> &Auth {
         &self.auth
+    }
+
+    /// Whether a host that can read a request body in one call (a JS
+    /// `arrayBuffer()`) should, given the request's headers: when its
+    /// declared length is within the limit. An oversized body must not be
+    /// buffered to answer 413, and one of unknown length (chunked) may be
+    /// oversized: both are read as a stream, as far as the limit allows.
+    pub fn reads_body_whole(&self, headers: &Headers) -> bool {
+        let limit = self.client.policy.max_request_bytes as u64;
+        headers
+            .get("content-length")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .is_some_and(|n| n <= limit)
     }
 
     /// Answers one request.
@@ -822,6 +847,22 @@ fn request_id(headers: &Headers, platform: &impl Platform) -> String {
     id
 }
 
+/// The path of an absolute URL (`https://host/v1/messages?x` →
+/// `/v1/messages`), as a host hands over a request's URL; `/` when it has
+/// none. The URL is a serialized WHATWG URL already, so no parser needed.
+pub fn url_path(url: &str) -> &str {
+    let rest = match url.find("://") {
+        Some(i) => &url[i + 3..],
+        None => url,
+    };
+    let end = rest.find(['?', '#']).unwrap_or(rest.len());
+    let rest = &rest[..end];
+    match rest.find('/') {
+        Some(i) => &rest[i..],
+        None => "/",
+    }
+}
+
 fn clip(s: &str, max: usize) -> String {
     s.chars().take(max).collect()
 }
@@ -1029,6 +1070,42 @@ mod tests {
         assert!(!ct_eq(b"abc", b"abcd"));
         assert!(!ct_eq(b"", b"a"));
         assert!(ct_eq(b"", b""));
+    }
+
+    #[test]
+    fn request_headers_names_every_header_read() {
+        // Every header looked up in this module by name (a `get` on `headers`).
+        let src = include_str!("mod.rs");
+        let mut read = Vec::new();
+        for (i, _) in src.match_indices(".get(\"") {
+            if src[..i].trim_end().ends_with("headers") {
+                let name = &src[i + 6..];
+                read.push(&name[..name.find('"').unwrap()]);
+            }
+        }
+        assert!(read.len() >= 6, "{read:?}");
+        for name in read {
+            assert!(
+                REQUEST_HEADERS.contains(&name),
+                "{name} is read but not in REQUEST_HEADERS"
+            );
+        }
+    }
+
+    #[test]
+    fn paths_of_urls() {
+        assert_eq!(
+            url_path("https://gw.example/v1/messages?beta=1"),
+            "/v1/messages"
+        );
+        assert_eq!(url_path("http://127.0.0.1:8787/"), "/");
+        assert_eq!(url_path("http://127.0.0.1:8787"), "/");
+        assert_eq!(url_path("http://h?q=/x"), "/");
+        assert_eq!(url_path("http://h/a/b#f"), "/a/b");
+        assert_eq!(
+            url_path("http://h/v1/chat/completions/"),
+            "/v1/chat/completions/"
+        );
     }
 
     #[test]

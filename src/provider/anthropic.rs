@@ -15,7 +15,7 @@ use super::{
 use crate::chat::{ChatRequest, ChatResponse, Delta};
 use crate::config::Secret;
 use crate::error::ProviderError;
-use crate::format::anthropic::{decode_response, encode_request};
+use crate::format::anthropic::{decode_response_owned, encode_request};
 use crate::format::anthropic_stream::{decode_event, EVENTS};
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
 use crate::sse::SseEvent;
@@ -125,7 +125,7 @@ impl Provider for Anthropic {
         now: UnixMillis,
     ) -> Result<ChatResponse, ProviderError> {
         let v = success_json(resp, now, self.key.as_ref().map(Secret::expose))?;
-        let mut out = decode_response(&v).map_err(|e| e.into_decode_error(resp.status))?;
+        let mut out = decode_response_owned(v).map_err(|e| e.into_decode_error(resp.status))?;
         out.provider = self.id.clone();
         Ok(out)
     }

@@ -19,7 +19,7 @@ use super::{
 use crate::chat::{ChatRequest, ChatResponse, Delta};
 use crate::config::Secret;
 use crate::error::ProviderError;
-use crate::format::openai::{decode_response, encode_request, EncodeOptions, MaxTokensField};
+use crate::format::openai::{decode_response_owned, encode_request, EncodeOptions, MaxTokensField};
 use crate::format::openai_stream::decode_chunk;
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
 use crate::sse::SseEvent;
@@ -202,7 +202,7 @@ impl Provider for OpenAi {
             let e = classify_body(resp.status, &resp.headers, body, now);
             return Err(redact(e, secret));
         }
-        let mut out = decode_response(&v).map_err(|e| e.into_decode_error(resp.status))?;
+        let mut out = decode_response_owned(v).map_err(|e| e.into_decode_error(resp.status))?;
         out.provider = self.id.clone();
         Ok(out)
     }

@@ -1,18 +1,25 @@
 //! The global `fetch` with an `AbortController` per request, and the
-//! response body as a stream of chunks from its `ReadableStream` reader.
+//! response body read whole (`arrayBuffer()`) or as a stream of chunks from
+//! its `ReadableStream` reader.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use futures_core::Stream;
-use js_sys::{Array, Promise, Reflect, Uint8Array};
+use js_sys::{Promise, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{AbortController, AbortSignal, ReadableStreamDefaultReader, RequestInit, Response};
+use web_sys::{
+    AbortController, AbortSignal, ReadableStream, ReadableStreamDefaultReader, RequestInit,
+    Response,
+};
 
-use crate::platform::{Body, Headers, HttpRequest, HttpResponse, TransportError};
+use super::headers::{headers_from_js, headers_to_js};
+use crate::platform::{
+    Body, BodySource, ChunkStream, HttpRequest, HttpResponse, TransportError, WholeRead,
+};
 
 #[wasm_bindgen]
 extern "C" {
@@ -106,17 +113,15 @@ fn transport(e: &JsValue) -> TransportError {
 }
 
 /// Sends `req` with the global `fetch`. Resolves once the status and headers
-/// are in; the body streams afterwards. Dropping this future before then,
-/// or the [`Body`] after, aborts the request.
+/// are in; the body follows, read whole (`arrayBuffer()`) when its reader
+/// asks for all of it and its declared length fits, else through the
+/// stream's reader. Dropping this future before then, or the [`Body`]
+/// after, aborts the request.
 pub async fn fetch(req: HttpRequest) -> Result<HttpResponse, TransportError> {
-    let mut guard = AbortOnDrop::new()?;
-    let headers = web_sys::Headers::new().map_err(|e| transport(&e))?;
-    for (name, value) in req.headers.iter() {
-        headers.append(name, value).map_err(|e| transport(&e))?;
-    }
+    let guard = AbortOnDrop::new()?;
     let init = RequestInit::new();
     init.set_method(&req.method);
-    init.set_headers(&headers);
+    init.set_headers(&headers_to_js(&req.headers));
     if !req.body.is_empty() {
         init.set_body(&Uint8Array::from(req.body.as_slice()));
     }
@@ -129,44 +134,107 @@ pub async fn fetch(req: HttpRequest) -> Result<HttpResponse, TransportError> {
         .dyn_into()
         .map_err(|_| TransportError::from_message("fetch resolved to something not a Response"))?;
 
-    let mut out = Headers::new();
-    if let Ok(Some(entries)) = js_sys::try_iter(&resp.headers()) {
-        for entry in entries.flatten() {
-            let pair = Array::from(&entry);
-            if let (Some(n), Some(v)) = (pair.get(0).as_string(), pair.get(1).as_string()) {
-                out.append(&n, v);
-            }
-        }
-    }
-    let body = match resp.body() {
-        Some(stream) => {
-            let reader: ReadableStreamDefaultReader = stream.get_reader().unchecked_into();
-            Body::stream(Chunks {
-                reader,
-                pending: None,
-                guard,
-            })
-        }
-        None => {
-            guard.disarm();
-            Body::full(Vec::new())
-        }
-    };
+    let headers = headers_from_js(&resp.headers());
+    // Only an identity-coded body's size is its declared length: the host
+    // decodes gzip and brotli on the fly.
+    let declared = headers
+        .get("content-length")
+        .filter(|_| {
+            headers
+                .get("content-encoding")
+                .is_none_or(|e| e.trim() == "identity")
+        })
+        .and_then(|v| v.trim().parse::<u64>().ok());
     Ok(HttpResponse {
         status: resp.status(),
-        headers: out,
-        body,
+        headers,
+        body: Body::source(ResponseBody {
+            resp,
+            guard,
+            declared,
+        }),
     })
 }
 
-/// A response body read through its `ReadableStream` reader. Dropping it
-/// before the end aborts the request (its guard's controller), which also
-/// errors the stream; a read still pending then rejects into a dropped
-/// `JsFuture`, whose handlers were attached, so nothing goes unhandled.
-struct Chunks {
-    reader: ReadableStreamDefaultReader,
-    pending: Option<JsFuture>,
+/// A response body not read yet: whole or by chunks, as its reader asks.
+struct ResponseBody {
+    resp: Response,
     guard: AbortOnDrop,
+    declared: Option<u64>,
+}
+
+impl BodySource for ResponseBody {
+    fn whole(self: Box<Self>, limit: usize) -> Result<WholeRead, ChunkStream> {
+        if self.declared.is_none_or(|n| n > limit as u64) {
+            return Err(self.chunks());
+        }
+        let ResponseBody {
+            resp, mut guard, ..
+        } = *self;
+        Ok(Box::pin(async move {
+            let promise = resp.array_buffer().map_err(|e| transport(&e))?;
+            // Dropped before it resolves: the guard aborts the request.
+            let buffer = JsFuture::from(promise).await.map_err(|e| transport(&e))?;
+            guard.disarm();
+            Ok(Uint8Array::new(&buffer).to_vec())
+        }))
+    }
+
+    fn chunks(self: Box<Self>) -> ChunkStream {
+        let ResponseBody {
+            resp, mut guard, ..
+        } = *self;
+        match resp.body() {
+            Some(stream) => Box::pin(Chunks::new(stream, Some(guard))),
+            None => {
+                guard.disarm();
+                Box::pin(Chunks::done())
+            }
+        }
+    }
+}
+
+/// A `ReadableStream` of bytes (a request's or response's body) as a
+/// [`Body`], read chunk by chunk through its reader.
+pub fn stream_body(stream: ReadableStream) -> Body {
+    Body::stream(Chunks::new(stream, None))
+}
+
+/// A body read through its `ReadableStream` reader. With a guard (a fetch
+/// response), dropping it before the end aborts the request (the guard's
+/// controller), which also errors the stream; a read still pending then
+/// rejects into a dropped `JsFuture`, whose handlers were attached, so
+/// nothing goes unhandled.
+struct Chunks {
+    reader: Option<ReadableStreamDefaultReader>,
+    pending: Option<JsFuture>,
+    guard: Option<AbortOnDrop>,
+}
+
+impl Chunks {
+    fn new(stream: ReadableStream, guard: Option<AbortOnDrop>) -> Self {
+        Chunks {
+            reader: Some(stream.get_reader().unchecked_into()),
+            pending: None,
+            guard,
+        }
+    }
+
+    fn done() -> Self {
+        Chunks {
+            reader: None,
+            pending: None,
+            guard: None,
+        }
+    }
+
+    /// The body ended or failed: nothing more to read, nothing to abort.
+    fn finish(&mut self) {
+        self.reader = None;
+        if let Some(mut g) = self.guard.take() {
+            g.disarm();
+        }
+    }
 }
 
 impl Stream for Chunks {
@@ -175,12 +243,12 @@ impl Stream for Chunks {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         loop {
-            if this.guard.controller.is_none() && this.pending.is_none() {
+            let Some(reader) = &this.reader else {
                 return Poll::Ready(None); // ended (or failed) earlier
-            }
+            };
             let read = this
                 .pending
-                .get_or_insert_with(|| JsFuture::from(this.reader.read()));
+                .get_or_insert_with(|| JsFuture::from(reader.read()));
             let result = match Pin::new(read).poll(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(r) => r,
@@ -189,7 +257,7 @@ impl Stream for Chunks {
             let result = match result {
                 Ok(r) => r,
                 Err(e) => {
-                    this.guard.disarm();
+                    this.finish();
                     return Poll::Ready(Some(Err(transport(&e))));
                 }
             };
@@ -197,7 +265,7 @@ impl Stream for Chunks {
                 .map(|d| d.is_truthy())
                 .unwrap_or(true);
             if done {
-                this.guard.disarm();
+                this.finish();
                 return Poll::Ready(None);
             }
             let value = Reflect::get(&result, &JsValue::from_str("value")).unwrap_or_default();
@@ -205,7 +273,7 @@ impl Stream for Chunks {
                 Ok(bytes) if bytes.length() > 0 => return Poll::Ready(Some(Ok(bytes.to_vec()))),
                 Ok(_) => continue, // an empty chunk: read on
                 Err(_) => {
-                    this.guard.disarm();
+                    this.finish();
                     return Poll::Ready(Some(Err(TransportError::from_message(
                         "response body chunk is not a Uint8Array",
                     ))));

@@ -14,8 +14,10 @@
 //! Cancellation follows the [`Platform`] contract: dropping a [`sleep`]
 //! clears its timer (Node would otherwise stay alive until it fires), and
 //! dropping a [`fetch`] future or the response [`Body`] aborts the request's
-//! `AbortController`, which closes the connection. Response bodies stream
-//! through the `ReadableStream` reader chunk by chunk. Fetch rejections only
+//! `AbortController`, which closes the connection. A response body read to
+//! its end comes in one `arrayBuffer()` call when its declared length fits
+//! the limit; otherwise, and for streams, through the `ReadableStream`
+//! reader chunk by chunk. Headers cross in a constant number of calls. Fetch rejections only
 //! carry text, so they are classified by [`TransportError::from_message`].
 //!
 //! Compiled for `target_arch = "wasm32"` with the `web` feature. The npm
@@ -25,6 +27,7 @@
 //! [`fetch`]: WebPlatform::fetch
 
 mod fetch;
+mod headers;
 mod timer;
 
 use std::future::Future;
@@ -34,7 +37,8 @@ use wasm_bindgen::prelude::*;
 
 use crate::platform::{HttpRequest, HttpResponse, Platform, TransportError, UnixMillis};
 
-pub use fetch::{error_message, fetch, AbortOnDrop};
+pub use fetch::{error_message, fetch, stream_body, AbortOnDrop};
+pub use headers::{headers_from_js, headers_named, headers_to_js};
 pub use timer::{sleep, Sleep};
 
 /// The platform over the JS globals. Cheap to copy; holds no state.
@@ -56,6 +60,31 @@ extern "C" {
     fn get_random_values(buf: &mut [u32]) -> Result<JsValue, JsValue>;
 }
 
+/// Random words drawn from `crypto.getRandomValues` a batch at a time: one
+/// call into JS per eight draws, not one per draw.
+struct RandomWords {
+    words: [u32; 16],
+    next: usize,
+}
+
+impl RandomWords {
+    /// Two fresh words, or `None` when the host has no `crypto`.
+    fn draw(&mut self) -> Option<[u32; 2]> {
+        if self.next + 2 > self.words.len() {
+            get_random_values(&mut self.words).ok()?;
+            self.next = 0;
+        }
+        let pair = [self.words[self.next], self.words[self.next + 1]];
+        self.next += 2;
+        Some(pair)
+    }
+}
+
+thread_local! {
+    static RANDOM: std::cell::RefCell<RandomWords> =
+        const { std::cell::RefCell::new(RandomWords { words: [0; 16], next: 16 }) };
+}
+
 impl Platform for WebPlatform {
     fn now(&self) -> UnixMillis {
         // Date.now() is a non-negative integer in range; `as` saturates.
@@ -63,12 +92,11 @@ impl Platform for WebPlatform {
     }
 
     fn random(&self) -> f64 {
-        let mut words = [0u32; 2];
-        if get_random_values(&mut words).is_err() {
+        let Some([a, b]) = RANDOM.with(|r| r.borrow_mut().draw()) else {
             return js_sys::Math::random();
-        }
+        };
         // 53 random bits: 27 from one word, 26 from the other.
-        let bits = (u64::from(words[0] >> 5) << 26) | u64::from(words[1] >> 6);
+        let bits = (u64::from(a >> 5) << 26) | u64::from(b >> 6);
         bits as f64 / (1u64 << 53) as f64
     }
 

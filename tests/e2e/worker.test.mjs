@@ -50,6 +50,8 @@ describe("the failure table through the edge", { timeout: 120000 }, () => {
       config: {
         providers: {
           p429: { faults: [{ mode: "status", status: 429, retryAfter: 1, firstN: 1 }] },
+          p429b: { faults: [{ mode: "status", status: 429, retryAfterMs: 600, firstN: 1 }] },
+          "slow-o": { latencyMs: 200 },
           p500: { faults: [{ mode: "status", status: 500, firstN: 1 }] },
           p503: { faults: [{ mode: "status", status: 503 }] },
           hang: { faults: [{ mode: "hang" }] },
@@ -63,7 +65,7 @@ describe("the failure table through the edge", { timeout: 120000 }, () => {
     });
     const config = gatewayConfig(mock, {
       providers: {
-        "healthy-o": "openai", "healthy-a": "anthropic", p429: "openai", p500: "anthropic", p503: "openai",
+        "healthy-o": "openai", "healthy-a": "anthropic", p429: "openai", p429b: "openai", "slow-o": "openai", p500: "anthropic", p503: "openai",
         fallback: "anthropic", hang: "openai", reset: "openai", bad: "openai", filter: "openai",
         "ctx-small": "openai", "ctx-big": "anthropic", p401: "anthropic", backup: "openai",
       },
@@ -71,6 +73,8 @@ describe("the failure table through the edge", { timeout: 120000 }, () => {
         default: [{ provider: "healthy-o", model: "gpt-mini" }],
         "claude-route": [{ provider: "healthy-a", model: "claude-haiku" }],
         r429: [{ provider: "p429", model: "m429" }, backup],
+        r429b: [{ provider: "p429b", model: "m429b" }, backup],
+        slow: [{ provider: "slow-o", model: "gpt-slow", timeoutMs: 400 }],
         r500: [{ provider: "p500", model: "m500" }, backup],
         r503: [{ provider: "p503", model: "m503" }, { provider: "fallback", model: "claude-fallback" }],
         rhang: [{ provider: "hang", model: "mhang", timeoutMs: 700 }, backup],
@@ -117,6 +121,20 @@ describe("the failure table through the edge", { timeout: 120000 }, () => {
     assert.equal(r.servedBy, "p429/m429");
     assert.equal(r.attempts, 2);
     assert.equal(total(mock, "p429"), 2);
+  });
+
+  test("a wait outlives another request whose earlier timer it could have shared", async () => {
+    // workerd cancels the timers a request set when it ends. A timer shared across
+    // requests (armed for the earliest deadline by whichever asked) would be the slow
+    // request's 400 ms timeout; the 600 ms wait, later, would arm none and be left
+    // without a timer when the slow request ends: workerd cancels such a request as hung.
+    const slow = chat(c.openai, "slow"); // ~200 ms upstream, 400 ms attempt timeout
+    await sleep(50);
+    const waiting = chat(c.openai, "r429b"); // then a 600 ms Retry-After wait
+    assert.equal((await slow).servedBy, "slow-o/gpt-slow");
+    const r = await waiting;
+    assert.equal(r.servedBy, "p429b/m429b");
+    assert.equal(r.attempts, 2);
   });
 
   test("500 once, then success on the same provider", async () => {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use resilient_llm::timeout::timeout;
 use resilient_llm::web::{sleep, AbortOnDrop, WebPlatform};
 use resilient_llm::{HttpRequest, Platform};
+use wasm_bindgen::JsCast;
 use wasm_bindgen_test::wasm_bindgen_test;
 
 fn get(url: &str) -> HttpRequest {
@@ -39,6 +40,61 @@ async fn the_shorter_timer_wins_and_the_other_is_cleared() {
     assert!(p.now() - start < 5000);
     // The 60 s timer was cleared on drop: in Node the runner would otherwise
     // stay alive for a minute after the suite.
+}
+
+#[wasm_bindgen_test]
+async fn concurrent_sleeps_each_wait_their_own_time() {
+    let p = WebPlatform::new();
+    let start = p.now();
+    let since = || p.now() - start;
+    // The earliest is dropped before it ends: the others are unaffected.
+    let early = sleep(Duration::from_millis(5));
+    let (a, b, c) = (
+        sleep(Duration::from_millis(45)),
+        sleep(Duration::from_millis(15)),
+        sleep(Duration::from_millis(30)),
+    );
+    drop(early);
+    b.await;
+    let tb = since();
+    c.await;
+    let tc = since();
+    a.await;
+    let ta = since();
+    assert!(tb >= 12 && tc >= 27 && ta >= 42, "{tb} {tc} {ta} ms");
+    assert!(ta < 5000, "{ta} ms");
+    // A later sleep than the pending ones, and a zero one (over at once).
+    let long = sleep(Duration::from_millis(20));
+    let short = sleep(Duration::from_millis(1));
+    sleep(Duration::ZERO).await;
+    short.await;
+    long.await;
+    assert!(since() >= ta + 17, "{} ms", since());
+}
+
+#[wasm_bindgen_test]
+fn header_lists_cross_to_js_and_back() {
+    use resilient_llm::web::{headers_from_js, headers_to_js};
+    use resilient_llm::Headers;
+    let mut h = Headers::new();
+    h.append("Content-Type", "application/json");
+    h.append("x-quote", "say \"hi\"\\ \u{e9}");
+    // A record when no name repeats, pairs when one does.
+    let js = headers_to_js(&h);
+    assert!(!js_sys::Array::is_array(&js));
+    let back = web_sys::Headers::new_with_str_sequence_sequence(&js)
+        .or_else(|_| web_sys::Headers::new_with_record_from_str_to_str(js.unchecked_ref()))
+        .unwrap();
+    let back = headers_from_js(&back);
+    assert_eq!(back.get("content-type"), Some("application/json"));
+    assert_eq!(back.get("x-quote"), Some("say \"hi\"\\ \u{e9}"));
+    h.append("x-multi", "a");
+    h.append("x-multi", "b");
+    let js = headers_to_js(&h);
+    assert!(js_sys::Array::is_array(&js));
+    let back = headers_from_js(&web_sys::Headers::new_with_str_sequence_sequence(&js).unwrap());
+    assert_eq!(back.get("x-multi"), Some("a, b"));
+    assert_eq!(back.get("content-type"), Some("application/json"));
 }
 
 #[wasm_bindgen_test]
