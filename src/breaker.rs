@@ -135,10 +135,14 @@ pub struct Permit {
     pub kind: PermitKind,
     /// The breaker generation it was granted in.
     pub generation: u64,
+    /// Whether its holder counts as failing (see [`Breaker::mark_failing`]);
+    /// never leaves the process.
+    #[serde(skip)]
+    pub(crate) failing: bool,
 }
 
-/// A call was rejected because the breaker is open (or its probes are all
-/// in flight).
+/// A call was rejected because the breaker is open, its probes are all in
+/// flight, or as many requests are failing on it as would open it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CircuitOpen {
     /// When a call may next be admitted (now, for busy probes).
@@ -182,6 +186,10 @@ pub struct Breaker {
     window: VecDeque<bool>,
     trips: u32,
     generation: u64,
+    /// Requests of this generation whose last attempt failed and whose
+    /// verdict is not in yet (not persisted: calls in flight are this
+    /// process's own).
+    failing: u32,
 }
 
 impl Breaker {
@@ -194,6 +202,7 @@ impl Breaker {
             window: VecDeque::new(),
             trips: 0,
             generation: 0,
+            failing: 0,
         }
     }
 
@@ -210,6 +219,7 @@ impl Breaker {
             window,
             trips: snap.trips,
             generation: snap.generation,
+            failing: 0,
         }
     }
 
@@ -248,9 +258,12 @@ impl Breaker {
         failed as f64 / self.window.len() as f64
     }
 
-    /// Asks to make a call at `now`.
+    /// Asks to make a call at `now`. A closed breaker turns calls away while
+    /// its failures plus the requests failing on it now reach the threshold:
+    /// their verdicts, once in, will open it.
     pub fn try_acquire(&mut self, now: UnixMillis) -> Result<Permit, CircuitOpen> {
         match self.state {
+            State::Closed if self.doomed(0) => Err(CircuitOpen { until: now }),
             State::Closed => Ok(self.permit(PermitKind::Normal)),
             State::Open { until } if now < until => Err(CircuitOpen { until }),
             State::Open { .. } => {
@@ -286,11 +299,47 @@ impl Breaker {
         }
     }
 
+    /// Marks the holder of `permit` as failing: its last attempt failed in a
+    /// way that trips the breaker, and its verdict comes after its retries.
+    /// Until then it counts against the threshold, so that requests failing
+    /// on a provider at the same time stop calling it before their verdicts
+    /// are in (one verdict per request stays the rule).
+    pub fn mark_failing(&mut self, permit: &mut Permit) {
+        if permit.kind == PermitKind::Normal
+            && !permit.failing
+            && permit.generation == self.generation
+        {
+            permit.failing = true;
+            self.failing += 1;
+        }
+    }
+
+    /// Whether the holder of `permit` may call again (a retry): the breaker
+    /// has not moved since it was granted, and its failures plus the other
+    /// requests failing on it stay under the threshold.
+    pub fn may_retry(&self, permit: Permit) -> bool {
+        permit.generation == self.generation
+            && permit.kind == PermitKind::Normal
+            && !self.doomed(u32::from(permit.failing))
+    }
+
+    /// Whether the failures counted plus the requests failing now (less
+    /// `own`, the asker's) reach the consecutive-failure threshold.
+    fn doomed(&self, own: u32) -> bool {
+        let failing = self.failing.saturating_sub(own);
+        self.consecutive_failures.saturating_add(failing) >= self.policy.failure_threshold.max(1)
+    }
+
     /// Records the verdict of the call `permit` allowed.
     pub fn record(&mut self, now: UnixMillis, permit: Permit, outcome: Outcome) {
         if permit.generation != self.generation {
             return; // granted before the last transition: stale
         }
+        self.unmark(permit);
+        let permit = Permit {
+            failing: false,
+            ..permit
+        };
         match (permit.kind, self.state, outcome) {
             (_, _, Outcome::Ignored) => self.release(permit),
             (PermitKind::Normal, State::Closed, Outcome::Success) => {
@@ -340,7 +389,11 @@ impl Breaker {
     /// Gives back a permit whose call was abandoned (timeout of the whole
     /// request, caller gone) without a verdict.
     pub fn release(&mut self, permit: Permit) {
-        if permit.generation != self.generation || permit.kind != PermitKind::Probe {
+        if permit.generation != self.generation {
+            return;
+        }
+        self.unmark(permit);
+        if permit.kind != PermitKind::Probe {
             return;
         }
         if let State::HalfOpen { in_flight, .. } = &mut self.state {
@@ -348,10 +401,17 @@ impl Breaker {
         }
     }
 
+    fn unmark(&mut self, permit: Permit) {
+        if permit.failing {
+            self.failing = self.failing.saturating_sub(1);
+        }
+    }
+
     fn permit(&self, kind: PermitKind) -> Permit {
         Permit {
             kind,
             generation: self.generation,
+            failing: false,
         }
     }
 
@@ -388,6 +448,7 @@ impl Breaker {
         self.state = to;
         self.generation += 1;
         self.consecutive_failures = 0;
+        self.failing = 0; // their permits are stale now
         self.window.clear();
     }
 }
@@ -564,6 +625,63 @@ mod tests {
     }
 
     #[test]
+    fn requests_failing_now_count_against_the_threshold_until_their_verdicts() {
+        let mut b = Breaker::new(policy()); // threshold 3
+        let mut p: Vec<Permit> = (0..4).map(|_| b.try_acquire(0).unwrap()).collect();
+        b.mark_failing(&mut p[0]);
+        b.mark_failing(&mut p[0]); // once per request
+        b.mark_failing(&mut p[1]);
+        assert!(b.try_acquire(0).is_ok_and(|q| {
+            b.release(q);
+            true
+        }));
+        b.mark_failing(&mut p[2]);
+        // Three requests are failing: a new call is turned away now...
+        assert_eq!(b.try_acquire(5), Err(CircuitOpen { until: 5 }));
+        assert_eq!(b.state(), State::Closed);
+        // ...and a failing one may retry only if the others stay under it.
+        assert!(b.may_retry(p[0]), "0 failures + 2 others < 3");
+        b.mark_failing(&mut p[3]);
+        assert!(!b.may_retry(p[0]), "0 failures + 3 others");
+        // A verdict, a release and an ignored outcome each count it once.
+        b.record(10, p[3], Outcome::Ignored);
+        b.release(p[2]);
+        assert!(b.may_retry(p[0]));
+        b.record(10, p[1], Outcome::Failure);
+        assert_eq!(b.consecutive_failures(), 1);
+        assert!(b.may_retry(p[0]), "1 failure + 0 others");
+        assert!(b.try_acquire(10).is_ok_and(|q| {
+            b.release(q);
+            true
+        }));
+        fail(&mut b, 20);
+        assert!(b.try_acquire(20).is_err(), "2 failures + 1 failing");
+        assert!(b.may_retry(p[0]), "2 failures + 0 others");
+        // Its verdict opens it; a permit of the closed state is stale then.
+        let mut other = Breaker::new(policy()).try_acquire(0).unwrap();
+        b.record(30, p[0], Outcome::Failure);
+        assert_eq!(b.state().name(), StateName::Open);
+        assert!(!b.may_retry(p[0]));
+        b.mark_failing(&mut other);
+        assert!(!other.failing, "not of this generation");
+    }
+
+    #[test]
+    fn only_normal_permits_of_the_current_generation_are_marked() {
+        let mut b = Breaker::new(policy());
+        for _ in 0..3 {
+            fail(&mut b, 0);
+        }
+        let mut probe = b.try_acquire(1000).unwrap();
+        b.mark_failing(&mut probe);
+        assert!(!probe.failing);
+        assert!(!b.may_retry(probe), "a probe is asked once");
+        let mut forced = b.force(1000);
+        b.mark_failing(&mut forced);
+        assert!(!forced.failing);
+    }
+
+    #[test]
     fn snapshot_round_trips_through_json() {
         let mut b = Breaker::new(policy());
         fail(&mut b, 0);
@@ -577,6 +695,7 @@ mod tests {
         Acquire(u64),
         Record(usize, u8),
         Release(usize),
+        Mark(usize),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -584,6 +703,7 @@ mod tests {
             (0u64..3000).prop_map(Op::Acquire),
             (0usize..8, 0u8..3).prop_map(|(i, o)| Op::Record(i, o)),
             (0usize..8).prop_map(Op::Release),
+            (0usize..8).prop_map(Op::Mark),
         ]
     }
 
@@ -621,7 +741,19 @@ mod tests {
                         let p = held.remove(i % held.len());
                         b.release(p);
                     }
-                    Op::Record(..) | Op::Release(_) => {}
+                    Op::Mark(i) if !held.is_empty() => {
+                        let n = held.len();
+                        b.mark_failing(&mut held[i % n]);
+                    }
+                    Op::Record(..) | Op::Release(_) | Op::Mark(_) => {}
+                }
+                // Failing requests are counted once each, and not after
+                // their verdicts or the next transition.
+                let generation = b.snapshot().generation;
+                let failing = held.iter().filter(|p| p.failing && p.generation == generation).count();
+                prop_assert_eq!(b.failing as usize, failing);
+                if b.state() == State::Closed && b.consecutive_failures() as usize + failing >= 2 {
+                    prop_assert!(b.try_acquire(now).is_err());
                 }
                 // Half-open never grants more than N permits.
                 if let State::HalfOpen { in_flight, .. } = b.state() {

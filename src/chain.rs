@@ -420,13 +420,13 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         chain: &[Entry],
         index: usize,
     ) -> Step {
-        let guard = PermitGuard {
+        let mut guard = PermitGuard {
             store: &self.store,
             key: &entry.provider,
             permit,
             armed: true,
         };
-        let result = self.run_entry(entry, permit, req, run).await;
+        let result = self.run_entry(entry, &mut guard.permit, req, run).await;
         let permit = guard.disarm();
         self.settle(entry, permit, result.as_ref().map(|_| ()));
         match result {
@@ -635,7 +635,8 @@ impl Run {
 }
 
 /// Gives a permit back if the call is abandoned (the request future dropped
-/// mid-attempt), so a half-open breaker is not left waiting on a dead probe.
+/// mid-attempt), so a half-open breaker is not left waiting on a dead probe
+/// and a failing request stops counting as one.
 struct PermitGuard<'a, S: BreakerStore> {
     store: &'a S,
     key: &'a str,

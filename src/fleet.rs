@@ -704,6 +704,7 @@ impl<L: FleetLink> BreakerStore for FleetStore<L> {
                             Ok(Permit {
                                 kind: PermitKind::Probe,
                                 generation: LEASE_BIT | (token & !LEASE_BIT),
+                                failing: false,
                             })
                         }
                         Ok(LeaseAnswer::Busy { until, view }) => {
@@ -728,6 +729,17 @@ impl<L: FleetLink> BreakerStore for FleetStore<L> {
 
     fn force(&self, key: &str, now: UnixMillis) -> Permit {
         self.with(key, |s| s.local.force(now))
+    }
+
+    fn mark_failing(&self, key: &str, permit: &mut Permit) {
+        self.with(key, |s| s.local.mark_failing(permit))
+    }
+
+    fn may_retry(&self, key: &str, now: UnixMillis, permit: Permit) -> bool {
+        let ttl = self.policy.ttl;
+        self.with(key, |s| {
+            matches!(s.gate(ttl, now), Gate::Pass) && s.local.may_retry(permit)
+        })
     }
 
     fn record(&self, key: &str, now: UnixMillis, permit: Permit, outcome: Outcome) {

@@ -19,11 +19,13 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     /// Tries `entry` until it answers, fails in a way retrying cannot fix,
     /// or runs out of attempts, budget or time. Every attempt goes into
     /// `run.attempts`. A half-open probe (or a forced call) gets one attempt:
-    /// a sick provider is asked once, not hammered.
+    /// a sick provider is asked once, not hammered. A failed attempt marks
+    /// the permit's holder as failing, and a retry goes out only while the
+    /// breaker would still admit it.
     pub(crate) async fn run_entry(
         &self,
         entry: &Entry,
-        permit: Permit,
+        permit: &mut Permit,
         req: &ChatRequest,
         run: &mut Run,
     ) -> Result<ChatResponse, ProviderError> {
@@ -67,6 +69,9 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 Ok(resp) => return Ok(resp),
                 Err(e) => e,
             };
+            if !self.may_retry(entry, permit, &error) {
+                return Err(error);
+            }
             match self.retry_delay(
                 entry,
                 &retry,
@@ -79,7 +84,29 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 Some(delay) => self.platform.sleep(delay).await,
                 None => return Err(error),
             }
+            // Other requests' verdicts may have landed during the wait.
+            if !self
+                .store
+                .may_retry(&entry.provider, self.platform.now(), *permit)
+            {
+                return Err(error);
+            }
         }
+    }
+
+    /// Marks the holder of `permit` as failing when `error` trips breakers,
+    /// and tells whether the breaker would admit a retry now.
+    pub(crate) fn may_retry(
+        &self,
+        entry: &Entry,
+        permit: &mut Permit,
+        error: &ProviderError,
+    ) -> bool {
+        if error.trips_breaker() {
+            self.store.mark_failing(&entry.provider, permit);
+        }
+        self.store
+            .may_retry(&entry.provider, self.platform.now(), *permit)
     }
 
     /// Records an attempt that ended now: in the request's attempts and the

@@ -21,6 +21,15 @@ pub trait BreakerStore {
     /// chain was open, and this one's cooldown ends first.
     fn force(&self, key: &str, now: UnixMillis) -> Permit;
 
+    /// The holder of `permit` failed an attempt on `key` in a way that trips
+    /// the breaker; it counts as failing until its verdict or release
+    /// ([`Breaker::mark_failing`]).
+    fn mark_failing(&self, key: &str, permit: &mut Permit);
+
+    /// Whether the holder of `permit` may call `key` again at `now`
+    /// ([`Breaker::may_retry`]).
+    fn may_retry(&self, key: &str, now: UnixMillis, permit: Permit) -> bool;
+
     /// Records the verdict of a call.
     fn record(&self, key: &str, now: UnixMillis, permit: Permit, outcome: Outcome);
 
@@ -77,6 +86,14 @@ impl BreakerStore for MemoryStore {
 
     fn force(&self, key: &str, now: UnixMillis) -> Permit {
         self.with(key, |b| b.force(now))
+    }
+
+    fn mark_failing(&self, key: &str, permit: &mut Permit) {
+        self.with(key, |b| b.mark_failing(permit))
+    }
+
+    fn may_retry(&self, key: &str, _now: UnixMillis, permit: Permit) -> bool {
+        self.with(key, |b| b.may_retry(permit))
     }
 
     fn record(&self, key: &str, now: UnixMillis, permit: Permit, outcome: Outcome) {

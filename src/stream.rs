@@ -684,6 +684,11 @@ where
             PermitKind::Normal => retry.max_attempts.max(1),
             PermitKind::Probe | PermitKind::Forced => 1,
         };
+        let may_retry =
+            |permit: Option<&mut Permit>| permit.is_none_or(|p| client.may_retry(entry, p, &error));
+        if !may_retry(self.permit.as_mut()) {
+            return self.next_entry(entry, &error);
+        }
         let now = client.platform.now();
         if let Some(delay) = client.retry_delay(
             entry,
@@ -695,7 +700,10 @@ where
             self.run.deadline_at,
         ) {
             client.platform.sleep(delay).await;
-            return Ok(());
+            // Other requests' verdicts may have landed during the wait.
+            if may_retry(self.permit.as_mut()) {
+                return Ok(());
+            }
         }
         self.next_entry(entry, &error)
     }

@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use resilient_llm::testing::{block_on, err, ok, FakePlatform, ScriptedProvider, Step};
+use resilient_llm::testing::{block_on, err, join_all, ok, FakePlatform, ScriptedProvider, Step};
 use resilient_llm::{
     BreakerPolicy, CallOptions, ChatRequest, Client, Entry, Error, ErrorKind, Message, Platform,
     Policy, ProviderError, RetryPolicy, StateName, Upstream,
@@ -139,6 +139,85 @@ fn fails_over_to_the_secondary_and_skips_the_primary_once_open() {
     assert_eq!(calls[0].get(), 6, "primary skipped: breaker open");
     assert_eq!(r.attempts[0].outcome_kind(), Some(ErrorKind::CircuitOpen));
     assert!(!r.attempts[0].reached);
+}
+
+#[test]
+fn concurrent_requests_stop_calling_a_dead_provider_before_their_verdicts_are_in() {
+    // Eight requests at once (one Worker isolate's worth) meet a dead
+    // primary. Each verdict comes after its retries, so without counting
+    // the requests failing now they would all retry: 8 × 3 calls.
+    let p = FakePlatform::new();
+    let dead = Step::After(ms(10), Box::new(err(ErrorKind::Server, 503)));
+    let (client, calls) = pair_with(&p, vec![dead], vec![ok("from backup")], |b| {
+        b.breaker(BreakerPolicy {
+            failure_threshold: 3,
+            ..BreakerPolicy::default()
+        })
+    });
+    let replies = block_on(&p, join_all((0..8).map(|_| client.chat(req())).collect()));
+    for r in &replies {
+        assert_eq!(r.as_ref().unwrap().response.provider, "backup");
+    }
+    assert_eq!(
+        calls[0].get(),
+        8,
+        "one attempt each: no retry while 3 are failing"
+    );
+    assert_eq!(client.health()[1].state, StateName::Open);
+    let retried = replies
+        .iter()
+        .filter(|r| r.as_ref().unwrap().attempts.len() > 2)
+        .count();
+    assert_eq!(retried, 0);
+    block_on(&p, join_all((0..8).map(|_| client.chat(req())).collect()));
+    assert_eq!(calls[0].get(), 8, "open: skipped");
+}
+
+#[test]
+fn concurrent_transient_failures_below_the_threshold_are_still_retried() {
+    let p = FakePlatform::new();
+    let blip = Step::After(ms(10), Box::new(err(ErrorKind::Server, 500)));
+    let fine = Step::After(ms(10), Box::new(ok("from primary")));
+    let (client, calls) = pair(&p, vec![blip.clone(), blip, fine], vec![ok("from backup")]);
+    let replies = block_on(&p, join_all((0..2).map(|_| client.chat(req())).collect()));
+    for r in &replies {
+        let r = r.as_ref().unwrap();
+        assert_eq!(r.response.provider, "primary");
+        assert_eq!(r.attempts.len(), 2);
+    }
+    assert_eq!(calls[0].get(), 4);
+    assert_eq!(client.health()[1].state, StateName::Closed);
+}
+
+#[test]
+fn a_retry_is_asked_of_the_breaker_again_after_its_backoff() {
+    // Threshold 2. A fails at 10 ms and backs off 200 ms; B and C fail at
+    // 15 ms. A and B may retry (one other failing each), C may not, and its
+    // verdict plus A's, when A's wait ends, open the breaker before B's
+    // wait ends: no retry ever goes out.
+    let p = FakePlatform::new().random([1.0]);
+    let dead = Step::After(ms(10), Box::new(err(ErrorKind::Server, 503)));
+    let (client, calls) = pair_with(&p, vec![dead], vec![ok("from backup")], |b| {
+        b.breaker(BreakerPolicy {
+            failure_threshold: 2,
+            ..BreakerPolicy::default()
+        })
+    });
+    let at = |start: u64| {
+        let (p, client) = (&p, &client);
+        async move {
+            resilient_llm::testing::sleep(p, ms(start)).await;
+            client.chat(req()).await
+        }
+    };
+    let replies = block_on(&p, join_all(vec![at(0), at(5), at(5)]));
+    for r in &replies {
+        let r = r.as_ref().unwrap();
+        assert_eq!(r.response.provider, "backup");
+        assert_eq!(r.attempts.len(), 2, "one primary attempt, then backup");
+    }
+    assert_eq!(calls[0].get(), 3);
+    assert_eq!(client.health()[1].state, StateName::Open);
 }
 
 #[test]

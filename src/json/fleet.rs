@@ -98,6 +98,7 @@ impl Permit {
         let mut p = Permit {
             kind: PermitKind::Normal,
             generation: 0,
+            failing: false,
         };
         n.fields(&SHAPE, &mut |i, v| {
             match i {
@@ -192,6 +193,7 @@ impl Lease {
             permit: Permit {
                 kind: PermitKind::Normal,
                 generation: 0,
+                failing: false,
             },
             holder: String::new(),
             expires_at: 0,
