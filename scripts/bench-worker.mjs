@@ -244,6 +244,7 @@ function makeTarget({ key, label, url, model, servedBy, pid, concurrency }) {
       if (res.status !== 200) return `HTTP ${res.status}: ${res.body.toString("utf8").slice(0, 200)}`;
       const by = res.headers["x-served-by"];
       if (servedBy && !(typeof by === "string" && by.startsWith(`${servedBy}/`))) return `x-served-by ${by}, expected ${servedBy}/…`;
+      // More than one attempt: in (d), the dead provider was called before the backup.
       if (Number(res.headers["x-attempts"] ?? 1) > 1) this.multiAttempt += 1;
       return null;
     },
@@ -352,9 +353,13 @@ function report(opts, result) {
   const p = ratios.deadP50;
   lines.push(`  (d)/(c) p50             ${fmt(p.value)}  target <= ${DEAD_P50_RATIO}  ${verdict(p.pass)}   (${fmt(s.d.p50Ms)} vs ${fmt(s.c.p50Ms)} ms)`);
   lines.push(`  dead-provider calls     ${fmt(dead.perThousand, 1)} per 1,000 (d) requests; allowance ${fmt(dead.allowancePerThousand, 1)}   ${verdict(dead.pass)}`);
-  lines.push(`      ${dead.calls} calls at the mock in ${dead.requests} requests of (d) over ${fmt(dead.durationMs / 1000, 1)} s: ${dead.callsInWarmup} in its warm-up (the breaker opening;`);
-  lines.push(`      ${dead.answersWithRetriesInWarmup} answers there took more than one attempt), ${dead.calls - dead.callsInWarmup} after it (probes; ${dead.answersWithRetriesAfter} answers took more than one attempt);`);
-  lines.push(`      allowance for the run = threshold ${dead.threshold} + ceil(${fmt(dead.durationMs / 1000, 1)} s / ${dead.cooldownMs / 1000} s cooldown) = ${dead.allowance} calls (retry maxAttempts ${dead.maxAttempts})`);
+  const after = dead.calls - dead.callsInWarmup;
+  lines.push(`      ${dead.calls} calls at the mock in ${dead.requests} requests of (d) over ${fmt(dead.durationMs / 1000, 1)} s (retry maxAttempts ${dead.maxAttempts}):`);
+  lines.push(`      ${dead.callsInWarmup} while the breaker opened (${dead.reachedInWarmup} requests reached the dead provider, ${dead.callsInWarmup - dead.reachedInWarmup} retries),`);
+  lines.push(`      ${after} after it (${dead.reachedAfter} requests reached it: probes, ${after - dead.reachedAfter} retries);`);
+  lines.push(`      allowance = threshold ${dead.threshold} + ceil(${fmt(dead.durationMs / 1000, 1)} s / ${dead.cooldownMs / 1000} s cooldown) = ${dead.allowance} calls.`);
+  lines.push(`      The ${opts.concurrency} requests in flight when the first failure comes back have all called it: with the`);
+  lines.push(`      concurrency above the threshold, the bound is max(threshold, concurrency) + one probe per cooldown = ${dead.concurrencyAllowance}   ${verdict(dead.calls <= dead.concurrencyAllowance)}`);
   return lines.join("\n");
 }
 
@@ -474,14 +479,15 @@ async function main() {
       dead: {
         calls,
         callsInWarmup: deadCallsWarmup,
-        answersWithRetriesInWarmup: warmupMultiAttempt,
-        answersWithRetriesAfter: d.multiAttempt - warmupMultiAttempt,
+        reachedInWarmup: warmupMultiAttempt,
+        reachedAfter: d.multiAttempt - warmupMultiAttempt,
         requests: d.requests,
         durationMs,
         threshold: BREAKER.failureThreshold,
         cooldownMs: BREAKER.cooldownMs,
         maxAttempts: RETRY.maxAttempts,
         allowance,
+        concurrencyAllowance: Math.max(BREAKER.failureThreshold, opts.concurrency) + Math.ceil(durationMs / BREAKER.cooldownMs),
         perThousand: (calls * 1000) / d.requests,
         allowancePerThousand: (allowance * 1000) / d.requests,
         pass: calls <= allowance,

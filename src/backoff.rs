@@ -56,19 +56,26 @@ impl RetryPolicy {
 /// Unparseable values are ignored, never read as zero.
 pub fn parse_retry_after(headers: &Headers, now: UnixMillis) -> Option<Duration> {
     if let Some(ms) = headers.get("retry-after-ms").and_then(parse_number) {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return Some(seconds(ms / 1000.0));
     }
     let value = headers.get("retry-after")?.trim();
     if let Some(secs) = parse_number(value) {
-        return Some(Duration::from_secs_f64(secs));
+        return Some(seconds(secs));
     }
     let at_ms = http_date(value)?.saturating_mul(1000);
     Some(Duration::from_millis(at_ms.saturating_sub(now)))
 }
 
 fn parse_number(s: &str) -> Option<f64> {
-    // Bounded so that from_secs_f64 cannot panic on absurd values.
+    // Bounded so that `seconds` stays exact to the nanosecond.
     decimal(s.trim()).filter(|v| (0.0..1e12).contains(v))
+}
+
+/// `secs` (in `[0, 10¹²)`) as a duration, to the nearest nanosecond, as
+/// `Duration::from_secs_f64` rounds it but without its float decoding.
+fn seconds(secs: f64) -> Duration {
+    let whole = secs.trunc();
+    Duration::new(whole as u64, 0) + Duration::from_nanos(((secs - whole) * 1e9).round() as u64)
 }
 
 /// A decimal number as `f64::from_str` reads one
@@ -604,6 +611,16 @@ mod tests {
             let cap = p.cap(attempt);
             prop_assert!(cap <= p.max_delay);
             prop_assert!(p.jittered(attempt, random) < cap);
+        }
+
+        #[test]
+        fn seconds_match_the_standard_library_to_the_nanosecond(
+            secs in prop_oneof![0.0f64..10.0, 0.0f64..1e6, 0.0f64..1e12],
+        ) {
+            let ours = seconds(secs);
+            let std = Duration::from_secs_f64(secs);
+            let off = ours.abs_diff(std);
+            prop_assert!(off <= Duration::from_nanos(1), "{secs}: {ours:?} vs {std:?}");
         }
 
         #[test]

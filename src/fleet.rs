@@ -731,14 +731,13 @@ impl<L: FleetLink> BreakerStore for FleetStore<L> {
         self.with(key, |s| s.local.force(now))
     }
 
-    fn mark_failing(&self, key: &str, permit: &mut Permit) {
-        self.with(key, |s| s.local.mark_failing(permit))
-    }
-
-    fn may_retry(&self, key: &str, now: UnixMillis, permit: Permit) -> bool {
+    fn may_retry(&self, key: &str, now: UnixMillis, permit: &mut Permit, failed: bool) -> bool {
         let ttl = self.policy.ttl;
         self.with(key, |s| {
-            matches!(s.gate(ttl, now), Gate::Pass) && s.local.may_retry(permit)
+            if failed {
+                s.local.mark_failing(permit);
+            }
+            matches!(s.gate(ttl, now), Gate::Pass) && s.local.may_retry(*permit)
         })
     }
 

@@ -85,28 +85,23 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 None => return Err(error),
             }
             // Other requests' verdicts may have landed during the wait.
-            if !self
-                .store
-                .may_retry(&entry.provider, self.platform.now(), *permit)
-            {
+            if !self.may_retry(entry, permit, &error) {
                 return Err(error);
             }
         }
     }
 
-    /// Marks the holder of `permit` as failing when `error` trips breakers,
-    /// and tells whether the breaker would admit a retry now.
+    /// Marks the holder of `permit` as failing when `error` trips breakers
+    /// (once), and tells whether the breaker would admit a retry now.
     pub(crate) fn may_retry(
         &self,
         entry: &Entry,
         permit: &mut Permit,
         error: &ProviderError,
     ) -> bool {
-        if error.trips_breaker() {
-            self.store.mark_failing(&entry.provider, permit);
-        }
+        let now = self.platform.now();
         self.store
-            .may_retry(&entry.provider, self.platform.now(), *permit)
+            .may_retry(&entry.provider, now, permit, error.trips_breaker())
     }
 
     /// Records an attempt that ended now: in the request's attempts and the

@@ -21,14 +21,11 @@ pub trait BreakerStore {
     /// chain was open, and this one's cooldown ends first.
     fn force(&self, key: &str, now: UnixMillis) -> Permit;
 
-    /// The holder of `permit` failed an attempt on `key` in a way that trips
-    /// the breaker; it counts as failing until its verdict or release
-    /// ([`Breaker::mark_failing`]).
-    fn mark_failing(&self, key: &str, permit: &mut Permit);
-
     /// Whether the holder of `permit` may call `key` again at `now`
-    /// ([`Breaker::may_retry`]).
-    fn may_retry(&self, key: &str, now: UnixMillis, permit: Permit) -> bool;
+    /// ([`Breaker::may_retry`]); when its attempt just `failed` in a way that
+    /// trips the breaker, it is first marked as failing until its verdict or
+    /// release ([`Breaker::mark_failing`]).
+    fn may_retry(&self, key: &str, now: UnixMillis, permit: &mut Permit, failed: bool) -> bool;
 
     /// Records the verdict of a call.
     fn record(&self, key: &str, now: UnixMillis, permit: Permit, outcome: Outcome);
@@ -88,12 +85,13 @@ impl BreakerStore for MemoryStore {
         self.with(key, |b| b.force(now))
     }
 
-    fn mark_failing(&self, key: &str, permit: &mut Permit) {
-        self.with(key, |b| b.mark_failing(permit))
-    }
-
-    fn may_retry(&self, key: &str, _now: UnixMillis, permit: Permit) -> bool {
-        self.with(key, |b| b.may_retry(permit))
+    fn may_retry(&self, key: &str, _now: UnixMillis, permit: &mut Permit, failed: bool) -> bool {
+        self.with(key, |b| {
+            if failed {
+                b.mark_failing(permit);
+            }
+            b.may_retry(*permit)
+        })
     }
 
     fn record(&self, key: &str, now: UnixMillis, permit: Permit, outcome: Outcome) {

@@ -42,11 +42,8 @@ impl BreakerStore for Watching {
         self.bump(key, 1);
         self.inner.force(key, now)
     }
-    fn mark_failing(&self, key: &str, permit: &mut Permit) {
-        self.inner.mark_failing(key, permit)
-    }
-    fn may_retry(&self, key: &str, now: UnixMillis, permit: Permit) -> bool {
-        self.inner.may_retry(key, now, permit)
+    fn may_retry(&self, key: &str, now: UnixMillis, permit: &mut Permit, failed: bool) -> bool {
+        self.inner.may_retry(key, now, permit, failed)
     }
     fn record(&self, key: &str, now: UnixMillis, permit: Permit, outcome: Outcome) {
         self.bump(key, -1);
