@@ -651,3 +651,44 @@ fn a_stream_dropped_during_its_half_open_probe_gives_the_permit_back() {
     );
     assert_eq!(p.requests_to("https://first.test"), 3);
 }
+
+#[test]
+fn concurrent_streams_stop_calling_a_dead_provider_before_their_verdicts_are_in() {
+    // Six streams at once meet a dead first provider (threshold 3, three
+    // attempts each): with the requests failing now counted, none retries.
+    let p = FakePlatform::new();
+    let dead = || reply(503).delay(Duration::from_millis(10));
+    p.script("https://first.test", (0..18).map(|_| dead()));
+    p.script(
+        "https://second.test",
+        (0..6).map(|_| sse(openai_stream("b", &ANSWER))),
+    );
+    let c = client(
+        &p,
+        "openai",
+        "openai",
+        json!({ "breaker": { "failureThreshold": 3 } }),
+    );
+    let drain = || async {
+        let mut s = c.stream(req(), CallOptions::default()).unwrap();
+        let mut text = String::new();
+        while let Some(item) = s.next().await {
+            if let Delta::Text { text: t } = item.unwrap() {
+                text.push_str(&t);
+            }
+        }
+        text
+    };
+    let texts = block_on(
+        &p,
+        resilient_llm::testing::join_all((0..6).map(|_| drain()).collect()),
+    );
+    assert!(texts.iter().all(|t| t == &ANSWER.concat()));
+    assert_eq!(p.requests_to("https://first.test"), 6, "one attempt each");
+    let first = c.health().into_iter().find(|h| h.provider == "first");
+    assert_eq!(
+        first.unwrap().state,
+        resilient_llm::StateName::Open,
+        "the verdicts opened it"
+    );
+}
