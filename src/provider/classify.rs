@@ -117,7 +117,9 @@ impl ErrorBody {
         needles.iter().any(|n| crate::text::contains(&hay, n))
     }
 
-    /// Out of credit or quota, as opposed to a per-minute limit.
+    /// Out of credit or quota, as opposed to a per-minute limit. A mere
+    /// mention of billing is not enough: Gemini's per-minute 429 points to
+    /// "your plan and billing details" too.
     fn is_quota(&self) -> bool {
         self.is(&[
             "insufficient_quota",
@@ -125,7 +127,7 @@ impl ErrorBody {
             "billing_hard_limit_reached",
         ]) || self.mentions(&[
             "insufficient_quota",
-            "billing",
+            "billing_hard_limit",
             "credit balance",
             "insufficient credits",
             "insufficient balance",
