@@ -200,6 +200,16 @@ fn openai_fixtures() -> Vec<(&'static str, Answer)> {
             },
         ),
         (
+            // The same, with no error object: still not a finished answer.
+            "openai/stream_openrouter_finish_error.sse",
+            Answer {
+                model: Some("openai/gpt-4o".into()),
+                text: "Once upon".into(),
+                error: Some(ErrorKind::Server),
+                ..Answer::default()
+            },
+        ),
+        (
             "openai/stream_length_crlf.sse",
             Answer {
                 model: Some("meta-llama/Llama-3.3-70B-Instruct".into()),
@@ -890,7 +900,8 @@ fn finish_reason() -> impl Strategy<Value = FinishReason> {
         Just(FinishReason::Length),
         Just(FinishReason::ToolCalls),
         Just(FinishReason::ContentFilter),
-        prop::sample::select(&["pause_turn", "error", "eos"][..])
+        // Not "error": in the OpenAI format that ends a failed answer.
+        prop::sample::select(&["pause_turn", "eos", "unknown_reason"][..])
             .prop_map(|s| FinishReason::Other(s.to_string())),
     ]
 }

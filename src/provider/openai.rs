@@ -191,14 +191,7 @@ impl Provider for OpenAi {
     ) -> Result<ChatResponse, ProviderError> {
         let secret = self.key.as_ref().map(Secret::expose);
         let v = success_json(resp, now, secret)?;
-        // OpenRouter reports an upstream failure inside the choice.
-        if let Some(body) = v
-            .get("choices")
-            .and_then(|c| c.get(0).or_else(|| c.get("0")))
-            .and_then(|c| c.get("error"))
-            .filter(|e| !e.is_null())
-            .and_then(|e| ErrorBody::from_value(&error_object(e)))
-        {
+        if let Some(body) = choice_error(&v) {
             let e = classify_body(resp.status, &resp.headers, body, now);
             return Err(redact(e, secret));
         }
@@ -220,13 +213,7 @@ impl Provider for OpenAi {
             return Ok(Vec::new());
         }
         let v = event_json(data)?;
-        let in_choice = v
-            .get("choices")
-            .and_then(|c| c.get(0).or_else(|| c.get("0")))
-            .and_then(|c| c.get("error"))
-            .filter(|e| !e.is_null())
-            .and_then(|e| ErrorBody::from_value(&error_object(e)));
-        if let Some(body) = ErrorBody::from_value(&v).or(in_choice) {
+        if let Some(body) = ErrorBody::from_value(&v).or_else(|| choice_error(&v)) {
             return Err(event_error(body, secret));
         }
         decode_chunk(&v).map_err(event_shape_error)
@@ -237,11 +224,28 @@ impl Provider for OpenAi {
     }
 }
 
-/// `{"error": e}`: an error found inside a choice, as a body.
-fn error_object(e: &Value) -> Value {
-    let mut m = serde_json::Map::new();
-    m.insert("error".into(), e.clone());
-    Value::Object(m)
+/// An upstream failure OpenRouter reports inside the first choice: an
+/// `error` object, or `finish_reason: "error"` alone (an answer cut short,
+/// never a finished one).
+fn choice_error(v: &Value) -> Option<ErrorBody> {
+    let choice = v
+        .get("choices")
+        .and_then(|c| c.get(0).or_else(|| c.get("0")))?;
+    match choice.get("error").filter(|e| !e.is_null()) {
+        Some(e) => {
+            let mut m = serde_json::Map::new();
+            m.insert("error".into(), e.clone());
+            ErrorBody::from_value(&Value::Object(m))
+        }
+        None if choice.get("finish_reason").and_then(Value::as_str) == Some("error") => {
+            Some(ErrorBody {
+                kind: Some("server_error".into()),
+                message: Some("the answer ended with finish_reason \"error\"".into()),
+                ..ErrorBody::default()
+            })
+        }
+        None => None,
+    }
 }
 
 #[cfg(test)]
