@@ -32,7 +32,7 @@ use std::time::Duration;
 use js_sys::{Function, Object, Promise};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
-use wasm_bindgen_futures::{future_to_promise, JsFuture};
+use wasm_bindgen_futures::future_to_promise;
 use web_sys::AbortSignal;
 
 use crate::chain::{CallOptions, Client};
@@ -40,6 +40,7 @@ use crate::config::{ConfigError, ConfigIssue};
 use crate::event::{Event, Observer};
 use crate::provider::Upstream;
 use crate::timeout::timeout;
+use crate::web::notify::{self, Notify};
 use crate::web::WebPlatform;
 
 use errors::prop;
@@ -332,24 +333,25 @@ impl ResilientClient {
     }
 }
 
-/// Resolves when a signal aborts; removes its listener when dropped.
+/// Resolves when a signal aborts; removes its listener when dropped. The
+/// listener raises a [`Notify`] directly: a promise would never settle for
+/// a signal that never aborts, and keep its callbacks for good.
 pub(crate) struct Aborted {
     signal: AbortSignal,
-    listener: Option<Function>,
-    fired: JsFuture,
+    state: Rc<Notify>,
+    // Dropped after the listener is removed (fields drop after `Drop::drop`).
+    listener: Closure<dyn FnMut()>,
 }
 
 impl Aborted {
     pub(crate) fn new(signal: &AbortSignal) -> Self {
-        let mut listener = None;
-        let promise = Promise::new(&mut |resolve, _reject| {
-            let _ = signal.add_event_listener_with_callback("abort", &resolve);
-            listener = Some(resolve);
-        });
+        let state = Rc::default();
+        let listener = notify::callback(&state);
+        let _ = signal.add_event_listener_with_callback("abort", listener.as_ref().unchecked_ref());
         Aborted {
             signal: signal.clone(),
+            state,
             listener,
-            fired: JsFuture::from(promise),
         }
     }
 }
@@ -357,15 +359,14 @@ impl Aborted {
 impl Future for Aborted {
     type Output = ();
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        Pin::new(&mut self.fired).poll(cx).map(|_| ())
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.state.poll(cx)
     }
 }
 
 impl Drop for Aborted {
     fn drop(&mut self) {
-        if let Some(f) = &self.listener {
-            let _ = self.signal.remove_event_listener_with_callback("abort", f);
-        }
+        let f = self.listener.as_ref().unchecked_ref();
+        let _ = self.signal.remove_event_listener_with_callback("abort", f);
     }
 }

@@ -28,6 +28,7 @@
 
 mod fetch;
 mod headers;
+pub(crate) mod notify;
 mod timer;
 
 use std::future::Future;

@@ -1,15 +1,16 @@
 //! `setTimeout` as a future that clears its timer when dropped.
 
-use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use js_sys::Function;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
+
+use super::notify::{self, Notify};
 
 #[wasm_bindgen]
 extern "C" {
@@ -37,35 +38,22 @@ const MAX_DELAY_MS: u128 = i32::MAX as u128;
 /// hung).
 ///
 /// The timer calls a Rust callback that wakes the task, with no promise in
-/// between: a `JsFuture` over a promise that never settles (the timer of a
-/// timeout whose work finished first) never frees its callbacks, which hold
-/// each other through the externref table; one leaked per request.
+/// between (see [`notify`]): the timer of a timeout whose work finished first
+/// never fires.
 #[must_use = "a Sleep does nothing unless awaited"]
 pub struct Sleep {
     handle: JsValue,
-    state: Rc<State>,
+    state: Rc<Notify>,
     // Dropped after the timer is cleared (fields drop after `Drop::drop`),
     // so the timer never calls a dropped closure.
     _callback: Closure<dyn FnMut()>,
 }
 
-#[derive(Default)]
-struct State {
-    fired: Cell<bool>,
-    waker: RefCell<Option<Waker>>,
-}
-
 /// A timer of `dur` on the global `setTimeout` (clamped to its maximum).
 pub fn sleep(dur: Duration) -> Sleep {
     let ms = dur.as_millis().min(MAX_DELAY_MS) as f64;
-    let state = Rc::new(State::default());
-    let fire = Rc::clone(&state);
-    let callback = Closure::<dyn FnMut()>::new(move || {
-        fire.fired.set(true);
-        if let Some(waker) = fire.waker.borrow_mut().take() {
-            waker.wake();
-        }
-    });
+    let state = Rc::default();
+    let callback = notify::callback(&state);
     let handle = set_timeout(callback.as_ref().unchecked_ref(), ms);
     Sleep {
         handle,
@@ -78,15 +66,7 @@ impl Future for Sleep {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.state.fired.get() {
-            return Poll::Ready(());
-        }
-        let mut waker = self.state.waker.borrow_mut();
-        match &*waker {
-            Some(w) if w.will_wake(cx.waker()) => {}
-            _ => *waker = Some(cx.waker().clone()),
-        }
-        Poll::Pending
+        self.state.poll(cx)
     }
 }
 
@@ -94,7 +74,7 @@ impl Drop for Sleep {
     fn drop(&mut self) {
         // Essential before the timer fires (a pending Node timer keeps the
         // process alive, and it would call a dropped closure).
-        if !self.state.fired.get() {
+        if !self.state.fired() {
             clear_timeout(&self.handle);
         }
     }

@@ -217,3 +217,24 @@ async fn a_malformed_request_names_its_path() {
     let message = get(&err, "message").as_string().unwrap();
     assert!(message.contains("messages[0].role"), "{message}");
 }
+
+#[wasm_bindgen_test]
+async fn calls_with_a_signal_that_never_aborts_leave_nothing_behind() {
+    // Each call listens on the caller's signal until it ends; none may keep
+    // its listener (or a promise's callbacks) alive after it.
+    let p = scripted("p", json(r#"["ok"]"#));
+    let client = ResilientClient::new(JsValue::UNDEFINED, Some(options(&[&p], &[]))).unwrap();
+    let controller = web_sys::AbortController::new().unwrap();
+    let call = || {
+        let opts = Object::new();
+        Reflect::set(&opts, &"signal".into(), &controller.signal()).unwrap();
+        settle(client.chat(hello(), Some(opts)))
+    };
+    call().await.unwrap();
+    let before = wasm_bindgen::externref_heap_live_count();
+    for _ in 0..100 {
+        call().await.unwrap();
+    }
+    let after = wasm_bindgen::externref_heap_live_count();
+    assert!(after <= before + 10, "live externrefs {before} -> {after}");
+}
