@@ -1,0 +1,449 @@
+//! The isolate side: a [`BreakerStore`] that decides from memory and talks
+//! to the fleet in the background.
+
+use std::cell::RefCell;
+use std::rc::{Rc, Weak};
+use std::time::Duration;
+
+use crate::breaker::{
+    Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, PermitKind, Snapshot, State,
+};
+use crate::platform::{millis, UnixMillis};
+use crate::store::BreakerStore;
+use crate::table::Table;
+
+use super::{FleetLink, FleetPolicy, LeaseAnswer, Report, Verdict, View};
+
+/// Where background answers come back to a [`FleetStore`]. Holds no strong
+/// reference: answers for a store that is gone are dropped.
+#[derive(Clone)]
+pub struct Inbox(Weak<RefCell<Slots>>);
+
+impl Inbox {
+    /// Delivers the fleet's view of `key`.
+    pub fn deliver(&self, key: &str, view: View) {
+        if let Some(slots) = self.0.upgrade() {
+            if let Some(slot) = slots.borrow_mut().slots.get_mut(key) {
+                slot.apply(view);
+            }
+        }
+    }
+}
+
+/// Lease permits carry their token with this bit set, so they can never be
+/// mistaken for a permit of the local breaker (whose generations stay far
+/// below it).
+const LEASE_BIT: u64 = 1 << 63;
+
+#[derive(Default)]
+pub(super) struct Slots {
+    pub(super) slots: Table<Slot>,
+}
+
+/// One provider's state in one isolate.
+pub(super) struct Slot {
+    policy: BreakerPolicy,
+    local: Breaker,
+    view: Option<View>,
+    /// A refresh is in flight since.
+    refreshing_since: Option<UnixMillis>,
+    /// A lease request is in flight since (others in this isolate wait).
+    asking_since: Option<UnixMillis>,
+    /// After a `Busy` answer: do not ask again before.
+    busy_until: Option<UnixMillis>,
+    /// The probe lease this isolate holds: (token, expires_at).
+    lease: Option<(u64, UnixMillis)>,
+    pub(super) pending: Vec<Report>,
+}
+
+enum Gate {
+    Pass,
+    Reject(UnixMillis),
+    AskLease,
+}
+
+impl Slot {
+    fn new(policy: BreakerPolicy) -> Self {
+        Slot {
+            policy,
+            local: Breaker::new(policy),
+            view: None,
+            refreshing_since: None,
+            asking_since: None,
+            busy_until: None,
+            lease: None,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Takes a newer view of the fleet.
+    fn apply(&mut self, view: View) {
+        self.refreshing_since = None;
+        let old = self.view;
+        if old.is_some_and(|o| view.generation < o.generation) {
+            return; // an answer that was overtaken
+        }
+        if old.is_none_or(|o| o.generation != view.generation) {
+            // The fleet moved on: an old busy answer or lease is void.
+            self.busy_until = None;
+            self.lease = None;
+        }
+        // The fleet recovered (a probe closed it): so does this isolate.
+        let recovered =
+            old.is_some_and(|o| o.state != State::Closed) && view.state == State::Closed;
+        if recovered && self.local.state() != State::Closed {
+            self.local = Breaker::new(self.policy);
+        }
+        self.view = Some(view);
+    }
+
+    fn is_stale(&self, ttl: Duration, now: UnixMillis) -> bool {
+        let fresh = self
+            .view
+            .is_some_and(|v| now < v.as_of.saturating_add(millis(ttl)));
+        let refreshing = self
+            .refreshing_since
+            .is_some_and(|t| now < t.saturating_add(millis(ttl)));
+        !fresh && !refreshing
+    }
+
+    /// What the fleet says about a call at `now`.
+    fn gate(&self, ttl: Duration, now: UnixMillis) -> Gate {
+        let Some(view) = self.view else {
+            return Gate::Pass; // a fresh isolate starts closed
+        };
+        match view.state {
+            State::Closed => Gate::Pass,
+            State::Open { until } if now < until => Gate::Reject(until),
+            State::Open { .. } | State::HalfOpen { .. } => {
+                if let Some((_, expires_at)) = self.lease.filter(|(_, e)| now < *e) {
+                    return Gate::Reject(expires_at.min(now.saturating_add(millis(ttl))));
+                }
+                if let Some(t) = self.asking_since {
+                    if now < t.saturating_add(millis(ttl)) {
+                        return Gate::Reject(now);
+                    }
+                }
+                match self.busy_until {
+                    Some(until) if now < until => Gate::Reject(until),
+                    _ => Gate::AskLease,
+                }
+            }
+        }
+    }
+
+    fn is_due(&self, policy: &FleetPolicy, now: UnixMillis) -> bool {
+        match self.pending.first() {
+            None => false,
+            Some(first) => {
+                self.pending.len() >= policy.max_batch.max(1)
+                    || now >= first.at.saturating_add(millis(policy.max_delay))
+            }
+        }
+    }
+}
+
+/// A [`BreakerStore`] shared fleet-wide through a [`FleetLink`]: decides
+/// from memory, reports in the background, awaits only for a probe lease.
+pub struct FleetStore<L: FleetLink> {
+    link: L,
+    holder: String,
+    policy: FleetPolicy,
+    default_breaker: BreakerPolicy,
+    breakers: Table<BreakerPolicy>,
+    pub(super) slots: Rc<RefCell<Slots>>,
+}
+
+impl<L: FleetLink> FleetStore<L> {
+    /// A store over `link` whose breakers all use `breaker`; `holder` names
+    /// this isolate in leases.
+    pub fn new(link: L, holder: impl Into<String>, breaker: BreakerPolicy) -> Self {
+        FleetStore {
+            link,
+            holder: holder.into(),
+            policy: FleetPolicy::default(),
+            default_breaker: breaker,
+            breakers: Table::default(),
+            slots: Rc::default(),
+        }
+    }
+
+    /// Sets how the store shares with the fleet.
+    pub fn fleet_policy(mut self, policy: FleetPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Gives `key` its own breaker policy.
+    pub fn with_policy(mut self, key: impl Into<String>, policy: BreakerPolicy) -> Self {
+        self.breakers.insert(key.into(), policy);
+        self
+    }
+
+    /// The link.
+    pub fn link(&self) -> &L {
+        &self.link
+    }
+
+    /// The cached fleet view of `key`, if any.
+    pub fn view(&self, key: &str) -> Option<View> {
+        self.slots.borrow().slots.get(key).and_then(|s| s.view)
+    }
+
+    /// Starts a background refresh of every key in `keys` this isolate has
+    /// no view of yet (and is not already fetching): a fresh isolate learns
+    /// the fleet's state without waiting for a request to each provider.
+    pub fn warm<'k>(&self, keys: impl IntoIterator<Item = &'k str>, now: UnixMillis) {
+        let ttl = self.policy.ttl;
+        let cold: Vec<&str> = keys
+            .into_iter()
+            .filter(|key| {
+                self.with(key, |s| {
+                    let cold = s.view.is_none() && s.is_stale(ttl, now);
+                    if cold {
+                        s.refreshing_since = Some(now);
+                    }
+                    cold
+                })
+            })
+            .collect();
+        for key in cold {
+            self.link.refresh(key, self.inbox());
+        }
+    }
+
+    /// Sends every queued batch that is due (full, or old enough). The host
+    /// calls it once a request is done.
+    pub fn flush_due(&self, now: UnixMillis) {
+        let due: Vec<(String, Vec<Report>)> = {
+            let mut slots = self.slots.borrow_mut();
+            slots
+                .slots
+                .iter_mut()
+                .filter(|(_, s)| s.is_due(&self.policy, now))
+                .map(|(k, s)| (k.clone(), std::mem::take(&mut s.pending)))
+                .collect()
+        };
+        for (key, batch) in due {
+            self.link.report(&key, batch, self.inbox());
+        }
+    }
+
+    /// Sends every queued verdict now.
+    pub fn flush_all(&self) {
+        let all: Vec<(String, Vec<Report>)> = {
+            let mut slots = self.slots.borrow_mut();
+            slots
+                .slots
+                .iter_mut()
+                .filter(|(_, s)| !s.pending.is_empty())
+                .map(|(k, s)| (k.clone(), std::mem::take(&mut s.pending)))
+                .collect()
+        };
+        for (key, batch) in all {
+            self.link.report(&key, batch, self.inbox());
+        }
+    }
+
+    fn inbox(&self) -> Inbox {
+        Inbox(Rc::downgrade(&self.slots))
+    }
+
+    fn breaker_policy(&self, key: &str) -> BreakerPolicy {
+        self.breakers
+            .get(key)
+            .copied()
+            .unwrap_or(self.default_breaker)
+    }
+
+    fn with<T>(&self, key: &str, f: impl FnOnce(&mut Slot) -> T) -> T {
+        let mut slots = self.slots.borrow_mut();
+        f(slots
+            .slots
+            .get_or_insert_with(key, || Slot::new(self.breaker_policy(key))))
+    }
+
+    /// Queues `report`; sends the batch at once when `now_flush`, or when due.
+    fn queue(&self, key: &str, now: UnixMillis, report: Report, now_flush: bool) {
+        let batch = self.with(key, |s| {
+            s.pending.push(report);
+            if now_flush || s.is_due(&self.policy, now) {
+                Some(std::mem::take(&mut s.pending))
+            } else {
+                None
+            }
+        });
+        if let Some(batch) = batch {
+            self.link.report(key, batch, self.inbox());
+        }
+    }
+
+    fn record_lease(&self, key: &str, now: UnixMillis, token: u64, verdict: Verdict) {
+        let held = self.with(key, |s| {
+            if s.lease.map(|(t, _)| t) != Some(token) {
+                return false; // lapsed, or the fleet moved on
+            }
+            s.lease = None;
+            // Until the object answers, assume what the verdict does to it
+            // (same generation: the object's answer, one generation on,
+            // replaces the guess; an older answer in flight may undo it for
+            // one refresh, which costs at most one lease question).
+            if let Some(v) = &mut s.view {
+                match verdict {
+                    Verdict::Success => {
+                        v.state = State::Closed;
+                        v.consecutive_failures = 0;
+                        s.local = Breaker::new(s.policy);
+                    }
+                    Verdict::Failure => {
+                        v.state = State::Open {
+                            until: now.saturating_add(millis(s.policy.cooldown)),
+                        };
+                    }
+                    Verdict::Abandoned => {}
+                }
+            }
+            true
+        });
+        if held {
+            let report = Report {
+                at: now,
+                verdict,
+                lease: Some(token),
+            };
+            self.queue(key, now, report, true);
+        }
+    }
+}
+
+fn lease_token(permit: Permit) -> Option<u64> {
+    (permit.kind == PermitKind::Probe && permit.generation & LEASE_BIT != 0)
+        .then_some(permit.generation & !LEASE_BIT)
+}
+
+impl<L: FleetLink> BreakerStore for FleetStore<L> {
+    async fn try_acquire(&self, key: &str, now: UnixMillis) -> Result<Permit, CircuitOpen> {
+        let ttl = self.policy.ttl;
+        let (gate, refresh) = self.with(key, |s| {
+            let refresh = s.is_stale(ttl, now);
+            if refresh {
+                s.refreshing_since = Some(now);
+            }
+            let gate = s.gate(ttl, now);
+            if let Gate::AskLease = gate {
+                s.asking_since = Some(now);
+            }
+            (gate, refresh)
+        });
+        if refresh {
+            self.link.refresh(key, self.inbox());
+        }
+        match gate {
+            Gate::Pass => self.with(key, |s| s.local.try_acquire(now)),
+            Gate::Reject(until) => Err(CircuitOpen { until }),
+            Gate::AskLease => {
+                let answer = self.link.lease(key, &self.holder).await;
+                self.with(key, |s| {
+                    s.asking_since = None;
+                    match answer {
+                        Ok(LeaseAnswer::Granted {
+                            token,
+                            expires_at,
+                            view,
+                        }) => {
+                            s.apply(view);
+                            s.refreshing_since = None;
+                            s.lease = Some((token, expires_at));
+                            Ok(Permit {
+                                kind: PermitKind::Probe,
+                                generation: LEASE_BIT | (token & !LEASE_BIT),
+                                failing: false,
+                            })
+                        }
+                        Ok(LeaseAnswer::Busy { until, view }) => {
+                            s.apply(view);
+                            s.busy_until = Some(until);
+                            Err(CircuitOpen { until })
+                        }
+                        Ok(LeaseAnswer::Closed { view }) => {
+                            s.apply(view);
+                            s.local.try_acquire(now)
+                        }
+                        Err(_) => {
+                            // The fleet is out of reach: decide locally.
+                            s.view = None;
+                            s.local.try_acquire(now)
+                        }
+                    }
+                })
+            }
+        }
+    }
+
+    fn force(&self, key: &str, now: UnixMillis) -> Permit {
+        self.with(key, |s| s.local.force(now))
+    }
+
+    fn may_retry(&self, key: &str, now: UnixMillis, permit: &mut Permit, failed: bool) -> bool {
+        let ttl = self.policy.ttl;
+        self.with(key, |s| {
+            if failed {
+                s.local.mark_failing(permit);
+            }
+            matches!(s.gate(ttl, now), Gate::Pass) && s.local.may_retry(*permit)
+        })
+    }
+
+    fn record(&self, key: &str, now: UnixMillis, permit: Permit, outcome: Outcome) {
+        if let Some(token) = lease_token(permit) {
+            let verdict = match outcome {
+                Outcome::Success => Verdict::Success,
+                Outcome::Failure => Verdict::Failure,
+                Outcome::Ignored => Verdict::Abandoned,
+            };
+            self.record_lease(key, now, token, verdict);
+            return;
+        }
+        let transition = self.with(key, |s| {
+            let before = s.local.state().name();
+            s.local.record(now, permit, outcome);
+            before != s.local.state().name()
+        });
+        let verdict = match outcome {
+            Outcome::Success => Verdict::Success,
+            Outcome::Failure => Verdict::Failure,
+            Outcome::Ignored => return,
+        };
+        let report = Report {
+            at: now,
+            verdict,
+            lease: None,
+        };
+        self.queue(key, now, report, transition);
+    }
+
+    fn release(&self, key: &str, permit: Permit) {
+        match lease_token(permit) {
+            Some(token) => {
+                let now = self.with(key, |s| s.view.map_or(0, |v| v.as_of));
+                self.record_lease(key, now, token, Verdict::Abandoned);
+            }
+            None => self.with(key, |s| s.local.release(permit)),
+        }
+    }
+
+    fn snapshot(&self, key: &str) -> Option<Snapshot> {
+        let slots = self.slots.borrow();
+        let s = slots.slots.get(key)?;
+        let mut snap = s.local.snapshot();
+        if let Some(view) = s.view {
+            // The stricter of the two: the fleet's open beats a local closed.
+            let fleet_blocks = !matches!(view.state, State::Closed);
+            if fleet_blocks && matches!(snap.state, State::Closed) {
+                snap.state = view.state;
+            }
+            snap.consecutive_failures = snap.consecutive_failures.max(view.consecutive_failures);
+        }
+        Some(snap)
+    }
+}
