@@ -305,6 +305,38 @@ describe("the breaker: opens, stops calls, recovers through one probe", { timeou
   });
 });
 
+describe("a burst meeting a dead provider: one call per request in flight, no retry", { timeout: 60000 }, () => {
+  let mock, gw, c;
+  before(async () => {
+    // Slow enough that all eight calls are out before the first 503 is back; the
+    // Retry-After makes every retry wait 300 ms, past the verdicts of the others.
+    const dead = { mode: "status", status: 503, latencyMs: 150, retryAfterMs: 300 };
+    mock = await startMock({ config: { providers: { dead: { faults: [dead] } } } });
+    const config = gatewayConfig(mock, {
+      providers: { dead: "openai", backup: "openai" },
+      routes: { default: [{ provider: "dead", model: "dead-model" }, { provider: "backup", model: "backup-model" }] },
+      retry: { maxAttempts: 3 },
+      breaker: { failureThreshold: 3, cooldownMs: 60000, maxCooldownMs: 60000 },
+    });
+    gw = await startGateway(config);
+    c = clients(gw.url);
+  });
+  after(async () => {
+    await gw?.close();
+    await mock?.close();
+  });
+
+  test("eight at once: eight calls, none retried, then the breaker is open", async () => {
+    const burst = await Promise.all(Array.from({ length: 8 }, () => chat(c.openai, "default")));
+    assert.ok(burst.every((r) => r.servedBy === "backup/backup-model"));
+    assert.ok(burst.every((r) => r.attempts === 2), "one call to dead, then backup");
+    assert.equal(total(mock, "dead"), 8, "three attempts each would have been 24");
+    assert.equal((await health(gw)).dead.state, "open");
+    await chat(c.openai, "default");
+    assert.equal(total(mock, "dead"), 8);
+  });
+});
+
 describe("fleet state in the Durable Object", { timeout: 60000 }, () => {
   let mock;
   const routes = { default: [{ provider: "dead", model: "dead-model" }, { provider: "backup", model: "backup-model" }] };
