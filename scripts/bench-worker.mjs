@@ -17,7 +17,11 @@
 //       is): the runtime's floor;
 //   (c) resilient-llm, route `healthy` = [healthy];
 //   (d) resilient-llm, route `dead-first` = [dead (always 503), backup]: the breaker of `dead`
-//       opens after the threshold and the chain skips it, with one probe per cooldown.
+//       opens after the threshold and the chain skips it, with one probe per cooldown;
+//   (e) a reference, not a product: a hand-written JS worker doing only the I/O any gateway
+//       with these semantics must do (parse the request to route it, a new upstream request
+//       with its own headers under an attempt timer, the answer read and checked, a new
+//       response, one JSON log line), with no retry, breaker or translation.
 // Interleaved: each round runs R requests against every target in turn (the order rotates
 // each round), so machine noise hits all of them alike. Each target is first warmed up with W
 // requests (for (d), this is where the breaker opens). Throughput = requests / wall time of
@@ -127,6 +131,45 @@ export default {
 };
 `;
 
+// (e): what reading, checking and logging cost in this runtime before any resilience logic.
+const REFERENCE_SCRIPT = `
+export default {
+  async fetch(request, env) {
+    const started = Date.now();
+    let body;
+    try {
+      body = JSON.parse(await request.text());
+    } catch {
+      return Response.json({ error: { message: "malformed JSON", type: "invalid_request_error" } }, { status: 400 });
+    }
+    if (typeof body.model !== "string" || !Array.isArray(body.messages)) {
+      return Response.json({ error: { message: "model and messages are required", type: "invalid_request_error" } }, { status: 400 });
+    }
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(), 30000);
+    try {
+      const upstream = await fetch(env.UPSTREAM, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: "Bearer " + env.KEY },
+        body: JSON.stringify({ model: "bench-model", messages: body.messages, max_completion_tokens: body.max_tokens }),
+        signal: abort.signal,
+      });
+      const answer = JSON.parse(await upstream.text());
+      if (upstream.status !== 200 || answer.error || !Array.isArray(answer.choices)) {
+        return Response.json({ error: { message: "upstream failed", type: "api_error" } }, { status: 502 });
+      }
+      console.log(JSON.stringify({ level: "info", msg: "request", route: body.model, servedBy: "healthy/bench-model",
+        attempts: 1, status: 200, latencyMs: Date.now() - started }));
+      return new Response(JSON.stringify(answer), {
+        headers: { "content-type": "application/json", "x-served-by": "healthy/bench-model", "x-attempts": "1" },
+      });
+    } finally {
+      clearTimeout(timer);
+    }
+  },
+};
+`;
+
 /** A drain for the workers' stdout/stderr that keeps only the last lines (for error reports). */
 function stdio(tail) {
   return (stdout, stderr) => {
@@ -163,6 +206,7 @@ async function startServers(servers) {
       providers: {
         direct: {},
         floor: {},
+        reference: {},
         healthy: {},
         backup: {},
         dead: { faults: [{ mode: "status", status: 503 }] },
@@ -185,6 +229,12 @@ async function startServers(servers) {
     script: FLOOR_SCRIPT,
     compatibilityDate: COMPATIBILITY_DATE,
     bindings: { UPSTREAM: `${mock.providerUrl("floor")}/v1/chat/completions` },
+  });
+  servers.reference = await startMiniflare({
+    modules: true,
+    script: REFERENCE_SCRIPT,
+    compatibilityDate: COMPATIBILITY_DATE,
+    bindings: { UPSTREAM: `${mock.providerUrl("reference")}/v1/chat/completions`, KEY: "mock-key" },
   });
   servers.gateway = await startMiniflare({
     modules: true,
@@ -345,6 +395,9 @@ function report(opts, result) {
   lines.push(`workerd CPU = the target's own workerd process: runtime + worker (+ Durable Object) (/proc/<pid>/stat utime+stime, 1/${CLK_TCK} s ticks).`);
   if (s.b.workerdCpuMsPerReq !== null && s.c.workerdCpuMsPerReq !== null) {
     lines.push(`resilient-llm's own workerd CPU over the floor: ${fmt(s.c.workerdCpuMsPerReq - s.b.workerdCpuMsPerReq, 3)} ms/req healthy, ${fmt(s.d.workerdCpuMsPerReq - s.b.workerdCpuMsPerReq, 3)} ms/req primary dead.`);
+    if (s.e.workerdCpuMsPerReq !== null) {
+      lines.push(`The gateway I/O alone (e) costs ${fmt(s.e.workerdCpuMsPerReq - s.b.workerdCpuMsPerReq, 3)} ms/req over the floor and reaches ${fmt(s.e.rps / s.b.rps)} of its throughput; resilient-llm adds ${fmt(s.c.workerdCpuMsPerReq - s.e.workerdCpuMsPerReq, 3)} ms/req to (e), and reaches ${fmt(s.c.rps / s.e.rps)} of (e)'s throughput.`);
+    }
   }
   lines.push("");
   lines.push("Targets (issue 5):");
@@ -358,8 +411,9 @@ function report(opts, result) {
   lines.push(`      ${dead.callsInWarmup} while the breaker opened (${dead.reachedInWarmup} requests reached the dead provider, ${dead.callsInWarmup - dead.reachedInWarmup} retries),`);
   lines.push(`      ${after} after it (${dead.reachedAfter} requests reached it: probes, ${after - dead.reachedAfter} retries);`);
   lines.push(`      allowance = threshold ${dead.threshold} + ceil(${fmt(dead.durationMs / 1000, 1)} s / ${dead.cooldownMs / 1000} s cooldown) = ${dead.allowance} calls.`);
-  lines.push(`      The ${opts.concurrency} requests in flight when the first failure comes back have all called it: with the`);
-  lines.push(`      concurrency above the threshold, the bound is max(threshold, concurrency) + one probe per cooldown = ${dead.concurrencyAllowance}   ${verdict(dead.calls <= dead.concurrencyAllowance)}`);
+  lines.push(`      The breaker counts requests, each after its retries (DESIGN §3), and cannot take back the calls of the`);
+  lines.push(`      ${opts.concurrency} requests in flight when the first failure comes back: the bound it keeps is`);
+  lines.push(`      max(threshold x attempts, concurrency) + one probe per cooldown = ${dead.concurrencyAllowance}   ${verdict(dead.calls <= dead.concurrencyAllowance)}`);
   return lines.join("\n");
 }
 
@@ -395,7 +449,7 @@ async function main() {
   let targets = [];
   try {
     await startServers(servers);
-    const { mock, floor, gateway } = servers;
+    const { mock, floor, reference, gateway } = servers;
     const c = opts.concurrency;
     const v1 = (u) => new URL("/v1/chat/completions", u);
     targets = [
@@ -403,8 +457,9 @@ async function main() {
       makeTarget({ key: "b", label: "pass-through JS worker (floor)", url: v1(floor.url), model: "bench-model", pid: floor.pid, concurrency: c }),
       makeTarget({ key: "c", label: "resilient-llm healthy", url: v1(gateway.url), model: "healthy", servedBy: "healthy", pid: gateway.pid, concurrency: c }),
       makeTarget({ key: "d", label: "resilient-llm primary dead", url: v1(gateway.url), model: "dead-first", servedBy: "backup", pid: gateway.pid, concurrency: c }),
+      makeTarget({ key: "e", label: "reference: JS worker, gateway I/O only", url: v1(reference.url), model: "healthy", servedBy: "healthy", pid: reference.pid, concurrency: c }),
     ];
-    progress(`workerd processes: floor ${floor.pid ?? "not found"}, gateway ${gateway.pid ?? "not found"}; CLK_TCK ${CLK_TCK}`);
+    progress(`workerd processes: floor ${floor.pid ?? "not found"}, reference ${reference.pid ?? "not found"}, gateway ${gateway.pid ?? "not found"}; CLK_TCK ${CLK_TCK}`);
 
     // Warm-up, the same order; (d)'s opens the breaker of `dead`. Its window starts here.
     let deadStart = null;
@@ -427,7 +482,7 @@ async function main() {
       if (t.key === "d") deadEnd = performance.now();
     }
     const deadCallsWarmup = mock.stats("dead").total;
-    const warmupMultiAttempt = targets[3].multiAttempt;
+    const warmupMultiAttempt = targets.find((t) => t.key === "d").multiAttempt;
     progress(`warm-up done; dead provider called ${deadCallsWarmup} times so far`);
 
     for (let round = 0; round < opts.rounds; round++) {
@@ -462,6 +517,7 @@ async function main() {
       wallSeconds: (Date.now() - startedAt) / 1000,
       summaries,
       ratios: {
+        reference: { eOverB: summaries.e.rps / summaries.b.rps, cOverE: summaries.c.rps / summaries.e.rps },
         throughput: {
           value: summaries.c.rps / summaries.b.rps,
           target: THROUGHPUT_FLOOR_RATIO,
@@ -487,7 +543,7 @@ async function main() {
         cooldownMs: BREAKER.cooldownMs,
         maxAttempts: RETRY.maxAttempts,
         allowance,
-        concurrencyAllowance: Math.max(BREAKER.failureThreshold, opts.concurrency) + Math.ceil(durationMs / BREAKER.cooldownMs),
+        concurrencyAllowance: Math.max(BREAKER.failureThreshold * RETRY.maxAttempts, opts.concurrency) + Math.ceil(durationMs / BREAKER.cooldownMs),
         perThousand: (calls * 1000) / d.requests,
         allowancePerThousand: (allowance * 1000) / d.requests,
         pass: calls <= allowance,
@@ -498,7 +554,7 @@ async function main() {
     return 0;
   } catch (err) {
     process.stderr.write(`bench-worker: error: ${err?.stack ?? err}\n`);
-    for (const s of [servers.gateway, servers.floor]) {
+    for (const s of [servers.gateway, servers.floor, servers.reference]) {
       if (s?.tail.length) process.stderr.write(`bench-worker: last workerd output:\n${s.tail.join("").slice(-2000)}\n`);
     }
     return 1;
@@ -506,6 +562,7 @@ async function main() {
     for (const t of targets) t.agent.destroy();
     await servers.gateway?.mf.dispose().catch(() => {});
     await servers.floor?.mf.dispose().catch(() => {});
+    await servers.reference?.mf.dispose().catch(() => {});
     await servers.mock?.close().catch(() => {});
     clearTimeout(watchdog);
   }
