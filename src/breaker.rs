@@ -145,7 +145,8 @@ pub struct Permit {
 /// flight, or as many requests are failing on it as would open it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CircuitOpen {
-    /// When a call may next be admitted (now, for busy probes).
+    /// When a call may next be admitted (now, for busy probes or requests
+    /// failing now).
     pub until: UnixMillis,
 }
 
