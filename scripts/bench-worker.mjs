@@ -21,7 +21,10 @@
 //   (e) a reference, not a product: a hand-written JS worker doing only the I/O any gateway
 //       with these semantics must do (parse the request to route it, a new upstream request
 //       with its own headers under an attempt timer, the answer read and checked, a new
-//       response, one JSON log line), with no retry, breaker or translation.
+//       response, one JSON log line), with no retry, breaker or translation;
+//   (f) the same as (e) as a Rust/wasm Worker (benches/edge-reference, built by
+//       scripts/bench-worker.sh), doing its I/O the way resilient-llm does: what that I/O costs
+//       from Rust/wasm, apart from resilient-llm's own work.
 // Interleaved: each round runs R requests against every target in turn (the order rotates
 // each round), so machine noise hits all of them alike. Each target is first warmed up with W
 // requests (for (d), this is where the breaker opens). Throughput = requests / wall time of
@@ -207,6 +210,7 @@ async function startServers(servers) {
         direct: {},
         floor: {},
         reference: {},
+        "reference-rust": {},
         healthy: {},
         backup: {},
         dead: { faults: [{ mode: "status", status: 503 }] },
@@ -235,6 +239,13 @@ async function startServers(servers) {
     script: REFERENCE_SCRIPT,
     compatibilityDate: COMPATIBILITY_DATE,
     bindings: { UPSTREAM: `${mock.providerUrl("reference")}/v1/chat/completions`, KEY: "mock-key" },
+  });
+  servers.referenceRust = await startMiniflare({
+    modules: true,
+    scriptPath: path.join(ROOT, "benches/edge-reference/build/index.js"),
+    modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
+    compatibilityDate: COMPATIBILITY_DATE,
+    bindings: { UPSTREAM: `${mock.providerUrl("reference-rust")}/v1/chat/completions`, KEY: "mock-key" },
   });
   servers.gateway = await startMiniflare({
     modules: true,
@@ -395,8 +406,10 @@ function report(opts, result) {
   lines.push(`workerd CPU = the target's own workerd process: runtime + worker (+ Durable Object) (/proc/<pid>/stat utime+stime, 1/${CLK_TCK} s ticks).`);
   if (s.b.workerdCpuMsPerReq !== null && s.c.workerdCpuMsPerReq !== null) {
     lines.push(`resilient-llm's own workerd CPU over the floor: ${fmt(s.c.workerdCpuMsPerReq - s.b.workerdCpuMsPerReq, 3)} ms/req healthy, ${fmt(s.d.workerdCpuMsPerReq - s.b.workerdCpuMsPerReq, 3)} ms/req primary dead.`);
-    if (s.e.workerdCpuMsPerReq !== null) {
-      lines.push(`The gateway I/O alone (e) costs ${fmt(s.e.workerdCpuMsPerReq - s.b.workerdCpuMsPerReq, 3)} ms/req over the floor and reaches ${fmt(s.e.rps / s.b.rps)} of its throughput; resilient-llm adds ${fmt(s.c.workerdCpuMsPerReq - s.e.workerdCpuMsPerReq, 3)} ms/req to (e), and reaches ${fmt(s.c.rps / s.e.rps)} of (e)'s throughput.`);
+    if (s.e.workerdCpuMsPerReq !== null && s.f.workerdCpuMsPerReq !== null) {
+      lines.push(`The gateway I/O alone: from JS (e) ${fmt(s.e.workerdCpuMsPerReq - s.b.workerdCpuMsPerReq, 3)} ms/req over the floor, ${fmt(s.e.rps / s.b.rps)} of its throughput;`);
+      lines.push(`  from Rust/wasm (f) ${fmt(s.f.workerdCpuMsPerReq - s.b.workerdCpuMsPerReq, 3)} ms/req over the floor, ${fmt(s.f.rps / s.b.rps)} of its throughput.`);
+      lines.push(`resilient-llm (c) adds ${fmt(s.c.workerdCpuMsPerReq - s.f.workerdCpuMsPerReq, 3)} ms/req to (f), its own work, and reaches ${fmt(s.c.rps / s.f.rps)} of (f)'s throughput.`);
     }
   }
   lines.push("");
@@ -436,6 +449,10 @@ async function main() {
     process.stderr.write("bench-worker: build/index.js is missing: run scripts/build-worker.sh (or scripts/bench-worker.sh)\n");
     return 2;
   }
+  if (!existsSync(path.join(ROOT, "benches/edge-reference/build/index.js"))) {
+    process.stderr.write("bench-worker: benches/edge-reference/build/index.js is missing: run scripts/bench-worker.sh, which builds it\n");
+    return 2;
+  }
   const progress = (msg) => process.stderr.write(`bench-worker: ${msg}\n`);
   const startedAt = Date.now();
   const deadline = startedAt + opts.maxSeconds * 1000;
@@ -449,7 +466,7 @@ async function main() {
   let targets = [];
   try {
     await startServers(servers);
-    const { mock, floor, reference, gateway } = servers;
+    const { mock, floor, reference, referenceRust, gateway } = servers;
     const c = opts.concurrency;
     const v1 = (u) => new URL("/v1/chat/completions", u);
     targets = [
@@ -458,8 +475,9 @@ async function main() {
       makeTarget({ key: "c", label: "resilient-llm healthy", url: v1(gateway.url), model: "healthy", servedBy: "healthy", pid: gateway.pid, concurrency: c }),
       makeTarget({ key: "d", label: "resilient-llm primary dead", url: v1(gateway.url), model: "dead-first", servedBy: "backup", pid: gateway.pid, concurrency: c }),
       makeTarget({ key: "e", label: "reference: JS worker, gateway I/O only", url: v1(reference.url), model: "healthy", servedBy: "healthy", pid: reference.pid, concurrency: c }),
+      makeTarget({ key: "f", label: "reference: Rust/wasm worker, the same", url: v1(referenceRust.url), model: "healthy", servedBy: "healthy", pid: referenceRust.pid, concurrency: c }),
     ];
-    progress(`workerd processes: floor ${floor.pid ?? "not found"}, reference ${reference.pid ?? "not found"}, gateway ${gateway.pid ?? "not found"}; CLK_TCK ${CLK_TCK}`);
+    progress(`workerd processes: floor ${floor.pid ?? "not found"}, references ${reference.pid ?? "not found"} ${referenceRust.pid ?? "not found"}, gateway ${gateway.pid ?? "not found"}; CLK_TCK ${CLK_TCK}`);
 
     // Warm-up, the same order; (d)'s opens the breaker of `dead`. Its window starts here.
     let deadStart = null;
@@ -517,7 +535,11 @@ async function main() {
       wallSeconds: (Date.now() - startedAt) / 1000,
       summaries,
       ratios: {
-        reference: { eOverB: summaries.e.rps / summaries.b.rps, cOverE: summaries.c.rps / summaries.e.rps },
+        reference: {
+          eOverB: summaries.e.rps / summaries.b.rps,
+          fOverB: summaries.f.rps / summaries.b.rps,
+          cOverF: summaries.c.rps / summaries.f.rps,
+        },
         throughput: {
           value: summaries.c.rps / summaries.b.rps,
           target: THROUGHPUT_FLOOR_RATIO,
@@ -554,7 +576,7 @@ async function main() {
     return 0;
   } catch (err) {
     process.stderr.write(`bench-worker: error: ${err?.stack ?? err}\n`);
-    for (const s of [servers.gateway, servers.floor, servers.reference]) {
+    for (const s of [servers.gateway, servers.floor, servers.reference, servers.referenceRust]) {
       if (s?.tail.length) process.stderr.write(`bench-worker: last workerd output:\n${s.tail.join("").slice(-2000)}\n`);
     }
     return 1;
@@ -563,6 +585,7 @@ async function main() {
     await servers.gateway?.mf.dispose().catch(() => {});
     await servers.floor?.mf.dispose().catch(() => {});
     await servers.reference?.mf.dispose().catch(() => {});
+    await servers.referenceRust?.mf.dispose().catch(() => {});
     await servers.mock?.close().catch(() => {});
     clearTimeout(watchdog);
   }

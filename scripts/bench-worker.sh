@@ -25,4 +25,15 @@ if stale; then
   printf 'bench-worker: building the Worker\n' >&2
   scripts/build-worker.sh >&2
 fi
+
+# Target (f), the Rust/wasm reference (benches/edge-reference): built like the Worker, with
+# the same dependency versions and settings, in its own target directory.
+ref=benches/edge-reference
+if [[ ! -f $ref/build/index_bg.wasm || -n $(find "$ref/src" "$ref/Cargo.toml" "$ref/Cargo.lock" -newer "$ref/build/index_bg.wasm" -print -quit) ]]; then
+  printf 'bench-worker: building the Rust/wasm reference (%s)\n' "$ref" >&2
+  (cd "$ref" && CARGO_TARGET_DIR=${EDGE_REFERENCE_TARGET_DIR:-target} nice -n 10 worker-build --release >&2)
+  "$WASM_OPT_BIN" "$ref/build/index_bg.wasm" -o "$ref/build/index_bg.wasm" --strip-debug --strip-producers \
+    --enable-mutable-globals --enable-sign-ext --enable-nontrapping-float-to-int --enable-bulk-memory \
+    --enable-multivalue --enable-reference-types --enable-exception-handling
+fi
 exec node scripts/bench-worker.mjs "$@"
