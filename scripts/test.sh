@@ -36,6 +36,9 @@ bash scripts/test-worker.sh --no-setup
 
 step "benchmark builds"
 cargo bench --no-run --features testing
+# The edge benchmark's Rust/wasm reference (a standalone crate; scripts/bench-worker.sh builds it).
+cargo fmt --manifest-path benches/edge-reference/Cargo.toml -- --check
+cargo clippy --manifest-path benches/edge-reference/Cargo.toml --target wasm32-unknown-unknown -- -D warnings
 
 step "mock provider server (node --test)"
 node --test tests/e2e/mock-provider.test.mjs
