@@ -228,29 +228,21 @@ async function startServers(servers) {
     retry: RETRY,
   });
   servers.config = config;
-  servers.floor = await startMiniflare({
+  // A built Rust/wasm worker's modules.
+  const wasm = (file) => ({ scriptPath: path.join(ROOT, file), modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }] });
+  // A worker that calls the mock's provider `name` (UPSTREAM, with KEY as its key).
+  const worker = (name, source) => startMiniflare({
     modules: true,
-    script: FLOOR_SCRIPT,
     compatibilityDate: COMPATIBILITY_DATE,
-    bindings: { UPSTREAM: `${mock.providerUrl("floor")}/v1/chat/completions` },
+    bindings: { UPSTREAM: `${mock.providerUrl(name)}/v1/chat/completions`, KEY: "mock-key" },
+    ...source,
   });
-  servers.reference = await startMiniflare({
-    modules: true,
-    script: REFERENCE_SCRIPT,
-    compatibilityDate: COMPATIBILITY_DATE,
-    bindings: { UPSTREAM: `${mock.providerUrl("reference")}/v1/chat/completions`, KEY: "mock-key" },
-  });
-  servers.referenceRust = await startMiniflare({
-    modules: true,
-    scriptPath: path.join(ROOT, "benches/edge-reference/build/index.js"),
-    modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
-    compatibilityDate: COMPATIBILITY_DATE,
-    bindings: { UPSTREAM: `${mock.providerUrl("reference-rust")}/v1/chat/completions`, KEY: "mock-key" },
-  });
+  servers.floor = await worker("floor", { script: FLOOR_SCRIPT });
+  servers.reference = await worker("reference", { script: REFERENCE_SCRIPT });
+  servers.referenceRust = await worker("reference-rust", wasm("benches/edge-reference/build/index.js"));
   servers.gateway = await startMiniflare({
     modules: true,
-    scriptPath: path.join(ROOT, "build/index.js"),
-    modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
+    ...wasm("build/index.js"),
     compatibilityDate: COMPATIBILITY_DATE,
     bindings: { CONFIG: JSON.stringify(config), MOCK_API_KEY: "mock-key", GATEWAY_KEY },
     durableObjects: { BREAKERS: { className: "BreakerStore", useSQLite: true } },
