@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The edge benchmark (scripts/bench-worker.mjs): sets up the tools, builds the Worker when
-# build/ is missing or older than the sources, then serves it under Miniflare against the mock
-# provider and prints throughput, p50/p99 and CPU per request next to the mock direct and a
-# pass-through worker (the floor). A measurement: it exits non-zero only on errors.
+# The edge benchmark (scripts/bench-worker.mjs): sets up the tools, builds the Worker (and the
+# Rust/wasm reference, benches/edge-reference) when missing or older than their sources, then
+# serves them under Miniflare against the mock provider and prints throughput, p50/p99 and CPU
+# per request next to the mock direct, a pass-through worker (the floor) and a JS reference.
+# A measurement: it exits non-zero only on errors.
 #
 #   scripts/bench-worker.sh [--no-setup] [--requests N] [--concurrency C] [--rounds R]
 #                           [--warmup W] [--max-seconds S] [--json]
