@@ -35,11 +35,6 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 format!("no provider \"{}\" is configured", entry.provider),
             ));
         };
-        let retry = entry.retry.unwrap_or(self.policy.retry);
-        let max_attempts = match permit.kind {
-            PermitKind::Normal => retry.max_attempts.max(1),
-            PermitKind::Probe | PermitKind::Forced => 1,
-        };
         let mut number = 0;
         loop {
             number += 1;
@@ -56,7 +51,6 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 .unwrap_or(self.policy.attempt_timeout)
                 .min(Duration::from_millis(left));
             let (result, reached) = self.attempt(upstream, req, &entry.model, limit).await;
-            let ended = self.platform.now();
             self.record_attempt(
                 run,
                 entry,
@@ -69,39 +63,63 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 Ok(resp) => return Ok(resp),
                 Err(e) => e,
             };
-            if !self.may_retry(entry, permit, &error) {
-                return Err(error);
-            }
-            match self.retry_delay(
-                entry,
-                &retry,
-                &error,
-                number,
-                max_attempts,
-                ended,
-                run.deadline_at,
-            ) {
-                Some(delay) => self.platform.sleep(delay).await,
-                None => return Err(error),
-            }
-            // Other requests' verdicts may have landed during the wait.
-            if !self.may_retry(entry, permit, &error) {
+            let kind = permit.kind;
+            if !self
+                .wait_to_retry(entry, kind, Some(permit), &error, number, run.deadline_at)
+                .await
+            {
                 return Err(error);
             }
         }
     }
 
-    /// Marks the holder of `permit` as failing when `error` trips breakers
-    /// (once), and tells whether the breaker would admit a retry now.
-    pub(crate) fn may_retry(
+    /// After attempt `number` at `entry` failed with `error`: waits out the
+    /// backoff and tells whether to try the entry again, or tells at once
+    /// that the chain moves on. A retry needs a retryable error, attempts
+    /// left (one in all for a probe or a forced call), budget and time, and
+    /// the breaker's leave, asked before the wait and again after it (other
+    /// requests' verdicts may land meanwhile). The entry's `permit`, if still
+    /// held, is first marked failing when the error trips breakers.
+    pub(crate) async fn wait_to_retry(
         &self,
         entry: &Entry,
-        permit: &mut Permit,
+        kind: PermitKind,
+        mut permit: Option<&mut Permit>,
+        error: &ProviderError,
+        number: u32,
+        deadline_at: UnixMillis,
+    ) -> bool {
+        let retry = entry.retry.unwrap_or(self.policy.retry);
+        let max_attempts = match kind {
+            PermitKind::Normal => retry.max_attempts.max(1),
+            PermitKind::Probe | PermitKind::Forced => 1,
+        };
+        if !self.breaker_admits_retry(entry, permit.as_deref_mut(), error) {
+            return false;
+        }
+        let now = self.platform.now();
+        let Some(delay) =
+            self.retry_delay(entry, &retry, error, number, max_attempts, now, deadline_at)
+        else {
+            return false;
+        };
+        self.platform.sleep(delay).await;
+        self.breaker_admits_retry(entry, permit, error)
+    }
+
+    /// Marks the holder of `permit` as failing when `error` trips breakers
+    /// (once), and tells whether the breaker would admit a retry now.
+    fn breaker_admits_retry(
+        &self,
+        entry: &Entry,
+        permit: Option<&mut Permit>,
         error: &ProviderError,
     ) -> bool {
-        let now = self.platform.now();
-        self.store
-            .may_retry(&entry.provider, now, permit, error.trips_breaker())
+        permit.is_none_or(|p| {
+            let now = self.platform.now();
+            self.store
+                .may_retry(&entry.provider, now, p, error.trips_breaker())
+        })
     }
 
     /// Records an attempt that ended now: in the request's attempts and the

@@ -679,31 +679,20 @@ where
             self.no_prefill.push(self.index);
             return Ok(());
         }
-        let retry = entry.retry.unwrap_or(client.policy.retry);
-        let max_attempts = match self.permit_kind {
-            PermitKind::Normal => retry.max_attempts.max(1),
-            PermitKind::Probe | PermitKind::Forced => 1,
-        };
-        let may_retry =
-            |permit: Option<&mut Permit>| permit.is_none_or(|p| client.may_retry(entry, p, &error));
-        if !may_retry(self.permit.as_mut()) {
-            return self.next_entry(entry, &error);
-        }
-        let now = client.platform.now();
-        if let Some(delay) = client.retry_delay(
-            entry,
-            &retry,
-            &error,
-            self.number,
-            max_attempts,
-            now,
-            self.run.deadline_at,
-        ) {
-            client.platform.sleep(delay).await;
-            // Other requests' verdicts may have landed during the wait.
-            if may_retry(self.permit.as_mut()) {
-                return Ok(());
-            }
+        let kind = self.permit_kind;
+        let (number, deadline_at) = (self.number, self.run.deadline_at);
+        if client
+            .wait_to_retry(
+                entry,
+                kind,
+                self.permit.as_mut(),
+                &error,
+                number,
+                deadline_at,
+            )
+            .await
+        {
+            return Ok(());
         }
         self.next_entry(entry, &error)
     }
