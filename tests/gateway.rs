@@ -72,6 +72,11 @@ fn req(method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Inboun
     }
 }
 
+/// An authorized `POST /v1/chat/completions` of `body`.
+fn chat_completions(body: &str) -> Inbound {
+    req("POST", "/v1/chat/completions", &[BEARER], body)
+}
+
 fn openai_chat(model: &str) -> String {
     json!({ "model": model, "messages": [{ "role": "user", "content": "hi" }] }).to_string()
 }
@@ -97,16 +102,7 @@ fn healthy_openai_request() {
         [reply(200).body(openai_ok("gpt-big-2025", "hello"))],
     );
     let g = gateway(&p, &config());
-    let (out, body) = run(
-        &p,
-        &g,
-        req(
-            "POST",
-            "/v1/chat/completions",
-            &[BEARER],
-            &openai_chat("default"),
-        ),
-    );
+    let (out, body) = run(&p, &g, chat_completions(&openai_chat("default")));
     assert_eq!(out.status, 200, "{body}");
     assert_eq!(body["object"], "chat.completion");
     assert_eq!(body["choices"][0]["message"]["content"], "hello");
@@ -164,16 +160,7 @@ fn failover_reports_the_fallback_and_every_attempt() {
         [reply(200).body(anthropic_ok("claude-small-1", "from backup"))],
     );
     let g = gateway(&p, &config());
-    let (out, body) = run(
-        &p,
-        &g,
-        req(
-            "POST",
-            "/v1/chat/completions",
-            &[BEARER],
-            &openai_chat("default"),
-        ),
-    );
+    let (out, body) = run(&p, &g, chat_completions(&openai_chat("default")));
     assert_eq!(out.status, 200, "{body}");
     assert_eq!(body["model"], "claude-small-1");
     assert_eq!(out.headers.get("x-served-by"), Some("backup/claude-small"));
@@ -192,16 +179,7 @@ fn everything_failing_is_a_503_with_the_attempts_and_retry_after() {
     );
     p.script("https://backup.test", [reply(529), reply(529)]);
     let g = gateway(&p, &config());
-    let (out, body) = run(
-        &p,
-        &g,
-        req(
-            "POST",
-            "/v1/chat/completions",
-            &[BEARER],
-            &openai_chat("default"),
-        ),
-    );
+    let (out, body) = run(&p, &g, chat_completions(&openai_chat("default")));
     assert_eq!(out.status, 503, "{body}");
     assert_eq!(body["error"]["code"], "all_providers_failed");
     assert_eq!(body["error"]["type"], "server_error");
@@ -227,16 +205,7 @@ fn a_content_filter_refusal_is_returned_as_is() {
         [reply(400).body(refusal.to_string())],
     );
     let g = gateway(&p, &config());
-    let (out, body) = run(
-        &p,
-        &g,
-        req(
-            "POST",
-            "/v1/chat/completions",
-            &[BEARER],
-            &openai_chat("default"),
-        ),
-    );
+    let (out, body) = run(&p, &g, chat_completions(&openai_chat("default")));
     assert_eq!(out.status, 400, "{body}");
     assert_eq!(body["error"]["code"], "content_policy_violation");
     assert!(body["error"]["message"]
@@ -312,16 +281,7 @@ fn bad_input_gets_the_right_status_in_the_right_format() {
             400,
             "anthropic",
         ),
-        (
-            req(
-                "POST",
-                "/v1/chat/completions",
-                &[BEARER],
-                r#"{"model":"default"}"#,
-            ),
-            400,
-            "openai",
-        ),
+        (chat_completions(r#"{"model":"default"}"#), 400, "openai"),
         (
             req(
                 "POST",
@@ -333,12 +293,7 @@ fn bad_input_gets_the_right_status_in_the_right_format() {
             "anthropic",
         ),
         (
-            req(
-                "POST",
-                "/v1/chat/completions",
-                &[BEARER],
-                &openai_chat("no-such-model"),
-            ),
+            chat_completions(&openai_chat("no-such-model")),
             404,
             "openai",
         ),
@@ -399,16 +354,7 @@ fn health_and_models_list_the_configuration() {
         [reply(200).body(anthropic_ok("claude-small", "ok"))],
     );
     let g = gateway(&p, &config());
-    run(
-        &p,
-        &g,
-        req(
-            "POST",
-            "/v1/chat/completions",
-            &[BEARER],
-            &openai_chat("default"),
-        ),
-    );
+    run(&p, &g, chat_completions(&openai_chat("default")));
     let (out, body) = run(&p, &g, req("GET", "/health", &[BEARER], ""));
     assert_eq!(out.status, 200);
     let primary = &body["providers"][1];
