@@ -17,7 +17,8 @@ use crate::backoff::{BudgetPolicy, RetryBudget, RetryPolicy};
 use crate::breaker::{BreakerPolicy, CircuitOpen, Outcome, Permit, State};
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::config::{Config, ConfigError};
-use crate::error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
+use crate::cursor::{Cursor, Run};
+use crate::error::{Attempt, Error, ProviderError};
 use crate::event::{Event, Observer};
 use crate::platform::{Platform, UnixMillis};
 use crate::provider::Upstream;
@@ -254,15 +255,9 @@ pub(crate) enum Step {
     /// It answered.
     Answered(Box<ChatResponse>),
     /// It failed in a way that moves the chain on.
-    Next,
+    Next(ProviderError),
     /// It failed in a way that ends the request.
     Stop(ProviderError),
-}
-
-/// The request-wide state of one call.
-pub(crate) struct Run {
-    pub deadline_at: UnixMillis,
-    pub attempts: Vec<Attempt>,
 }
 
 impl<P: Platform> Client<P> {
@@ -338,88 +333,21 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
 
     /// Answers `req` with per-call options.
     pub async fn chat_with(&self, req: ChatRequest, opts: CallOptions) -> Result<Reply, Error> {
-        let chain = self.resolve(&req, &opts)?;
-        let chain: &[Entry] = &chain;
-        if req.messages.is_empty() {
-            return Err(Error::InvalidRequest(
-                "messages: at least one message is required".into(),
-            ));
-        }
-        let start = self.platform.now();
-        let deadline = opts
-            .deadline
-            .map_or(self.policy.deadline, |d| d.min(self.policy.deadline));
-        let mut run = Run {
-            deadline_at: start.saturating_add(crate::platform::millis(deadline)),
-            attempts: Vec::new(),
-        };
-        self.budget.borrow_mut().deposit(start);
-
-        let mut skipped: Vec<(usize, UnixMillis)> = Vec::new();
-        let mut called = false;
-        for (i, entry) in chain.iter().enumerate() {
-            let now = self.platform.now();
-            if now >= run.deadline_at {
-                run.skip(
-                    entry,
-                    now,
-                    ProviderError::new(ErrorKind::DeadlineExceeded, "no time left for this entry"),
-                );
-                return Err(Error::AllProvidersFailed(Exhausted {
-                    attempts: run.attempts,
-                }));
-            }
-            let permit = match self.acquire(&entry.provider, now).await {
-                Ok(p) => p,
-                Err(open) => {
-                    let error = ProviderError::new(
-                        ErrorKind::CircuitOpen,
-                        format!("skipped until {}", open.until),
-                    );
-                    self.emit_failover(chain, i, &error);
-                    run.skip(entry, now, error);
-                    skipped.push((i, open.until));
-                    continue;
-                }
-            };
-            called = true;
-            match self.step(entry, permit, &req, &mut run, chain, i).await {
-                Step::Answered(r) => return Ok(run.reply(*r, entry)),
-                Step::Next => {}
-                Step::Stop(error) => return Err(run.stop(entry, error)),
+        let mut walk = Cursor::start(self, &req, &opts)?;
+        while let Some(permit) = walk.admit(self).await {
+            let (entry, run) = walk.entry_and_run();
+            match self.step(entry, permit, &req, run).await {
+                Step::Answered(r) => return Ok(walk.reply(*r)),
+                Step::Next(error) => walk.fail_over(self, &error),
+                Step::Stop(error) => return Err(walk.stop(error)),
             }
         }
-        // Every breaker was open: try the one whose cooldown ends first.
-        if let (false, Some(&(i, _))) = (called, skipped.iter().min_by_key(|(_, until)| *until)) {
-            let entry = &chain[i];
-            if self.platform.now() < run.deadline_at {
-                let permit = self.store.force(&entry.provider, self.platform.now());
-                match self
-                    .step(entry, permit, &req, &mut run, chain, chain.len())
-                    .await
-                {
-                    Step::Answered(r) => return Ok(run.reply(*r, entry)),
-                    Step::Next => {}
-                    Step::Stop(error) => return Err(run.stop(entry, error)),
-                }
-            }
-        }
-        Err(Error::AllProvidersFailed(Exhausted {
-            attempts: run.attempts,
-        }))
+        Err(walk.exhausted())
     }
 
     /// Runs one entry (its retries included) and records the breaker's one
     /// verdict for it.
-    async fn step(
-        &self,
-        entry: &Entry,
-        permit: Permit,
-        req: &ChatRequest,
-        run: &mut Run,
-        chain: &[Entry],
-        index: usize,
-    ) -> Step {
+    async fn step(&self, entry: &Entry, permit: Permit, req: &ChatRequest, run: &mut Run) -> Step {
         let mut guard = PermitGuard {
             store: &self.store,
             key: &entry.provider,
@@ -431,10 +359,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         self.settle(entry, permit, result.as_ref().map(|_| ()));
         match result {
             Ok(resp) => Step::Answered(Box::new(resp)),
-            Err(error) if error.fails_over() => {
-                self.emit_failover(chain, index, &error);
-                Step::Next
-            }
+            Err(error) if error.fails_over() => Step::Next(error),
             Err(error) => Step::Stop(error),
         }
     }
@@ -590,47 +515,6 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     /// The platform.
     pub fn platform(&self) -> &P {
         &self.platform
-    }
-}
-
-impl Run {
-    /// Records an entry that was not called.
-    pub(crate) fn skip(&mut self, entry: &Entry, now: UnixMillis, error: ProviderError) {
-        self.attempts.push(Attempt {
-            provider: entry.provider.clone(),
-            model: entry.model.clone(),
-            number: 0,
-            started_at: now,
-            duration: Duration::ZERO,
-            reached: false,
-            outcome: AttemptOutcome::Failure { error },
-        });
-    }
-
-    fn reply(self, mut response: ChatResponse, entry: &Entry) -> Reply {
-        response.provider = entry.provider.clone();
-        Reply {
-            response,
-            served_by: ServedBy {
-                provider: entry.provider.clone(),
-                model: entry.model.clone(),
-                label: entry.label.clone(),
-            },
-            attempts: self.attempts,
-        }
-    }
-
-    fn stop(self, entry: &Entry, error: ProviderError) -> Error {
-        match error.kind {
-            ErrorKind::DeadlineExceeded => Error::AllProvidersFailed(Exhausted {
-                attempts: self.attempts,
-            }),
-            _ => Error::Rejected {
-                provider: entry.provider.clone(),
-                error,
-                attempts: self.attempts,
-            },
-        }
     }
 }
 

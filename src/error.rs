@@ -54,25 +54,48 @@ pub enum ErrorKind {
     DeadlineExceeded,
 }
 
-/// The table of DESIGN.md §2, one row per kind: (retry the same provider,
-/// fail over to the next entry, count as a breaker failure).
-const fn treatment(kind: ErrorKind) -> (bool, bool, bool) {
-    match kind {
-        ErrorKind::RateLimited => (true, true, true),
-        ErrorKind::QuotaExhausted => (false, true, true),
-        ErrorKind::Server => (true, true, true),
-        ErrorKind::Timeout => (false, true, true),
-        ErrorKind::Stalled => (true, true, true),
-        ErrorKind::Transport => (true, true, true),
-        ErrorKind::Auth => (false, true, true),
-        ErrorKind::NotFound => (false, true, true),
-        ErrorKind::ContextLength => (false, true, false),
-        ErrorKind::ContentFilter => (false, false, false),
-        ErrorKind::InvalidRequest => (false, false, false),
-        ErrorKind::Unsupported => (false, true, false),
-        ErrorKind::Decode => (true, true, true),
-        ErrorKind::CircuitOpen => (false, true, false),
-        ErrorKind::DeadlineExceeded => (false, false, false),
+/// What a failure of one kind gets: the failure table, one row per kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Treatment {
+    /// Try the same provider again (after a backoff or its Retry-After).
+    pub retry: bool,
+    /// Move on to the route's next entry once retries are spent.
+    pub fail_over: bool,
+    /// Count as a failure in the provider's circuit breaker.
+    pub trips_breaker: bool,
+}
+
+impl Treatment {
+    const fn new(retry: bool, fail_over: bool, trips_breaker: bool) -> Self {
+        Treatment {
+            retry,
+            fail_over,
+            trips_breaker,
+        }
+    }
+}
+
+impl ErrorKind {
+    /// The treatment of this kind of failure. Exhaustive on purpose: a new
+    /// kind must not compile without its row.
+    pub const fn treatment(self) -> Treatment {
+        match self {
+            ErrorKind::RateLimited => Treatment::new(true, true, true),
+            ErrorKind::QuotaExhausted => Treatment::new(false, true, true),
+            ErrorKind::Server => Treatment::new(true, true, true),
+            ErrorKind::Timeout => Treatment::new(false, true, true),
+            ErrorKind::Stalled => Treatment::new(true, true, true),
+            ErrorKind::Transport => Treatment::new(true, true, true),
+            ErrorKind::Auth => Treatment::new(false, true, true),
+            ErrorKind::NotFound => Treatment::new(false, true, true),
+            ErrorKind::ContextLength => Treatment::new(false, true, false),
+            ErrorKind::ContentFilter => Treatment::new(false, false, false),
+            ErrorKind::InvalidRequest => Treatment::new(false, false, false),
+            ErrorKind::Unsupported => Treatment::new(false, true, false),
+            ErrorKind::Decode => Treatment::new(true, true, true),
+            ErrorKind::CircuitOpen => Treatment::new(false, true, false),
+            ErrorKind::DeadlineExceeded => Treatment::new(false, false, false),
+        }
     }
 }
 
@@ -214,18 +237,18 @@ impl ProviderError {
 
     /// Whether trying the same provider again may succeed.
     pub fn is_retryable(&self) -> bool {
-        self.should_retry.unwrap_or(treatment(self.kind).0)
+        self.should_retry.unwrap_or(self.kind.treatment().retry)
     }
 
     /// Whether the chain should move on to its next entry once retries
     /// are spent (or at once, when not retryable).
     pub fn fails_over(&self) -> bool {
-        treatment(self.kind).1
+        self.kind.treatment().fail_over
     }
 
     /// Whether the provider's breaker counts this as a failure.
     pub fn trips_breaker(&self) -> bool {
-        treatment(self.kind).2
+        self.kind.treatment().trips_breaker
     }
 
     /// How long the provider asked us to wait before trying again.

@@ -46,6 +46,7 @@ pub mod breaker;
 pub mod chain;
 pub mod chat;
 pub mod config;
+mod cursor;
 pub mod error;
 pub mod event;
 pub mod fleet;
@@ -81,7 +82,7 @@ pub use chat::{
     ToolChoice, Usage,
 };
 pub use config::{ConfigError, ConfigIssue, Secret};
-pub use error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
+pub use error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError, Treatment};
 pub use event::{Event, Observer};
 pub use fleet::{Fleet, FleetLink, FleetPolicy, FleetStore};
 pub use format::{FormatError, FormatErrorKind};

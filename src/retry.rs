@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use crate::backoff::RetryPolicy;
 use crate::breaker::{Permit, PermitKind};
-use crate::chain::{Client, Entry, Run};
+use crate::chain::{Client, Entry};
 use crate::chat::{ChatRequest, ChatResponse};
+use crate::cursor::Run;
 use crate::error::{Attempt, AttemptOutcome, ErrorKind, ProviderError};
 use crate::event::Event;
 use crate::platform::{millis, BufferedResponse, Platform, TransportError, UnixMillis};

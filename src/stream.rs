@@ -17,11 +17,12 @@ use std::ops::Deref;
 use std::time::Duration;
 
 use crate::breaker::{Permit, PermitKind};
-use crate::chain::{CallOptions, Client, Entry, Run, ServedBy};
+use crate::chain::{CallOptions, Client, Entry, ServedBy};
 use crate::chat::{ChatRequest, ChatResponse, Delta, FinishReason, Message, Part, Role, Usage};
-use crate::error::{Attempt, Error, ErrorKind, Exhausted, ProviderError};
+use crate::cursor::Cursor;
+use crate::error::{Attempt, Error, ErrorKind, ProviderError};
 use crate::event::Event;
-use crate::platform::{millis, Body, BufferedResponse, Platform, UnixMillis};
+use crate::platform::{Body, BufferedResponse, Platform, UnixMillis};
 use crate::provider::Upstream;
 use crate::sse::SseDecoder;
 use crate::store::BreakerStore;
@@ -55,6 +56,46 @@ struct Conn {
     malformed: usize,
 }
 
+/// The entry being tried: its breaker permit and its attempts so far.
+struct Held {
+    /// `None` once the entry's verdict is recorded (or before admission).
+    permit: Option<Permit>,
+    kind: PermitKind,
+    /// Attempts at this entry.
+    number: u32,
+    /// The model refused a prefill: continue here by restarting.
+    prefill_refused: bool,
+}
+
+impl Held {
+    fn new(permit: Permit) -> Self {
+        Held {
+            kind: permit.kind,
+            permit: Some(permit),
+            number: 0,
+            prefill_refused: false,
+        }
+    }
+}
+
+/// What the caller has been given.
+#[derive(Default)]
+struct Sent {
+    /// Deltas ready for the caller.
+    out: VecDeque<Delta>,
+    /// The text delivered so far.
+    text: String,
+    /// A tool call was delivered (it cannot be continued from its middle).
+    tool_calls: bool,
+    /// Content has reached the caller: the commit point.
+    committed: bool,
+    /// The entry answering, from the commit point on.
+    served_by: Option<ServedBy>,
+    /// The first failure after the commit point, named by the error that
+    /// ends an incomplete answer.
+    interruption: Option<ProviderError>,
+}
+
 /// A streamed answer. Pull items with [`ChatStream::next`]: deltas (the
 /// first a [`Delta::Start`] naming the answering model, the last three a
 /// `Finish`, a `Usage` and `Done`), then `None`; or one `Err`, then `None`.
@@ -76,26 +117,21 @@ where
     S: BreakerStore,
 {
     client: C,
+    /// The request as asked (with `stream` set).
     req: ChatRequest,
-    chain: Vec<Entry>,
-    run: Run,
-    index: usize,
-    permit: Option<Permit>,
-    permit_kind: PermitKind,
-    number: u32,
+    /// Where the request is in its route, and its attempts.
+    walk: Cursor<'static>,
+    /// The entry being tried.
+    held: Held,
+    /// The attempt in flight.
     conn: Option<Conn>,
-    out: VecDeque<Delta>,
-    delivered: String,
-    tool_calls_sent: bool,
-    committed: bool,
-    interruption: Option<ProviderError>,
-    skipped: Vec<(usize, UnixMillis)>,
-    called: bool,
-    forced: bool,
-    no_prefill: Vec<usize>,
-    served_by: Option<ServedBy>,
+    /// What the caller has been given.
+    sent: Sent,
+    /// The answering attempt's usage, once complete.
     usage: Option<Usage>,
+    /// Malformed chunks skipped by finished attempts.
     malformed: usize,
+    /// The stream has ended (complete, or after its error).
     done: bool,
     _types: PhantomData<fn() -> (P, S)>,
 }
@@ -131,43 +167,22 @@ where
     /// A stream of the answer to `req` from `client`. Nothing is sent until
     /// the first [`ChatStream::next`].
     pub fn open(client: C, req: ChatRequest, opts: CallOptions) -> Result<Self, Error> {
-        let chain = client.resolve(&req, &opts)?.into_owned();
-        if req.messages.is_empty() {
-            return Err(Error::InvalidRequest(
-                "messages: at least one message is required".into(),
-            ));
-        }
-        let start = client.platform.now();
-        let deadline = opts
-            .deadline
-            .map_or(client.policy.deadline, |d| d.min(client.policy.deadline));
-        client.budget.borrow_mut().deposit(start);
+        let walk = Cursor::start(&*client, &req, &opts)?.into_owned();
         Ok(ChatStream {
             client,
             req: ChatRequest {
                 stream: true,
                 ..req
             },
-            chain,
-            run: Run {
-                deadline_at: start.saturating_add(millis(deadline)),
-                attempts: Vec::new(),
+            walk,
+            held: Held {
+                permit: None,
+                kind: PermitKind::Normal,
+                number: 0,
+                prefill_refused: false,
             },
-            index: 0,
-            permit: None,
-            permit_kind: PermitKind::Normal,
-            number: 0,
             conn: None,
-            out: VecDeque::new(),
-            delivered: String::new(),
-            tool_calls_sent: false,
-            committed: false,
-            interruption: None,
-            skipped: Vec::new(),
-            called: false,
-            forced: false,
-            no_prefill: Vec::new(),
-            served_by: None,
+            sent: Sent::default(),
             usage: None,
             malformed: 0,
             done: false,
@@ -186,7 +201,7 @@ where
     /// error that ended it.
     pub async fn next(&mut self) -> Option<Result<Delta, Error>> {
         loop {
-            if let Some(d) = self.out.pop_front() {
+            if let Some(d) = self.sent.out.pop_front() {
                 return Some(Ok(d));
             }
             if self.done {
@@ -217,17 +232,17 @@ where
 
     /// Whether content has reached the caller (the commit point).
     pub fn committed(&self) -> bool {
-        self.committed
+        self.sent.committed
     }
 
     /// The entry answering, from the commit point on.
     pub fn served_by(&self) -> Option<&ServedBy> {
-        self.served_by.as_ref()
+        self.sent.served_by.as_ref()
     }
 
     /// Every attempt so far, in order.
     pub fn attempts(&self) -> &[Attempt] {
-        &self.run.attempts
+        &self.walk.run.attempts
     }
 
     /// Malformed chunks skipped so far (each also reported to the observer).
@@ -247,21 +262,24 @@ where
         let client = self.client.clone();
         let client = &*client;
         loop {
-            let now = client.platform.now();
-            if self.permit.is_none() && !self.take_entry(now).await? {
-                continue;
+            if self.held.permit.is_none() {
+                let Some(permit) = self.walk.admit(client).await else {
+                    return Err(self.exhausted());
+                };
+                self.held = Held::new(permit);
             }
-            let entry = self.chain[self.index].clone();
-            if now >= self.run.deadline_at {
+            let now = client.platform.now();
+            let entry = self.walk.entry().clone();
+            if now >= self.walk.run.deadline_at {
                 self.release_permit(); // no verdict
-                self.run.skip(
+                self.walk.run.skip(
                     &entry,
                     now,
                     ProviderError::new(ErrorKind::DeadlineExceeded, "no time left for this entry"),
                 );
                 return Err(self.exhausted());
             }
-            if self.committed && self.tool_calls_sent {
+            if self.sent.committed && self.sent.tool_calls {
                 return Err(self.interrupted()); // a tool call cannot be continued from its middle
             }
             let Some(upstream) = client.upstreams.get(&entry.provider) else {
@@ -272,20 +290,19 @@ where
                 self.next_entry(&entry, &e)?;
                 continue;
             };
-            self.number += 1;
-            let prefill = self.committed
+            self.held.number += 1;
+            let prefill = self.sent.committed
                 && upstream.capabilities(&entry.model).prefill
-                && !self.no_prefill.contains(&self.index);
+                && !self.held.prefill_refused;
             let req = self.attempt_request(prefill);
-            let mode = match (self.committed, prefill) {
+            let mode = match (self.sent.committed, prefill) {
                 (true, false) => Mode::Match {
-                    skip: self.delivered.clone(),
+                    skip: self.sent.text.clone(),
                     seen: String::new(),
                 },
                 _ => Mode::Forward,
             };
             let limit = self.first_token_limit(&entry, now);
-            self.called = true;
             match open(client, upstream, &req, &entry.model, limit).await {
                 Ok((body, pending)) => {
                     self.conn = Some(Conn {
@@ -306,9 +323,9 @@ where
                 }
                 Err((error, reached)) => {
                     client.record_attempt(
-                        &mut self.run,
+                        &mut self.walk.run,
                         &entry,
-                        self.number,
+                        self.held.number,
                         now,
                         reached,
                         Err(&error),
@@ -319,64 +336,19 @@ where
         }
     }
 
-    /// Takes a breaker permit for the entry at `index`, or skips it; when
-    /// every entry was skipped, forces the one whose cooldown ends first.
-    /// `Ok(false)`: the index moved on, look again.
-    async fn take_entry(&mut self, now: UnixMillis) -> Result<bool, Error> {
-        let client = self.client.clone();
-        let client = &*client;
-        let Some(entry) = self.chain.get(self.index) else {
-            let earliest = self.skipped.iter().copied().min_by_key(|(_, until)| *until);
-            return match earliest {
-                Some((i, _)) if !self.called && !self.forced && !self.committed => {
-                    self.forced = true;
-                    self.index = i;
-                    let permit = client.store.force(&self.chain[i].provider, now);
-                    self.hold(permit);
-                    Ok(true)
-                }
-                _ => Err(self.exhausted()),
-            };
-        };
-        match client.acquire(&entry.provider, now).await {
-            Ok(permit) => {
-                self.hold(permit);
-                Ok(true)
-            }
-            Err(open) => {
-                let error = ProviderError::new(
-                    ErrorKind::CircuitOpen,
-                    format!("skipped until {}", open.until),
-                );
-                client.emit_failover(&self.chain, self.index, &error);
-                let entry = entry.clone();
-                self.run.skip(&entry, now, error);
-                self.skipped.push((self.index, open.until));
-                self.index += 1;
-                Ok(false)
-            }
-        }
-    }
-
-    fn hold(&mut self, permit: Permit) {
-        self.permit_kind = permit.kind;
-        self.number = 0;
-        self.permit = Some(permit);
-    }
-
     /// The request for the next attempt: as asked, or (continuing after
     /// the commit point with prefill) with the delivered text as the start
     /// of the assistant's answer.
     fn attempt_request(&self, prefill: bool) -> ChatRequest {
         let mut req = self.req.clone();
-        if prefill && !self.delivered.is_empty() {
+        if prefill && !self.sent.text.is_empty() {
             match req.messages.last_mut() {
                 Some(last) if last.role == Role::Assistant => last.content.push(Part::Text {
-                    text: self.delivered.clone(),
+                    text: self.sent.text.clone(),
                 }),
                 _ => req
                     .messages
-                    .push(Message::assistant(self.delivered.clone())),
+                    .push(Message::assistant(self.sent.text.clone())),
             }
         }
         req
@@ -388,7 +360,7 @@ where
             .first_token_timeout
             .unwrap_or(policy.first_token_timeout)
             .min(Duration::from_millis(
-                self.run.deadline_at.saturating_sub(now),
+                self.walk.run.deadline_at.saturating_sub(now),
             ))
     }
 
@@ -413,7 +385,7 @@ where
                     other => return other,
                 }
             }
-            if !self.out.is_empty() {
+            if !self.sent.out.is_empty() {
                 return Read::More;
             }
             let Some(body) = conn.body.as_mut() else {
@@ -426,11 +398,11 @@ where
                 };
             };
             let now = client.platform.now();
-            let left = Duration::from_millis(self.run.deadline_at.saturating_sub(now));
+            let left = Duration::from_millis(self.walk.run.deadline_at.saturating_sub(now));
             let (limit, waiting_for_first) = match conn.first_content {
                 None => {
                     // The first-token deadline runs from the attempt's start.
-                    let ttft = self.first_token_limit(&self.chain[self.index], conn.started);
+                    let ttft = self.first_token_limit(&self.walk.entry(), conn.started);
                     let spent = Duration::from_millis(now.saturating_sub(conn.started));
                     (ttft.saturating_sub(spent), true)
                 }
@@ -484,7 +456,7 @@ where
         conn: &mut Conn,
         events: &[crate::sse::SseEvent],
     ) -> Result<(), ProviderError> {
-        let entry = &self.chain[self.index];
+        let entry = &self.walk.entry();
         let Some(Upstream::Http(provider)) = self.client.upstreams.get(&entry.provider) else {
             return Ok(());
         };
@@ -531,8 +503,8 @@ where
                 };
                 if !fresh.is_empty() {
                     self.commit(conn);
-                    self.delivered.push_str(&fresh);
-                    self.out.push_back(Delta::Text { text: fresh });
+                    self.sent.text.push_str(&fresh);
+                    self.sent.out.push_back(Delta::Text { text: fresh });
                 }
             }
             Delta::ToolCall {
@@ -546,8 +518,8 @@ where
                     return Read::Failed(diverged());
                 }
                 self.commit(conn);
-                self.tool_calls_sent = true;
-                self.out.push_back(Delta::ToolCall {
+                self.sent.tool_calls = true;
+                self.sent.out.push_back(Delta::ToolCall {
                     index,
                     id,
                     name,
@@ -578,17 +550,13 @@ where
     /// The commit point: the first content goes to the caller, after a
     /// `Start` that names the answering model.
     fn commit(&mut self, conn: &Conn) {
-        if self.committed {
+        if self.sent.committed {
             return;
         }
-        self.committed = true;
-        let entry = &self.chain[self.index];
-        self.served_by = Some(ServedBy {
-            provider: entry.provider.clone(),
-            model: entry.model.clone(),
-            label: entry.label.clone(),
-        });
-        self.out.push_back(Delta::Start {
+        self.sent.committed = true;
+        let entry = self.walk.entry();
+        self.sent.served_by = Some(self.walk.served_by());
+        self.sent.out.push_back(Delta::Start {
             model: Some(conn.model.clone().unwrap_or_else(|| entry.model.clone())),
         });
     }
@@ -601,11 +569,11 @@ where
         self.malformed += conn.malformed;
         let client = self.client.clone();
         let client = &*client;
-        let entry = self.chain[self.index].clone();
+        let entry = self.walk.entry().clone();
         client.record_attempt(
-            &mut self.run,
+            &mut self.walk.run,
             &entry,
-            self.number,
+            self.held.number,
             conn.started,
             true,
             Ok(()),
@@ -621,19 +589,19 @@ where
                 streaming_ms,
             );
         }
-        if let Some(permit) = self.permit.take() {
+        if let Some(permit) = self.held.permit.take() {
             client.settle(&entry, permit, Ok(()));
         }
         self.commit(&conn);
-        self.out.push_back(Delta::Finish {
+        self.sent.out.push_back(Delta::Finish {
             reason: conn.finish.unwrap_or(FinishReason::Stop),
         });
         // Usage is always reported (zeros where the provider gave none),
         // and counts only the attempt that answered.
-        self.out.push_back(Delta::Usage {
+        self.sent.out.push_back(Delta::Usage {
             usage: conn.usage.unwrap_or_default(),
         });
-        self.out.push_back(Delta::Done);
+        self.sent.out.push_back(Delta::Done);
         self.usage = conn.usage;
         self.done = true;
     }
@@ -645,17 +613,17 @@ where
         };
         self.malformed += conn.malformed;
         drop(conn.body); // abort the transfer now
-        let entry = self.chain[self.index].clone();
+        let entry = self.walk.entry().clone();
         self.client.record_attempt(
-            &mut self.run,
+            &mut self.walk.run,
             &entry,
-            self.number,
+            self.held.number,
             conn.started,
             true,
             Err(&error),
         );
-        if self.committed && self.interruption.is_none() {
-            self.interruption = Some(error.clone());
+        if self.sent.committed && self.sent.interruption.is_none() {
+            self.sent.interruption = Some(error.clone());
         }
         self.after_failure(&entry, error, conn.prefill).await
     }
@@ -670,22 +638,19 @@ where
     ) -> Result<(), Error> {
         let client = self.client.clone();
         let client = &*client;
-        if prefill
-            && error.kind == ErrorKind::InvalidRequest
-            && !self.no_prefill.contains(&self.index)
-        {
+        if prefill && error.kind == ErrorKind::InvalidRequest && !self.held.prefill_refused {
             // The model refused the prefill: continue here by restarting
             // instead. The refusal never replaces the original failure.
-            self.no_prefill.push(self.index);
+            self.held.prefill_refused = true;
             return Ok(());
         }
-        let kind = self.permit_kind;
-        let (number, deadline_at) = (self.number, self.run.deadline_at);
+        let kind = self.held.kind;
+        let (number, deadline_at) = (self.held.number, self.walk.run.deadline_at);
         if client
             .wait_to_retry(
                 entry,
                 kind,
-                self.permit.as_mut(),
+                self.held.permit.as_mut(),
                 &error,
                 number,
                 deadline_at,
@@ -702,41 +667,30 @@ where
     fn next_entry(&mut self, entry: &Entry, error: &ProviderError) -> Result<(), Error> {
         let client = self.client.clone();
         let client = &*client;
-        if let Some(permit) = self.permit.take() {
+        if let Some(permit) = self.held.permit.take() {
             client.settle(entry, permit, Err(error));
         }
-        if !self.committed && !error.fails_over() {
-            let attempts = std::mem::take(&mut self.run.attempts);
-            return Err(match error.kind {
-                ErrorKind::DeadlineExceeded => Error::AllProvidersFailed(Exhausted { attempts }),
-                _ => Error::Rejected {
-                    provider: entry.provider.clone(),
-                    error: error.clone(),
-                    attempts,
-                },
-            });
+        if !self.sent.committed && !error.fails_over() {
+            return Err(self.walk.stop(error.clone()));
         }
-        client.emit_failover(&self.chain, self.index, error);
-        self.index += 1;
+        self.walk.fail_over(client, error);
         Ok(())
     }
 
     fn exhausted(&mut self) -> Error {
-        if self.committed {
+        if self.sent.committed {
             return self.interrupted();
         }
-        Error::AllProvidersFailed(Exhausted {
-            attempts: std::mem::take(&mut self.run.attempts),
-        })
+        self.walk.exhausted()
     }
 
     fn interrupted(&mut self) -> Error {
         Error::Interrupted {
-            error: self.interruption.clone().unwrap_or_else(|| {
+            error: self.sent.interruption.clone().unwrap_or_else(|| {
                 ProviderError::new(ErrorKind::Transport, "the stream was interrupted")
             }),
-            delivered: self.delivered.len(),
-            attempts: std::mem::take(&mut self.run.attempts),
+            delivered: self.sent.text.len(),
+            attempts: std::mem::take(&mut self.walk.run.attempts),
         }
     }
 }
@@ -749,8 +703,10 @@ where
 {
     /// Gives back the permit of an entry left without a verdict.
     fn release_permit(&mut self) {
-        if let (Some(permit), Some(entry)) = (self.permit.take(), self.chain.get(self.index)) {
-            self.client.store.release(&entry.provider, permit);
+        if let Some(permit) = self.held.permit.take() {
+            self.client
+                .store
+                .release(&self.walk.entry().provider, permit);
         }
     }
 }
