@@ -402,7 +402,7 @@ where
             let (limit, waiting_for_first) = match conn.first_content {
                 None => {
                     // The first-token deadline runs from the attempt's start.
-                    let ttft = self.first_token_limit(&self.walk.entry(), conn.started);
+                    let ttft = self.first_token_limit(self.walk.entry(), conn.started);
                     let spent = Duration::from_millis(now.saturating_sub(conn.started));
                     (ttft.saturating_sub(spent), true)
                 }
@@ -456,7 +456,7 @@ where
         conn: &mut Conn,
         events: &[crate::sse::SseEvent],
     ) -> Result<(), ProviderError> {
-        let entry = &self.walk.entry();
+        let entry = self.walk.entry();
         let Some(Upstream::Http(provider)) = self.client.upstreams.get(&entry.provider) else {
             return Ok(());
         };

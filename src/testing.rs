@@ -470,28 +470,6 @@ pub fn block_on<F: Future>(p: &FakePlatform, fut: F) -> F::Output {
     panic!("block_on: a million polls without completing");
 }
 
-/// Runs `futures` concurrently (as requests share one Worker isolate) and
-/// returns their outputs in order.
-pub async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
-    let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
-    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
-    poll_fn(|cx| {
-        for (fut, out) in futures.iter_mut().zip(outputs.iter_mut()) {
-            if out.is_none() {
-                if let Poll::Ready(v) = fut.as_mut().poll(cx) {
-                    *out = Some(v);
-                }
-            }
-        }
-        if outputs.iter().all(Option::is_some) {
-            Poll::Ready(outputs.iter_mut().filter_map(Option::take).collect())
-        } else {
-            Poll::Pending
-        }
-    })
-    .await
-}
-
 /// Waits for one virtual-clock timer; a helper for scripted providers.
 pub async fn sleep(p: &FakePlatform, d: Duration) {
     p.delay(d).await

@@ -5,7 +5,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use resilient_llm::testing::{block_on, err, join_all, ok, FakePlatform, ScriptedProvider, Step};
+use futures_util::future::join_all;
+use resilient_llm::testing::{block_on, err, ok, FakePlatform, ScriptedProvider, Step};
 use resilient_llm::{
     BreakerPolicy, CallOptions, ChatRequest, Client, Entry, Error, ErrorKind, Message, Platform,
     Policy, ProviderError, RetryPolicy, StateName, Upstream,
@@ -154,7 +155,7 @@ fn concurrent_requests_stop_calling_a_dead_provider_before_their_verdicts_are_in
             ..BreakerPolicy::default()
         })
     });
-    let replies = block_on(&p, join_all((0..8).map(|_| client.chat(req())).collect()));
+    let replies = block_on(&p, join_all((0..8).map(|_| client.chat(req()))));
     for r in &replies {
         assert_eq!(r.as_ref().unwrap().response.provider, "backup");
     }
@@ -169,7 +170,7 @@ fn concurrent_requests_stop_calling_a_dead_provider_before_their_verdicts_are_in
         .filter(|r| r.as_ref().unwrap().attempts.len() > 2)
         .count();
     assert_eq!(retried, 0);
-    block_on(&p, join_all((0..8).map(|_| client.chat(req())).collect()));
+    block_on(&p, join_all((0..8).map(|_| client.chat(req()))));
     assert_eq!(calls[0].get(), 8, "open: skipped");
 }
 
@@ -179,7 +180,7 @@ fn concurrent_transient_failures_below_the_threshold_are_still_retried() {
     let blip = Step::After(ms(10), Box::new(err(ErrorKind::Server, 500)));
     let fine = Step::After(ms(10), Box::new(ok("from primary")));
     let (client, calls) = pair(&p, vec![blip.clone(), blip, fine], vec![ok("from backup")]);
-    let replies = block_on(&p, join_all((0..2).map(|_| client.chat(req())).collect()));
+    let replies = block_on(&p, join_all((0..2).map(|_| client.chat(req()))));
     for r in &replies {
         let r = r.as_ref().unwrap();
         assert_eq!(r.response.provider, "primary");

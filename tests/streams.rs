@@ -679,10 +679,7 @@ fn concurrent_streams_stop_calling_a_dead_provider_before_their_verdicts_are_in(
         }
         text
     };
-    let texts = block_on(
-        &p,
-        resilient_llm::testing::join_all((0..6).map(|_| drain()).collect()),
-    );
+    let texts = block_on(&p, futures_util::future::join_all((0..6).map(|_| drain())));
     assert!(texts.iter().all(|t| t == &ANSWER.concat()));
     assert_eq!(p.requests_to("https://first.test"), 6, "one attempt each");
     let first = c.health().into_iter().find(|h| h.provider == "first");
