@@ -24,7 +24,6 @@ use crate::platform::{Platform, UnixMillis};
 use crate::provider::Upstream;
 use crate::stats::{Health, ProviderStats};
 use crate::store::{BreakerStore, MemoryStore};
-use crate::table::Table;
 
 /// One step of a route: a provider, the model to ask it for, and optional
 /// overrides of the client's timeout and retry policy.
@@ -160,25 +159,25 @@ pub struct Reply {
 /// across an `.await`.
 pub struct Client<P: Platform, S: BreakerStore = MemoryStore> {
     pub(crate) platform: P,
-    pub(crate) upstreams: Table<Upstream>,
+    pub(crate) upstreams: BTreeMap<String, Upstream>,
     routes: BTreeMap<String, Vec<Entry>>,
     default_route: Option<String>,
     pub(crate) policy: Policy,
     pub(crate) store: S,
     pub(crate) budget: RefCell<RetryBudget>,
-    pub(crate) stats: RefCell<Table<ProviderStats>>,
+    pub(crate) stats: RefCell<BTreeMap<String, ProviderStats>>,
     observer: Option<Observer>,
 }
 
 /// Builds a [`Client`].
 pub struct ClientBuilder<P: Platform> {
     platform: P,
-    upstreams: Table<Upstream>,
+    upstreams: BTreeMap<String, Upstream>,
     routes: BTreeMap<String, Vec<Entry>>,
     default_route: Option<String>,
     policy: Policy,
     breaker: BreakerPolicy,
-    breakers: Table<BreakerPolicy>,
+    breakers: BTreeMap<String, BreakerPolicy>,
     observer: Option<Observer>,
 }
 
@@ -314,12 +313,12 @@ impl<P: Platform> Client<P> {
     pub fn builder(platform: P) -> ClientBuilder<P> {
         ClientBuilder {
             platform,
-            upstreams: Table::default(),
+            upstreams: BTreeMap::new(),
             routes: BTreeMap::new(),
             default_route: None,
             policy: Policy::default(),
             breaker: BreakerPolicy::default(),
-            breakers: Table::default(),
+            breakers: BTreeMap::new(),
             observer: None,
         }
     }
@@ -468,10 +467,11 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
 
     /// Runs `f` on `provider`'s statistics, creating them on first use.
     pub(crate) fn with_stats(&self, provider: &str, f: impl FnOnce(&mut ProviderStats)) {
-        f(self
-            .stats
-            .borrow_mut()
-            .get_or_insert_with(provider, ProviderStats::default))
+        let mut stats = self.stats.borrow_mut();
+        match stats.get_mut(provider) {
+            Some(s) => f(s),
+            None => f(stats.entry(provider.to_owned()).or_default()),
+        }
     }
 
     /// Every configured provider's health, in id order.

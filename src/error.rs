@@ -396,7 +396,7 @@ impl Exhausted {
         if detail.is_empty() {
             lead
         } else {
-            format!("{lead} ({})", crate::text::join(&detail, "; "))
+            format!("{lead} ({})", detail.join("; "))
         }
     }
 }

@@ -62,10 +62,8 @@ pub mod sse;
 pub mod stats;
 pub mod store;
 pub mod stream;
-mod table;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
-mod text;
 pub mod timeout;
 #[cfg(all(target_arch = "wasm32", feature = "web"))]
 pub mod web;

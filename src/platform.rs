@@ -285,7 +285,7 @@ impl TransportError {
     pub fn from_message(message: impl Into<String>) -> Self {
         let message = message.into();
         let lower = message.to_ascii_lowercase();
-        let has = |needles: &[&str]| needles.iter().any(|n| crate::text::contains(&lower, n));
+        let has = |needles: &[&str]| needles.iter().any(|n| lower.contains(n));
         let kind = if has(&[
             "econnreset",
             "reset",

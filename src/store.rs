@@ -4,10 +4,10 @@
 //! `.await`, so many requests can share one store.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 
 use crate::breaker::{Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, Snapshot};
 use crate::platform::UnixMillis;
-use crate::table::Table;
 
 /// Breakers keyed by provider id.
 #[allow(async_fn_in_trait)] // single-threaded by design; futures are !Send on wasm
@@ -41,8 +41,8 @@ pub trait BreakerStore {
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     default_policy: BreakerPolicy,
-    pub(crate) policies: Table<BreakerPolicy>,
-    breakers: RefCell<Table<Breaker>>,
+    pub(crate) policies: BTreeMap<String, BreakerPolicy>,
+    breakers: RefCell<BTreeMap<String, Breaker>>,
 }
 
 impl MemoryStore {
@@ -50,7 +50,7 @@ impl MemoryStore {
     pub fn new(policy: BreakerPolicy) -> Self {
         MemoryStore {
             default_policy: policy,
-            policies: Table::default(),
+            policies: BTreeMap::new(),
             breakers: RefCell::default(),
         }
     }
@@ -72,7 +72,12 @@ impl MemoryStore {
     /// Runs `f` on `key`'s breaker, creating it closed on first use.
     pub fn with<T>(&self, key: &str, f: impl FnOnce(&mut Breaker) -> T) -> T {
         let mut breakers = self.breakers.borrow_mut();
-        f(breakers.get_or_insert_with(key, || Breaker::new(self.policy(key))))
+        if let Some(b) = breakers.get_mut(key) {
+            return f(b);
+        }
+        f(breakers
+            .entry(key.to_owned())
+            .or_insert_with(|| Breaker::new(self.policy(key))))
     }
 }
 

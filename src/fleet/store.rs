@@ -2,6 +2,7 @@
 //! to the fleet in the background.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
@@ -10,7 +11,6 @@ use crate::breaker::{
 };
 use crate::platform::{millis, UnixMillis};
 use crate::store::BreakerStore;
-use crate::table::Table;
 
 use super::{FleetLink, FleetPolicy, LeaseAnswer, Report, Verdict, View};
 
@@ -37,7 +37,7 @@ const LEASE_BIT: u64 = 1 << 63;
 
 #[derive(Default)]
 pub(super) struct Slots {
-    pub(super) slots: Table<Slot>,
+    pub(super) slots: BTreeMap<String, Slot>,
 }
 
 /// One provider's state in one isolate.
@@ -150,7 +150,7 @@ pub struct FleetStore<L: FleetLink> {
     holder: String,
     policy: FleetPolicy,
     default_breaker: BreakerPolicy,
-    breakers: Table<BreakerPolicy>,
+    breakers: BTreeMap<String, BreakerPolicy>,
     pub(super) slots: Rc<RefCell<Slots>>,
 }
 
@@ -163,7 +163,7 @@ impl<L: FleetLink> FleetStore<L> {
             holder: holder.into(),
             policy: FleetPolicy::default(),
             default_breaker: breaker,
-            breakers: Table::default(),
+            breakers: BTreeMap::new(),
             slots: Rc::default(),
         }
     }
@@ -258,9 +258,13 @@ impl<L: FleetLink> FleetStore<L> {
 
     fn with<T>(&self, key: &str, f: impl FnOnce(&mut Slot) -> T) -> T {
         let mut slots = self.slots.borrow_mut();
+        if let Some(slot) = slots.slots.get_mut(key) {
+            return f(slot);
+        }
         f(slots
             .slots
-            .get_or_insert_with(key, || Slot::new(self.breaker_policy(key))))
+            .entry(key.to_owned())
+            .or_insert_with(|| Slot::new(self.breaker_policy(key))))
     }
 
     /// Queues `report`; sends the batch at once when `now_flush`, or when due.

@@ -74,7 +74,7 @@ pub fn encode_request(
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
     if !system.is_empty() {
-        body.insert("system".into(), json!(crate::text::join(&system, "\n\n")));
+        body.insert("system".into(), json!(system.join("\n\n")));
     }
     body.insert("messages".into(), Value::Array(messages));
     body.insert(

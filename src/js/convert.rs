@@ -46,12 +46,12 @@ pub(crate) fn from_js<T>(value: &JsValue, read: fn(&Node<'_>) -> R<T>) -> Result
 /// (the text is our `JSON.stringify`), and the path says where already.
 pub(crate) fn without_position(mut e: ConfigError) -> ConfigError {
     for issue in &mut e.issues {
-        if let Some(i) = crate::text::rfind(&issue.message, " at line ") {
+        if let Some(i) = issue.message.rfind(" at line ") {
             let tail = issue
                 .message
                 .get(i + " at line ".len()..)
                 .unwrap_or_default();
-            if crate::text::contains(tail, " column ")
+            if tail.contains(" column ")
                 && tail.chars().all(|c| c.is_ascii_alphanumeric() || c == ' ')
             {
                 issue.message.truncate(i);
@@ -82,13 +82,8 @@ pub(crate) fn provider_response(v: &JsValue, model: &str) -> Result<ChatResponse
             let _ = Reflect::set(&known, &key.into(), &value);
         }
     }
-    let (mut parsed, given) = from_js(&known, read_response).map_err(|e| {
-        decode_error(crate::text::replace(
-            &e.to_string(),
-            "invalid configuration: ",
-            "",
-        ))
-    })?;
+    let (mut parsed, given) = from_js(&known, read_response)
+        .map_err(|e| decode_error(e.to_string().replace("invalid configuration: ", "")))?;
     parsed.model = given.unwrap_or_else(|| model.to_string());
     let raw = prop(v, "raw");
     if !raw.is_undefined() {

@@ -114,7 +114,7 @@ impl ErrorBody {
 
     fn mentions(&self, needles: &[&str]) -> bool {
         let hay = self.haystack();
-        needles.iter().any(|n| crate::text::contains(&hay, n))
+        needles.iter().any(|n| hay.contains(n))
     }
 
     /// Out of credit or quota, as opposed to a per-minute limit. A mere
@@ -300,8 +300,8 @@ pub fn classify_body(
 /// a server echoing the key cannot leak it into logs.
 pub fn redact(mut e: ProviderError, secret: Option<&str>) -> ProviderError {
     if let Some(s) = secret.filter(|s| s.len() >= 4) {
-        if crate::text::contains(&e.message, s) {
-            e.message = crate::text::replace(&e.message, s, "***");
+        if e.message.contains(s) {
+            e.message = e.message.replace(s, "***");
         }
     }
     e

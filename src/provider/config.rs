@@ -510,7 +510,7 @@ pub fn build(
                 p = p.path(path.clone());
             }
             if let Some(d) = &c.deployment {
-                if !crate::text::contains(endpoint, "{deployment}") {
+                if !endpoint.contains("{deployment}") {
                     v.issue(
                         "deployment",
                         "only used by paths with {deployment} (preset azure)",

@@ -14,6 +14,7 @@ pub mod config;
 pub mod openai;
 pub mod preset;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -24,7 +25,6 @@ use crate::error::{ErrorKind, ProviderError};
 use crate::format::FormatError;
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
 use crate::sse::SseEvent;
-use crate::table::Table;
 
 pub use anthropic::Anthropic;
 pub use classify::{classify, ErrorBody};
@@ -52,7 +52,7 @@ pub struct Capabilities {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Models {
     default: Capabilities,
-    by_name: Table<Capabilities>,
+    by_name: BTreeMap<String, Capabilities>,
 }
 
 impl Models {
@@ -60,7 +60,7 @@ impl Models {
     pub fn new(default: Capabilities) -> Self {
         Models {
             default,
-            by_name: Table::default(),
+            by_name: BTreeMap::new(),
         }
     }
 

@@ -138,7 +138,7 @@ impl OpenAi {
     /// The URL a request for `model` goes to.
     pub fn url(&self, model: &str) -> String {
         let deployment = self.deployment.as_deref().unwrap_or(model);
-        let path = crate::text::replace(&self.path, "{deployment}", &path_segment(deployment));
+        let path = self.path.replace("{deployment}", &path_segment(deployment));
         match &self.api_version {
             Some(v) => format!("{}{path}?api-version={v}", self.base_url),
             None => format!("{}{path}", self.base_url),

@@ -94,9 +94,7 @@ pub fn error_message(value: &JsValue) -> String {
             (None, None) => String::from(js_sys::JsString::from(current.clone())),
         };
         match get("code") {
-            Some(code) if !crate::text::contains(&text, &code) => {
-                parts.push(format!("{text} ({code})"))
-            }
+            Some(code) if !text.contains(code.as_str()) => parts.push(format!("{text} ({code})")),
             _ => parts.push(text),
         }
         current = Reflect::get(&current, &JsValue::from_str("cause")).unwrap_or(JsValue::UNDEFINED);
@@ -104,7 +102,7 @@ pub fn error_message(value: &JsValue) -> String {
     if parts.is_empty() {
         "unknown error".to_string()
     } else {
-        crate::text::join(&parts, ": ")
+        parts.join(": ")
     }
 }
 
