@@ -82,7 +82,7 @@ impl ProviderStats {
     /// Time-to-first-token percentiles over recent streams.
     pub fn ttft(&self) -> Latency {
         let mut v: Vec<u64> = self.streams.iter().map(|(ms, _)| *ms).collect();
-        sort(&mut v);
+        v.sort_unstable();
         Latency {
             p50: percentile(&v, 50.0),
             p95: percentile(&v, 95.0),
@@ -92,20 +92,15 @@ impl ProviderStats {
 
     /// The median output rate of recent streams, in tokens per second.
     pub fn tokens_per_sec(&self) -> Option<f64> {
-        // Rates are positive and finite, so their bits sort as they do.
-        let mut v: Vec<u64> = self
-            .streams
-            .iter()
-            .filter_map(|(_, r)| r.map(f64::to_bits))
-            .collect();
-        sort(&mut v);
-        v.get(v.len() / 2).copied().map(f64::from_bits)
+        let mut v: Vec<f64> = self.streams.iter().filter_map(|(_, r)| *r).collect();
+        v.sort_unstable_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
     }
 
     /// Latency percentiles over the window.
     pub fn latency(&self) -> Latency {
         let mut v: Vec<u64> = self.recent.iter().map(|(ms, _)| *ms).collect();
-        sort(&mut v);
+        v.sort_unstable();
         Latency {
             p50: percentile(&v, 50.0),
             p95: percentile(&v, 95.0),
@@ -140,20 +135,6 @@ impl ProviderStats {
             tokens_per_sec: self.tokens_per_sec(),
             last_failure: self.last_failure.clone(),
         }
-    }
-}
-
-/// Sorts at most [`WINDOW`] samples: an insertion sort, a fraction of the
-/// code of the library's sorts.
-fn sort(v: &mut [u64]) {
-    for i in 1..v.len() {
-        let x = v[i];
-        let mut j = i;
-        while j > 0 && v[j - 1] > x {
-            v[j] = v[j - 1];
-            j -= 1;
-        }
-        v[j] = x;
     }
 }
 
