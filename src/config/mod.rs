@@ -20,6 +20,7 @@ use std::fmt;
 use std::time::Duration;
 
 use serde::Deserialize;
+use serde_path_to_error::Segment;
 
 use crate::backoff::{BudgetPolicy, RetryPolicy};
 use crate::breaker::BreakerPolicy;
@@ -29,8 +30,6 @@ use crate::provider::{Provider, ProviderConfig};
 mod parse;
 pub(crate) mod path;
 pub(crate) mod read;
-
-use read::{Node, Shape, R};
 
 /// The whole configuration, as JSON from wrangler `[vars]` or from JS.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -94,28 +93,6 @@ pub struct GatewayConfig {
     pub allow_unauthenticated: bool,
 }
 
-impl GatewayConfig {
-    fn read(n: &Node<'_>) -> R<Self> {
-        const SHAPE: Shape = Shape {
-            name: "struct GatewayConfig",
-            fields: &["clientKeysEnv", "allowUnauthenticated"],
-            required: 0,
-            defaulted: !0,
-            deny_unknown: true,
-            skip: None,
-        };
-        let mut g = GatewayConfig::default();
-        n.fields(&SHAPE, &mut |i, v| {
-            match i {
-                0 => g.client_keys_env = v.strings()?,
-                _ => g.allow_unauthenticated = v.bool()?,
-            }
-            Ok(())
-        })?;
-        Ok(g)
-    }
-}
-
 /// A configuration checked and turned into policies and adapters.
 pub struct Validated {
     /// The policies.
@@ -128,71 +105,18 @@ pub struct Validated {
 }
 
 impl Config {
-    /// Parses and validates JSON; see [`Config::validate`].
+    /// Reads a configuration from JSON text; [`Config::validate`] checks
+    /// it. A syntax or type mistake is reported with its path, line and
+    /// column (`routes.default[0].timeoutMs: invalid type: string "5",
+    /// expected u64 at line 1 column 52`).
     pub fn parse(json: &str) -> Result<Config, ConfigError> {
-        read::read_json(json, Config::read).map_err(|(path, message)| ConfigError {
-            issues: vec![ConfigIssue::new(path, message)],
-        })
-    }
-
-    /// Reads a configuration from a parsed tree, as its `Deserialize` would.
-    pub(crate) fn read(n: &Node<'_>) -> R<Config> {
-        const SHAPE: Shape = Shape {
-            name: "struct Config",
-            fields: &[
-                "providers",
-                "routes",
-                "defaultRoute",
-                "retry",
-                "budget",
-                "breaker",
-                "breakers",
-                "timeoutMs",
-                "deadlineMs",
-                "firstTokenTimeoutMs",
-                "idleTimeoutMs",
-                "limits",
-                "gateway",
-            ],
-            required: 0,
-            defaulted: !0,
-            deny_unknown: true,
-            skip: None,
-        };
-        let mut c = Config::default();
-        n.fields(&SHAPE, &mut |i, v| {
-            match i {
-                0 => v.map(&mut |k, v| {
-                    c.providers.insert(k.to_string(), ProviderConfig::read(v)?);
-                    Ok(())
-                })?,
-                1 => v.map(&mut |k, v| {
-                    let mut entries = Vec::new();
-                    v.seq(&mut |_, e| {
-                        entries.push(EntryConfig::read(e)?);
-                        Ok(())
-                    })?;
-                    c.routes.insert(k.to_string(), entries);
-                    Ok(())
-                })?,
-                2 => c.default_route = v.opt_string()?,
-                3 => c.retry = RetryConfig::read(v)?,
-                4 => c.budget = BudgetConfig::read(v)?,
-                5 => c.breaker = BreakerConfig::read(v)?,
-                6 => v.map(&mut |k, v| {
-                    c.breakers.insert(k.to_string(), BreakerConfig::read(v)?);
-                    Ok(())
-                })?,
-                7 => c.timeout_ms = v.opt(Node::u64)?,
-                8 => c.deadline_ms = v.opt(Node::u64)?,
-                9 => c.first_token_timeout_ms = v.opt(Node::u64)?,
-                10 => c.idle_timeout_ms = v.opt(Node::u64)?,
-                11 => c.limits = LimitsConfig::read(v)?,
-                _ => c.gateway = GatewayConfig::read(v)?,
+        from_json(json).map_err(|(path, e)| {
+            let issue = ProviderConfig::locate(json, &path, &e)
+                .unwrap_or_else(|| ConfigIssue::new(path_text(&path), e.to_string()));
+            ConfigError {
+                issues: vec![issue],
             }
-            Ok(())
-        })?;
-        Ok(c)
+        })
     }
 
     /// Checks everything and builds the adapters. `secret` looks up a
@@ -369,29 +293,6 @@ pub struct RetryConfig {
     pub max_delay_ms: Option<u64>,
 }
 
-impl RetryConfig {
-    fn read(n: &Node<'_>) -> R<Self> {
-        const SHAPE: Shape = Shape {
-            name: "struct RetryConfig",
-            fields: &["maxAttempts", "baseDelayMs", "maxDelayMs"],
-            required: 0,
-            defaulted: 0,
-            deny_unknown: true,
-            skip: None,
-        };
-        let mut r = RetryConfig::default();
-        n.fields(&SHAPE, &mut |i, v| {
-            match i {
-                0 => r.max_attempts = v.opt(Node::u32)?,
-                1 => r.base_delay_ms = v.opt(Node::u64)?,
-                _ => r.max_delay_ms = v.opt(Node::u64)?,
-            }
-            Ok(())
-        })?;
-        Ok(r)
-    }
-}
-
 /// Retry budget settings; defaults from [`BudgetPolicy`].
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -402,30 +303,6 @@ pub struct BudgetConfig {
     pub floor_per_sec: Option<f64>,
     /// The most tokens saved up.
     pub capacity: Option<f64>,
-}
-
-impl BudgetConfig {
-    fn read(n: &Node<'_>) -> R<Self> {
-        const SHAPE: Shape = Shape {
-            name: "struct BudgetConfig",
-            fields: &["ratio", "floorPerSec", "capacity"],
-            required: 0,
-            defaulted: 0,
-            deny_unknown: true,
-            skip: None,
-        };
-        let mut b = BudgetConfig::default();
-        n.fields(&SHAPE, &mut |i, v| {
-            let x = v.opt(Node::f64)?;
-            match i {
-                0 => b.ratio = x,
-                1 => b.floor_per_sec = x,
-                _ => b.capacity = x,
-            }
-            Ok(())
-        })?;
-        Ok(b)
-    }
 }
 
 /// Breaker settings; defaults from [`BreakerPolicy`].
@@ -450,43 +327,6 @@ pub struct BreakerConfig {
     pub success_threshold: Option<u32>,
 }
 
-impl BreakerConfig {
-    fn read(n: &Node<'_>) -> R<Self> {
-        const SHAPE: Shape = Shape {
-            name: "struct BreakerConfig",
-            fields: &[
-                "failureThreshold",
-                "failureRate",
-                "window",
-                "minimumCalls",
-                "cooldownMs",
-                "maxCooldownMs",
-                "halfOpenPermits",
-                "successThreshold",
-            ],
-            required: 0,
-            defaulted: 0,
-            deny_unknown: true,
-            skip: None,
-        };
-        let mut b = BreakerConfig::default();
-        n.fields(&SHAPE, &mut |i, v| {
-            match i {
-                0 => b.failure_threshold = v.opt(Node::u32)?,
-                1 => b.failure_rate = v.opt(Node::f64)?,
-                2 => b.window = v.opt(Node::u32)?,
-                3 => b.minimum_calls = v.opt(Node::u32)?,
-                4 => b.cooldown_ms = v.opt(Node::u64)?,
-                5 => b.max_cooldown_ms = v.opt(Node::u64)?,
-                6 => b.half_open_permits = v.opt(Node::u32)?,
-                _ => b.success_threshold = v.opt(Node::u32)?,
-            }
-            Ok(())
-        })?;
-        Ok(b)
-    }
-}
-
 /// One entry of a route.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -505,46 +345,6 @@ pub struct EntryConfig {
     pub first_token_timeout_ms: Option<u64>,
 }
 
-impl EntryConfig {
-    fn read(n: &Node<'_>) -> R<Self> {
-        const SHAPE: Shape = Shape {
-            name: "struct EntryConfig",
-            fields: &[
-                "provider",
-                "model",
-                "label",
-                "timeoutMs",
-                "retry",
-                "firstTokenTimeoutMs",
-            ],
-            required: 0b11,
-            defaulted: 0,
-            deny_unknown: true,
-            skip: None,
-        };
-        let mut e = EntryConfig {
-            provider: String::new(),
-            model: String::new(),
-            label: None,
-            timeout_ms: None,
-            retry: None,
-            first_token_timeout_ms: None,
-        };
-        n.fields(&SHAPE, &mut |i, v| {
-            match i {
-                0 => e.provider = v.string()?,
-                1 => e.model = v.string()?,
-                2 => e.label = v.opt_string()?,
-                3 => e.timeout_ms = v.opt(Node::u64)?,
-                4 => e.retry = v.opt(RetryConfig::read)?,
-                _ => e.first_token_timeout_ms = v.opt(Node::u64)?,
-            }
-            Ok(())
-        })?;
-        Ok(e)
-    }
-}
-
 /// Size limits.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -553,28 +353,6 @@ pub struct LimitsConfig {
     pub max_request_bytes: Option<usize>,
     /// The largest provider response read (default 8 MiB).
     pub max_response_bytes: Option<usize>,
-}
-
-impl LimitsConfig {
-    fn read(n: &Node<'_>) -> R<Self> {
-        const SHAPE: Shape = Shape {
-            name: "struct LimitsConfig",
-            fields: &["maxRequestBytes", "maxResponseBytes"],
-            required: 0,
-            defaulted: 0,
-            deny_unknown: true,
-            skip: None,
-        };
-        let mut l = LimitsConfig::default();
-        n.fields(&SHAPE, &mut |i, v| {
-            match i {
-                0 => l.max_request_bytes = v.opt(Node::usize)?,
-                _ => l.max_response_bytes = v.opt(Node::usize)?,
-            }
-            Ok(())
-        })?;
-        Ok(l)
-    }
 }
 
 /// The policies a configuration validates into.
@@ -792,13 +570,51 @@ impl BreakerConfig {
 }
 
 /// Parses JSON into `T`, naming the path of the first mismatch
-/// (`routes.default[0].timeoutMs: invalid type: string "5", expected u64`).
+/// (`routes.default[0].timeoutMs: invalid type: string "5", expected u64 at
+/// line 1 column 52`).
 pub fn parse_json<'de, T: Deserialize<'de>>(json: &'de str) -> Result<T, ConfigError> {
-    path::from_str(json).map_err(|(path, message)| ConfigError {
-        issues: vec![ConfigIssue::new(path, message)],
+    from_json(json).map_err(|(path, e)| ConfigError {
+        issues: vec![ConfigIssue::new(path_text(&path), e.to_string())],
     })
 }
 
+/// Reads `T` from JSON text; on failure, where (outermost step first) and
+/// serde_json's error, which gives the line and column.
+fn from_json<'de, T: Deserialize<'de>>(
+    json: &'de str,
+) -> Result<T, (Vec<Segment>, serde_json::Error)> {
+    let mut de = serde_json::Deserializer::from_str(json);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().iter().cloned().collect();
+        (path, e.into_inner())
+    })?;
+    // Text after the value is a mistake of the whole document.
+    de.end().map_err(|e| (Vec::new(), e))?;
+    Ok(value)
+}
+
+/// `routes.default[0].timeoutMs`; `(root)` for the whole document. Steps
+/// serde_path_to_error could not name (where a syntax error struck between
+/// two keys) are left out.
+pub(crate) fn path_text(path: &[Segment]) -> String {
+    let mut out = String::new();
+    for segment in path {
+        match segment {
+            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(key);
+            }
+            Segment::Unknown => {}
+        }
+    }
+    if out.is_empty() {
+        out.push_str("(root)");
+    }
+    out
+}
 /// One problem found in a configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigIssue {
@@ -873,5 +689,150 @@ impl fmt::Debug for Secret {
 impl fmt::Display for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("***")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Config;
+
+    /// The one issue of a configuration that does not parse.
+    fn err(json: &str) -> (String, String) {
+        let e = Config::parse(json).unwrap_err();
+        assert_eq!(e.issues.len(), 1, "{e}");
+        let issue = e.issues.into_iter().next().unwrap();
+        (issue.path, issue.message)
+    }
+
+    #[test]
+    fn every_form_serde_accepts_is_read() {
+        for json in [
+            "{}",
+            r#"{"providers":{},"routes":{}}"#,
+            "[]",
+            r#"{"gateway":[[]]}"#,
+            r#"{"providers":{"p":["openai",null,null,null,{},{},null,null,null,null]}}"#,
+            r#"{"providers":{"p":["openai-compatible","groq",null,null,null,{},{}]}}"#,
+            r#"{"timeoutMs":null,"defaultRoute":null,"limits":[1,2],"retry":[null,null,3]}"#,
+            r#"{"routes":{"r":[["p","m",null,null,null,null]]}}"#,
+            r#"{"providers":{"c":{"preset":"azure","kind":"openai-compatible","deployment":"d",
+                "maxTokensField":{"max_completion_tokens":null}}}}"#,
+        ] {
+            assert!(Config::parse(json).is_ok(), "{json}");
+        }
+    }
+
+    #[test]
+    fn type_errors_name_their_path_line_and_column() {
+        let (path, message) =
+            err(r#"{"routes":{"default":[{"provider":"a","model":"m","timeoutMs":"5"}]}}"#);
+        assert_eq!(path, "routes.default[0].timeoutMs");
+        assert_eq!(
+            message,
+            r#"invalid type: string "5", expected u64 at line 1 column 65"#
+        );
+        let (path, message) = err(r#"{"retry":{"maxAttempts":1.5}}"#);
+        assert_eq!(path, "retry.maxAttempts");
+        assert!(message.starts_with("invalid type: floating point `1.5`, expected u32"));
+        let (path, message) = err(r#"{"deadlineMs":-1}"#);
+        assert_eq!(path, "deadlineMs");
+        assert!(message.starts_with("invalid value: integer `-1`, expected u64"));
+        let (path, message) = err(r#"{"timeoutMs":null,"limits":[]}"#);
+        assert_eq!(path, "limits");
+        assert!(
+            message.starts_with("invalid length 0, expected"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn unknown_missing_and_duplicate_fields() {
+        let (path, message) = err(r#"{"retry":{"maxAttempt":3}}"#);
+        assert_eq!(path, "retry.maxAttempt");
+        assert!(message.starts_with("unknown field `maxAttempt`, expected one of"));
+        let (path, message) = err(r#"{"routes":{"r":[{"provider":"a"}]}}"#);
+        assert_eq!(path, "routes.r[0]");
+        assert!(message.starts_with("missing field `model`"), "{message}");
+        let (path, message) = err(r#"{"retry":{"maxAttempts":1,"maxAttempts":2}}"#);
+        assert_eq!(path, "retry");
+        assert!(message.starts_with("duplicate field `maxAttempts`"));
+        let (path, _) = err(r#"{"timeoutMs":1,"timeoutMs":2}"#);
+        assert_eq!(path, "(root)");
+    }
+
+    #[test]
+    fn a_mistake_inside_a_provider_entry_names_its_field() {
+        for (json, at, start) in [
+            (
+                r#"{"providers":{"p":{"kind":"openai-compatible","preset":"nope"}}}"#,
+                "providers.p.preset",
+                "unknown variant `nope`",
+            ),
+            (
+                r#"{"providers":{"p":{"kind":"openai","maxTokensField":"x"}}}"#,
+                "providers.p.maxTokensField",
+                "unknown variant `x`",
+            ),
+            (
+                r#"{"providers":{"p":{"kind":"openai","models":{"m":{"contextWindow":-1}}}}}"#,
+                "providers.p.models.m.contextWindow",
+                "invalid value: integer `-1`, expected u32",
+            ),
+            (
+                r#"{"providers":{"p":{"kind":"anthropic","organization":"o"}}}"#,
+                "providers.p.organization",
+                "unknown field `organization`",
+            ),
+            (
+                r#"{"providers":{"p":{"kind":"openai-compatible","preset":"groq","streamUsage":"y"}}}"#,
+                "providers.p.streamUsage",
+                "invalid type: string \"y\", expected a boolean",
+            ),
+            (
+                r#"{"providers":{"p":{"kind":"openai-compatible"}}}"#,
+                "providers.p",
+                "missing field `preset`",
+            ),
+            (
+                r#"{"providers":{"p":{"kind":"nope"}}}"#,
+                "providers.p.kind",
+                "unknown variant `nope`",
+            ),
+            (
+                r#"{"providers":{"p":{}}}"#,
+                "providers.p",
+                "missing field `kind`",
+            ),
+            (
+                r#"{"providers":{"p":{"kind":"openai","baseUrl":"a","baseUrl":"b"}}}"#,
+                "providers.p",
+                "duplicate field `baseUrl`",
+            ),
+            (
+                r#"{"providers":{"p":["openai",1]}}"#,
+                "providers.p",
+                "invalid type",
+            ),
+        ] {
+            let (path, message) = err(json);
+            assert_eq!(path, at, "{json}");
+            assert!(message.starts_with(start), "{json}: {message}");
+            assert!(message.contains(" at line 1 column "), "{json}: {message}");
+        }
+    }
+
+    #[test]
+    fn syntax_errors_keep_their_position() {
+        let (path, message) = err(r#"{"retry":{"maxAttempts":3,}}"#);
+        assert_eq!(path, "retry");
+        assert_eq!(message, "trailing comma at line 1 column 27");
+        let (path, message) = err("{");
+        assert_eq!(path, "(root)");
+        assert!(message.starts_with("EOF"), "{message}");
+        let (path, message) = err("{} x");
+        assert_eq!(path, "(root)");
+        assert!(message.starts_with("trailing characters"), "{message}");
+        let (path, _) = err("");
+        assert_eq!(path, "(root)");
     }
 }

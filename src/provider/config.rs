@@ -15,13 +15,14 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
+use serde_json::Value;
+use serde_path_to_error::Segment;
 
 use super::anthropic::Anthropic;
 use super::openai::OpenAi;
 use super::preset::PresetName;
 use super::{Capabilities, Models, Provider};
-use crate::config::read::{Node, Shape, R};
-use crate::config::{ConfigIssue, Secret};
+use crate::config::{path_text, ConfigIssue, Secret};
 use crate::format::openai::MaxTokensField;
 
 /// One entry of `providers`, tagged by `kind`.
@@ -51,233 +52,50 @@ impl ProviderConfig {
 }
 
 impl ProviderConfig {
-    /// Reads an entry from a parsed tree, as its `Deserialize` would; a
-    /// mistake is reported at its field (`providers.p.preset`).
-    pub(crate) fn read(n: &Node<'_>) -> R<Self> {
-        const KINDS: &[&str] = &["anthropic", "openai", "openai-compatible"];
-        // Shared by the three kinds, in the order of their fields.
-        const COMMON: [&str; 5] = ["baseUrl", "apiKey", "apiKeyEnv", "models", "headers"];
-        const ANTHROPIC: Shape = Shape {
-            name: "struct AnthropicConfig",
-            fields: &[
-                COMMON[0],
-                COMMON[1],
-                COMMON[2],
-                COMMON[3],
-                COMMON[4],
-                "anthropicVersion",
-                "defaultMaxTokens",
-            ],
-            required: 0,
-            defaulted: !0,
-            deny_unknown: true,
-            skip: Some("kind"),
+    /// Where in a provider entry a mistake is. serde reads a tagged enum
+    /// from a buffer, out of serde_path_to_error's sight, so a mistake
+    /// inside an entry is reported at the entry (`providers.p`). Given the
+    /// document and that report, this reads the entry again as its kind's
+    /// struct to name the field (`providers.p.preset`), with serde_json's
+    /// position of the first report (the entry's end). `None` where the
+    /// report is not inside an object entry or reading again finds nothing.
+    pub(crate) fn locate(
+        json: &str,
+        path: &[Segment],
+        error: &serde_json::Error,
+    ) -> Option<ConfigIssue> {
+        let [Segment::Map { key: top }, Segment::Map { key: id }] = path else {
+            return None;
         };
-        const OPENAI: Shape = Shape {
-            name: "struct OpenAiConfig",
-            fields: &[
-                COMMON[0],
-                COMMON[1],
-                COMMON[2],
-                COMMON[3],
-                COMMON[4],
-                "organization",
-                "project",
-                "maxTokensField",
-                "streamUsage",
-            ],
-            required: 0,
-            defaulted: !0,
-            deny_unknown: true,
-            skip: Some("kind"),
-        };
-        const COMPATIBLE: Shape = Shape {
-            name: "struct CompatibleConfig",
-            fields: &[
-                "preset",
-                COMMON[0],
-                COMMON[1],
-                COMMON[2],
-                COMMON[3],
-                COMMON[4],
-                "path",
-                "deployment",
-                "apiVersion",
-                "maxTokensField",
-                "streamUsage",
-            ],
-            required: 1,
-            defaulted: !1,
-            deny_unknown: true,
-            skip: Some("kind"),
-        };
-        let kind = n.tag("kind", KINDS, "internally tagged enum ProviderConfig")?;
-        let mut common = Common::default();
-        Ok(match kind {
-            0 => {
-                let mut c = AnthropicConfig::default();
-                n.fields(&ANTHROPIC, &mut |i, v| {
-                    match i {
-                        0..=4 => common.read(i, v)?,
-                        5 => c.anthropic_version = v.opt_string()?,
-                        _ => c.default_max_tokens = v.opt(Node::u32)?,
-                    }
-                    Ok(())
-                })?;
-                (c.base_url, c.api_key, c.api_key_env, c.models, c.headers) = common.into();
-                ProviderConfig::Anthropic(c)
-            }
-            1 => {
-                let mut c = OpenAiConfig::default();
-                n.fields(&OPENAI, &mut |i, v| {
-                    match i {
-                        0..=4 => common.read(i, v)?,
-                        5 => c.organization = v.opt_string()?,
-                        6 => c.project = v.opt_string()?,
-                        7 => c.max_tokens_field = v.opt(MaxTokensField::read)?,
-                        _ => c.stream_usage = v.opt(Node::bool)?,
-                    }
-                    Ok(())
-                })?;
-                (c.base_url, c.api_key, c.api_key_env, c.models, c.headers) = common.into();
-                ProviderConfig::OpenAi(c)
-            }
-            _ => {
-                let mut preset = PresetName::OpenAi;
-                let mut c = (None, None, None, None, None);
-                n.fields(&COMPATIBLE, &mut |i, v| {
-                    match i {
-                        0 => preset = PresetName::read(v)?,
-                        1..=5 => common.read(i - 1, v)?,
-                        6 => c.0 = v.opt_string()?,
-                        7 => c.1 = v.opt_string()?,
-                        8 => c.2 = v.opt_string()?,
-                        9 => c.3 = v.opt(MaxTokensField::read)?,
-                        _ => c.4 = v.opt(Node::bool)?,
-                    }
-                    Ok(())
-                })?;
-                let (base_url, api_key, api_key_env, models, headers) = common.into();
-                ProviderConfig::Compatible(CompatibleConfig {
-                    preset,
-                    base_url,
-                    api_key,
-                    api_key_env,
-                    models,
-                    headers,
-                    path: c.0,
-                    deployment: c.1,
-                    api_version: c.2,
-                    max_tokens_field: c.3,
-                    stream_usage: c.4,
-                })
-            }
-        })
-    }
-}
-
-/// The fields every kind has.
-#[derive(Default)]
-struct Common {
-    base_url: Option<String>,
-    api_key: Option<Secret>,
-    api_key_env: Option<String>,
-    models: BTreeMap<String, ModelConfig>,
-    headers: BTreeMap<String, String>,
-}
-
-type CommonParts = (
-    Option<String>,
-    Option<Secret>,
-    Option<String>,
-    BTreeMap<String, ModelConfig>,
-    BTreeMap<String, String>,
-);
-
-impl From<Common> for CommonParts {
-    fn from(c: Common) -> Self {
-        (c.base_url, c.api_key, c.api_key_env, c.models, c.headers)
-    }
-}
-
-impl Common {
-    #[inline(never)]
-    fn read(&mut self, i: usize, v: &Node<'_>) -> R<()> {
-        match i {
-            0 => self.base_url = v.opt_string()?,
-            1 => self.api_key = v.opt_string()?.map(Secret::new),
-            2 => self.api_key_env = v.opt_string()?,
-            3 => v.map(&mut |k, v| {
-                self.models.insert(k.to_string(), ModelConfig::read(v)?);
-                Ok(())
-            })?,
-            _ => v.map(&mut |k, v| {
-                self.headers.insert(k.to_string(), v.string()?);
-                Ok(())
-            })?,
+        if top != "providers" || !error.is_data() {
+            return None;
         }
-        Ok(())
-    }
-}
-
-impl ModelConfig {
-    fn read(n: &Node<'_>) -> R<Self> {
-        const SHAPE: Shape = Shape {
-            name: "struct ModelConfig",
-            fields: &[
-                "contextWindow",
-                "prefill",
-                "tools",
-                "inputPricePerMtok",
-                "outputPricePerMtok",
-            ],
-            required: 0,
-            defaulted: !0,
-            deny_unknown: true,
-            skip: None,
+        let mut doc: Value = serde_json::from_str(json).ok()?;
+        let Value::Object(mut entry) = doc.get_mut(top)?.get_mut(id)?.take() else {
+            return None;
         };
-        let mut m = ModelConfig::default();
-        n.fields(&SHAPE, &mut |i, v| {
-            match i {
-                0 => m.context_window = v.opt(Node::u32)?,
-                1 => m.prefill = v.opt(Node::bool)?,
-                2 => m.tools = v.opt(Node::bool)?,
-                3 => m.input_price_per_mtok = v.opt(Node::f64)?,
-                _ => m.output_price_per_mtok = v.opt(Node::f64)?,
+        let kind = entry.remove("kind")?;
+        let entry = Value::Object(entry);
+        // The tags of the enum's variants.
+        let inner = match kind.as_str()? {
+            "anthropic" => serde_path_to_error::deserialize::<_, AnthropicConfig>(entry).err(),
+            "openai" => serde_path_to_error::deserialize::<_, OpenAiConfig>(entry).err(),
+            "openai-compatible" => {
+                serde_path_to_error::deserialize::<_, CompatibleConfig>(entry).err()
             }
-            Ok(())
-        })?;
-        Ok(m)
-    }
-}
-
-impl MaxTokensField {
-    fn read(n: &Node<'_>) -> R<Self> {
-        Ok(match n.variant(&["max_tokens", "max_completion_tokens"])? {
-            0 => MaxTokensField::MaxTokens,
-            _ => MaxTokensField::MaxCompletionTokens,
-        })
-    }
-}
-
-impl PresetName {
-    fn read(n: &Node<'_>) -> R<Self> {
-        const NAMES: [&str; 13] = [
-            "openai",
-            "deepseek",
-            "groq",
-            "mistral",
-            "together",
-            "fireworks",
-            "openrouter",
-            "gemini",
-            "azure",
-            "vllm",
-            "ollama",
-            "llamacpp",
-            "custom",
-        ];
-        Ok(super::preset::PRESETS[n.variant(&NAMES)?].name)
+            _ => None,
+        }?;
+        let mut at = path.to_vec();
+        at.extend(inner.path().iter().cloned());
+        Some(ConfigIssue::new(
+            path_text(&at),
+            format!(
+                "{} at line {} column {}",
+                inner.inner(),
+                error.line(),
+                error.column()
+            ),
+        ))
     }
 }
 
