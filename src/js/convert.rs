@@ -1,23 +1,26 @@
 //! The JS shapes of requests and responses, and their translation to and
 //! from the core's [`ChatRequest`] and [`ChatResponse`].
 //!
-//! JS values come in through `JSON.stringify` and the crate's JSON reader
-//! (the readers of [`crate::json::js`]): that rejects cycles and BigInts
-//! with a JS exception instead of recursing without end, bounds the nesting
-//! depth, and names the path of a mistake (`messages[0].role: unknown
-//! variant "admin"`). Values go out as JSON text through `JSON.parse`.
+//! JS values come in through `JSON.stringify` and serde_json: that rejects
+//! cycles and BigInts with a JS exception instead of recursing without end,
+//! bounds the nesting depth, and names the path of a mistake
+//! (`messages[0].role: unknown variant `admin``). Values go out as JSON
+//! text through `JSON.parse`.
+
+use std::fmt;
 
 use js_sys::{Object, Reflect, JSON};
+use serde::de::{self, DeserializeOwned};
+use serde::Deserialize;
 use serde_json::Value;
 use wasm_bindgen::prelude::*;
 
 use crate::chain::Reply;
-use crate::chat::{ChatRequest, ChatResponse};
-use crate::config::read::{read_json, Node, R};
-use crate::config::{ConfigError, ConfigIssue};
+use crate::chat::{ChatRequest, ChatResponse, FinishReason, Message, Part, Role, Tool};
+use crate::chat::{ToolCall, ToolChoice, Usage};
+use crate::config::{parse_json, ConfigError, ConfigIssue};
 use crate::error::{ErrorKind, ProviderError};
 use crate::js::errors::{prop, to_js};
-use crate::json::js::{read_response, RESPONSE_FIELDS};
 use crate::web::error_message;
 
 /// `JSON.stringify(value)`, with the failure as a message.
@@ -30,16 +33,12 @@ pub(crate) fn stringify(value: &JsValue) -> Result<String, String> {
     }
 }
 
-/// Reads a JS value with `read`, naming the path of the first mismatch.
-pub(crate) fn from_js<T>(value: &JsValue, read: fn(&Node<'_>) -> R<T>) -> Result<T, ConfigError> {
+/// Reads a JS value as `T`, naming the path of the first mismatch.
+fn from_js<T: DeserializeOwned>(value: &JsValue) -> Result<T, ConfigError> {
     let json = stringify(value).map_err(|m| ConfigError {
         issues: vec![ConfigIssue::new("(root)", m)],
     })?;
-    read_json(&json, read).map_err(|(path, message)| {
-        without_position(ConfigError {
-            issues: vec![ConfigIssue::new(path, message)],
-        })
-    })
+    parse_json(&json).map_err(without_position)
 }
 
 /// Drops serde_json's ` at line 1 column 79`: meaningless for a JS object
@@ -47,12 +46,8 @@ pub(crate) fn from_js<T>(value: &JsValue, read: fn(&Node<'_>) -> R<T>) -> Result
 pub(crate) fn without_position(mut e: ConfigError) -> ConfigError {
     for issue in &mut e.issues {
         if let Some(i) = issue.message.rfind(" at line ") {
-            let tail = issue
-                .message
-                .get(i + " at line ".len()..)
-                .unwrap_or_default();
-            if tail.contains(" column ")
-                && tail.chars().all(|c| c.is_ascii_alphanumeric() || c == ' ')
+            let numbers = issue.message[i + " at line ".len()..].split_once(" column ");
+            if matches!(numbers, Some((l, c)) if l.parse::<u64>().is_ok() && c.parse::<u64>().is_ok())
             {
                 issue.message.truncate(i);
             }
@@ -61,9 +56,130 @@ pub(crate) fn without_position(mut e: ConfigError) -> ConfigError {
     e
 }
 
+/// `client.chat(request)`: the core's request, but a message's content may
+/// be a string, and `stream` is not the caller's to set.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct JsRequest {
+    #[serde(default)]
+    model: Option<String>,
+    messages: Vec<JsMessage>,
+    #[serde(default)]
+    max_tokens: Option<u32>,
+    #[serde(default)]
+    temperature: Option<f64>,
+    #[serde(default)]
+    top_p: Option<f64>,
+    #[serde(default)]
+    stop: Vec<String>,
+    #[serde(default)]
+    tools: Vec<Tool>,
+    #[serde(default)]
+    tool_choice: Option<ToolChoice>,
+    #[serde(default)]
+    metadata: Option<Value>,
+}
+
+/// `{ role, content }`; other fields are ignored.
+#[derive(Deserialize)]
+struct JsMessage {
+    role: Role,
+    content: Content,
+}
+
+/// A message's content: a string or an array of parts.
+struct Content(Vec<Part>);
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> de::Visitor<'de> for Visit {
+            type Value = Content;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string or an array of parts")
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Content, E> {
+                Ok(Content(vec![Part::Text {
+                    text: text.to_string(),
+                }]))
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
+                let mut parts = Vec::new();
+                while let Some(p) = seq.next_element()? {
+                    parts.push(p);
+                }
+                Ok(Content(parts))
+            }
+        }
+        // Any, not a string or a seq: serde names what it found instead.
+        d.deserialize_any(Visit)
+    }
+}
+
+impl From<JsRequest> for ChatRequest {
+    fn from(r: JsRequest) -> Self {
+        ChatRequest {
+            model: r.model,
+            messages: r
+                .messages
+                .into_iter()
+                .map(|m| Message {
+                    role: m.role,
+                    content: m.content.0,
+                })
+                .collect(),
+            max_tokens: r.max_tokens,
+            temperature: r.temperature,
+            top_p: r.top_p,
+            stop: r.stop,
+            tools: r.tools,
+            tool_choice: r.tool_choice,
+            stream: false,
+            metadata: r.metadata,
+        }
+    }
+}
+
+/// The request of `client.chat(request)` / `client.stream(request)`.
+pub(crate) fn read_request(value: &JsValue) -> Result<ChatRequest, ConfigError> {
+    from_js::<JsRequest>(value).map(ChatRequest::from)
+}
+
 /// What a JS provider's `chat(request, signal)` receives.
 pub(crate) fn provider_request(req: &ChatRequest, model: &str) -> JsValue {
     to_js(|j| crate::json::js::provider_request(j, req, model))
+}
+
+/// What a JS provider resolves with: `{ text, model }`, plus optional tool
+/// calls, finish reason and usage. Other fields (`provider`, `raw`) are
+/// allowed; `raw` is read apart from these.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JsAnswer {
+    #[serde(default)]
+    text: String,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<ToolCall>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+/// The fields of [`JsAnswer`], as JS names them.
+const ANSWER_FIELDS: [&str; 5] = ["text", "model", "toolCalls", "finishReason", "usage"];
+
+/// A finish reason in OpenAI's or Anthropic's words.
+fn finish_reason(s: &str) -> FinishReason {
+    match s {
+        "stop" | "end_turn" | "stop_sequence" => FinishReason::Stop,
+        "length" | "max_tokens" => FinishReason::Length,
+        "tool_calls" | "tool_use" => FinishReason::ToolCalls,
+        "content_filter" | "refusal" => FinishReason::ContentFilter,
+        other => FinishReason::Other(other.to_string()),
+    }
 }
 
 pub(crate) fn provider_response(v: &JsValue, model: &str) -> Result<ChatResponse, ProviderError> {
@@ -76,23 +192,30 @@ pub(crate) fn provider_response(v: &JsValue, model: &str) -> Result<ChatResponse
     }
     // Only the known fields go through JSON: `raw` may be anything.
     let known = Object::new();
-    for key in RESPONSE_FIELDS {
+    for key in ANSWER_FIELDS {
         let value = prop(v, key);
         if !value.is_undefined() && !value.is_null() {
             let _ = Reflect::set(&known, &key.into(), &value);
         }
     }
-    let (mut parsed, given) = from_js(&known, read_response)
-        .map_err(|e| decode_error(e.to_string().replace("invalid configuration: ", "")))?;
-    parsed.model = given.unwrap_or_else(|| model.to_string());
+    let answer: JsAnswer = from_js(&known).map_err(|e| {
+        let issues: Vec<String> = e.issues.iter().map(ToString::to_string).collect();
+        decode_error(issues.join("; "))
+    })?;
     let raw = prop(v, "raw");
-    if !raw.is_undefined() {
-        parsed.raw = stringify(&raw)
+    Ok(ChatResponse {
+        text: answer.text,
+        tool_calls: answer.tool_calls,
+        model: answer.model.unwrap_or_else(|| model.to_string()),
+        provider: String::new(),
+        finish_reason: answer.finish_reason.as_deref().map(finish_reason),
+        usage: answer.usage,
+        // Kept when it is JSON.
+        raw: stringify(&raw)
             .ok()
-            .and_then(|s| read_json(&s, |n| Ok(n.to_value())).ok())
-            .unwrap_or(Value::Null);
-    }
-    Ok(parsed)
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or(Value::Null),
+    })
 }
 
 /// `await client.chat(…)`.

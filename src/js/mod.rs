@@ -297,7 +297,7 @@ type CallArgs = (crate::chat::ChatRequest, CallOptions, Option<AbortSignal>);
 
 impl ResilientClient {
     fn call_args(request: &JsValue, options: &JsValue) -> Result<CallArgs, JsValue> {
-        let req = convert::from_js(request, crate::json::js::read_request).map_err(|e| {
+        let req = convert::read_request(request).map_err(|e| {
             let detail: Vec<String> = e.issues.iter().map(|i| i.to_string()).collect();
             errors::client_error(
                 "invalid_request",
