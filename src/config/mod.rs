@@ -27,10 +27,6 @@ use crate::breaker::BreakerPolicy;
 use crate::chain::{Entry, Policy};
 use crate::provider::{Provider, ProviderConfig};
 
-mod parse;
-pub(crate) mod path;
-pub(crate) mod read;
-
 /// The whole configuration, as JSON from wrangler `[vars]` or from JS.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]

@@ -135,12 +135,14 @@ fn encode_blocks(m: &Message, path: &str) -> Result<Vec<Value>, FormatError> {
                 let input: Value = if c.arguments.trim().is_empty() {
                     json!({})
                 } else {
-                    crate::config::read::parse_value(c.arguments.as_bytes()).map_err(|e| {
-                        FormatError::unsupported(
-                            join(&at(), "arguments"),
-                            format!("tool call arguments are not valid JSON: {e}"),
-                        )
-                    })?
+                    serde_json::from_slice::<serde_json::Value>(c.arguments.as_bytes()).map_err(
+                        |e| {
+                            FormatError::unsupported(
+                                join(&at(), "arguments"),
+                                format!("tool call arguments are not valid JSON: {e}"),
+                            )
+                        },
+                    )?
                 };
                 if !input.is_object() {
                     return Err(FormatError::unsupported(
@@ -514,7 +516,7 @@ pub fn render_response(resp: &ChatResponse, id: &str) -> Result<Value, FormatErr
         let input: Value = if c.arguments.trim().is_empty() {
             json!({})
         } else {
-            crate::config::read::parse_value(c.arguments.as_bytes())
+            serde_json::from_slice::<serde_json::Value>(c.arguments.as_bytes())
                 .map_err(|e| FormatError::unsupported(&path, format!("not valid JSON: {e}")))?
         };
         if !input.is_object() {

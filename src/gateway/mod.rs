@@ -509,7 +509,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         };
         if request.stream {
             let include_usage = format == Format::OpenAi
-                && crate::config::read::parse_value(&bytes)
+                && serde_json::from_slice::<serde_json::Value>(&bytes)
                     .ok()
                     .and_then(|v| v["stream_options"]["include_usage"].as_bool())
                     .unwrap_or(false);
@@ -782,7 +782,7 @@ pub fn render_error(format: Format, e: &Error) -> Outbound {
     let mut out = error_response(format, status, &message, code.as_deref());
     if let Error::AllProvidersFailed(x) = e {
         // The attempts, for humans debugging a failover; SDKs ignore it.
-        if let Ok(mut v) = crate::config::read::parse_value(&out.body) {
+        if let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&out.body) {
             let attempts = crate::json::to_value(|j| {
                 j.open_array();
                 for a in &x.attempts {

@@ -1,12 +1,11 @@
 //! The fleet protocol's JSON (what isolates send the breaker Durable Object,
-//! what it answers and what it stores), written and read by hand in the
-//! shapes the derived serde impls give: stored state stays readable both
-//! ways. Compiled for the Worker and for the tests that hold these to the
-//! derived impls.
+//! what it answers and what it stores), written by hand in the shapes the
+//! derived serde impls give and read by those impls: stored state stays
+//! readable both ways. Compiled for the Worker and for the tests that hold
+//! the writers to the derived impls.
 
 use super::Json;
 use crate::breaker::{Permit, PermitKind, Snapshot, State};
-use crate::config::read::{read_json, Node, Shape, R};
 use crate::fleet::{Fleet, Lease, LeaseAnswer, Report, Verdict, View};
 
 impl State {
@@ -25,52 +24,6 @@ impl State {
         };
         j.close();
     }
-
-    fn read(n: &Node<'_>) -> R<Self> {
-        const OPEN: Shape = Shape {
-            name: "struct variant State::Open",
-            fields: &["until"],
-            required: 1,
-            defaulted: 0,
-            deny_unknown: false,
-            skip: Some("state"),
-        };
-        const HALF_OPEN: Shape = Shape {
-            name: "struct variant State::HalfOpen",
-            fields: &["in_flight", "successes"],
-            required: 0b11,
-            defaulted: 0,
-            deny_unknown: false,
-            skip: Some("state"),
-        };
-        let variant = n.tag(
-            "state",
-            &["closed", "open", "half_open"],
-            "internally tagged enum State",
-        )?;
-        Ok(match variant {
-            0 => State::Closed,
-            1 => {
-                let mut until = 0;
-                n.fields(&OPEN, &mut |_, v| {
-                    until = v.u64()?;
-                    Ok(())
-                })?;
-                State::Open { until }
-            }
-            _ => {
-                let (mut in_flight, mut successes) = (0, 0);
-                n.fields(&HALF_OPEN, &mut |i, v| {
-                    *[&mut in_flight, &mut successes][i] = v.u32()?;
-                    Ok(())
-                })?;
-                State::HalfOpen {
-                    in_flight,
-                    successes,
-                }
-            }
-        })
-    }
 }
 
 impl Permit {
@@ -84,34 +37,6 @@ impl Permit {
             .s("kind", kind)
             .n("generation", self.generation)
             .close();
-    }
-
-    fn read(n: &Node<'_>) -> R<Self> {
-        const SHAPE: Shape = Shape {
-            name: "struct Permit",
-            fields: &["kind", "generation"],
-            required: 0b11,
-            defaulted: 0,
-            deny_unknown: false,
-            skip: None,
-        };
-        let mut p = Permit {
-            kind: PermitKind::Normal,
-            generation: 0,
-            failing: false,
-        };
-        n.fields(&SHAPE, &mut |i, v| {
-            match i {
-                0 => {
-                    const KINDS: [PermitKind; 3] =
-                        [PermitKind::Normal, PermitKind::Probe, PermitKind::Forced];
-                    p.kind = KINDS[v.variant(&["normal", "probe", "forced"])?];
-                }
-                _ => p.generation = v.u64()?,
-            }
-            Ok(())
-        })?;
-        Ok(p)
     }
 }
 
@@ -130,44 +55,6 @@ impl Snapshot {
             .n("generation", self.generation)
             .close();
     }
-
-    fn read(n: &Node<'_>) -> R<Self> {
-        const SHAPE: Shape = Shape {
-            name: "struct Snapshot",
-            fields: &[
-                "state",
-                "consecutiveFailures",
-                "window",
-                "trips",
-                "generation",
-            ],
-            required: 0b11111,
-            defaulted: 0,
-            deny_unknown: false,
-            skip: None,
-        };
-        let mut s = Snapshot {
-            state: State::Closed,
-            consecutive_failures: 0,
-            window: Vec::new(),
-            trips: 0,
-            generation: 0,
-        };
-        n.fields(&SHAPE, &mut |i, v| {
-            match i {
-                0 => s.state = State::read(v)?,
-                1 => s.consecutive_failures = v.u32()?,
-                2 => v.seq(&mut |_, b| {
-                    s.window.push(b.bool()?);
-                    Ok(())
-                })?,
-                3 => s.trips = v.u32()?,
-                _ => s.generation = v.u64()?,
-            }
-            Ok(())
-        })?;
-        Ok(s)
-    }
 }
 
 impl Lease {
@@ -177,37 +64,6 @@ impl Lease {
         j.s("holder", &self.holder)
             .n("expiresAt", self.expires_at)
             .close();
-    }
-
-    fn read(n: &Node<'_>) -> R<Self> {
-        const SHAPE: Shape = Shape {
-            name: "struct Lease",
-            fields: &["token", "permit", "holder", "expiresAt"],
-            required: 0b1111,
-            defaulted: 0,
-            deny_unknown: false,
-            skip: None,
-        };
-        let mut l = Lease {
-            token: 0,
-            permit: Permit {
-                kind: PermitKind::Normal,
-                generation: 0,
-                failing: false,
-            },
-            holder: String::new(),
-            expires_at: 0,
-        };
-        n.fields(&SHAPE, &mut |i, v| {
-            match i {
-                0 => l.token = v.u64()?,
-                1 => l.permit = Permit::read(v)?,
-                2 => l.holder = v.string()?,
-                _ => l.expires_at = v.u64()?,
-            }
-            Ok(())
-        })?;
-        Ok(l)
     }
 }
 
@@ -230,33 +86,7 @@ impl Fleet {
 
     /// Reads the stored form.
     pub(crate) fn from_json(json: &str) -> Option<Fleet> {
-        read_json(json, Fleet::read).ok()
-    }
-
-    fn read(n: &Node<'_>) -> R<Self> {
-        const SHAPE: Shape = Shape {
-            name: "struct Fleet",
-            fields: &["breaker", "leases", "nextToken", "changedAt"],
-            required: 1,
-            defaulted: 0b1110,
-            deny_unknown: false,
-            skip: None,
-        };
-        let mut f = Fleet::new();
-        f.next_token = 0;
-        n.fields(&SHAPE, &mut |i, v| {
-            match i {
-                0 => f.breaker = Snapshot::read(v)?,
-                1 => v.seq(&mut |_, l| {
-                    f.leases.push(Lease::read(l)?);
-                    Ok(())
-                })?,
-                2 => f.next_token = v.u64()?,
-                _ => f.changed_at = v.u64()?,
-            }
-            Ok(())
-        })?;
-        Ok(f)
+        serde_json::from_str(json).ok()
     }
 }
 
@@ -279,42 +109,7 @@ impl View {
 
     /// Reads the object's answer.
     pub(crate) fn from_json(json: &str) -> Option<View> {
-        read_json(json, View::read).ok()
-    }
-
-    fn read(n: &Node<'_>) -> R<Self> {
-        const SHAPE: Shape = Shape {
-            name: "struct View",
-            fields: &[
-                "state",
-                "generation",
-                "consecutiveFailures",
-                "failureRate",
-                "asOf",
-            ],
-            required: 0b11111,
-            defaulted: 0,
-            deny_unknown: false,
-            skip: None,
-        };
-        let mut w = View {
-            state: State::Closed,
-            generation: 0,
-            consecutive_failures: 0,
-            failure_rate: 0.0,
-            as_of: 0,
-        };
-        n.fields(&SHAPE, &mut |i, v| {
-            match i {
-                0 => w.state = State::read(v)?,
-                1 => w.generation = v.u64()?,
-                2 => w.consecutive_failures = v.u32()?,
-                3 => w.failure_rate = v.f64()?,
-                _ => w.as_of = v.u64()?,
-            }
-            Ok(())
-        })?;
-        Ok(w)
+        serde_json::from_str(json).ok()
     }
 }
 
@@ -330,35 +125,6 @@ impl Report {
             .s("verdict", verdict)
             .some_n("lease", self.lease)
             .close();
-    }
-
-    fn read(n: &Node<'_>) -> R<Self> {
-        const SHAPE: Shape = Shape {
-            name: "struct Report",
-            fields: &["at", "verdict", "lease"],
-            required: 0b11,
-            defaulted: 0b100,
-            deny_unknown: false,
-            skip: None,
-        };
-        let mut r = Report {
-            at: 0,
-            verdict: Verdict::Success,
-            lease: None,
-        };
-        n.fields(&SHAPE, &mut |i, v| {
-            match i {
-                0 => r.at = v.u64()?,
-                1 => {
-                    const VERDICTS: [Verdict; 3] =
-                        [Verdict::Success, Verdict::Failure, Verdict::Abandoned];
-                    r.verdict = VERDICTS[v.variant(&["success", "failure", "abandoned"])?];
-                }
-                _ => r.lease = v.opt(Node::u64)?,
-            }
-            Ok(())
-        })?;
-        Ok(r)
     }
 }
 
@@ -395,73 +161,16 @@ impl LeaseAnswer {
 
     /// Reads the object's answer.
     pub(crate) fn from_json(json: &str) -> Option<LeaseAnswer> {
-        read_json(json, LeaseAnswer::read).ok()
-    }
-
-    fn read(n: &Node<'_>) -> R<Self> {
-        const GRANTED: Shape = Shape {
-            name: "struct variant LeaseAnswer::Granted",
-            fields: &["token", "expires_at", "view"],
-            required: 0b111,
-            defaulted: 0,
-            deny_unknown: false,
-            skip: Some("answer"),
-        };
-        const BUSY: Shape = Shape {
-            name: "struct variant LeaseAnswer::Busy",
-            fields: &["until", "view"],
-            required: 0b11,
-            defaulted: 0,
-            deny_unknown: false,
-            skip: Some("answer"),
-        };
-        const CLOSED: Shape = Shape {
-            name: "struct variant LeaseAnswer::Closed",
-            fields: &["view"],
-            required: 1,
-            defaulted: 0,
-            deny_unknown: false,
-            skip: Some("answer"),
-        };
-        let variant = n.tag(
-            "answer",
-            &["granted", "busy", "closed"],
-            "internally tagged enum LeaseAnswer",
-        )?;
-        let shape = [&GRANTED, &BUSY, &CLOSED][variant];
-        let (mut a, mut b) = (0, 0);
-        let mut view = None;
-        n.fields(shape, &mut |i, v| {
-            match shape.fields[i] {
-                "view" => view = Some(View::read(v)?),
-                _ if i == 0 => a = v.u64()?,
-                _ => b = v.u64()?,
-            }
-            Ok(())
-        })?;
-        let view = view.unwrap_or(View {
-            state: State::Closed,
-            generation: 0,
-            consecutive_failures: 0,
-            failure_rate: 0.0,
-            as_of: 0,
-        });
-        Ok(match variant {
-            0 => LeaseAnswer::Granted {
-                token: a,
-                expires_at: b,
-                view,
-            },
-            1 => LeaseAnswer::Busy { until: a, view },
-            _ => LeaseAnswer::Closed { view },
-        })
+        serde_json::from_str(json).ok()
     }
 }
 
 /// What an isolate asks the object: `{"key", "holder"?, "reports"?}`.
+#[derive(serde::Deserialize)]
 pub(crate) struct Call {
     pub key: String,
     pub holder: Option<String>,
+    #[serde(default)]
     pub reports: Vec<Report>,
 }
 
@@ -483,35 +192,7 @@ impl Call {
 
     /// Reads a request body.
     pub(crate) fn from_json(json: &str) -> Option<Call> {
-        read_json(json, Call::read).ok()
-    }
-
-    fn read(n: &Node<'_>) -> R<Self> {
-        const SHAPE: Shape = Shape {
-            name: "struct Call",
-            fields: &["key", "holder", "reports"],
-            required: 1,
-            defaulted: 0b110,
-            deny_unknown: false,
-            skip: None,
-        };
-        let mut c = Call {
-            key: String::new(),
-            holder: None,
-            reports: Vec::new(),
-        };
-        n.fields(&SHAPE, &mut |i, v| {
-            match i {
-                0 => c.key = v.string()?,
-                1 => c.holder = v.opt_string()?,
-                _ => v.seq(&mut |_, r| {
-                    c.reports.push(Report::read(r)?);
-                    Ok(())
-                })?,
-            }
-            Ok(())
-        })?;
-        Ok(c)
+        serde_json::from_str(json).ok()
     }
 }
 

@@ -245,7 +245,7 @@ pub(crate) fn text_of(v: &Value) -> String {
 /// What `write` writes, as a [`Value`] (objects with their keys sorted, as
 /// `serde_json::to_value` builds them).
 pub(crate) fn to_value(write: impl FnOnce(&mut Json)) -> Value {
-    crate::config::read::parse_value(Json::text(write).as_bytes()).unwrap_or(Value::Null)
+    serde_json::from_slice::<serde_json::Value>(Json::text(write).as_bytes()).unwrap_or(Value::Null)
 }
 
 // ------------------------------------------------------------------ values

@@ -33,7 +33,7 @@ pub struct ErrorBody {
 impl ErrorBody {
     /// Reads an error body from bytes: JSON in either shape, or text.
     pub fn parse(body: &[u8]) -> ErrorBody {
-        match crate::config::read::parse_value(body) {
+        match serde_json::from_slice::<serde_json::Value>(body) {
             Ok(v) => ErrorBody::from_value(&v).unwrap_or_else(|| {
                 if v.get("message").is_some_and(Value::is_string) {
                     ErrorBody::fields(&v)

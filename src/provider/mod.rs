@@ -104,7 +104,7 @@ pub(crate) fn success_json(
     if !(200..=299).contains(&resp.status) {
         return Err(fail(classify(resp.status, &resp.headers, &resp.body, now)));
     }
-    let v = crate::config::read::parse_value(&resp.body).map_err(|e| {
+    let v = serde_json::from_slice::<serde_json::Value>(&resp.body).map_err(|e| {
         fail(
             ProviderError::new(
                 ErrorKind::Decode,
@@ -148,7 +148,7 @@ pub(crate) fn named_error_event(ev: &SseEvent, secret: Option<&str>) -> Provider
 /// A stream event's data as JSON: malformed data is [`ErrorKind::Decode`],
 /// a chunk the caller may skip.
 pub(crate) fn event_json(data: &str) -> Result<Value, ProviderError> {
-    crate::config::read::parse_value(data.as_bytes()).map_err(|e| {
+    serde_json::from_slice::<serde_json::Value>(data.as_bytes()).map_err(|e| {
         ProviderError::new(
             ErrorKind::Decode,
             format!("malformed JSON in a stream event: {e}"),
