@@ -58,6 +58,7 @@ mod json;
 pub mod platform;
 pub mod provider;
 mod retry;
+mod secret;
 pub mod sse;
 pub mod stats;
 pub mod store;
@@ -79,7 +80,7 @@ pub use chat::{
     ChatRequest, ChatResponse, Delta, FinishReason, Message, Part, Role, Tool, ToolCall,
     ToolChoice, Usage,
 };
-pub use config::{ConfigError, ConfigIssue, Secret};
+pub use config::{ConfigError, ConfigIssue};
 pub use error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError, Treatment};
 pub use event::{Event, Observer};
 pub use fleet::{Fleet, FleetLink, FleetPolicy, FleetStore};
@@ -89,6 +90,7 @@ pub use platform::{
     TransportErrorKind, UnixMillis,
 };
 pub use provider::{Capabilities, CustomProvider, Provider, Upstream};
+pub use secret::Secret;
 pub use stats::Health;
 pub use store::{BreakerStore, MemoryStore};
 pub use stream::ChatStream;

@@ -26,6 +26,7 @@ use crate::backoff::{BudgetPolicy, RetryPolicy};
 use crate::breaker::BreakerPolicy;
 use crate::chain::{Entry, Policy};
 use crate::provider::{Provider, ProviderConfig};
+pub use crate::secret::Secret;
 
 /// The whole configuration, as JSON from wrangler `[vars]` or from JS.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -657,36 +658,6 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
-
-/// A secret (a provider key). Its `Debug` and `Display` are redacted, so it
-/// cannot reach a log line by accident; read it with [`Secret::expose`].
-#[derive(Clone, PartialEq, Eq, serde::Deserialize)]
-#[serde(transparent)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a secret value.
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-
-    /// The value, for the one place that sends it upstream.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
 
 #[cfg(test)]
 mod tests {

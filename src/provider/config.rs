@@ -22,8 +22,9 @@ use super::anthropic::Anthropic;
 use super::openai::OpenAi;
 use super::preset::PresetName;
 use super::{Capabilities, Models, Provider};
-use crate::config::{path_text, ConfigIssue, Secret};
+use crate::config::{path_text, ConfigIssue};
 use crate::format::openai::MaxTokensField;
+use crate::secret::Secret;
 
 /// One entry of `providers`, tagged by `kind`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

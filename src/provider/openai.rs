@@ -17,11 +17,11 @@ use super::{
     Models, Provider,
 };
 use crate::chat::{ChatRequest, ChatResponse, Delta};
-use crate::config::Secret;
 use crate::error::ProviderError;
 use crate::format::openai::{decode_response_owned, encode_request, EncodeOptions, MaxTokensField};
 use crate::format::openai_stream::decode_chunk;
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
+use crate::secret::Secret;
 use crate::sse::SseEvent;
 
 /// A Chat Completions adapter. Built with [`OpenAi::new`] and the
