@@ -40,7 +40,8 @@ fn client(p: &FakePlatform) -> Client<FakePlatform> {
         .to_string(),
     )
     .expect("config");
-    Client::from_config(p.clone(), &cfg, vec![], &|_| Some("sk-bench".into())).expect("client")
+    cfg.client(p.clone(), vec![], &|_| Some("sk-bench".into()))
+        .expect("client")
 }
 
 fn measure(name: &str, route: &str, batches: usize, per_batch: usize) {

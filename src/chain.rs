@@ -16,7 +16,6 @@ use std::time::Duration;
 use crate::backoff::{BudgetPolicy, RetryBudget, RetryPolicy};
 use crate::breaker::{BreakerPolicy, CircuitOpen, Outcome, Permit, State};
 use crate::chat::{ChatRequest, ChatResponse};
-use crate::config::{Config, ConfigError};
 use crate::cursor::{Cursor, Run};
 use crate::error::{Attempt, Error, ProviderError};
 use crate::event::{Event, Observer};
@@ -173,8 +172,8 @@ pub struct Client<P: Platform, S: BreakerStore = MemoryStore> {
 pub struct ClientBuilder<P: Platform> {
     platform: P,
     upstreams: BTreeMap<String, Upstream>,
-    routes: BTreeMap<String, Vec<Entry>>,
-    default_route: Option<String>,
+    pub(crate) routes: BTreeMap<String, Vec<Entry>>,
+    pub(crate) default_route: Option<String>,
     policy: Policy,
     breaker: BreakerPolicy,
     breakers: BTreeMap<String, BreakerPolicy>,
@@ -260,55 +259,6 @@ pub(crate) enum Step {
 }
 
 impl<P: Platform> Client<P> {
-    /// A client from a configuration; see [`Client::builder_from_config`].
-    pub fn from_config(
-        platform: P,
-        config: &Config,
-        extra: Vec<(String, Upstream)>,
-        secret: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Client<P>, ConfigError> {
-        Ok(Self::builder_from_config(platform, config, extra, secret)?.build())
-    }
-
-    /// A builder set up from a configuration, for hosts that bring their own
-    /// breaker store. `extra` adds providers written in code (custom
-    /// providers), which the configuration's routes may name; `secret`
-    /// looks up provider keys by secret or environment variable name.
-    pub fn builder_from_config(
-        platform: P,
-        config: &Config,
-        extra: Vec<(String, Upstream)>,
-        secret: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<ClientBuilder<P>, ConfigError> {
-        let names: Vec<&str> = extra.iter().map(|(n, _)| n.as_str()).collect();
-        let v = config.validate(secret, &names)?;
-        Ok(Self::builder_from_validated(platform, v, extra))
-    }
-
-    /// A builder set up from a configuration already validated (a host that
-    /// needs its policies first, such as the Worker's fleet store).
-    pub fn builder_from_validated(
-        platform: P,
-        v: crate::config::Validated,
-        extra: Vec<(String, Upstream)>,
-    ) -> ClientBuilder<P> {
-        let mut b = Client::builder(platform)
-            .policy(v.policies.client)
-            .breaker(v.policies.breaker);
-        for (id, p) in v.providers {
-            b = b.upstream(id, Upstream::Http(p));
-        }
-        for (id, u) in extra {
-            b = b.upstream(id, u);
-        }
-        for (id, p) in v.breakers {
-            b = b.breaker_for(id, p);
-        }
-        b.routes = v.policies.routes;
-        b.default_route = v.policies.default_route;
-        b
-    }
-
     /// Starts building a client on `platform`.
     pub fn builder(platform: P) -> ClientBuilder<P> {
         ClientBuilder {

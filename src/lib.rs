@@ -52,6 +52,7 @@ pub mod event;
 pub mod fleet;
 pub mod format;
 pub mod gateway;
+mod issue;
 #[cfg(all(target_arch = "wasm32", feature = "js"))]
 pub mod js;
 mod json;
@@ -80,11 +81,11 @@ pub use chat::{
     ChatRequest, ChatResponse, Delta, FinishReason, Message, Part, Role, Tool, ToolCall,
     ToolChoice, Usage,
 };
-pub use config::{ConfigError, ConfigIssue};
 pub use error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError, Treatment};
 pub use event::{Event, Observer};
 pub use fleet::{Fleet, FleetLink, FleetPolicy, FleetStore};
 pub use format::{FormatError, FormatErrorKind};
+pub use issue::{ConfigError, ConfigIssue};
 pub use platform::{
     Body, BufferedResponse, Headers, HttpRequest, HttpResponse, Platform, TransportError,
     TransportErrorKind, UnixMillis,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::fixture;
 use resilient_llm::config::Config;
 use resilient_llm::testing::{block_on, FakePlatform};
-use resilient_llm::{ChatRequest, Client, Error, ErrorKind, Message};
+use resilient_llm::{ChatRequest, Error, ErrorKind, Message};
 use serde_json::json;
 
 fn secret(name: &str) -> Option<String> {
@@ -57,7 +57,7 @@ fn a_configured_chain_fails_over_from_openai_to_anthropic() {
         ],
     );
     p.script("https://anthropic.test", [fixture("anthropic/ok_text")]);
-    let client = Client::from_config(p.clone(), &config(), vec![], &secret).unwrap();
+    let client = config().client(p.clone(), vec![], &secret).unwrap();
     let r = block_on(&p, client.chat(req())).unwrap();
     assert_eq!(r.response.text, "Hello! How can I help?");
     assert_eq!(
@@ -92,7 +92,7 @@ fn a_rate_limit_with_retry_after_is_honoured_through_the_real_adapter() {
             fixture("openai/ok_text"),
         ],
     );
-    let client = Client::from_config(p.clone(), &config(), vec![], &secret).unwrap();
+    let client = config().client(p.clone(), vec![], &secret).unwrap();
     let r = block_on(&p, client.chat(req())).unwrap();
     assert_eq!(r.served_by.provider, "openai");
     let after = r.attempts[0]
@@ -108,7 +108,7 @@ fn insufficient_quota_and_context_length_fail_over_at_once() {
         let p = FakePlatform::new();
         p.script("https://openai.test", [fixture(name)]);
         p.script("https://anthropic.test", [fixture("anthropic/ok_text")]);
-        let client = Client::from_config(p.clone(), &config(), vec![], &secret).unwrap();
+        let client = config().client(p.clone(), vec![], &secret).unwrap();
         let r = block_on(&p, client.chat(req())).unwrap();
         assert_eq!(p.requests_to("https://openai.test"), 1, "{name}");
         assert_eq!(r.served_by.provider, "anthropic", "{name}");
@@ -122,7 +122,7 @@ fn a_content_policy_refusal_comes_back_unchanged() {
         "https://openai.test",
         [fixture("openai/content_policy_400")],
     );
-    let client = Client::from_config(p.clone(), &config(), vec![], &secret).unwrap();
+    let client = config().client(p.clone(), vec![], &secret).unwrap();
     let e = block_on(&p, client.chat(req())).unwrap_err();
     let Error::Rejected { error, .. } = &e else {
         panic!("{e:?}")
@@ -140,7 +140,7 @@ fn a_configured_model_is_a_route_and_provider_slash_model_names_one_entry() {
         [fixture("openai/ok_text"), fixture("openai/ok_text")],
     );
     p.script("https://anthropic.test", [fixture("anthropic/ok_text")]);
-    let client = Client::from_config(p.clone(), &config(), vec![], &secret).unwrap();
+    let client = config().client(p.clone(), vec![], &secret).unwrap();
     let mut r = req();
     r.model = Some("gpt-4o".into());
     assert_eq!(
@@ -162,7 +162,7 @@ fn a_configured_model_is_a_route_and_provider_slash_model_names_one_entry() {
 #[test]
 fn policies_come_from_the_configuration() {
     let p = FakePlatform::new();
-    let client = Client::from_config(p, &config(), vec![], &secret).unwrap();
+    let client = config().client(p, vec![], &secret).unwrap();
     assert_eq!(client.policy().attempt_timeout, Duration::from_secs(10));
     assert_eq!(client.policy().retry.max_attempts, 2);
     assert_eq!(
@@ -188,7 +188,8 @@ fn every_mistake_is_reported_at_once_with_its_path() {
         .to_string(),
     )
     .unwrap();
-    let err = Client::from_config(FakePlatform::new(), &cfg, vec![], &secret)
+    let err = cfg
+        .client(FakePlatform::new(), vec![], &secret)
         .err()
         .expect("invalid");
     let paths: Vec<&str> = err.issues.iter().map(|i| i.path.as_str()).collect();
@@ -242,7 +243,9 @@ fn the_readme_configuration_is_valid() {
     let end = start + readme[start..].find("```").expect("its end");
     let cfg = Config::parse(&readme[start..end]).expect("parses");
     let all_keys = |_: &str| Some("sk-placeholder".to_string());
-    let client = Client::from_config(FakePlatform::new(), &cfg, vec![], &all_keys).expect("valid");
+    let client = cfg
+        .client(FakePlatform::new(), vec![], &all_keys)
+        .expect("valid");
     assert_eq!(client.routes()["default"].len(), 3);
     assert!(
         client.routes().contains_key("claude-sonnet-4-5"),

@@ -113,13 +113,10 @@ fn client(
             c.insert(k.clone(), v.clone());
         }
     }
-    Client::from_config(
-        p.clone(),
-        &Config::parse(&cfg.to_string()).unwrap(),
-        vec![],
-        &secret,
-    )
-    .unwrap()
+    Config::parse(&cfg.to_string())
+        .unwrap()
+        .client(p.clone(), vec![], &secret)
+        .unwrap()
 }
 
 fn req() -> ChatRequest {
@@ -427,7 +424,8 @@ fn a_malformed_chunk_is_skipped_and_the_rest_delivered() {
         .to_string(),
     )
     .unwrap();
-    let c = Client::builder_from_config(p.clone(), &cfg, vec![], &secret)
+    let c = cfg
+        .client_builder(p.clone(), vec![], &secret)
         .unwrap()
         .observer(move |e| {
             if matches!(e, Event::MalformedChunk { .. }) {

@@ -16,7 +16,6 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -24,8 +23,11 @@ use serde_path_to_error::Segment;
 
 use crate::backoff::{BudgetPolicy, RetryPolicy};
 use crate::breaker::BreakerPolicy;
-use crate::chain::{Entry, Policy};
-use crate::provider::{Provider, ProviderConfig};
+use crate::chain::{Client, ClientBuilder, Entry, Policy};
+use crate::issue::path_text;
+pub use crate::issue::{ConfigError, ConfigIssue};
+use crate::platform::Platform;
+use crate::provider::{Provider, ProviderConfig, Upstream};
 pub use crate::secret::Secret;
 
 /// The whole configuration, as JSON from wrangler `[vars]` or from JS.
@@ -275,6 +277,62 @@ impl Config {
             breakers,
             providers,
         })
+    }
+}
+
+impl Config {
+    /// A client from this configuration; see [`Config::client_builder`].
+    pub fn client<P: Platform>(
+        &self,
+        platform: P,
+        extra: Vec<(String, Upstream)>,
+        secret: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Client<P>, ConfigError> {
+        Ok(self.client_builder(platform, extra, secret)?.build())
+    }
+
+    /// A builder set up from this configuration, for hosts that bring their
+    /// own breaker store. `extra` adds providers written in code (custom
+    /// providers), which the configuration's routes may name; `secret`
+    /// looks up provider keys by secret or environment variable name.
+    pub fn client_builder<P: Platform>(
+        &self,
+        platform: P,
+        extra: Vec<(String, Upstream)>,
+        secret: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ClientBuilder<P>, ConfigError> {
+        let names: Vec<&str> = extra.iter().map(|(n, _)| n.as_str()).collect();
+        let v = self.validate(secret, &names)?;
+        Ok(v.into_builder(platform, extra))
+    }
+}
+
+impl Validated {
+    /// A builder set up from this configuration (for a host that needs the
+    /// policies first, such as the Worker's fleet store), with `extra`
+    /// providers written in code.
+    pub fn into_builder<P: Platform>(
+        self,
+        platform: P,
+        extra: Vec<(String, Upstream)>,
+    ) -> ClientBuilder<P> {
+        let mut b = Client::builder(platform)
+            .policy(self.policies.client)
+            .breaker(self.policies.breaker);
+        for (id, p) in self.providers {
+            b = b.upstream(id, Upstream::Http(p));
+        }
+        for (id, u) in extra {
+            b = b.upstream(id, u);
+        }
+        for (id, p) in self.breakers {
+            b = b.breaker_for(id, p);
+        }
+        // As validated: a route per configured model besides the named
+        // ones, and no default where there is none to choose.
+        b.routes = self.policies.routes;
+        b.default_route = self.policies.default_route;
+        b
     }
 }
 
@@ -589,75 +647,6 @@ fn from_json<'de, T: Deserialize<'de>>(
     de.end().map_err(|e| (Vec::new(), e))?;
     Ok(value)
 }
-
-/// `routes.default[0].timeoutMs`; `(root)` for the whole document. Steps
-/// serde_path_to_error could not name (where a syntax error struck between
-/// two keys) are left out.
-pub(crate) fn path_text(path: &[Segment]) -> String {
-    let mut out = String::new();
-    for segment in path {
-        match segment {
-            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
-            Segment::Map { key } | Segment::Enum { variant: key } => {
-                if !out.is_empty() {
-                    out.push('.');
-                }
-                out.push_str(key);
-            }
-            Segment::Unknown => {}
-        }
-    }
-    if out.is_empty() {
-        out.push_str("(root)");
-    }
-    out
-}
-/// One problem found in a configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigIssue {
-    /// Where: `providers.openai.baseUrl`, `routes.default[1].provider`, ….
-    pub path: String,
-    /// What is wrong, for humans. Never holds a secret's value.
-    pub message: String,
-}
-
-impl ConfigIssue {
-    /// An issue at `path`.
-    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        ConfigIssue {
-            path: path.into(),
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for ConfigIssue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path, self.message)
-    }
-}
-
-/// Every problem in a configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The problems, in the order found.
-    pub issues: Vec<ConfigIssue>,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid configuration: ")?;
-        for (i, issue) in self.issues.iter().enumerate() {
-            if i > 0 {
-                f.write_str("; ")?;
-            }
-            write!(f, "{issue}")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 #[cfg(test)]
 mod tests {

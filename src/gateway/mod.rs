@@ -262,7 +262,9 @@ impl Setup {
         platform: P,
         store: S,
     ) -> Gateway<P, S> {
-        let client = Client::builder_from_validated(platform, self.validated, Vec::new())
+        let client = self
+            .validated
+            .into_builder(platform, Vec::new())
             .build_with_store(store);
         Gateway::new(client, self.auth)
     }

@@ -44,7 +44,7 @@ pub(crate) fn build_client(
         .into_iter()
         .map(|(name, _, upstream)| (name, upstream))
         .collect();
-    let mut builder = Client::builder_from_config(WebPlatform::new(), &cfg, extra, &env_secret)?;
+    let mut builder = cfg.client_builder(WebPlatform::new(), extra, &env_secret)?;
     if let Some(o) = observer {
         builder = builder.observer(o);
     }

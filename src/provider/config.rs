@@ -22,8 +22,8 @@ use super::anthropic::Anthropic;
 use super::openai::OpenAi;
 use super::preset::PresetName;
 use super::{Capabilities, Models, Provider};
-use crate::config::{path_text, ConfigIssue};
 use crate::format::openai::MaxTokensField;
+use crate::issue::{path_text, ConfigIssue};
 use crate::secret::Secret;
 
 /// One entry of `providers`, tagged by `kind`.
