@@ -438,8 +438,6 @@ impl Issues {
 
     /// Records a problem at `path.field` (`field` alone at the top, `path`
     /// alone without a field): the path is written only for a problem.
-    #[cold]
-    #[inline(never)]
     fn add_at(&mut self, path: &str, field: &str, message: &str) {
         let at = match (path.is_empty(), field.is_empty()) {
             (true, _) => field.to_string(),
@@ -455,7 +453,6 @@ impl Issues {
     }
 
     /// [`Issues::ms`] at `path.field`.
-    #[inline(never)]
     fn ms_at(&mut self, path: &str, field: &str, v: Option<u64>, default: Duration) -> Duration {
         match v {
             None => default,
@@ -472,7 +469,6 @@ impl Issues {
     }
 
     /// A fraction, checked to lie in `(0, 1]` (or `[0, 1]` when `zero_ok`).
-    #[inline(never)]
     fn fraction(
         &mut self,
         path: &str,
@@ -500,7 +496,6 @@ impl Issues {
     }
 
     /// A count, checked to lie in `[1, max]`.
-    #[inline(never)]
     fn count(&mut self, path: &str, field: &str, v: Option<u32>, default: u32, max: u32) -> u32 {
         match v {
             None => default,

@@ -111,7 +111,8 @@ impl<'de> Deserialize<'de> for Content {
                 Ok(Content(parts))
             }
         }
-        // Any, not a string or a seq: serde names what it found instead.
+        // JSON says what it holds; anything but a string or an array is
+        // refused with what it was.
         d.deserialize_any(Visit)
     }
 }
