@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Deserialize;
+use serde_json::Value;
 use serde_path_to_error::Segment;
 
 use crate::backoff::{BudgetPolicy, RetryPolicy};
@@ -109,13 +110,35 @@ impl Config {
     /// column (`routes.default[0].timeoutMs: invalid type: string "5",
     /// expected u64 at line 1 column 52`).
     pub fn parse(json: &str) -> Result<Config, ConfigError> {
-        from_json(json).map_err(|(path, e)| {
-            let issue = ProviderConfig::locate(json, &path, &e)
-                .unwrap_or_else(|| ConfigIssue::new(path_text(&path), e.to_string()));
-            ConfigError {
-                issues: vec![issue],
-            }
+        from_json(json).map_err(|(path, e)| ConfigError {
+            issues: vec![Config::issue(json, path, &e)],
         })
+    }
+
+    /// The issue of the mistake serde_json found at `path`. One inside a
+    /// provider entry is named at its field ([`ProviderConfig::mistake_in`]),
+    /// with the position of the first report (the entry's end).
+    fn issue(json: &str, mut path: Vec<Segment>, e: &serde_json::Error) -> ConfigIssue {
+        let inner = match &path[..] {
+            [Segment::Map { key: top }, Segment::Map { key: id }]
+                if top == "providers" && e.is_data() =>
+            {
+                serde_json::from_str::<Value>(json)
+                    .ok()
+                    .and_then(|mut doc| {
+                        ProviderConfig::mistake_in(doc.get_mut(top)?.get_mut(id)?.take())
+                    })
+            }
+            _ => None,
+        };
+        match inner {
+            Some(inner) => {
+                path.extend(inner.path().iter().cloned());
+                let at = format!(" at line {} column {}", e.line(), e.column());
+                ConfigIssue::new(path_text(&path), format!("{}{at}", inner.inner()))
+            }
+            None => ConfigIssue::new(path_text(&path), e.to_string()),
+        }
     }
 
     /// Checks everything and builds the adapters. `secret` looks up a

@@ -16,14 +16,13 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::Value;
-use serde_path_to_error::Segment;
 
 use super::anthropic::Anthropic;
 use super::openai::OpenAi;
 use super::preset::PresetName;
 use super::{Capabilities, Models, Provider};
 use crate::format::openai::MaxTokensField;
-use crate::issue::{path_text, ConfigIssue};
+use crate::issue::ConfigIssue;
 use crate::secret::Secret;
 
 /// One entry of `providers`, tagged by `kind`.
@@ -53,50 +52,29 @@ impl ProviderConfig {
 }
 
 impl ProviderConfig {
-    /// Where in a provider entry a mistake is. serde reads a tagged enum
-    /// from a buffer, out of serde_path_to_error's sight, so a mistake
-    /// inside an entry is reported at the entry (`providers.p`). Given the
-    /// document and that report, this reads the entry again as its kind's
-    /// struct to name the field (`providers.p.preset`), with serde_json's
-    /// position of the first report (the entry's end). `None` where the
-    /// report is not inside an object entry or reading again finds nothing.
-    pub(crate) fn locate(
-        json: &str,
-        path: &[Segment],
-        error: &serde_json::Error,
-    ) -> Option<ConfigIssue> {
-        let [Segment::Map { key: top }, Segment::Map { key: id }] = path else {
-            return None;
-        };
-        if top != "providers" || !error.is_data() {
-            return None;
-        }
-        let mut doc: Value = serde_json::from_str(json).ok()?;
-        let Value::Object(mut entry) = doc.get_mut(top)?.get_mut(id)?.take() else {
+    /// The mistake in an entry, read again as its kind's struct. serde
+    /// reads a tagged enum from a buffer, out of serde_path_to_error's
+    /// sight, so a mistake inside an entry is reported at the entry; this
+    /// names its field within (`preset`, `models.m.contextWindow`). `None`
+    /// for an entry that is not an object with a known `kind`, or that
+    /// reads.
+    pub(crate) fn mistake_in(
+        entry: Value,
+    ) -> Option<serde_path_to_error::Error<serde_json::Error>> {
+        let Value::Object(mut entry) = entry else {
             return None;
         };
         let kind = entry.remove("kind")?;
-        let entry = Value::Object(entry);
+        let rest = Value::Object(entry);
         // The tags of the enum's variants.
-        let inner = match kind.as_str()? {
-            "anthropic" => serde_path_to_error::deserialize::<_, AnthropicConfig>(entry).err(),
-            "openai" => serde_path_to_error::deserialize::<_, OpenAiConfig>(entry).err(),
+        match kind.as_str()? {
+            "anthropic" => serde_path_to_error::deserialize::<_, AnthropicConfig>(rest).err(),
+            "openai" => serde_path_to_error::deserialize::<_, OpenAiConfig>(rest).err(),
             "openai-compatible" => {
-                serde_path_to_error::deserialize::<_, CompatibleConfig>(entry).err()
+                serde_path_to_error::deserialize::<_, CompatibleConfig>(rest).err()
             }
             _ => None,
-        }?;
-        let mut at = path.to_vec();
-        at.extend(inner.path().iter().cloned());
-        Some(ConfigIssue::new(
-            path_text(&at),
-            format!(
-                "{} at line {} column {}",
-                inner.inner(),
-                error.line(),
-                error.column()
-            ),
-        ))
+        }
     }
 }
 
