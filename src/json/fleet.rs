@@ -699,4 +699,86 @@ mod tests {
             assert_eq!(LeaseAnswer::from_json(&json), derived, "{json}");
         }
     }
+
+    /// Writes `tests/fixtures/fleet/` with the hand codec: the bytes the
+    /// deployed Worker sends and stores. Run once, by hand:
+    /// `cargo test --lib --all-features json::fleet::tests::write_fixtures -- --ignored`.
+    #[test]
+    #[ignore = "writes the fleet fixtures; run once by hand"]
+    fn write_fixtures() {
+        let policy = BreakerPolicy {
+            failure_threshold: 2,
+            window: 4,
+            minimum_calls: 2,
+            failure_rate: 0.5,
+            ..BreakerPolicy::default()
+        };
+        let ttl = Duration::from_secs(5);
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fleet");
+        std::fs::create_dir_all(&dir).unwrap();
+        let put = |name: &str, text: String| {
+            std::fs::write(dir.join(format!("{name}.json")), text + "\n").unwrap();
+        };
+        let report = |at, verdict, lease| Report { at, verdict, lease };
+        let mut f = Fleet::new();
+        put("stored-new", f.json());
+        let v = f.fold(
+            &policy,
+            1,
+            &[
+                report(1, Verdict::Success, None),
+                report(1, Verdict::Success, None),
+                report(1, Verdict::Failure, None),
+            ],
+        );
+        put("view-closed", v.json());
+        put(
+            "lease-closed",
+            f.lease(&policy, ttl, 1, "isolate-\"1\"").json(),
+        );
+        put("stored-closed", f.json());
+        let v = f.fold(
+            &policy,
+            2,
+            &[
+                report(2, Verdict::Failure, None),
+                report(2, Verdict::Failure, None),
+                report(2, Verdict::Abandoned, None),
+            ],
+        );
+        put("view-open", v.json());
+        put("lease-busy", f.lease(&policy, ttl, 3, "isolate-2").json());
+        put("stored-open", f.json());
+        let answer = f.lease(&policy, ttl, 20_000, "isolate-2");
+        let LeaseAnswer::Granted { token, .. } = answer else {
+            panic!("no lease: {answer:?}");
+        };
+        put("lease-granted", answer.json());
+        put("view-half-open", f.view(&policy, 20_000).json());
+        put("stored-leased", f.json());
+        let v = f.fold(
+            &policy,
+            20_001,
+            &[report(20_000, Verdict::Failure, Some(token))],
+        );
+        put("view-reopened", v.json());
+        put("stored-reopened", f.json());
+        put(
+            "call-lease",
+            Call::to_json("openai", Some("isolate-2"), None),
+        );
+        put("call-view", Call::to_json("openai", None, None));
+        put(
+            "call-report",
+            Call::to_json(
+                "openai",
+                None,
+                Some(&[
+                    report(1, Verdict::Success, None),
+                    report(2, Verdict::Failure, None),
+                    report(3, Verdict::Abandoned, Some(7)),
+                ]),
+            ),
+        );
+    }
 }
