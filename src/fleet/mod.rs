@@ -150,6 +150,20 @@ pub enum LeaseAnswer {
     },
 }
 
+/// What an isolate asks its provider's object (`POST http://do/<op>`): the
+/// provider, and what the operation needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Call {
+    /// The provider whose fleet breaker the object keeps.
+    pub key: String,
+    /// Who asks for the probe lease (`/lease`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    /// Verdicts to fold (`/report`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reports: Vec<Report>,
+}
+
 /// The fleet object could not be reached or answered nonsense.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("fleet breaker unreachable: {0}")]

@@ -427,8 +427,6 @@ use crate::error::{Attempt, AttemptOutcome, ErrorKind, ProviderError};
 use crate::platform::millis;
 use crate::stats::{Health, LastFailure, Latency};
 
-#[cfg(any(test, all(target_arch = "wasm32", feature = "worker")))]
-pub(crate) mod fleet;
 #[cfg(any(test, all(target_arch = "wasm32", feature = "js")))]
 pub(crate) mod js;
 
