@@ -297,7 +297,7 @@ impl ResilientClient {
             errors::client_error(
                 "invalid_request",
                 400,
-                &format!("invalid request: {}", crate::text::join(&detail, "; ")),
+                &format!("invalid request: {}", detail.join("; ")),
             )
         })?;
         let bad = |m: &str| errors::client_error("invalid_request", 400, m);
