@@ -1,4 +1,4 @@
-//! Fleet-wide breaker state (DESIGN.md §4), sans-IO.
+//! Fleet-wide breaker state, sans-IO.
 //!
 //! Many isolates serve one gateway. Each keeps a local breaker per provider
 //! and a cached copy of the fleet's breaker, which lives in one Durable

@@ -1,4 +1,4 @@
-//! The edge proxy's request handling, host-neutral (DESIGN.md §6).
+//! The edge proxy's request handling, host-neutral.
 //!
 //! The Worker module only moves bytes between workerd and this module:
 //! routing, gateway auth, the body limit, reading either client format,

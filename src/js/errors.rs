@@ -217,8 +217,8 @@ fn kind_of_status(status: u16) -> ErrorKind {
 }
 
 /// Classifies what a JS provider threw or rejected with:
-/// `kind` (this package's classes) → `status` → the class name (the
-/// articles' `RateLimitError`, …; a `TypeError` is fetch's network failure)
+/// `kind` (this package's classes) → `status` → the class name
+/// (`RateLimitError`, …; a `TypeError` is fetch's network failure)
 /// → a server error with the message. `retryable` overrides the verdict,
 /// `retryAfterMs` and `code` are kept.
 pub(crate) fn classify(thrown: &JsValue) -> ProviderError {

@@ -11,7 +11,7 @@
 //! ```
 //!
 //! JS providers are any `{ name, chat(request, signal) }` returning a
-//! Promise (the articles' `Provider`); they get the same timeout, retries,
+//! Promise; they get the same timeout, retries,
 //! breaker and failover as the built-in adapters, and their `signal` aborts
 //! when the core stops waiting. What they throw is classified by
 //! [`errors::classify`]; what a call rejects with is always an `LLMError`
