@@ -834,7 +834,7 @@ fn json_response(status: u16, body: &impl Serialize) -> Outbound {
 /// with. The crate's shapes are plain data (string keys, no fallible
 /// `Serialize`), so writing them cannot fail; an empty text stands for the
 /// impossible case rather than a panic.
-pub(crate) fn to_json(value: &impl Serialize, capacity: usize) -> Vec<u8> {
+fn to_json(value: &impl Serialize, capacity: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(capacity);
     match serde_json::to_writer(&mut out, value) {
         Ok(()) => out,
@@ -843,7 +843,7 @@ pub(crate) fn to_json(value: &impl Serialize, capacity: usize) -> Vec<u8> {
 }
 
 /// [`to_json`], as text.
-pub(crate) fn to_json_text(value: &impl Serialize, capacity: usize) -> String {
+fn to_json_text(value: &impl Serialize, capacity: usize) -> String {
     String::from_utf8(to_json(value, capacity)).unwrap_or_default()
 }
 

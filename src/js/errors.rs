@@ -4,12 +4,11 @@
 use std::time::Duration;
 
 use js_sys::Reflect;
+use serde::Deserialize;
 use wasm_bindgen::prelude::*;
 
 use crate::config::ConfigError;
 use crate::error::{Attempt, Error, ErrorKind, ProviderError};
-use serde::Deserialize;
-
 use crate::js::shapes::{Attempts, Init, Issues, Name};
 use crate::platform::{millis, TransportError};
 use crate::web::error_message;

@@ -8,8 +8,9 @@ use serde::ser::{Serialize, Serializer};
 use serde_json::Value;
 
 use crate::chain::{Reply, ServedBy};
-use crate::chat::Usage;
-use crate::chat::{ChatRequest, FinishReason, Message, Part, Role, Tool, ToolCall, ToolChoice};
+use crate::chat::{
+    ChatRequest, FinishReason, Message, Part, Role, Tool, ToolCall, ToolChoice, Usage,
+};
 use crate::config::ConfigIssue;
 use crate::error::{Attempt, ErrorKind, ProviderError};
 use crate::platform::millis;
