@@ -228,3 +228,26 @@ fn stored_protocol_and_state_are_read_and_written_unchanged() {
         ),
     );
 }
+
+#[test]
+fn stored_state_missing_later_fields_or_carrying_unknown_ones_still_reads() {
+    let breaker = r#"{"state":{"state":"open","until":5},"consecutiveFailures":2,"window":[true,false],"trips":1,"generation":3}"#;
+    let only_breaker: Fleet = serde_json::from_str(&format!(r#"{{"breaker":{breaker}}}"#)).unwrap();
+    assert!(only_breaker.leases.is_empty());
+    assert_eq!((only_breaker.next_token, only_breaker.changed_at), (0, 0));
+    let extra: Fleet = serde_json::from_str(&format!(
+        r#"{{"breaker":{breaker},"nextToken":2,"later":[1]}}"#
+    ))
+    .unwrap();
+    assert_eq!(extra.breaker, only_breaker.breaker);
+    assert_eq!(extra.next_token, 2);
+    for bad in [
+        "",
+        "null",
+        "[]",
+        r#"{"leases":[]}"#,
+        r#"{"breaker":{"state":{"state":"opened"},"consecutiveFailures":0,"window":[],"trips":0,"generation":0}}"#,
+    ] {
+        assert!(serde_json::from_str::<Fleet>(bad).is_err(), "{bad}");
+    }
+}
