@@ -1,5 +1,6 @@
-//! What the client tells an observer while it works: the articles'
-//! `onRetry`, `onProviderError`, `onFailover`, plus breaker transitions.
+//! What the client tells an observer while it works: retries, providers
+//! given up on, failovers, breaker transitions (the npm package's
+//! `onRetry`, `onProviderError`, `onFailover` and `onEvent` hooks).
 
 use std::time::Duration;
 

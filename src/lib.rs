@@ -55,7 +55,6 @@ pub mod gateway;
 mod issue;
 #[cfg(all(target_arch = "wasm32", feature = "js"))]
 pub mod js;
-mod json;
 pub mod platform;
 pub mod provider;
 mod retry;

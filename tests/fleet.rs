@@ -6,10 +6,11 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use resilient_llm::fleet::fake::{FakeLink, FakeObject, LinkCounts};
+use resilient_llm::fleet::{Call, LeaseAnswer, Report, Verdict, View};
 use resilient_llm::testing::{block_on, err, ok, FakePlatform, ScriptedProvider, Step};
 use resilient_llm::{
-    BreakerPolicy, ChatRequest, Client, Entry, ErrorKind, FleetStore, Message, Platform, Policy,
-    RetryPolicy, Upstream,
+    BreakerPolicy, ChatRequest, Client, Entry, ErrorKind, Fleet, FleetStore, Message, Platform,
+    Policy, RetryPolicy, Upstream,
 };
 
 fn breaker() -> BreakerPolicy {
@@ -126,4 +127,127 @@ fn one_isolates_outage_teaches_the_fleet_and_recovery_takes_one_probe() {
     b.request(&p);
     assert_eq!(a.request(&p), "primary");
     assert_eq!(b.request(&p), "primary");
+}
+
+/// `tests/fixtures/fleet/<name>.json`: bytes the Worker sent to or stored in
+/// the breaker Durable Object before the protocol was derived by serde.
+fn stored(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/fleet")
+        .join(format!("{name}.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.trim_end().to_string()
+}
+
+/// The fixture `name` reads as `value`, and `value` writes the same bytes.
+fn same<T>(name: &str, value: &T)
+where
+    T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+{
+    let text = stored(name);
+    let read: T = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(
+        &read, value,
+        "{name} reads as the value it was written from"
+    );
+    assert_eq!(
+        serde_json::to_string(value).unwrap(),
+        text,
+        "{name} is written as stored"
+    );
+}
+
+#[test]
+fn stored_protocol_and_state_are_read_and_written_unchanged() {
+    // The steps that wrote the fixtures, replayed through the object's own
+    // operations.
+    let policy = BreakerPolicy {
+        failure_threshold: 2,
+        window: 4,
+        minimum_calls: 2,
+        failure_rate: 0.5,
+        ..BreakerPolicy::default()
+    };
+    let ttl = Duration::from_secs(5);
+    let report = |at, verdict, lease| Report { at, verdict, lease };
+    let mut f = Fleet::new();
+    same("stored-new", &f);
+    let success = report(1, Verdict::Success, None);
+    let v = f.fold(
+        &policy,
+        1,
+        &[success, success, report(1, Verdict::Failure, None)],
+    );
+    same("view-closed", &v);
+    let answer = f.lease(&policy, ttl, 1, "isolate-\"1\"");
+    assert!(matches!(answer, LeaseAnswer::Closed { .. }));
+    same("lease-closed", &answer);
+    same("stored-closed", &f);
+    let failure = report(2, Verdict::Failure, None);
+    let v = f.fold(
+        &policy,
+        2,
+        &[failure, failure, report(2, Verdict::Abandoned, None)],
+    );
+    same("view-open", &v);
+    let answer = f.lease(&policy, ttl, 3, "isolate-2");
+    assert!(matches!(answer, LeaseAnswer::Busy { .. }));
+    same("lease-busy", &answer);
+    same("stored-open", &f);
+    let answer = f.lease(&policy, ttl, 20_000, "isolate-2");
+    let LeaseAnswer::Granted { token, .. } = answer else {
+        panic!("no lease: {answer:?}");
+    };
+    same("lease-granted", &answer);
+    same("view-half-open", &f.view(&policy, 20_000));
+    same("stored-leased", &f);
+    let v: View = f.fold(
+        &policy,
+        20_001,
+        &[report(20_000, Verdict::Failure, Some(token))],
+    );
+    same("view-reopened", &v);
+    same("stored-reopened", &f);
+
+    let call = |holder: Option<&str>, reports: Vec<Report>| Call {
+        key: "openai".into(),
+        holder: holder.map(str::to_string),
+        reports,
+    };
+    same("call-lease", &call(Some("isolate-2"), vec![]));
+    same("call-view", &call(None, vec![]));
+    same(
+        "call-report",
+        &call(
+            None,
+            vec![
+                report(1, Verdict::Success, None),
+                report(2, Verdict::Failure, None),
+                report(3, Verdict::Abandoned, Some(7)),
+            ],
+        ),
+    );
+}
+
+#[test]
+fn stored_state_missing_later_fields_or_carrying_unknown_ones_still_reads() {
+    let breaker = r#"{"state":{"state":"open","until":5},"consecutiveFailures":2,"window":[true,false],"trips":1,"generation":3}"#;
+    let only_breaker: Fleet = serde_json::from_str(&format!(r#"{{"breaker":{breaker}}}"#)).unwrap();
+    assert!(only_breaker.leases.is_empty());
+    assert_eq!((only_breaker.next_token, only_breaker.changed_at), (0, 0));
+    let extra: Fleet = serde_json::from_str(&format!(
+        r#"{{"breaker":{breaker},"nextToken":2,"later":[1]}}"#
+    ))
+    .unwrap();
+    assert_eq!(extra.breaker, only_breaker.breaker);
+    assert_eq!(extra.next_token, 2);
+    for bad in [
+        "",
+        "null",
+        "[]",
+        r#"{"leases":[]}"#,
+        r#"{"breaker":{"state":{"state":"opened"},"consecutiveFailures":0,"window":[],"trips":0,"generation":0}}"#,
+    ] {
+        assert!(serde_json::from_str::<Fleet>(bad).is_err(), "{bad}");
+    }
 }

@@ -1,4 +1,4 @@
-//! Fleet-wide breaker state (DESIGN.md §4), sans-IO.
+//! Fleet-wide breaker state, sans-IO.
 //!
 //! Many isolates serve one gateway. Each keeps a local breaker per provider
 //! and a cached copy of the fleet's breaker, which lives in one Durable
@@ -148,6 +148,20 @@ pub enum LeaseAnswer {
         /// The fleet as it stands.
         view: View,
     },
+}
+
+/// What an isolate asks its provider's object (`POST http://do/<op>`): the
+/// provider, and what the operation needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Call {
+    /// The provider whose fleet breaker the object keeps.
+    pub key: String,
+    /// Who asks for the probe lease (`/lease`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    /// Verdicts to fold (`/report`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reports: Vec<Report>,
 }
 
 /// The fleet object could not be reached or answered nonsense.

@@ -11,7 +11,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::json::json_value as json;
+use serde_json::json;
 
 use super::{index, join, parse_json, Fields, FormatError};
 use crate::chat::{
@@ -161,7 +161,7 @@ fn encode_blocks(m: &Message, path: &str) -> Result<Vec<Value>, FormatError> {
                 let mut b =
                     json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content});
                 if *is_error {
-                    crate::json::set(&mut b, "is_error", Value::Bool(true));
+                    b["is_error"] = Value::Bool(true);
                 }
                 blocks.push(b);
             }
@@ -206,9 +206,7 @@ fn decode_fields(v: &Value) -> Result<ChatResponse, FormatError> {
             "tool_use" => tool_calls.push(ToolCall {
                 id: b.req_str("id")?.to_string(),
                 name: b.req_str("name")?.to_string(),
-                arguments: b
-                    .get("input")
-                    .map_or_else(|| "{}".into(), crate::json::text_of),
+                arguments: b.get("input").map_or_else(|| "{}".into(), Value::to_string),
             }),
             // Thinking and server-tool blocks have no neutral form.
             _ => {}
@@ -451,7 +449,7 @@ fn parse_message(v: &Value, path: &str, out: &mut Vec<Message>) -> Result<(), Fo
                 let call = ToolCall {
                     id: b.req_str("id")?.to_string(),
                     name: b.req_str("name")?.to_string(),
-                    arguments: crate::json::text_of(&input),
+                    arguments: input.to_string(),
                 };
                 push(out, role, Part::ToolCall(call));
             }

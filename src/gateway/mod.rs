@@ -1,4 +1,4 @@
-//! The edge proxy's request handling, host-neutral (DESIGN.md §6).
+//! The edge proxy's request handling, host-neutral.
 //!
 //! The Worker module only moves bytes between workerd and this module:
 //! routing, gateway auth, the body limit, reading either client format,
@@ -24,18 +24,16 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use serde::Serialize;
-use serde_json::Value;
-
-use crate::json::json_value as json;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
 
 use crate::breaker::{BreakerPolicy, StateName};
 use crate::chain::{CallOptions, Client, Entry, Reply};
 use crate::config::{Config, ConfigError, ConfigIssue, Secret, Validated};
-use crate::error::{AttemptOutcome, Error};
+use crate::error::{AttemptOutcome, Error, ErrorKind};
 use crate::format::{anthropic, openai, FormatErrorKind};
-use crate::json::Json;
 use crate::platform::{Body, Headers, Platform, UnixMillis};
+use crate::stats::Health;
 use crate::store::BreakerStore;
 use crate::stream::ChatStream;
 
@@ -53,14 +51,6 @@ pub enum Format {
 }
 
 impl Format {
-    /// The name a log line gives it.
-    fn name(self) -> &'static str {
-        match self {
-            Format::OpenAi => "openai",
-            Format::Anthropic => "anthropic",
-        }
-    }
-
     /// The format to answer a request in when its path does not decide:
     /// Anthropic for `/v1/messages…` or an `anthropic-version` header,
     /// OpenAI otherwise.
@@ -316,7 +306,7 @@ pub fn config_error(
     let format = Format::guess(path, headers);
     let mut out = error_response(format, 500, &err.to_string(), Some("invalid_configuration"));
     out.headers.insert("x-request-id", request_id);
-    out.log = log_line(&LogLine {
+    out.log = log_line(&mut LogLine {
         level: "error",
         request_id,
         path,
@@ -459,7 +449,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         out.headers.insert("x-request-id", request_id.as_str());
         log.status = out.status;
         log.latency_ms = now.saturating_sub(start);
-        out.log = log_line(&log);
+        out.log = log_line(&mut log);
         out
     }
 
@@ -511,10 +501,8 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         };
         if request.stream {
             let include_usage = format == Format::OpenAi
-                && serde_json::from_slice::<serde_json::Value>(&bytes)
-                    .ok()
-                    .and_then(|v| v["stream_options"]["include_usage"].as_bool())
-                    .unwrap_or(false);
+                && serde_json::from_slice::<StreamOptions>(&bytes)
+                    .is_ok_and(|o| o.stream_options.is_some_and(|o| o.include_usage));
             return self
                 .chat_stream(format, request, opts, include_usage, log)
                 .await;
@@ -629,19 +617,14 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     }
 
     /// `GET /health`.
-    fn health(&self) -> Value {
+    fn health(&self) -> HealthBody {
         let providers = self.client.health();
         let degraded = providers.iter().any(|h| h.state != StateName::Closed);
-        crate::json::to_value(|j| {
-            j.open().key("providers").open_array();
-            for h in &providers {
-                h.write_json(j);
-            }
-            j.close_array()
-                .s("status", if degraded { "degraded" } else { "ok" })
-                .n("time", self.client.platform().now())
-                .close();
-        })
+        HealthBody {
+            providers,
+            status: if degraded { "degraded" } else { "ok" },
+            time: self.client.platform().now(),
+        }
     }
 
     /// `GET /v1/models`: every configured route.
@@ -679,6 +662,27 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             }
         }
     }
+}
+
+/// `GET /health`'s answer.
+#[derive(Serialize)]
+struct HealthBody {
+    providers: Vec<Health>,
+    status: &'static str,
+    time: UnixMillis,
+}
+
+/// What a streamed OpenAI request asks of the stream besides its answer.
+#[derive(Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    stream_options: Option<IncludeUsage>,
+}
+
+#[derive(Deserialize)]
+struct IncludeUsage {
+    #[serde(default)]
+    include_usage: bool,
 }
 
 /// The most of an oversized body read (and thrown away) before answering
@@ -781,23 +785,17 @@ pub fn render_error(format: Format, e: &Error) -> Outbound {
         // Only streams are interrupted; this gateway answers whole bodies.
         Error::Interrupted { .. } => (e.to_string(), Some(error_code(e).to_string())),
     };
-    let mut out = error_response(format, status, &message, code.as_deref());
+    let mut body = error_body(format, status, &message, code.as_deref());
     if let Error::AllProvidersFailed(x) = e {
         // The attempts, for humans debugging a failover; SDKs ignore it.
-        if let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&out.body) {
-            let attempts = crate::json::to_value(|j| {
-                j.open_array();
-                for a in &x.attempts {
-                    a.write_json(j);
-                }
-                j.close_array();
-            });
-            if let Some(error) = v.get_mut("error") {
-                crate::json::set(error, "attempts", attempts);
-            }
-            out.body = crate::json::text_of(&v).into_bytes();
+        if let (Some(error), Ok(attempts)) = (
+            body.get_mut("error").and_then(Value::as_object_mut),
+            serde_json::to_value(&x.attempts),
+        ) {
+            error.insert("attempts".into(), attempts);
         }
     }
+    let mut out = json_response(status, &body);
     if let Some(after) = e.retry_after() {
         out.headers.insert(
             "retry-after",
@@ -810,25 +808,45 @@ pub fn render_error(format: Format, e: &Error) -> Outbound {
     out
 }
 
-/// An error body in the client's format.
+/// An error answer in the client's format.
 pub fn error_response(format: Format, status: u16, message: &str, code: Option<&str>) -> Outbound {
-    let body = match format {
-        Format::OpenAi => openai::render_error(status, message, code),
-        Format::Anthropic => anthropic::render_error(status, message),
-    };
-    json_response(status, &body)
+    json_response(status, &error_body(format, status, message, code))
 }
 
-fn json_response(status: u16, body: &Value) -> Outbound {
+fn error_body(format: Format, status: u16, message: &str, code: Option<&str>) -> Value {
+    match format {
+        Format::OpenAi => openai::render_error(status, message, code),
+        Format::Anthropic => anthropic::render_error(status, message),
+    }
+}
+
+fn json_response(status: u16, body: &impl Serialize) -> Outbound {
     let mut headers = Headers::new();
     headers.insert("content-type", "application/json");
     Outbound {
         status,
         headers,
-        body: crate::json::text_of(body).into_bytes(),
+        body: to_json(body, 512),
         stream: None,
         log: String::new(),
     }
+}
+
+/// `value` as JSON, written into a buffer of `capacity` bytes to start
+/// with. The crate's shapes are plain data (string keys, no fallible
+/// `Serialize`), so writing them cannot fail; an empty text stands for the
+/// impossible case rather than a panic.
+fn to_json(value: &impl Serialize, capacity: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(capacity);
+    match serde_json::to_writer(&mut out, value) {
+        Ok(()) => out,
+        Err(_) => Vec::new(),
+    }
+}
+
+/// [`to_json`], as text.
+fn to_json_text(value: &impl Serialize, capacity: usize) -> String {
+    String::from_utf8(to_json(value, capacity)).unwrap_or_default()
 }
 
 /// The client's `x-request-id` when it is short and plain, else a new one.
@@ -871,34 +889,37 @@ fn clip(s: &str, max: usize) -> String {
 
 // ------------------------------------------------------------------ logging
 
-#[derive(Debug, Default)]
-#[cfg_attr(test, derive(Serialize))]
-#[cfg_attr(test, serde(rename_all = "camelCase"))]
+/// One request's log line. The fields are in their keys' sorted order, so
+/// every line lists its keys in one order.
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 struct LogLine<'a> {
-    level: &'a str,
-    request_id: &'a str,
-    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
-    method: Option<&'a str>,
-    path: &'a str,
-    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
-    format: Option<Format>,
-    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
-    route: Option<String>,
-    status: u16,
-    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
-    served_by: Option<String>,
     attempts: usize,
-    #[cfg_attr(test, serde(skip_serializing_if = "Vec::is_empty"))]
-    trail: Vec<TrailItem>,
-    latency_ms: UnixMillis,
-    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
-    error: Option<&'a str>,
-    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
-    message: Option<&'a str>,
-    #[cfg_attr(test, serde(skip_serializing_if = "std::ops::Not::not"))]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     auth_disabled: bool,
-    #[cfg_attr(test, serde(skip_serializing_if = "std::ops::Not::not"))]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    format: Option<Format>,
+    latency_ms: UnixMillis,
+    /// Empty until written: `error` for a 5xx answer, `info` otherwise.
+    level: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    method: Option<&'a str>,
+    msg: &'static str,
+    path: &'a str,
+    request_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    route: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    served_by: Option<String>,
+    status: u16,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     stream: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    trail: Vec<TrailItem>,
 }
 
 impl LogLine<'_> {
@@ -913,8 +934,8 @@ impl LogLine<'_> {
                 number: a.number,
                 duration_ms: crate::platform::millis(a.duration),
                 outcome: match &a.outcome {
-                    AttemptOutcome::Success => "ok",
-                    AttemptOutcome::Failure { error } => error.kind.name(),
+                    AttemptOutcome::Success => Outcome::Ok,
+                    AttemptOutcome::Failure { error } => Outcome::Failed(error.kind),
                 },
                 status: a.error().and_then(|e| e.status),
             })
@@ -930,80 +951,50 @@ impl LogLine<'_> {
     }
 }
 
-#[derive(Debug)]
-#[cfg_attr(test, derive(Serialize))]
-#[cfg_attr(test, serde(rename_all = "camelCase"))]
+/// One attempt in a log line's trail (keys sorted, as in [`LogLine`]).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 struct TrailItem {
-    provider: String,
+    duration_ms: u64,
     model: String,
     number: u32,
-    duration_ms: u64,
-    outcome: &'static str,
-    #[cfg_attr(test, serde(skip_serializing_if = "Option::is_none"))]
+    outcome: Outcome,
+    provider: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<u16>,
 }
 
-/// The log line: its keys sorted, as they always were.
-fn log_line(l: &LogLine<'_>) -> String {
-    let level = match l.level {
-        "" if l.status >= 500 => "error",
-        "" => "info",
-        level => level,
-    };
-    let mut j = Json::new();
-    j.open().n("attempts", l.attempts as u64);
-    if l.auth_disabled {
-        j.b("authDisabled", true);
-    }
-    j.some_s("error", l.error)
-        .some_s("format", l.format.map(Format::name))
-        .n("latencyMs", l.latency_ms)
-        .s("level", level)
-        .some_s("message", l.message)
-        .some_s("method", l.method)
-        .s("msg", "request")
-        .s("path", l.path)
-        .s("requestId", l.request_id)
-        .some_s("route", l.route.as_deref())
-        .some_s("servedBy", l.served_by.as_deref())
-        .n("status", l.status.into());
-    if l.stream {
-        j.b("stream", true);
-    }
-    if !l.trail.is_empty() {
-        j.key("trail").open_array();
-        for t in &l.trail {
-            j.open()
-                .n("durationMs", t.duration_ms)
-                .s("model", &t.model)
-                .n("number", t.number.into())
-                .s("outcome", t.outcome)
-                .s("provider", &t.provider)
-                .some_n("status", t.status.map(u64::from))
-                .close();
+/// How an attempt ended: `ok`, or the failure's kind (`rate_limited`, …).
+#[derive(Debug)]
+enum Outcome {
+    Ok,
+    Failed(ErrorKind),
+}
+
+impl Serialize for Outcome {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Outcome::Ok => s.serialize_str("ok"),
+            Outcome::Failed(kind) => kind.serialize(s),
         }
-        j.close_array();
     }
-    j.close();
-    j.finish()
+}
+
+/// The log line's text, its level decided by the status when not set.
+fn log_line(l: &mut LogLine<'_>) -> String {
+    if l.level.is_empty() {
+        l.level = if l.status >= 500 { "error" } else { "info" };
+    }
+    l.msg = "request";
+    to_json_text(l, 384)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The log line as it was written before: serde's, its keys sorted.
-    fn derived_log_line(l: &LogLine<'_>) -> String {
-        let mut v = serde_json::to_value(l).unwrap_or(Value::Null);
-        if l.level.is_empty() {
-            v["level"] = json!(if l.status >= 500 { "error" } else { "info" });
-        }
-        v["msg"] = json!("request");
-        v.to_string()
-    }
-
     #[test]
-    fn log_lines_are_written_as_they_were() {
+    fn log_lines_list_their_keys_sorted_and_decide_their_level() {
         let attempts = [
             crate::error::Attempt {
                 provider: "p".into(),
@@ -1013,11 +1004,8 @@ mod tests {
                 duration: Duration::from_millis(12),
                 reached: true,
                 outcome: AttemptOutcome::Failure {
-                    error: crate::error::ProviderError::new(
-                        crate::error::ErrorKind::RateLimited,
-                        "x",
-                    )
-                    .with_status(429),
+                    error: crate::error::ProviderError::new(ErrorKind::RateLimited, "x")
+                        .with_status(429),
                 },
             },
             crate::error::Attempt {
@@ -1031,7 +1019,6 @@ mod tests {
             },
         ];
         let mut full = LogLine {
-            level: "",
             request_id: "r1",
             method: Some("POST"),
             path: "/v1/messages",
@@ -1047,21 +1034,32 @@ mod tests {
             ..LogLine::default()
         };
         full.record_attempts(&attempts);
-        for l in [
-            LogLine::default(),
-            LogLine {
-                level: "error",
-                status: 500,
-                format: Some(Format::OpenAi),
-                ..LogLine::default()
-            },
-            LogLine {
-                status: 200,
-                ..LogLine::default()
-            },
-            full,
+        assert_eq!(
+            log_line(&mut full),
+            concat!(
+                r#"{"attempts":1,"authDisabled":true,"error":"all_providers_failed","#,
+                r#""format":"anthropic","latencyMs":42,"level":"error","message":"bad\nthing","#,
+                r#""method":"POST","msg":"request","path":"/v1/messages","requestId":"r1","#,
+                r#""route":"default","servedBy":"p/m","status":503,"stream":true,"trail":["#,
+                r#"{"durationMs":12,"model":"m","number":1,"outcome":"rate_limited","#,
+                r#""provider":"p","status":429},"#,
+                r#"{"durationMs":0,"model":"m","number":0,"outcome":"ok","provider":"q\""}]}"#,
+            )
+        );
+        for (level, status, want) in [
+            ("", 200, "info"),
+            ("", 500, "error"),
+            ("error", 200, "error"),
         ] {
-            assert_eq!(log_line(&l), derived_log_line(&l));
+            let mut l = LogLine {
+                level,
+                status,
+                ..LogLine::default()
+            };
+            let v: Value = serde_json::from_str(&log_line(&mut l)).unwrap();
+            assert_eq!(v["level"], want);
+            assert_eq!(v["msg"], "request");
+            assert_eq!(v.as_object().map(|o| o.len()), Some(7), "{v}");
         }
     }
 

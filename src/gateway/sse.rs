@@ -10,12 +10,12 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use crate::json::Json;
 use futures_core::Stream;
+use serde::Serialize;
 
 use super::Format;
 use crate::chain::Client;
-use crate::chat::Delta;
+use crate::chat::{Delta, Usage};
 use crate::error::{Error, ErrorKind, ProviderError};
 use crate::format::anthropic_stream::AnthropicStreamEncoder;
 use crate::format::openai_stream::OpenAiStreamEncoder;
@@ -174,6 +174,22 @@ fn cause_of(e: &Error) -> ProviderError {
     }
 }
 
+/// The log line of a stream's end (keys sorted, as in a request's line).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EndLine<'a> {
+    attempts: usize,
+    error: Option<ErrorKind>,
+    latency_ms: u64,
+    level: &'static str,
+    malformed_chunks: usize,
+    msg: &'static str,
+    outcome: &'a str,
+    request_id: &'a str,
+    served_by: Option<String>,
+    usage: Option<Usage>,
+}
+
 /// The log line of a stream's end.
 fn end_line<P: Platform, S: BreakerStore>(
     st: &State<P, S>,
@@ -181,35 +197,22 @@ fn end_line<P: Platform, S: BreakerStore>(
     cause: Option<&ProviderError>,
 ) -> String {
     let now = st.stream.client().platform().now();
-    let mut j = Json::new();
-    j.open()
-        .n(
-            "attempts",
-            st.stream.attempts().iter().filter(|a| a.number > 0).count() as u64,
-        )
-        .opt_s("error", cause.map(|c| c.kind.name()))
-        .n("latencyMs", now.saturating_sub(st.started))
-        .s("level", if cause.is_some() { "warn" } else { "info" })
-        .n("malformedChunks", st.stream.malformed_chunks() as u64)
-        .s("msg", "stream end")
-        .s("outcome", outcome)
-        .s("requestId", &st.request_id)
-        .opt_s(
-            "servedBy",
-            st.stream
-                .served_by()
-                .map(|s| format!("{}/{}", s.provider, s.model))
-                .as_deref(),
-        )
-        .key("usage");
-    match st.stream.usage() {
-        Some(u) => u.write_json(&mut j),
-        None => {
-            j.null();
-        }
-    }
-    j.close();
-    j.finish()
+    let line = EndLine {
+        attempts: st.stream.attempts().iter().filter(|a| a.number > 0).count(),
+        error: cause.map(|c| c.kind),
+        latency_ms: now.saturating_sub(st.started),
+        level: if cause.is_some() { "warn" } else { "info" },
+        malformed_chunks: st.stream.malformed_chunks(),
+        msg: "stream end",
+        outcome,
+        request_id: &st.request_id,
+        served_by: st
+            .stream
+            .served_by()
+            .map(|s| format!("{}/{}", s.provider, s.model)),
+        usage: st.stream.usage(),
+    };
+    super::to_json_text(&line, 256)
 }
 
 /// A stream from repeatedly running `step` on a state it hands back.

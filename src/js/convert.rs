@@ -148,7 +148,7 @@ pub(crate) fn read_request(value: &JsValue) -> Result<ChatRequest, ConfigError> 
 
 /// What a JS provider's `chat(request, signal)` receives.
 pub(crate) fn provider_request(req: &ChatRequest, model: &str) -> JsValue {
-    to_js(|j| crate::json::js::provider_request(j, req, model))
+    to_js(&crate::js::shapes::ProviderRequest::new(req, model))
 }
 
 /// What a JS provider resolves with: `{ text, model }`, plus optional tool
@@ -221,5 +221,5 @@ pub(crate) fn provider_response(v: &JsValue, model: &str) -> Result<ChatResponse
 
 /// `await client.chat(…)`.
 pub(crate) fn chat_result(reply: &Reply) -> JsValue {
-    to_js(|j| crate::json::js::chat_result(j, reply))
+    to_js(&crate::js::shapes::ChatResult::new(reply))
 }

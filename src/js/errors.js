@@ -10,7 +10,8 @@
 // scripts/build-npm.sh turns this file into CommonJS for the nodejs target
 // (so the package also loads on Node versions without require(esm)).
 
-// Kinds worth retrying on the same provider (DESIGN.md §2).
+// Kinds worth retrying on the same provider: ProviderError::is_retryable
+// in src/error.rs decides the same.
 const RETRYABLE = ["rate_limited", "server", "stalled", "transport", "decode"];
 
 export class LLMError extends Error {

@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use js_sys::Reflect;
+use serde::Deserialize;
 use wasm_bindgen::prelude::*;
 
 use crate::config::ConfigError;
 use crate::error::{Attempt, Error, ErrorKind, ProviderError};
-use crate::json::js::Init;
-use crate::json::Json;
+use crate::js::shapes::{Attempts, Init, Issues, Name};
 use crate::platform::{millis, TransportError};
 use crate::web::error_message;
 
@@ -76,20 +76,17 @@ fn class_of(kind: ErrorKind) -> &'static str {
     }
 }
 
-/// A JSON text as a plain JS value, through `JSON.parse`: the package
-/// writes its values by hand ([`crate::json`]) and lets the engine build
-/// them.
-pub(crate) fn parse(text: &str) -> JsValue {
-    js_sys::JSON::parse(text).unwrap_or(JsValue::NULL)
-}
-
-/// The value `write` writes, as a plain JS value.
-pub(crate) fn to_js(write: impl FnOnce(&mut Json)) -> JsValue {
-    parse(&Json::text(write))
+/// `value` as a plain JS value: its JSON text, written by serde_json, built
+/// by the engine's `JSON.parse` in one crossing.
+pub(crate) fn to_js(value: &impl serde::Serialize) -> JsValue {
+    serde_json::to_string(value)
+        .ok()
+        .and_then(|text| js_sys::JSON::parse(&text).ok())
+        .unwrap_or(JsValue::NULL)
 }
 
 fn build(class: &str, message: &str, init: &Init<'_>) -> JsValue {
-    make_error(class, message, &to_js(|j| init.write(j)))
+    make_error(class, message, &to_js(init))
 }
 
 /// A provider's error as its JS class (`error` of events, a rejection).
@@ -106,7 +103,7 @@ pub(crate) fn provider_error(
         class_of(e.kind),
         &message,
         &Init {
-            attempts: (!attempts.is_empty()).then_some(attempts),
+            attempts: (!attempts.is_empty()).then_some(Attempts(attempts)),
             ..Init::of(e, provider)
         },
     )
@@ -119,11 +116,11 @@ pub(crate) fn call_error(e: &Error) -> JsValue {
             "AllProvidersFailedError",
             &ex.headline(),
             &Init {
-                kind: "all_providers_failed",
+                kind: Name::Str("all_providers_failed"),
                 retryable: ex.status() == 503,
                 status: Some(ex.status()),
                 retry_after_ms: ex.retry_after().map(millis),
-                failures: Some(&ex.attempts),
+                failures: Some(Attempts(&ex.attempts)),
                 ..Init::default()
             },
         ),
@@ -139,11 +136,11 @@ pub(crate) fn call_error(e: &Error) -> JsValue {
             "LLMError",
             &e.to_string(),
             &Init {
-                kind: "interrupted",
+                kind: Name::Str("interrupted"),
                 retryable: true,
                 status: Some(e.status()),
-                code: Some(error.kind.name()),
-                attempts: Some(attempts),
+                code: Some(Name::Kind(error.kind)),
+                attempts: Some(Attempts(attempts)),
                 ..Init::default()
             },
         ),
@@ -158,7 +155,7 @@ pub(crate) fn client_error(kind: &str, status: u16, message: &str) -> JsValue {
         "ClientRequestError",
         message,
         &Init {
-            kind,
+            kind: Name::Str(kind),
             status: Some(status),
             ..Init::default()
         },
@@ -167,12 +164,9 @@ pub(crate) fn client_error(kind: &str, status: u16, message: &str) -> JsValue {
 
 /// The rejection of an aborted call; `cause` is the signal's reason.
 pub(crate) fn abort_error(reason: &JsValue) -> JsValue {
-    let init = to_js(|j| {
-        Init {
-            kind: "aborted",
-            ..Init::default()
-        }
-        .write(j)
+    let init = to_js(&Init {
+        kind: Name::Str("aborted"),
+        ..Init::default()
     });
     if !reason.is_undefined() {
         let _ = Reflect::set(&init, &"cause".into(), reason);
@@ -186,8 +180,8 @@ pub(crate) fn config_error(e: &ConfigError) -> JsValue {
         "ConfigError",
         &e.to_string(),
         &Init {
-            kind: "config",
-            issues: Some(&e.issues),
+            kind: Name::Str("config"),
+            issues: Some(Issues(&e.issues)),
             ..Init::default()
         },
     )
@@ -202,8 +196,10 @@ pub(crate) fn prop(v: &JsValue, key: &str) -> JsValue {
     }
 }
 
+/// The kind serde names `name` (`rate_limited`, …).
 fn kind_from_name(name: &str) -> Option<ErrorKind> {
-    ErrorKind::ALL.into_iter().find(|k| k.name() == name)
+    let name = serde::de::value::StrDeserializer::<serde::de::value::Error>::new(name);
+    ErrorKind::deserialize(name).ok()
 }
 
 /// The kind of an HTTP status a JS provider reported.
@@ -220,8 +216,8 @@ fn kind_of_status(status: u16) -> ErrorKind {
 }
 
 /// Classifies what a JS provider threw or rejected with:
-/// `kind` (this package's classes) → `status` → the class name (the
-/// articles' `RateLimitError`, …; a `TypeError` is fetch's network failure)
+/// `kind` (this package's classes) → `status` → the class name
+/// (`RateLimitError`, …; a `TypeError` is fetch's network failure)
 /// → a server error with the message. `retryable` overrides the verdict,
 /// `retryAfterMs` and `code` are kept.
 pub(crate) fn classify(thrown: &JsValue) -> ProviderError {

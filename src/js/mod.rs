@@ -11,7 +11,7 @@
 //! ```
 //!
 //! JS providers are any `{ name, chat(request, signal) }` returning a
-//! Promise (the articles' `Provider`); they get the same timeout, retries,
+//! Promise; they get the same timeout, retries,
 //! breaker and failover as the built-in adapters, and their `signal` aborts
 //! when the core stops waiting. What they throw is classified by
 //! [`errors::classify`]; what a call rejects with is always an `LLMError`
@@ -21,6 +21,7 @@ mod config;
 mod convert;
 mod errors;
 mod provider;
+mod shapes;
 mod stream;
 
 use std::future::Future;
@@ -119,7 +120,7 @@ impl Hooks {
                 Event::MalformedChunk { error, provider } => (&None, Some(*error), Some(*provider)),
                 Event::Breaker { .. } | Event::BudgetExhausted { .. } => (&None, None, None),
             };
-            let value = errors::to_js(|j| event.write_json(j));
+            let value = errors::to_js(event);
             if let Some(e) = error {
                 // `error` as its class, so `e.error instanceof RateLimitError`.
                 let _ = js_sys::Reflect::set(
@@ -283,13 +284,7 @@ impl ResilientClient {
     /// percentiles, last failure.
     #[wasm_bindgen(unchecked_return_type = "ProviderHealth[]")]
     pub fn health(&self) -> JsValue {
-        errors::to_js(|j| {
-            j.open_array();
-            for h in self.inner.health() {
-                h.write_json(j);
-            }
-            j.close_array();
-        })
+        errors::to_js(&self.inner.health())
     }
 }
 

@@ -89,7 +89,7 @@ impl StreamHandle {
                 }
                 Some(Ok(delta)) => {
                     *slot.borrow_mut() = Slot::Ready(stream);
-                    Ok(errors::to_js(|j| delta.write_json(j)))
+                    Ok(errors::to_js(&delta))
                 }
                 Some(Err(e)) => {
                     *slot.borrow_mut() = Slot::Ended;

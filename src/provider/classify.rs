@@ -39,7 +39,7 @@ impl ErrorBody {
                     ErrorBody::fields(&v)
                 } else {
                     ErrorBody {
-                        message: Some(truncate(&crate::json::text_of(&v))),
+                        message: Some(truncate(&v.to_string())),
                         ..ErrorBody::default()
                     }
                 }
@@ -72,7 +72,7 @@ impl ErrorBody {
                 ..ErrorBody::default()
             }),
             Some(other) => Some(ErrorBody {
-                message: Some(truncate(&crate::json::text_of(other))),
+                message: Some(truncate(&other.to_string())),
                 ..ErrorBody::default()
             }),
             None if tag("object") => Some(ErrorBody::fields(v)),

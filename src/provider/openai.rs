@@ -167,8 +167,7 @@ impl Provider for OpenAi {
     fn encode(&self, req: &ChatRequest, model: &str) -> Result<HttpRequest, ProviderError> {
         self.models.check(req, model)?;
         let body = encode_request(req, model, self.options).map_err(|e| e.into_request_error())?;
-        let mut http =
-            HttpRequest::post_json(self.url(model), crate::json::text_of(&body).into_bytes());
+        let mut http = HttpRequest::post_json(self.url(model), body.to_string().into_bytes());
         for (name, value) in self.headers.iter() {
             http.headers.insert(name, value);
         }

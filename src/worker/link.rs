@@ -12,8 +12,9 @@ use worker::wasm_bindgen::JsValue;
 use worker::wasm_bindgen_futures::{future_to_promise, JsFuture};
 use worker::{web_sys, Context, Delay, Env};
 
-use crate::fleet::{FleetLink, Inbox, LeaseAnswer, LinkError, Report, View};
-use crate::json::fleet::Call;
+use serde::de::DeserializeOwned;
+
+use crate::fleet::{Call, FleetLink, Inbox, LeaseAnswer, LinkError, Report, View};
 use crate::timeout::timeout;
 
 /// The Durable Object binding, as named in wrangler.toml.
@@ -60,16 +61,12 @@ impl DoLink {
     }
 }
 
-/// One call to `key`'s object: `POST http://do/<op>` with `body`; the
-/// answer's text, read by `read`.
-async fn call<T>(
-    env: &Env,
-    key: &str,
-    op: &str,
-    body: String,
-    read: fn(&str) -> Option<T>,
-) -> Result<T, LinkError> {
+/// One call to `body.key`'s object: `POST http://do/<op>` with `body`; the
+/// answer, read as a `T`.
+async fn call<T: DeserializeOwned>(env: &Env, op: &str, body: &Call) -> Result<T, LinkError> {
     let fail = |e: worker::Error| LinkError(e.to_string());
+    let key = body.key.as_str();
+    let body = serde_json::to_string(body).map_err(|e| LinkError(e.to_string()))?;
     let stub = env
         .durable_object(BINDING)
         .and_then(|ns| ns.get_by_name(key))
@@ -87,7 +84,8 @@ async fn call<T>(
             return Err(LinkError(format!("object answered {}", resp.status_code())));
         }
         let text = resp.text().await.map_err(fail)?;
-        read(&text).ok_or_else(|| LinkError("the object answered malformed JSON".into()))
+        serde_json::from_str(&text)
+            .map_err(|e| LinkError(format!("the object answered malformed JSON: {e}")))
     };
     timeout(Delay::from(CALL_TIMEOUT), fut)
         .await
@@ -96,26 +94,38 @@ async fn call<T>(
 
 impl FleetLink for DoLink {
     async fn lease(&self, key: &str, holder: &str) -> Result<LeaseAnswer, LinkError> {
-        let body = Call::to_json(key, Some(holder), None);
-        call(&self.env, key, "lease", body, LeaseAnswer::from_json).await
+        let body = Call {
+            key: key.to_string(),
+            holder: Some(holder.to_string()),
+            reports: Vec::new(),
+        };
+        call(&self.env, "lease", &body).await
     }
 
     fn report(&self, key: &str, reports: Vec<Report>, inbox: Inbox) {
-        let (env, key) = (self.env.clone(), key.to_string());
+        let env = self.env.clone();
+        let body = Call {
+            key: key.to_string(),
+            holder: None,
+            reports,
+        };
         self.background.spawn(async move {
-            let body = Call::to_json(&key, None, Some(&reports));
-            if let Ok(view) = call(&env, &key, "report", body, View::from_json).await {
-                inbox.deliver(&key, view);
+            if let Ok(view) = call::<View>(&env, "report", &body).await {
+                inbox.deliver(&body.key, view);
             }
         });
     }
 
     fn refresh(&self, key: &str, inbox: Inbox) {
-        let (env, key) = (self.env.clone(), key.to_string());
+        let env = self.env.clone();
+        let body = Call {
+            key: key.to_string(),
+            holder: None,
+            reports: Vec::new(),
+        };
         self.background.spawn(async move {
-            let body = Call::to_json(&key, None, None);
-            if let Ok(view) = call(&env, &key, "view", body, View::from_json).await {
-                inbox.deliver(&key, view);
+            if let Ok(view) = call::<View>(&env, "view", &body).await {
+                inbox.deliver(&body.key, view);
             }
         });
     }

@@ -89,11 +89,11 @@ fn load(env: &Env) -> Rc<Loaded> {
             let issues: Vec<String> = e.issues.iter().map(|i| i.to_string()).collect();
             worker::console_error!(
                 "{}",
-                crate::json::text_of(&crate::json::json_value!({
+                serde_json::json!({
                     "level": "error",
                     "msg": "invalid configuration",
                     "issues": issues,
-                }))
+                })
             );
             Loaded::Invalid(e)
         }

@@ -13,8 +13,7 @@ use worker::{durable_object, DurableObject, Env, Request, Response, Result, Stat
 
 use crate::breaker::BreakerPolicy;
 use crate::config::Config;
-use crate::fleet::Fleet;
-use crate::json::fleet::Call;
+use crate::fleet::{Call, Fleet};
 
 /// The `BreakerStore` Durable Object class.
 #[durable_object(fetch)]
@@ -42,7 +41,8 @@ impl DurableObject for BreakerStore {
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         let op = req.path();
-        let Some(call) = req.text().await.ok().and_then(|t| Call::from_json(&t)) else {
+        let call = req.text().await.ok();
+        let Some(call) = call.and_then(|t| serde_json::from_str::<Call>(&t).ok()) else {
             return Response::error("bad request", 400);
         };
         let Some(policies) = self.policies() else {
@@ -57,14 +57,15 @@ impl DurableObject for BreakerStore {
         // Load, one pure step, store: no await in between.
         let mut fleet = self.load();
         let answer = match op.as_str() {
-            "/report" => fleet.fold(&policy, now, &call.reports).json(),
+            "/report" => serde_json::to_string(&fleet.fold(&policy, now, &call.reports)),
             "/lease" => {
                 let holder = call.holder.as_deref().unwrap_or("unknown");
-                fleet.lease(&policy, policies.lease_ttl, now, holder).json()
+                serde_json::to_string(&fleet.lease(&policy, policies.lease_ttl, now, holder))
             }
-            "/view" => fleet.view(&policy, now).json(),
+            "/view" => serde_json::to_string(&fleet.view(&policy, now)),
             _ => return Response::error("not found", 404),
-        };
+        }
+        .map_err(|e| worker::Error::RustError(e.to_string()))?;
         self.store(&fleet)?;
         let headers = worker::Headers::new();
         headers.set("content-type", "application/json")?;
@@ -91,14 +92,15 @@ impl BreakerStore {
             cursor.raw().next().transpose()
         });
         match row.ok().flatten().as_deref() {
-            Some([worker::SqlStorageValue::String(state)]) => Fleet::from_json(state),
+            Some([worker::SqlStorageValue::String(state)]) => serde_json::from_str(state).ok(),
             _ => None,
         }
         .unwrap_or_default()
     }
 
     fn store(&self, fleet: &Fleet) -> Result<()> {
-        let json = fleet.json();
+        let json =
+            serde_json::to_string(fleet).map_err(|e| worker::Error::RustError(e.to_string()))?;
         self.state.storage().sql().exec(
             "INSERT OR REPLACE INTO fleet (id, state) VALUES (1, ?)",
             vec![json.into()],

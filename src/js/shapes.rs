@@ -1,0 +1,255 @@
+//! The package's JS-visible shapes as derived `Serialize` types: what
+//! `client.chat` resolves with, the error classes' init, what a JS provider
+//! receives. Written by serde_json and built by `JSON.parse`
+//! ([`crate::js::errors::to_js`]); `types.d.ts` and `errors.js` describe
+//! and read them.
+
+use serde::ser::{Serialize, Serializer};
+use serde_json::Value;
+
+use crate::chain::{Reply, ServedBy};
+use crate::chat::{
+    ChatRequest, FinishReason, Message, Part, Role, Tool, ToolCall, ToolChoice, Usage,
+};
+use crate::config::ConfigIssue;
+use crate::error::{Attempt, ErrorKind, ProviderError};
+use crate::platform::millis;
+
+/// One attempt, as `result.attempts[i]` and `error.failures[i]` show it.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AttemptJs<'a> {
+    provider: &'a str,
+    model: &'a str,
+    attempt: u32,
+    ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<ErrorKind>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retryable: Option<bool>,
+    duration_ms: u64,
+    started_at: u64,
+    reached: bool,
+}
+
+impl<'a> AttemptJs<'a> {
+    fn new(a: &'a Attempt) -> Self {
+        let error = a.error();
+        AttemptJs {
+            provider: &a.provider,
+            model: &a.model,
+            attempt: a.number,
+            ok: error.is_none(),
+            kind: error.map(|e| e.kind),
+            status: error.and_then(|e| e.status),
+            code: error.and_then(|e| e.code.as_deref()),
+            message: error.map(|e| e.message.as_str()),
+            retry_after_ms: error.and_then(|e| e.retry_after).map(millis),
+            retryable: error.map(ProviderError::is_retryable),
+            duration_ms: millis(a.duration),
+            started_at: a.started_at,
+            reached: a.reached,
+        }
+    }
+}
+
+/// A list of attempts in their JS shape, written without collecting them.
+#[derive(Clone, Copy)]
+pub(crate) struct Attempts<'a>(pub &'a [Attempt]);
+
+impl Serialize for Attempts<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(AttemptJs::new))
+    }
+}
+
+/// A name JS sees as a string: an error kind's (`rate_limited`, as serde
+/// names it), or one of the package's own (`all_providers_failed`, …).
+#[derive(Clone, Copy, serde::Serialize)]
+#[serde(untagged)]
+pub(crate) enum Name<'a> {
+    Kind(ErrorKind),
+    Str(&'a str),
+}
+
+impl Default for Name<'_> {
+    fn default() -> Self {
+        Name::Str("")
+    }
+}
+
+/// The second argument of an error class's constructor.
+#[derive(Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Init<'a> {
+    pub kind: Name<'a>,
+    pub retryable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<Name<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<Attempts<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failures: Option<Attempts<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub issues: Option<Issues<'a>>,
+}
+
+impl<'a> Init<'a> {
+    /// The init of a provider's error: its kind, retryability, status,
+    /// Retry-After and code.
+    pub(crate) fn of(e: &'a ProviderError, provider: Option<&'a str>) -> Init<'a> {
+        Init {
+            kind: Name::Kind(e.kind),
+            retryable: e.is_retryable(),
+            status: e.status,
+            retry_after_ms: e.retry_after.map(millis),
+            code: e.code.as_deref().map(Name::Str),
+            provider,
+            ..Init::default()
+        }
+    }
+}
+
+/// A configuration's issues as `{ path, message }` objects.
+#[derive(Clone, Copy)]
+pub(crate) struct Issues<'a>(pub &'a [ConfigIssue]);
+
+#[derive(serde::Serialize)]
+struct Issue<'a> {
+    path: &'a str,
+    message: &'a str,
+}
+
+impl Serialize for Issues<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|i| Issue {
+            path: &i.path,
+            message: &i.message,
+        }))
+    }
+}
+
+/// A message's content: text-only content as one string, else its parts.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Content<'a> {
+    Text(String),
+    Parts(&'a [Part]),
+}
+
+#[derive(serde::Serialize)]
+struct JsMessage<'a> {
+    role: Role,
+    content: Content<'a>,
+}
+
+struct Messages<'a>(&'a [Message]);
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|m| JsMessage {
+            role: m.role,
+            content: if m.content.iter().all(|p| matches!(p, Part::Text { .. })) {
+                Content::Text(m.joined_text())
+            } else {
+                Content::Parts(&m.content)
+            },
+        }))
+    }
+}
+
+/// What a JS provider's `chat(request, signal)` receives: the request with
+/// the entry's `model`, and text-only messages as plain strings.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ProviderRequest<'a> {
+    model: &'a str,
+    messages: Messages<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    stop: &'a [String],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    tools: &'a [Tool],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'a ToolChoice>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<&'a Value>,
+}
+
+impl<'a> ProviderRequest<'a> {
+    pub(crate) fn new(req: &'a ChatRequest, model: &'a str) -> Self {
+        ProviderRequest {
+            model,
+            messages: Messages(&req.messages),
+            max_tokens: req.max_tokens,
+            temperature: req.temperature,
+            top_p: req.top_p,
+            stop: &req.stop,
+            tools: &req.tools,
+            tool_choice: req.tool_choice.as_ref(),
+            metadata: req.metadata.as_ref(),
+        }
+    }
+}
+
+/// `await client.chat(…)`.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ChatResult<'a> {
+    text: &'a str,
+    model: &'a str,
+    provider: &'a str,
+    served_by: &'a ServedBy,
+    attempts: Attempts<'a>,
+    usage: Option<&'a Usage>,
+    finish_reason: Option<&'a str>,
+    tool_calls: &'a [ToolCall],
+    raw: &'a Value,
+}
+
+impl<'a> ChatResult<'a> {
+    pub(crate) fn new(reply: &'a Reply) -> Self {
+        let r = &reply.response;
+        ChatResult {
+            text: &r.text,
+            model: &r.model,
+            provider: &r.provider,
+            served_by: &reply.served_by,
+            attempts: Attempts(&reply.attempts),
+            usage: r.usage.as_ref(),
+            finish_reason: r.finish_reason.as_ref().map(finish_reason_name),
+            tool_calls: &r.tool_calls,
+            raw: &r.raw,
+        }
+    }
+}
+
+/// The name `client.chat` gives a finish reason.
+fn finish_reason_name(r: &FinishReason) -> &str {
+    match r {
+        FinishReason::Stop => "stop",
+        FinishReason::Length => "length",
+        FinishReason::ToolCalls => "tool_calls",
+        FinishReason::ContentFilter => "content_filter",
+        FinishReason::Other(s) => s,
+    }
+}
