@@ -48,8 +48,8 @@ pub struct HttpRequest {
     pub body: Vec<u8>,
     /// The whole exchange's time limit, from the call to the body's end:
     /// the host's own timer aborts the request when it passes (on the web,
-    /// a native `setTimeout` that aborts the `AbortController`, with no
-    /// call back into Rust). `None` for no limit.
+    /// a `setTimeout` whose callback is the `AbortController`'s own `abort`,
+    /// not a Rust closure). `None` for no limit.
     pub timeout: Option<Duration>,
 }
 

@@ -38,6 +38,7 @@ use crate::platform::{
     UnixMillis,
 };
 use crate::provider::{CustomProvider, LocalFuture};
+use crate::timeout::{timeout, Elapsed};
 
 /// A platform with a virtual clock, scripted randomness and scripted HTTP.
 /// Clones share state.
@@ -271,17 +272,13 @@ impl TimeLimit {
         platform: &FakePlatform,
         fut: impl Future<Output = T>,
     ) -> Result<T, TransportError> {
-        let mut fut = pin!(fut);
-        poll_fn(|cx| {
-            if let Poll::Ready(v) = fut.as_mut().poll(cx) {
-                return Poll::Ready(Ok(v));
+        match timeout(&mut self.timer, fut).await {
+            Ok(v) => Ok(v),
+            Err(Elapsed) => {
+                platform.0.borrow_mut().sleeps.push(self.after);
+                Err(self.error())
             }
-            if self.poll_passed(platform, cx) {
-                return Poll::Ready(Err(self.error()));
-            }
-            Poll::Pending
-        })
-        .await
+        }
     }
 
     fn error(&self) -> TransportError {

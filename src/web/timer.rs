@@ -93,9 +93,9 @@ pub(crate) struct Timer {
 }
 
 impl Timer {
-    /// Calls `f` after `dur` (clamped to `setTimeout`'s maximum). A JS
-    /// function rather than a Rust closure: nothing crosses into wasm when
-    /// it fires, and nothing is left to free when it is cleared.
+    /// Calls `f` after `dur` (clamped to `setTimeout`'s maximum). A host
+    /// function rather than a Rust closure: firing it runs no wasm, and
+    /// clearing it leaves no closure to free.
     pub(crate) fn call_after(f: &Function, dur: Duration) -> Timer {
         Timer {
             handle: set_timeout(f, delay_ms(dur)),
