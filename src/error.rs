@@ -267,6 +267,7 @@ impl From<TransportError> for ProviderError {
             | TransportErrorKind::Aborted
             | TransportErrorKind::Other => ErrorKind::Transport,
             TransportErrorKind::BodyTooLarge => ErrorKind::Decode,
+            TransportErrorKind::TimedOut => ErrorKind::Timeout,
         };
         ProviderError::new(kind, e.to_string())
     }

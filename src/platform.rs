@@ -27,7 +27,10 @@ pub trait Platform {
     fn sleep(&self, dur: Duration) -> impl Future<Output = ()>;
     /// Sends `req` and resolves once the status and headers are in; the body
     /// streams afterwards. Dropping the returned future, or the body, MUST
-    /// abort the request.
+    /// abort the request. With a [`timeout`](HttpRequest::timeout), the
+    /// platform MUST abort the request once it has passed, and fail the wait
+    /// for the status line, or the body read after it, with
+    /// [`TransportErrorKind::TimedOut`].
     fn fetch(&self, req: HttpRequest)
         -> impl Future<Output = Result<HttpResponse, TransportError>>;
 }
@@ -43,6 +46,11 @@ pub struct HttpRequest {
     pub headers: Headers,
     /// The request body (JSON for every provider).
     pub body: Vec<u8>,
+    /// The whole exchange's time limit, from the call to the body's end:
+    /// the host's own timer aborts the request when it passes (on the web,
+    /// a `setTimeout` whose callback is the `AbortController`'s own `abort`,
+    /// not a Rust closure). `None` for no limit.
+    pub timeout: Option<Duration>,
 }
 
 impl HttpRequest {
@@ -55,6 +63,7 @@ impl HttpRequest {
             url: url.into(),
             headers,
             body,
+            timeout: None,
         }
     }
 }
@@ -67,6 +76,7 @@ impl fmt::Debug for HttpRequest {
             .field("url", &self.url)
             .field("headers", &self.headers.names().collect::<Vec<_>>())
             .field("body_len", &self.body.len())
+            .field("timeout", &self.timeout)
             .finish()
     }
 }
@@ -315,6 +325,7 @@ impl TransportError {
             TransportErrorKind::Reset
             | TransportErrorKind::BodyTooLarge
             | TransportErrorKind::Aborted
+            | TransportErrorKind::TimedOut
             | TransportErrorKind::Other => true,
             TransportErrorKind::Refused | TransportErrorKind::Dns | TransportErrorKind::Tls => {
                 false
@@ -340,6 +351,9 @@ pub enum TransportErrorKind {
     BodyTooLarge,
     /// The host aborted the request.
     Aborted,
+    /// The request's [`timeout`](HttpRequest::timeout) passed before its
+    /// response was complete.
+    TimedOut,
     /// Anything else the host reported.
     Other,
 }
@@ -353,6 +367,7 @@ impl fmt::Display for TransportErrorKind {
             TransportErrorKind::Tls => "TLS failure",
             TransportErrorKind::BodyTooLarge => "body too large",
             TransportErrorKind::Aborted => "aborted",
+            TransportErrorKind::TimedOut => "timed out",
             TransportErrorKind::Other => "network error",
         })
     }

@@ -1,7 +1,6 @@
 //! One chain entry: attempts under a deadline, retried with full-jitter
 //! backoff or the provider's Retry-After, within the retry budget.
 
-use std::cell::Cell;
 use std::time::Duration;
 
 use crate::backoff::RetryPolicy;
@@ -11,7 +10,7 @@ use crate::chat::{ChatRequest, ChatResponse};
 use crate::cursor::Run;
 use crate::error::{Attempt, AttemptOutcome, ErrorKind, ProviderError};
 use crate::event::Event;
-use crate::platform::{millis, BufferedResponse, Platform, TransportError, UnixMillis};
+use crate::platform::{millis, BufferedResponse, Platform, TransportErrorKind, UnixMillis};
 use crate::provider::Upstream;
 use crate::store::BreakerStore;
 use crate::timeout::timeout;
@@ -211,40 +210,41 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     ) -> (Result<ChatResponse, ProviderError>, bool) {
         match upstream {
             Upstream::Http(provider) => {
-                let http = match provider.encode(req, model) {
+                let mut http = match provider.encode(req, model) {
                     Ok(h) => h,
                     Err(e) => return (Err(e), false),
                 };
-                // Set once the status line is in: a timeout after it is a
-                // stalled body, before it a silent provider.
-                let responded = Cell::new(false);
-                let call = async {
-                    let resp = self.platform.fetch(http).await?;
-                    responded.set(true);
-                    let body = resp
-                        .body
-                        .read_to_end(self.policy.max_response_bytes)
-                        .await?;
-                    Ok::<_, TransportError>(BufferedResponse {
-                        status: resp.status,
-                        headers: resp.headers,
-                        body,
-                    })
-                };
-                match timeout(self.platform.sleep(limit), call).await {
-                    Ok(Ok(buffered)) => (provider.decode(&buffered, self.platform.now()), true),
-                    Ok(Err(transport)) => {
-                        let reached = responded.get() || transport.reached();
-                        (Err(transport.into()), reached)
+                // The platform's own timer aborts the request: its time
+                // running out before the status line is a silent provider,
+                // after it a stalled body.
+                http.timeout = Some(limit);
+                let resp = match self.platform.fetch(http).await {
+                    Ok(resp) => resp,
+                    Err(t) if t.kind == TransportErrorKind::TimedOut => {
+                        return (Err(ProviderError::timeout(limit)), true)
                     }
-                    Err(_) if responded.get() => (
+                    Err(t) => {
+                        let reached = t.reached();
+                        return (Err(t.into()), reached);
+                    }
+                };
+                match resp.body.read_to_end(self.policy.max_response_bytes).await {
+                    Ok(body) => {
+                        let buffered = BufferedResponse {
+                            status: resp.status,
+                            headers: resp.headers,
+                            body,
+                        };
+                        (provider.decode(&buffered, self.platform.now()), true)
+                    }
+                    Err(t) if t.kind == TransportErrorKind::TimedOut => (
                         Err(ProviderError::new(
                             ErrorKind::Stalled,
                             format!("response body incomplete after {} ms", millis(limit)),
                         )),
                         true,
                     ),
-                    Err(_) => (Err(ProviderError::timeout(limit)), true),
+                    Err(t) => (Err(t.into()), true),
                 }
             }
             Upstream::Custom(custom) => {

@@ -3,9 +3,10 @@
 //! [`FakePlatform`] has a virtual clock that only moves when every task is
 //! waiting: [`block_on`] then jumps it to the next timer. Random numbers are
 //! scripted, HTTP replies are scripted per URL prefix (status, headers, body,
-//! delays, hangs, resets, bodies cut after k chunks), and every request,
-//! sleep and abort is recorded. [`ScriptedProvider`] is the articles'
-//! `FakeProvider`: a queue of outcomes behind the [`CustomProvider`] trait.
+//! delays, hangs, resets, bodies cut after k chunks), requests' time limits
+//! run on the virtual clock, and every request, sleep and abort is recorded.
+//! [`ScriptedProvider`] is a queue of outcomes behind the [`CustomProvider`]
+//! trait.
 //!
 //! ```
 //! use resilient_llm::testing::{block_on, reply, FakePlatform};
@@ -37,6 +38,7 @@ use crate::platform::{
     UnixMillis,
 };
 use crate::provider::{CustomProvider, LocalFuture};
+use crate::timeout::{timeout, Elapsed};
 
 /// A platform with a virtual clock, scripted randomness and scripted HTTP.
 /// Clones share state.
@@ -101,8 +103,10 @@ impl FakePlatform {
             .count()
     }
 
-    /// Every sleep that ran to its end, in order (timers that lost a race,
-    /// like an attempt timeout beaten by the response, are not listed).
+    /// Every timer that ran to its end, in order: sleeps, and request time
+    /// limits ([`HttpRequest::timeout`]) that passed. Timers that lost a
+    /// race, like an attempt's time limit beaten by the response, are not
+    /// listed.
     pub fn sleeps(&self) -> Vec<Duration> {
         self.0.borrow().sleeps.clone()
     }
@@ -190,6 +194,12 @@ impl Platform for FakePlatform {
     ) -> impl Future<Output = Result<HttpResponse, TransportError>> {
         let platform = self.clone();
         async move {
+            // Set at the call, like a host's timer: it covers the whole
+            // exchange, status line and body.
+            let mut limit = req.timeout.map(|d| TimeLimit {
+                timer: platform.delay(d),
+                after: d,
+            });
             let reply = platform.take_reply(&req.url);
             platform.0.borrow_mut().requests.push(req);
             let Some(reply) = reply else {
@@ -202,28 +212,80 @@ impl Platform for FakePlatform {
                 platform: platform.clone(),
                 armed: true,
             };
-            platform.delay(reply.delay).await;
-            let result = match reply.kind {
-                ReplyKind::Respond => Ok(HttpResponse {
-                    status: reply.status,
-                    headers: reply.headers,
-                    body: Body::stream(FakeBody {
-                        platform: platform.clone(),
-                        chunks: reply.chunks.into(),
-                        chunk_delay: reply.chunk_delay,
-                        end: reply.end,
-                        wait: None,
-                        done: false,
-                    }),
-                }),
-                ReplyKind::Fail(kind) => {
-                    Err(TransportError::new(kind, "scripted transport failure"))
+            let answer = async {
+                platform.delay(reply.delay).await;
+                match &reply.kind {
+                    ReplyKind::Respond => Ok(()),
+                    ReplyKind::Fail(kind) => {
+                        Err(TransportError::new(*kind, "scripted transport failure"))
+                    }
+                    ReplyKind::Hang => std::future::pending().await,
                 }
-                ReplyKind::Hang => std::future::pending().await,
             };
+            let answered = match limit.as_mut() {
+                Some(limit) => limit.race(&platform, answer).await?,
+                None => answer.await,
+            };
+            // Past the time limit's `?`: a request the limit ended stays
+            // counted as aborted by the still-armed guard.
             guard.armed = false;
-            result
+            answered?;
+            Ok(HttpResponse {
+                status: reply.status,
+                headers: reply.headers,
+                body: Body::stream(FakeBody {
+                    platform: platform.clone(),
+                    chunks: reply.chunks.into(),
+                    chunk_delay: reply.chunk_delay,
+                    end: reply.end,
+                    wait: None,
+                    limit,
+                    timed_out: false,
+                    done: false,
+                }),
+            })
         }
+    }
+}
+
+/// A request's time limit on the virtual clock.
+struct TimeLimit {
+    timer: Delay,
+    after: Duration,
+}
+
+impl TimeLimit {
+    /// Whether the limit has passed; once it has, the timer counts among the
+    /// [`FakePlatform::sleeps`] that ran to their end.
+    fn poll_passed(&mut self, platform: &FakePlatform, cx: &mut Context<'_>) -> bool {
+        if Pin::new(&mut self.timer).poll(cx).is_pending() {
+            return false;
+        }
+        platform.0.borrow_mut().sleeps.push(self.after);
+        true
+    }
+
+    /// `fut`'s output, or a [`TransportErrorKind::TimedOut`] error when the
+    /// limit passes first (on a tie, `fut` wins).
+    async fn race<T>(
+        &mut self,
+        platform: &FakePlatform,
+        fut: impl Future<Output = T>,
+    ) -> Result<T, TransportError> {
+        match timeout(&mut self.timer, fut).await {
+            Ok(v) => Ok(v),
+            Err(Elapsed) => {
+                platform.0.borrow_mut().sleeps.push(self.after);
+                Err(self.error())
+            }
+        }
+    }
+
+    fn error(&self) -> TransportError {
+        TransportError::new(
+            TransportErrorKind::TimedOut,
+            format!("no complete response within {} ms", millis(self.after)),
+        )
     }
 }
 
@@ -300,6 +362,8 @@ struct FakeBody {
     chunk_delay: Duration,
     end: BodyEnd,
     wait: Option<Pin<Box<Delay>>>,
+    limit: Option<TimeLimit>,
+    timed_out: bool,
     done: bool,
 }
 
@@ -308,28 +372,49 @@ impl Stream for FakeBody {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
-        if this.done {
+        if this.done || this.timed_out {
             return Poll::Ready(None);
         }
-        if !this.chunk_delay.is_zero() && !this.chunks.is_empty() {
-            let delay = this
+        if let Poll::Ready(item) = this.poll_chunk(cx) {
+            return Poll::Ready(item);
+        }
+        let Some(limit) = this.limit.as_mut() else {
+            return Poll::Pending;
+        };
+        if !limit.poll_passed(&this.platform, cx) {
+            return Poll::Pending;
+        }
+        // Not `done`: the limit aborted the transfer, as a drop would.
+        this.timed_out = true;
+        Poll::Ready(Some(Err(limit.error())))
+    }
+}
+
+impl FakeBody {
+    /// The next scripted chunk or ending, once its delay is over.
+    fn poll_chunk(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Vec<u8>, TransportError>>> {
+        if !self.chunk_delay.is_zero() && !self.chunks.is_empty() {
+            let delay = self
                 .wait
-                .get_or_insert_with(|| Box::pin(this.platform.delay(this.chunk_delay)));
+                .get_or_insert_with(|| Box::pin(self.platform.delay(self.chunk_delay)));
             if delay.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
-            this.wait = None;
+            self.wait = None;
         }
-        if let Some(chunk) = this.chunks.pop_front() {
+        if let Some(chunk) = self.chunks.pop_front() {
             return Poll::Ready(Some(Ok(chunk)));
         }
-        match this.end {
+        match self.end {
             BodyEnd::Complete => {
-                this.done = true;
+                self.done = true;
                 Poll::Ready(None)
             }
             BodyEnd::Reset => {
-                this.done = true;
+                self.done = true;
                 Poll::Ready(Some(Err(TransportError::new(
                     TransportErrorKind::Reset,
                     "scripted reset mid-body",
@@ -508,8 +593,8 @@ pub fn err(kind: ErrorKind, status: u16) -> Step {
     Step::Fail(ProviderError::new(kind, "scripted failure").with_status(status))
 }
 
-/// The articles' `FakeProvider`: each call takes the next scripted step; the
-/// last step repeats once the script runs out.
+/// A provider that plays a script: each call takes the next step; the last
+/// step repeats once the script runs out.
 pub struct ScriptedProvider {
     platform: FakePlatform,
     name: String,
@@ -593,5 +678,81 @@ impl CustomProvider for ScriptedProvider {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn within(url: &str, limit: u64) -> HttpRequest {
+        let mut req = HttpRequest::post_json(url, Vec::new());
+        req.timeout = Some(Duration::from_millis(limit));
+        req
+    }
+
+    #[test]
+    fn a_time_limit_before_the_status_line_fails_the_fetch_and_aborts_it() {
+        let p = FakePlatform::new();
+        p.script("https://a.test", [hang()]);
+        let err = block_on(&p, p.fetch(within("https://a.test/", 300))).unwrap_err();
+        assert_eq!(err.kind, TransportErrorKind::TimedOut);
+        assert_eq!(err.message, "no complete response within 300 ms");
+        assert_eq!(p.now(), 300);
+        assert_eq!(p.aborted(), 1);
+        assert_eq!(p.sleeps(), [Duration::from_millis(300)]);
+    }
+
+    #[test]
+    fn a_time_limit_covers_the_body_from_the_call() {
+        let p = FakePlatform::new();
+        p.script(
+            "https://a.test",
+            [reply(200)
+                .delay(Duration::from_millis(100))
+                .chunks(["one", "two"])
+                .cut_after(1, BodyEnd::Stall)],
+        );
+        let (status, first, rest) = block_on(&p, async {
+            let mut resp = p.fetch(within("https://a.test/", 300)).await.unwrap();
+            let first = resp.body.chunk().await;
+            (resp.status, first, resp.body.chunk().await)
+        });
+        assert_eq!(status, 200);
+        assert_eq!(first, Some(Ok(b"one".to_vec())));
+        assert_eq!(
+            rest.map(|r| r.map_err(|e| e.kind)),
+            Some(Err(TransportErrorKind::TimedOut))
+        );
+        assert_eq!(
+            p.now(),
+            300,
+            "300 ms from the call, not from the status line"
+        );
+        assert_eq!(p.aborted(), 1);
+    }
+
+    #[test]
+    fn an_answer_in_time_cancels_the_time_limit() {
+        let p = FakePlatform::new();
+        p.script(
+            "https://a.test",
+            [reply(200)
+                .chunks(["a", "b"])
+                .chunk_delay(Duration::from_millis(100))],
+        );
+        let body = block_on(&p, async {
+            let resp = p.fetch(within("https://a.test/", 200)).await.unwrap();
+            resp.body.read_to_end(1024).await
+        });
+        assert_eq!(
+            body.unwrap(),
+            b"ab",
+            "the last chunk, due with the limit, wins"
+        );
+        assert_eq!(p.now(), 200);
+        assert!(p.sleeps().is_empty());
+        assert_eq!(p.next_deadline(), None, "no timer left behind");
+        assert_eq!(p.aborted(), 0);
     }
 }

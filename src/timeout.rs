@@ -1,4 +1,10 @@
-//! The per-attempt deadline: the only hand-written future in the crate.
+//! A deadline on a future: the only hand-written future in the crate. For
+//! waits the platform cannot bound itself: a custom provider's call, a
+//! stream's first-token and idle deadlines. An HTTP attempt's limit goes
+//! with its request instead ([`HttpRequest::timeout`]), so that the host's
+//! own timer aborts it.
+//!
+//! [`HttpRequest::timeout`]: crate::platform::HttpRequest::timeout
 
 use std::future::{poll_fn, Future};
 use std::pin::pin;

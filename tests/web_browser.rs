@@ -28,6 +28,7 @@ async fn fetches_from_the_local_test_server() {
         url: format!("{origin}/"),
         headers: Default::default(),
         body: Vec::new(),
+        timeout: None,
     };
     let resp = WebPlatform.fetch(req).await.unwrap();
     assert_eq!(resp.status, 200);

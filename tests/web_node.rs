@@ -57,10 +57,16 @@ export function startServer() {
     }));
   });
 }
+export function pendingTimers() {
+  return process.getActiveResourcesInfo().filter((r) => r === "Timeout").length;
+}
 "#)]
 extern "C" {
     #[wasm_bindgen(js_name = startServer)]
     fn start_server() -> js_sys::Promise;
+    /// Node's timers still pending (each would keep the process alive).
+    #[wasm_bindgen(js_name = pendingTimers)]
+    fn pending_timers() -> u32;
 }
 
 struct Server(JsValue);
@@ -205,6 +211,65 @@ async fn many_cleared_timers_leave_nothing_behind() {
     sleep(Duration::from_millis(1)).await;
     let after = wasm_bindgen::externref_heap_live_count();
     assert!(after <= before + 10, "live externrefs {before} -> {after}");
+}
+
+fn within(url: String, ms: u64) -> HttpRequest {
+    let mut req = HttpRequest::post_json(url, vec![]);
+    req.timeout = Some(Duration::from_millis(ms));
+    req
+}
+
+#[wasm_bindgen_test]
+async fn a_time_limit_ends_a_silent_request_and_closes_the_connection() {
+    let srv = Server::start().await;
+    let err = WebPlatform
+        .fetch(within(srv.url("/hang"), 50))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, TransportErrorKind::TimedOut, "{}", err.message);
+    assert_eq!(err.message, "no complete response within 50 ms");
+    assert_eq!(srv.wait_for("cut", 1.0).await, 1.0);
+}
+
+#[wasm_bindgen_test]
+async fn a_time_limit_ends_a_stalled_body_read_by_chunks_or_whole() {
+    let srv = Server::start().await;
+    // No declared length: the reader's loop; a declared one: `arrayBuffer()`.
+    for (path, cut) in [("/stall", 1.0), ("/stall-sized", 2.0)] {
+        let resp = WebPlatform.fetch(within(srv.url(path), 100)).await.unwrap();
+        assert_eq!(resp.status, 200);
+        let err = resp.body.read_to_end(4096).await.unwrap_err();
+        assert_eq!(
+            err.kind,
+            TransportErrorKind::TimedOut,
+            "{path}: {}",
+            err.message
+        );
+        assert_eq!(srv.wait_for("cut", cut).await, cut, "{path}");
+    }
+}
+
+#[wasm_bindgen_test]
+async fn time_limits_of_requests_that_finish_leave_nothing_behind() {
+    let srv = Server::start().await;
+    let fetch_all = |path: &str| {
+        let req = within(srv.url(path), 60_000);
+        async move {
+            let resp = WebPlatform.fetch(req).await.unwrap();
+            resp.body.read_to_end(4096).await.unwrap()
+        }
+    };
+    fetch_all("/sized").await;
+    let (timers, refs) = (pending_timers(), wasm_bindgen::externref_heap_live_count());
+    for _ in 0..20 {
+        assert_eq!(fetch_all("/sized").await, b"abcdefghijklmnopqrstuvwxyz");
+        assert_eq!(fetch_all("/chunks").await, b"one,two,three");
+    }
+    // Each 60 s timer was cleared once its body was in: a pending one would
+    // keep Node alive for a minute.
+    assert_eq!(pending_timers(), timers, "pending timers");
+    let after = wasm_bindgen::externref_heap_live_count();
+    assert!(after <= refs + 10, "live externrefs {refs} -> {after}");
 }
 
 #[wasm_bindgen_test]

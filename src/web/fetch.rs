@@ -1,13 +1,15 @@
 //! The global `fetch` with an `AbortController` per request, and the
 //! response body read whole (`arrayBuffer()`) or as a stream of chunks from
-//! its `ReadableStream` reader.
+//! its `ReadableStream` reader. A request's time limit is a `setTimeout`
+//! whose callback is the controller's own `abort`, bound to it.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use futures_core::Stream;
-use js_sys::{Promise, Reflect, Uint8Array};
+use js_sys::{Function, Promise, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
@@ -17,8 +19,10 @@ use web_sys::{
 };
 
 use super::headers::{headers_from_js, headers_to_js};
+use super::timer::Timer;
 use crate::platform::{
-    Body, BodySource, ChunkStream, HttpRequest, HttpResponse, TransportError, WholeRead,
+    millis, Body, BodySource, ChunkStream, HttpRequest, HttpResponse, TransportError,
+    TransportErrorKind, WholeRead,
 };
 
 #[wasm_bindgen]
@@ -27,14 +31,20 @@ extern "C" {
     /// some hosts throw synchronously instead of rejecting.
     #[wasm_bindgen(catch, js_name = fetch)]
     fn global_fetch(url: &str, init: &RequestInit) -> Result<Promise, JsValue>;
+
+    /// `AbortController.prototype.abort`, read once per thread.
+    #[wasm_bindgen(thread_local_v2, js_namespace = ["AbortController", "prototype"], js_name = abort)]
+    static ABORT: Function;
 }
 
-/// An `AbortController` that aborts when dropped, unless disarmed. Hand its
+/// An `AbortController` that aborts when dropped, unless disarmed, and
+/// optionally once a time limit passes. Hand its
 /// [`signal`](AbortOnDrop::signal) to whatever should stop when the Rust side
 /// stops waiting.
 #[derive(Debug)]
 pub struct AbortOnDrop {
     controller: Option<AbortController>,
+    limit: Option<(Timer, Duration)>,
 }
 
 impl AbortOnDrop {
@@ -44,6 +54,7 @@ impl AbortOnDrop {
             AbortController::new().map_err(|e| TransportError::from_message(error_message(&e)))?;
         Ok(AbortOnDrop {
             controller: Some(controller),
+            limit: None,
         })
     }
 
@@ -52,14 +63,42 @@ impl AbortOnDrop {
         self.controller.as_ref().map(AbortController::signal)
     }
 
-    /// The work finished: dropping no longer aborts.
+    /// Aborts the controller once `limit` has passed, unless disarmed or
+    /// dropped first. The timer calls the controller's `abort` bound to it:
+    /// a host function, so firing it runs no wasm, and clearing it leaves no
+    /// Rust closure to free.
+    pub fn abort_after(&mut self, limit: Duration) {
+        let Some(controller) = &self.controller else {
+            return;
+        };
+        let abort = ABORT.with(|abort| abort.bind0(controller));
+        self.limit = Some((Timer::call_after(&abort, limit), limit));
+    }
+
+    /// What a rejection `e` of the guarded work means: the time limit of
+    /// [`abort_after`](AbortOnDrop::abort_after) passing (the signal aborted
+    /// while armed: only the timer aborts it then), or what the host says.
+    pub fn error(&self, e: &JsValue) -> TransportError {
+        match (&self.controller, &self.limit) {
+            (Some(c), Some((_, limit))) if c.signal().aborted() => TransportError::new(
+                TransportErrorKind::TimedOut,
+                format!("no complete response within {} ms", millis(*limit)),
+            ),
+            _ => transport(e),
+        }
+    }
+
+    /// The work finished: dropping no longer aborts, and the time limit's
+    /// timer is cleared.
     pub fn disarm(&mut self) {
+        self.limit = None;
         self.controller = None;
     }
 }
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
+        self.limit = None;
         if let Some(c) = self.controller.take() {
             c.abort();
         }
@@ -114,9 +153,11 @@ fn transport(e: &JsValue) -> TransportError {
 /// are in; the body follows, read whole (`arrayBuffer()`) when its reader
 /// asks for all of it and its declared length fits, else through the
 /// stream's reader. Dropping this future before then, or the [`Body`]
-/// after, aborts the request.
+/// after, aborts the request, and so does the request's time limit passing
+/// (the wait, or the body's read, then fails as
+/// [`TransportErrorKind::TimedOut`]).
 pub async fn fetch(req: HttpRequest) -> Result<HttpResponse, TransportError> {
-    let guard = AbortOnDrop::new()?;
+    let mut guard = AbortOnDrop::new()?;
     let init = RequestInit::new();
     init.set_method(&req.method);
     init.set_headers(&headers_to_js(&req.headers));
@@ -124,11 +165,14 @@ pub async fn fetch(req: HttpRequest) -> Result<HttpResponse, TransportError> {
         init.set_body(&Uint8Array::from(req.body.as_slice()));
     }
     init.set_signal(guard.signal().as_ref());
+    if let Some(limit) = req.timeout {
+        guard.abort_after(limit);
+    }
 
-    let promise = global_fetch(&req.url, &init).map_err(|e| transport(&e))?;
+    let promise = global_fetch(&req.url, &init).map_err(|e| guard.error(&e))?;
     let resp: Response = JsFuture::from(promise)
         .await
-        .map_err(|e| transport(&e))?
+        .map_err(|e| guard.error(&e))?
         .dyn_into()
         .map_err(|_| TransportError::from_message("fetch resolved to something not a Response"))?;
 
@@ -170,9 +214,9 @@ impl BodySource for ResponseBody {
             resp, mut guard, ..
         } = *self;
         Ok(Box::pin(async move {
-            let promise = resp.array_buffer().map_err(|e| transport(&e))?;
+            let promise = resp.array_buffer().map_err(|e| guard.error(&e))?;
             // Dropped before it resolves: the guard aborts the request.
-            let buffer = JsFuture::from(promise).await.map_err(|e| transport(&e))?;
+            let buffer = JsFuture::from(promise).await.map_err(|e| guard.error(&e))?;
             guard.disarm();
             Ok(Uint8Array::new(&buffer).to_vec())
         }))
@@ -255,8 +299,12 @@ impl Stream for Chunks {
             let result = match result {
                 Ok(r) => r,
                 Err(e) => {
+                    let error = match &this.guard {
+                        Some(guard) => guard.error(&e),
+                        None => transport(&e),
+                    };
                     this.finish();
-                    return Poll::Ready(Some(Err(transport(&e))));
+                    return Poll::Ready(Some(Err(error)));
                 }
             };
             let done = Reflect::get(&result, &JsValue::from_str("done"))

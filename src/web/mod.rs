@@ -14,10 +14,14 @@
 //! Cancellation follows the [`Platform`] contract: dropping a [`sleep`]
 //! clears its timer (Node would otherwise stay alive until it fires), and
 //! dropping a [`fetch`] future or the response [`Body`] aborts the request's
-//! `AbortController`, which closes the connection. A response body read to
-//! its end comes in one `arrayBuffer()` call when its declared length fits
-//! the limit; otherwise, and for streams, through the `ReadableStream`
-//! reader chunk by chunk. Headers cross in a constant number of calls. Fetch rejections only
+//! `AbortController`, which closes the connection. A request's
+//! [`timeout`](HttpRequest::timeout) is a `setTimeout` whose callback is the
+//! controller's own `abort`, bound to it: the host aborts a silent or
+//! stalled request without running a Rust closure, and a request that
+//! finishes in time clears the timer with no closure to free. A response
+//! body read to its end comes in one `arrayBuffer()` call when its declared
+//! length fits the limit; otherwise, and for streams, through the
+//! `ReadableStream` reader chunk by chunk. Headers cross in a constant number of calls. Fetch rejections only
 //! carry text, so they are classified by [`TransportError::from_message`].
 //!
 //! Compiled for `target_arch = "wasm32"` with the `web` feature. The npm

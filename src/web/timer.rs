@@ -1,4 +1,5 @@
-//! `setTimeout` as a future that clears its timer when dropped.
+//! `setTimeout` as a future that clears its timer when dropped, and as a
+//! native callback's timer.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -49,12 +50,16 @@ pub struct Sleep {
     _callback: Closure<dyn FnMut()>,
 }
 
+/// `dur` in the milliseconds `setTimeout` takes, clamped to its maximum.
+fn delay_ms(dur: Duration) -> f64 {
+    dur.as_millis().min(MAX_DELAY_MS) as f64
+}
+
 /// A timer of `dur` on the global `setTimeout` (clamped to its maximum).
 pub fn sleep(dur: Duration) -> Sleep {
-    let ms = dur.as_millis().min(MAX_DELAY_MS) as f64;
     let state = Rc::default();
     let callback = notify::callback(&state);
-    let handle = set_timeout(callback.as_ref().unchecked_ref(), ms);
+    let handle = set_timeout(callback.as_ref().unchecked_ref(), delay_ms(dur));
     Sleep {
         handle,
         state,
@@ -77,5 +82,29 @@ impl Drop for Sleep {
         if !self.state.fired() {
             clear_timeout(&self.handle);
         }
+    }
+}
+
+/// A JS function's pending call on the global `setTimeout`; dropping it
+/// clears the timer (harmless once it has fired).
+#[derive(Debug)]
+pub(crate) struct Timer {
+    handle: JsValue,
+}
+
+impl Timer {
+    /// Calls `f` after `dur` (clamped to `setTimeout`'s maximum). A host
+    /// function rather than a Rust closure: firing it runs no wasm, and
+    /// clearing it leaves no closure to free.
+    pub(crate) fn call_after(f: &Function, dur: Duration) -> Timer {
+        Timer {
+            handle: set_timeout(f, delay_ms(dur)),
+        }
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        clear_timeout(&self.handle);
     }
 }

@@ -27,7 +27,7 @@
 // Config: { "seed": 1, "providers": { "<name>": PROVIDER, … } }   (keys starting with $ are comments)
 // PROVIDER: { "latencyMs": 0, "requireKey": false, "prefill": "accept" | "reject",
 //             "models": ["…"] (others get 404), "chunkDelayMs": 0, "faults": [RULE, …] }
-// RULE: { "mode": "ok" | "status" | "hang" | "slow" | "reset" | "malformed" | "stream",
+// RULE: { "mode": "ok" | "status" | "hang" | "slow" | "reset" | "malformed" | "stall" | "stream",
 //         "firstN": n, "p": 0..1, "latencyMs": ms, …mode options }
 //   The first rule that takes a request decides it; none: a normal answer. A rule takes a
 //   request it sees when it is still within `firstN` (counting the requests that reached it)
@@ -41,6 +41,8 @@
 //   slow:      slowFirstByteMs before the normal answer
 //   reset:     afterMs, then the socket is reset with nothing sent
 //   malformed: a 200 application/json answer cut in the middle
+//   stall:     a 200 application/json answer's first half, its length declared whole, then
+//              nothing until the client goes away (or holdMs)
 //   stream:    cutAfterChunks k (socket destroyed after k content chunks), stallAfterChunks k
 //              (nothing more sent, socket kept open), malformedChunkAt k (content chunk k,
 //              0-based, is invalid JSON), noDone (no [DONE] / message_stop), slowFirstTokenMs
@@ -66,6 +68,7 @@ const RULE_KEYS = {
   slow: ["slowFirstByteMs"],
   reset: ["afterMs"],
   malformed: [],
+  stall: ["holdMs"],
   stream: ["cutAfterChunks", "stallAfterChunks", "malformedChunkAt", "noDone", "slowFirstTokenMs", "holdMs"],
 };
 
@@ -529,6 +532,17 @@ function malformed(ctx, body) {
   ctx.res.end(cut);
 }
 
+/** A whole answer's first half under a length that declares all of it, then silence. */
+async function stalled(ctx, body, holdMs) {
+  const text = JSON.stringify(ctx.format === "anthropic"
+    ? { id: `msg_mock_${ctx.provider.name}_${ctx.seq}`, type: "message", role: "assistant", model: body.model ?? "", content: [{ type: "text", text: "stalled" }] }
+    : { id: `chatcmpl-mock-${ctx.provider.name}-${ctx.seq}`, object: "chat.completion", model: body.model ?? "", choices: [{ index: 0, message: { content: "stalled" } }] });
+  ctx.status = 200;
+  ctx.res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...responseHeaders(ctx, ctx.format) });
+  ctx.res.write(text.slice(0, Math.floor(text.length / 2)));
+  await hold(ctx, holdMs);
+}
+
 /** Carries out the rule that took the request (null: a normal answer). */
 async function applyRule(ctx, rule, body) {
   await wait((ctx.provider.settings.latencyMs ?? 0) + (rule?.latencyMs ?? 0), ctx.signal);
@@ -539,6 +553,7 @@ async function applyRule(ctx, rule, body) {
     case "hang": return hold(ctx, rule.holdMs);
     case "reset": await wait(rule.afterMs ?? 0, ctx.signal); return destroy(ctx, true);
     case "malformed": return malformed(ctx, body);
+    case "stall": return stalled(ctx, body, rule.holdMs);
     default: throw new Error(`unreachable mode ${rule.mode}`);
   }
 }

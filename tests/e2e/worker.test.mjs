@@ -55,6 +55,7 @@ describe("the failure table through the edge", { timeout: 120000 }, () => {
           p500: { faults: [{ mode: "status", status: 500, firstN: 1 }] },
           p503: { faults: [{ mode: "status", status: 503 }] },
           hang: { faults: [{ mode: "hang" }] },
+          stall: { faults: [{ mode: "stall", firstN: 1 }] },
           reset: { faults: [{ mode: "reset" }] },
           bad: { faults: [{ mode: "status", status: 400 }] },
           filter: { faults: [{ mode: "status", status: 400, error: "content_policy" }] },
@@ -66,7 +67,7 @@ describe("the failure table through the edge", { timeout: 120000 }, () => {
     const config = gatewayConfig(mock, {
       providers: {
         "healthy-o": "openai", "healthy-a": "anthropic", p429: "openai", p429b: "openai", "slow-o": "openai", p500: "anthropic", p503: "openai",
-        fallback: "anthropic", hang: "openai", reset: "openai", bad: "openai", filter: "openai",
+        fallback: "anthropic", hang: "openai", stall: "anthropic", reset: "openai", bad: "openai", filter: "openai",
         "ctx-small": "openai", "ctx-big": "anthropic", p401: "anthropic", backup: "openai",
       },
       routes: {
@@ -78,6 +79,7 @@ describe("the failure table through the edge", { timeout: 120000 }, () => {
         r500: [{ provider: "p500", model: "m500" }, backup],
         r503: [{ provider: "p503", model: "m503" }, { provider: "fallback", model: "claude-fallback" }],
         rhang: [{ provider: "hang", model: "mhang", timeoutMs: 700 }, backup],
+        rstall: [{ provider: "stall", model: "mstall", timeoutMs: 700 }, backup],
         rreset: [{ provider: "reset", model: "mreset" }, backup],
         r400: [{ provider: "bad", model: "mbad" }, backup],
         rfilter: [{ provider: "filter", model: "mfilter" }, backup],
@@ -159,6 +161,17 @@ describe("the failure table through the edge", { timeout: 120000 }, () => {
     assert.ok(took >= 650 && took < 5000, `took ${took} ms`);
     assert.equal(total(mock, "hang"), 1, "a timeout is not retried on the silent provider");
     await eventually(() => mock.stats("hang").aborted >= 1 || mock.stats("hang").inFlight === 0);
+  });
+
+  test("a stalled body: the attempt's time limit aborts it, and the same provider is retried", async () => {
+    const t0 = Date.now();
+    const r = await chat(c.openai, "rstall");
+    const took = Date.now() - t0;
+    assert.equal(r.servedBy, "stall/mstall");
+    assert.equal(r.attempts, 2);
+    assert.ok(took >= 650 && took < 5000, `took ${took} ms`);
+    assert.equal(total(mock, "stall"), 2);
+    await eventually(() => mock.stats("stall").aborted >= 1);
   });
 
   test("connection reset: retried, then failover", async () => {

@@ -15,6 +15,7 @@ fn get(url: &str) -> HttpRequest {
         url: url.into(),
         headers: Default::default(),
         body: Vec::new(),
+        timeout: None,
     }
 }
 
@@ -137,6 +138,31 @@ async fn fetches_a_data_url_and_streams_its_body() {
     assert_eq!(resp.headers.get("content-type"), Some("application/json"));
     let body = resp.body.read_to_end(1024).await.unwrap();
     assert_eq!(body, br#"{"ok":true}"#);
+}
+
+#[wasm_bindgen_test]
+async fn a_time_limit_aborts_its_guard_unless_disarmed_first() {
+    let mut guard = AbortOnDrop::new().unwrap();
+    guard.abort_after(Duration::from_millis(10));
+    let signal = guard.signal().unwrap();
+    let mut done = AbortOnDrop::new().unwrap();
+    done.abort_after(Duration::from_millis(10));
+    let done_signal = done.signal().unwrap();
+    done.disarm();
+    sleep(Duration::from_millis(40)).await;
+    assert!(signal.aborted(), "the host's timer aborted the controller");
+    let err = guard.error(&"AbortError".into());
+    assert_eq!(err.kind, resilient_llm::TransportErrorKind::TimedOut);
+    assert!(!done_signal.aborted(), "disarming cleared the timer");
+}
+
+#[wasm_bindgen_test]
+async fn a_request_within_its_time_limit_reads_whole() {
+    let p = WebPlatform::new();
+    let mut req = get("data:text/plain,0123456789");
+    req.timeout = Some(Duration::from_secs(60));
+    let resp = p.fetch(req).await.unwrap();
+    assert_eq!(resp.body.read_to_end(1024).await.unwrap(), b"0123456789");
 }
 
 #[wasm_bindgen_test]
