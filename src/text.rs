@@ -32,6 +32,7 @@ pub(crate) fn contains(hay: &str, needle: &str) -> bool {
 
 /// `hay` with every occurrence of a non-empty `needle` replaced by `with`,
 /// left to right, as `str::replace` does.
+#[cfg_attr(not(all(target_arch = "wasm32", feature = "js")), allow(dead_code))]
 pub(crate) fn replace(hay: &str, needle: &str, with: &str) -> String {
     let mut out = String::with_capacity(hay.len());
     let mut rest = hay;

@@ -11,7 +11,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::json::json_value as json;
+use serde_json::json;
 
 use super::{index, join, parse_json, Fields, FormatError};
 use crate::chat::{
@@ -74,7 +74,7 @@ pub fn encode_request(
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
     if !system.is_empty() {
-        body.insert("system".into(), json!(crate::text::join(&system, "\n\n")));
+        body.insert("system".into(), json!(system.join("\n\n")));
     }
     body.insert("messages".into(), Value::Array(messages));
     body.insert(
@@ -135,7 +135,7 @@ fn encode_blocks(m: &Message, path: &str) -> Result<Vec<Value>, FormatError> {
                 let input: Value = if c.arguments.trim().is_empty() {
                     json!({})
                 } else {
-                    crate::config::read::parse_value(c.arguments.as_bytes()).map_err(|e| {
+                    serde_json::from_str(&c.arguments).map_err(|e| {
                         FormatError::unsupported(
                             join(&at(), "arguments"),
                             format!("tool call arguments are not valid JSON: {e}"),
@@ -158,8 +158,8 @@ fn encode_blocks(m: &Message, path: &str) -> Result<Vec<Value>, FormatError> {
             } if m.role != Role::Assistant => {
                 let mut b =
                     json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content});
-                if *is_error {
-                    crate::json::set(&mut b, "is_error", Value::Bool(true));
+                if let (true, Some(b)) = (*is_error, b.as_object_mut()) {
+                    b.insert("is_error".into(), Value::Bool(true));
                 }
                 blocks.push(b);
             }
@@ -204,9 +204,7 @@ fn decode_fields(v: &Value) -> Result<ChatResponse, FormatError> {
             "tool_use" => tool_calls.push(ToolCall {
                 id: b.req_str("id")?.to_string(),
                 name: b.req_str("name")?.to_string(),
-                arguments: b
-                    .get("input")
-                    .map_or_else(|| "{}".into(), crate::json::text_of),
+                arguments: b.get("input").map_or_else(|| "{}".into(), Value::to_string),
             }),
             // Thinking and server-tool blocks have no neutral form.
             _ => {}
@@ -449,7 +447,7 @@ fn parse_message(v: &Value, path: &str, out: &mut Vec<Message>) -> Result<(), Fo
                 let call = ToolCall {
                     id: b.req_str("id")?.to_string(),
                     name: b.req_str("name")?.to_string(),
-                    arguments: crate::json::text_of(&input),
+                    arguments: input.to_string(),
                 };
                 push(out, role, Part::ToolCall(call));
             }
@@ -514,7 +512,7 @@ pub fn render_response(resp: &ChatResponse, id: &str) -> Result<Value, FormatErr
         let input: Value = if c.arguments.trim().is_empty() {
             json!({})
         } else {
-            crate::config::read::parse_value(c.arguments.as_bytes())
+            serde_json::from_str(&c.arguments)
                 .map_err(|e| FormatError::unsupported(&path, format!("not valid JSON: {e}")))?
         };
         if !input.is_object() {

@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use crate::json::json_value as json;
+use serde_json::json;
 
 use super::anthropic::{finish_reason, stop_reason_name};
 use super::{merge_usage, Fields, FormatError};
@@ -96,7 +96,7 @@ pub fn decode_event(name: &str, v: &Value) -> Result<Vec<Delta>, FormatError> {
                         arguments: if arguments.is_null() {
                             String::new()
                         } else {
-                            crate::json::text_of(&arguments)
+                            arguments.to_string()
                         },
                     });
                 }
@@ -323,8 +323,8 @@ impl AnthropicStreamEncoder {
         self.closed = true;
         let u = self.usage.unwrap_or_default();
         let mut usage = json!({"output_tokens": u.output_tokens});
-        if u.input_tokens > 0 {
-            crate::json::set(&mut usage, "input_tokens", json!(u.input_tokens));
+        if let (true, Some(usage)) = (u.input_tokens > 0, usage.as_object_mut()) {
+            usage.insert("input_tokens".into(), json!(u.input_tokens));
         }
         event(
             &mut out,
@@ -423,7 +423,7 @@ impl AnthropicStreamEncoder {
 
 /// `event: <name>`, `data: <json>` and the blank line that ends the event.
 fn event(out: &mut Vec<u8>, name: &str, data: &Value) {
-    out.extend(format!("event: {name}\ndata: {}\n\n", crate::json::text_of(data)).into_bytes());
+    out.extend(format!("event: {name}\ndata: {}\n\n", data).into_bytes());
 }
 
 /// The Anthropic error `type` for a failure.

@@ -107,7 +107,7 @@ pub(crate) fn merge_usage(acc: &mut Option<Usage>, new: Usage) {
 
 /// Parses a JSON body.
 pub(crate) fn parse_json(bytes: &[u8]) -> Result<Value, FormatError> {
-    crate::config::read::parse_value(bytes)
+    serde_json::from_slice(bytes)
         .map_err(|e| FormatError::malformed("", format!("malformed JSON: {e}")))
 }
 

@@ -18,7 +18,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::json::json_value as json;
+use serde_json::json;
 
 use super::{index, join, parse_json, Fields, FormatError};
 use crate::chat::{
@@ -166,7 +166,9 @@ fn encode_message(m: &Message, path: &str, out: &mut Vec<Value>) -> Result<(), F
         };
         let mut msg = json!({"role": "assistant", "content": content});
         if !calls.is_empty() {
-            crate::json::set(&mut msg, "tool_calls", Value::Array(calls));
+            if let Some(msg) = msg.as_object_mut() {
+                msg.insert("tool_calls".into(), Value::Array(calls));
+            }
         }
         out.push(msg);
     } else if !text.is_empty() || m.content.is_empty() {
@@ -226,7 +228,7 @@ fn decode_fields(v: &Value) -> Result<ChatResponse, FormatError> {
             None => "{}".to_string(),
             Some(Value::String(s)) => s.clone(),
             // Some compatible servers send the arguments as an object.
-            Some(other) => crate::json::text_of(other),
+            Some(other) => other.to_string(),
         };
         tool_calls.push(ToolCall {
             id: call.str("id")?.unwrap_or_default().to_string(),
@@ -626,10 +628,9 @@ pub fn render_response(resp: &ChatResponse, id: &str, created: u64) -> Value {
             "finish_reason": finish,
         }],
     });
-    if let Some(u) = resp.usage {
-        crate::json::set(
-            &mut out,
-            "usage",
+    if let (Some(u), Some(out)) = (resp.usage, out.as_object_mut()) {
+        out.insert(
+            "usage".into(),
             json!({
                 "prompt_tokens": u.input_tokens,
                 "completion_tokens": u.output_tokens,

@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::json::json_value as json;
+use serde_json::json;
 
 use super::openai::{finish_reason, finish_reason_name};
 use super::{index, merge_usage, Fields, FormatError};
@@ -55,7 +55,7 @@ pub fn decode_chunk(v: &Value) -> Result<Vec<Delta>, FormatError> {
                             None => String::new(),
                             Some(Value::String(s)) => s.clone(),
                             // Some compatible servers send the arguments as an object.
-                            Some(other) => crate::json::text_of(other),
+                            Some(other) => other.to_string(),
                         };
                         (function.str("name")?.filter(|s| !s.is_empty()), arguments)
                     }
@@ -310,8 +310,8 @@ impl OpenAiStreamEncoder {
                 "finish_reason": finish.map(finish_reason_name),
             }],
         });
-        if self.include_usage {
-            crate::json::set(&mut chunk, "usage", Value::Null);
+        if let (true, Some(chunk)) = (self.include_usage, chunk.as_object_mut()) {
+            chunk.insert("usage".into(), Value::Null);
         }
         data_line(&chunk)
     }
@@ -319,7 +319,7 @@ impl OpenAiStreamEncoder {
 
 /// `data: <json>` and the blank line that ends the event.
 fn data_line(v: &Value) -> Vec<u8> {
-    format!("data: {}\n\n", crate::json::text_of(v)).into_bytes()
+    format!("data: {}\n\n", v).into_bytes()
 }
 
 /// The OpenAI error `type` for a failure.

@@ -107,7 +107,7 @@ impl Provider for Anthropic {
         let body = encode_request(req, model, self.default_max_tokens)
             .map_err(|e| e.into_request_error())?;
         let url = format!("{}/v1/messages", self.base_url);
-        let mut http = HttpRequest::post_json(url, crate::json::text_of(&body).into_bytes());
+        let mut http = HttpRequest::post_json(url, body.to_string().into_bytes());
         for (name, value) in self.headers.iter() {
             http.headers.insert(name, value);
         }

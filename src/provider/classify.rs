@@ -33,13 +33,13 @@ pub struct ErrorBody {
 impl ErrorBody {
     /// Reads an error body from bytes: JSON in either shape, or text.
     pub fn parse(body: &[u8]) -> ErrorBody {
-        match crate::config::read::parse_value(body) {
+        match serde_json::from_slice::<Value>(body) {
             Ok(v) => ErrorBody::from_value(&v).unwrap_or_else(|| {
                 if v.get("message").is_some_and(Value::is_string) {
                     ErrorBody::fields(&v)
                 } else {
                     ErrorBody {
-                        message: Some(truncate(&crate::json::text_of(&v))),
+                        message: Some(truncate(&v.to_string())),
                         ..ErrorBody::default()
                     }
                 }
@@ -72,7 +72,7 @@ impl ErrorBody {
                 ..ErrorBody::default()
             }),
             Some(other) => Some(ErrorBody {
-                message: Some(truncate(&crate::json::text_of(other))),
+                message: Some(truncate(&other.to_string())),
                 ..ErrorBody::default()
             }),
             None if tag("object") => Some(ErrorBody::fields(v)),
@@ -114,7 +114,7 @@ impl ErrorBody {
 
     fn mentions(&self, needles: &[&str]) -> bool {
         let hay = self.haystack();
-        needles.iter().any(|n| crate::text::contains(&hay, n))
+        needles.iter().any(|n| hay.contains(n))
     }
 
     /// Out of credit or quota, as opposed to a per-minute limit. A mere
@@ -300,8 +300,8 @@ pub fn classify_body(
 /// a server echoing the key cannot leak it into logs.
 pub fn redact(mut e: ProviderError, secret: Option<&str>) -> ProviderError {
     if let Some(s) = secret.filter(|s| s.len() >= 4) {
-        if crate::text::contains(&e.message, s) {
-            e.message = crate::text::replace(&e.message, s, "***");
+        if e.message.contains(s) {
+            e.message = e.message.replace(s, "***");
         }
     }
     e

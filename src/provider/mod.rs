@@ -14,6 +14,7 @@ pub mod config;
 pub mod openai;
 pub mod preset;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -24,7 +25,6 @@ use crate::error::{ErrorKind, ProviderError};
 use crate::format::FormatError;
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
 use crate::sse::SseEvent;
-use crate::table::Table;
 
 pub use anthropic::Anthropic;
 pub use classify::{classify, ErrorBody};
@@ -52,7 +52,7 @@ pub struct Capabilities {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Models {
     default: Capabilities,
-    by_name: Table<Capabilities>,
+    by_name: BTreeMap<String, Capabilities>,
 }
 
 impl Models {
@@ -60,7 +60,7 @@ impl Models {
     pub fn new(default: Capabilities) -> Self {
         Models {
             default,
-            by_name: Table::default(),
+            by_name: BTreeMap::new(),
         }
     }
 
@@ -104,7 +104,7 @@ pub(crate) fn success_json(
     if !(200..=299).contains(&resp.status) {
         return Err(fail(classify(resp.status, &resp.headers, &resp.body, now)));
     }
-    let v = crate::config::read::parse_value(&resp.body).map_err(|e| {
+    let v: Value = serde_json::from_slice(&resp.body).map_err(|e| {
         fail(
             ProviderError::new(
                 ErrorKind::Decode,
@@ -148,7 +148,7 @@ pub(crate) fn named_error_event(ev: &SseEvent, secret: Option<&str>) -> Provider
 /// A stream event's data as JSON: malformed data is [`ErrorKind::Decode`],
 /// a chunk the caller may skip.
 pub(crate) fn event_json(data: &str) -> Result<Value, ProviderError> {
-    crate::config::read::parse_value(data.as_bytes()).map_err(|e| {
+    serde_json::from_str(data).map_err(|e| {
         ProviderError::new(
             ErrorKind::Decode,
             format!("malformed JSON in a stream event: {e}"),

@@ -138,7 +138,7 @@ impl OpenAi {
     /// The URL a request for `model` goes to.
     pub fn url(&self, model: &str) -> String {
         let deployment = self.deployment.as_deref().unwrap_or(model);
-        let path = crate::text::replace(&self.path, "{deployment}", &path_segment(deployment));
+        let path = self.path.replace("{deployment}", &path_segment(deployment));
         match &self.api_version {
             Some(v) => format!("{}{path}?api-version={v}", self.base_url),
             None => format!("{}{path}", self.base_url),
@@ -167,8 +167,7 @@ impl Provider for OpenAi {
     fn encode(&self, req: &ChatRequest, model: &str) -> Result<HttpRequest, ProviderError> {
         self.models.check(req, model)?;
         let body = encode_request(req, model, self.options).map_err(|e| e.into_request_error())?;
-        let mut http =
-            HttpRequest::post_json(self.url(model), crate::json::text_of(&body).into_bytes());
+        let mut http = HttpRequest::post_json(self.url(model), body.to_string().into_bytes());
         for (name, value) in self.headers.iter() {
             http.headers.insert(name, value);
         }
