@@ -3,7 +3,7 @@
 //! a clear, located error; no input makes a parser panic.
 
 use proptest::prelude::*;
-use resilient_llm::format::{anthropic, openai};
+use resilient_llm::format::{anthropic, openai, Read};
 use resilient_llm::provider::OpenAi;
 use resilient_llm::{
     Anthropic, BufferedResponse, ChatResponse, ErrorKind, FinishReason, FormatErrorKind, Headers,
@@ -247,17 +247,25 @@ fn finish_reasons_translate_both_ways() {
                 input_tokens: 1,
                 output_tokens: 2,
             }),
-            raw: Value::Null,
+            raw: None,
         };
         let o = openai::render_response(&resp, "id", 0);
         assert_eq!(o["choices"][0]["finish_reason"], oa);
         let a = anthropic::render_response(&resp, "id").unwrap();
         assert_eq!(a["stop_reason"], an);
-        let back = openai::decode_response(&o).unwrap();
+        let back = answer(openai::decode_response(o.to_string().as_bytes()));
         assert_eq!(back.finish_reason, Some(reason.clone()));
-        let back = anthropic::decode_response(&a).unwrap();
+        let back = answer(anthropic::decode_response(a.to_string().as_bytes()));
         assert_eq!(back.finish_reason, Some(reason));
         assert_eq!(back.usage, resp.usage);
+    }
+}
+
+/// The answer a decoder read, which must not be an error object.
+fn answer(read: Result<Read<ChatResponse>, resilient_llm::FormatError>) -> ChatResponse {
+    match read.unwrap() {
+        Read::Answer(a) => a,
+        Read::Error => panic!("read as an error object"),
     }
 }
 
@@ -357,7 +365,7 @@ fn what_a_provider_cannot_express_is_unsupported_not_a_panic() {
         provider: "p".into(),
         finish_reason: Some(FinishReason::ToolCalls),
         usage: None,
-        raw: Value::Null,
+        raw: None,
     };
     let e = anthropic::render_response(&resp, "id").unwrap_err();
     assert_eq!(e.to_string(), "tool_calls[0].arguments: not a JSON object");
@@ -466,10 +474,11 @@ proptest! {
             let _ = anthropic_provider().encode(&req, "m");
             let _ = openai_provider().encode(&req, "m");
         }
-        if let Ok(resp) = openai::decode_response(&v) {
+        let body = v.to_string();
+        if let Ok(Read::Answer(resp)) = openai::decode_response(body.as_bytes()) {
             let _ = anthropic::render_response(&resp, "id");
         }
-        if let Ok(resp) = anthropic::decode_response(&v) {
+        if let Ok(Read::Answer(resp)) = anthropic::decode_response(body.as_bytes()) {
             let _ = openai::render_response(&resp, "id", 0);
         }
     }

@@ -13,9 +13,14 @@ use serde_json::{Map, Value};
 
 use serde_json::json;
 
-use super::{index, join, parse_json, Fields, FormatError};
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+
+use super::wire::{self, required, Loose, Obj, Str};
+use super::{index, join, parse_json, Fields, FormatError, Read};
 use crate::chat::{
-    ChatRequest, ChatResponse, FinishReason, Message, Part, Role, Tool, ToolCall, ToolChoice, Usage,
+    ChatRequest, ChatResponse, FinishReason, Message, Part, RawJson, Role, Tool, ToolCall,
+    ToolChoice, Usage,
 };
 
 // ---------------------------------------------------------------- outbound
@@ -174,59 +179,87 @@ fn encode_blocks(m: &Message, path: &str) -> Result<Vec<Value>, FormatError> {
     Ok(blocks)
 }
 
-/// Reads a Messages API answer (a body already known not to be an error).
-pub fn decode_response(v: &Value) -> Result<ChatResponse, FormatError> {
-    decode_fields(v).map(|out| ChatResponse {
-        raw: v.clone(),
-        ..out
-    })
+/// A Messages API answer as it arrives, and the members that make it an
+/// error object instead.
+#[derive(Deserialize)]
+struct Answer<'a> {
+    #[serde(borrow)]
+    content: Option<Vec<Obj<AnswerBlock<'a>>>>,
+    model: Option<String>,
+    #[serde(borrow)]
+    stop_reason: Option<Str<'a>>,
+    usage: Option<Obj<WireUsage>>,
+    error: Option<IgnoredAny>,
+    #[serde(default, borrow)]
+    object: Loose<'a>,
+    #[serde(default, borrow, rename = "type")]
+    kind: Loose<'a>,
 }
 
-/// [`decode_response`] of a body the caller no longer needs: it becomes the
-/// answer's `raw` without a copy (a deep copy of a parsed body is most of
-/// the allocations of a request through the gateway).
-pub fn decode_response_owned(v: Value) -> Result<ChatResponse, FormatError> {
-    decode_fields(&v).map(|out| ChatResponse { raw: v, ..out })
+/// A content block: text and tool calls are read, any other type (thinking,
+/// server tools) has no neutral form and is skipped.
+#[derive(Deserialize)]
+struct AnswerBlock<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Option<Str<'a>>,
+    text: Option<String>,
+    id: Option<String>,
+    name: Option<String>,
+    input: Option<Value>,
 }
 
-/// Everything but `raw` (left `Null`).
-fn decode_fields(v: &Value) -> Result<ChatResponse, FormatError> {
-    let f = Fields::of(v, "")?;
-    let content = f
-        .array("content")?
-        .ok_or_else(|| FormatError::malformed("content", "required"))?;
+/// `usage` of an answer, or of a stream's `message_start` and
+/// `message_delta`.
+#[derive(Deserialize)]
+pub(crate) struct WireUsage {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+}
+
+impl From<WireUsage> for Usage {
+    fn from(u: WireUsage) -> Usage {
+        Usage {
+            input_tokens: u.input_tokens.unwrap_or(0),
+            output_tokens: u.output_tokens.unwrap_or(0),
+        }
+    }
+}
+
+/// Reads a Messages API answer: [`Read::Error`] when the body is an error
+/// object, for the classifier to read. `raw` keeps the body's text.
+pub fn decode_response(body: &[u8]) -> Result<Read<ChatResponse>, FormatError> {
+    let Obj(a) = wire::read::<Obj<Answer<'_>>>(body)?;
+    if a.error.is_some() || a.object.is_error() || a.kind.is_error() {
+        return Ok(Read::Error);
+    }
     let mut text = String::new();
     let mut tool_calls = Vec::new();
-    for (i, block) in content.iter().enumerate() {
-        let b = Fields::of(block, index("content", i))?;
-        match b.req_str("type")? {
-            "text" => text.push_str(b.req_str("text")?),
+    for (i, Obj(b)) in required(a.content, || "content".into())?
+        .into_iter()
+        .enumerate()
+    {
+        let at = |key: &str| join(&index("content", i), key);
+        match required(b.kind, || at("type"))?.as_str() {
+            "text" => text.push_str(&required(b.text, || at("text"))?),
             "tool_use" => tool_calls.push(ToolCall {
-                id: b.req_str("id")?.to_string(),
-                name: b.req_str("name")?.to_string(),
-                arguments: b.get("input").map_or_else(|| "{}".into(), Value::to_string),
+                id: required(b.id, || at("id"))?,
+                name: required(b.name, || at("name"))?,
+                arguments: b.input.map_or_else(|| "{}".into(), |v| v.to_string()),
             }),
-            // Thinking and server-tool blocks have no neutral form.
             _ => {}
         }
     }
-    let finish_reason = f.str("stop_reason")?.map(finish_reason);
-    let usage = match f.object("usage")? {
-        Some(u) => Some(Usage {
-            input_tokens: u.u64("input_tokens")?.unwrap_or(0),
-            output_tokens: u.u64("output_tokens")?.unwrap_or(0),
-        }),
-        None => None,
-    };
-    Ok(ChatResponse {
+    Ok(Read::Answer(ChatResponse {
         text,
         tool_calls,
-        model: f.str("model")?.unwrap_or_default().to_string(),
+        model: a.model.unwrap_or_default(),
         provider: String::new(),
-        finish_reason,
-        usage,
-        raw: Value::Null,
-    })
+        finish_reason: a.stop_reason.map(|r| finish_reason(r.as_str())),
+        usage: a.usage.map(|Obj(u)| u.into()),
+        raw: Some(
+            RawJson::from_slice(body).map_err(|e| FormatError::malformed("", e.to_string()))?,
+        ),
+    }))
 }
 
 /// A Messages API `stop_reason` in the neutral form.

@@ -10,8 +10,12 @@ use serde_json::Value;
 
 use serde_json::json;
 
-use super::anthropic::{finish_reason, stop_reason_name};
-use super::{merge_usage, Fields, FormatError};
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+
+use super::anthropic::{finish_reason, stop_reason_name, WireUsage};
+use super::wire::{self, required, Loose, Obj, Str};
+use super::{merge_usage, FormatError, Read};
 use crate::chat::{Delta, FinishReason, Usage};
 use crate::error::{ErrorKind, ProviderError};
 
@@ -28,8 +32,59 @@ pub const EVENTS: &[&str] = &[
     "ping",
 ];
 
-/// Reads one event named `name` (its `event:` field, or the data's `type`)
-/// whose data is `v` (already known not to be an error):
+/// The data of a stream event as it arrives: one struct for every event,
+/// each reading the members its event has.
+#[derive(Deserialize)]
+struct Event<'a> {
+    #[serde(borrow)]
+    message: Option<Obj<EventMessage<'a>>>,
+    index: Option<u32>,
+    #[serde(borrow)]
+    content_block: Option<Obj<EventBlock<'a>>>,
+    #[serde(borrow)]
+    delta: Option<Obj<EventDelta<'a>>>,
+    usage: Option<Obj<WireUsage>>,
+    error: Option<IgnoredAny>,
+    #[serde(default, borrow)]
+    object: Loose<'a>,
+    #[serde(default, borrow, rename = "type")]
+    kind: Loose<'a>,
+}
+
+/// `message_start`'s `message`.
+#[derive(Deserialize)]
+struct EventMessage<'a> {
+    #[serde(borrow)]
+    model: Option<Str<'a>>,
+    usage: Option<Obj<WireUsage>>,
+}
+
+/// `content_block_start`'s `content_block`.
+#[derive(Deserialize)]
+struct EventBlock<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Option<Str<'a>>,
+    text: Option<String>,
+    id: Option<String>,
+    name: Option<String>,
+    input: Option<Value>,
+}
+
+/// The `delta` of `content_block_delta` (`type`, `text`, `partial_json`) or
+/// of `message_delta` (`stop_reason`).
+#[derive(Deserialize)]
+struct EventDelta<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Option<Str<'a>>,
+    text: Option<String>,
+    partial_json: Option<String>,
+    #[serde(borrow)]
+    stop_reason: Option<Str<'a>>,
+}
+
+/// Reads the data of one event named `named` (its `event:` field; else the
+/// data's `type` names it), or [`Read::Error`] when the data is an error
+/// object, for the classifier:
 ///
 /// - `message_start`: [`Delta::Start`] with the model, and the usage so far;
 /// - `content_block_start`: a `tool_use` block's first [`Delta::ToolCall`]
@@ -46,115 +101,89 @@ pub const EVENTS: &[&str] = &[
 /// A tool call's `index` in [`Delta::ToolCall`] is its content block's index,
 /// the only number the later fragments carry: distinct and increasing per
 /// call, but not dense when text blocks come first.
-pub fn decode_event(name: &str, v: &Value) -> Result<Vec<Delta>, FormatError> {
-    let f = Fields::of(v, "")?;
+pub fn decode_event(named: Option<&str>, data: &[u8]) -> Result<Read<Vec<Delta>>, FormatError> {
+    let Obj(ev) = wire::read::<Obj<Event<'_>>>(data)?;
+    if ev.error.is_some() || ev.object.is_error() || ev.kind.is_error() {
+        return Ok(Read::Error);
+    }
     let mut out = Vec::new();
-    match name {
-        "message_start" => {
-            let m = f
-                .object("message")?
-                .ok_or_else(|| FormatError::malformed("message", "required"))?;
-            let model = m.str("model")?.filter(|s| !s.is_empty());
+    let index = || required(ev.index, || "index".into());
+    match named.or(ev.kind.0.as_deref()) {
+        Some("message_start") => {
+            let Obj(m) = required(ev.message, || "message".into())?;
+            let model = m.model.as_ref().map(Str::as_str).filter(|s| !s.is_empty());
             out.push(Delta::Start {
                 model: model.map(str::to_string),
             });
-            if let Some(u) = m.object("usage")? {
-                out.push(Delta::Usage {
-                    usage: Usage {
-                        input_tokens: u.u64("input_tokens")?.unwrap_or(0),
-                        output_tokens: u.u64("output_tokens")?.unwrap_or(0),
-                    },
-                });
+            if let Some(Obj(u)) = m.usage {
+                out.push(Delta::Usage { usage: u.into() });
             }
         }
-        "content_block_start" => {
-            let index = f
-                .u32("index")?
-                .ok_or_else(|| FormatError::malformed("index", "required"))?;
-            let b = f
-                .object("content_block")?
-                .ok_or_else(|| FormatError::malformed("content_block", "required"))?;
-            match b.req_str("type")? {
+        Some("content_block_start") => {
+            let index = index()?;
+            let Obj(b) = required(ev.content_block, || "content_block".into())?;
+            match required(b.kind, || "content_block.type".into())?.as_str() {
                 "text" => {
-                    if let Some(text) = b.str("text")?.filter(|t| !t.is_empty()) {
-                        out.push(Delta::Text {
-                            text: text.to_string(),
-                        });
+                    if let Some(text) = b.text.filter(|t| !t.is_empty()) {
+                        out.push(Delta::Text { text });
                     }
                 }
                 "tool_use" => {
                     // The input arrives in `input_json_delta`s; a server that
                     // sends it whole here is taken at its word.
-                    let arguments = match b.get("input") {
-                        Some(Value::Object(o)) if !o.is_empty() => Value::Object(o.clone()),
-                        Some(_) | None => Value::Null,
+                    let arguments = match b.input {
+                        Some(Value::Object(o)) if !o.is_empty() => Value::Object(o).to_string(),
+                        Some(_) | None => String::new(),
                     };
                     out.push(Delta::ToolCall {
                         index,
-                        id: Some(b.req_str("id")?.to_string()),
-                        name: Some(b.req_str("name")?.to_string()),
-                        arguments: if arguments.is_null() {
-                            String::new()
-                        } else {
-                            arguments.to_string()
-                        },
+                        id: Some(required(b.id, || "content_block.id".into())?),
+                        name: Some(required(b.name, || "content_block.name".into())?),
+                        arguments,
                     });
                 }
                 // Thinking and server-tool blocks have no neutral form.
                 _ => {}
             }
         }
-        "content_block_delta" => {
-            let index = f
-                .u32("index")?
-                .ok_or_else(|| FormatError::malformed("index", "required"))?;
-            let d = f
-                .object("delta")?
-                .ok_or_else(|| FormatError::malformed("delta", "required"))?;
-            match d.req_str("type")? {
+        Some("content_block_delta") => {
+            let index = index()?;
+            let Obj(d) = required(ev.delta, || "delta".into())?;
+            match required(d.kind, || "delta.type".into())?.as_str() {
                 "text_delta" => {
-                    let text = d.req_str("text")?;
+                    let text = required(d.text, || "delta.text".into())?;
                     if !text.is_empty() {
-                        out.push(Delta::Text {
-                            text: text.to_string(),
-                        });
+                        out.push(Delta::Text { text });
                     }
                 }
                 "input_json_delta" => {
-                    let fragment = d.str("partial_json")?.unwrap_or_default();
+                    let fragment = d.partial_json.unwrap_or_default();
                     if !fragment.is_empty() {
                         out.push(Delta::ToolCall {
                             index,
                             id: None,
                             name: None,
-                            arguments: fragment.to_string(),
+                            arguments: fragment,
                         });
                     }
                 }
                 _ => {}
             }
         }
-        "message_delta" => {
-            if let Some(d) = f.object("delta")? {
-                if let Some(r) = d.str("stop_reason")? {
-                    out.push(Delta::Finish {
-                        reason: finish_reason(r),
-                    });
-                }
-            }
-            if let Some(u) = f.object("usage")? {
-                out.push(Delta::Usage {
-                    usage: Usage {
-                        input_tokens: u.u64("input_tokens")?.unwrap_or(0),
-                        output_tokens: u.u64("output_tokens")?.unwrap_or(0),
-                    },
+        Some("message_delta") => {
+            if let Some(r) = ev.delta.and_then(|Obj(d)| d.stop_reason) {
+                out.push(Delta::Finish {
+                    reason: finish_reason(r.as_str()),
                 });
             }
+            if let Some(Obj(u)) = ev.usage {
+                out.push(Delta::Usage { usage: u.into() });
+            }
         }
-        "message_stop" => out.push(Delta::Done),
-        _ => {}
+        Some("message_stop") => out.push(Delta::Done),
+        Some(_) | None => {}
     }
-    Ok(out)
+    Ok(Read::Answer(out))
 }
 
 // ----------------------------------------------------------------- inbound

@@ -22,6 +22,7 @@ pub mod anthropic;
 pub mod anthropic_stream;
 pub mod openai;
 pub mod openai_stream;
+pub(crate) mod wire;
 
 use serde_json::{Map, Value};
 
@@ -90,6 +91,17 @@ impl FormatError {
     pub fn into_decode_error(self, status: u16) -> ProviderError {
         ProviderError::new(ErrorKind::Decode, format!("response {self}")).with_status(status)
     }
+}
+
+/// What a typed read of a provider's body or stream event found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Read<T> {
+    /// The answer, or the event's deltas.
+    Answer(T),
+    /// An error object (`error`, `"type": "error"`, `"object": "error"`, or
+    /// an OpenRouter error in the first choice): not an answer, and the
+    /// classifier's to read.
+    Error,
 }
 
 /// Folds a streamed usage report into the counts so far: each non-zero
@@ -216,17 +228,6 @@ impl<'a> Fields<'a> {
             Some(v) => v
                 .as_u64()
                 .and_then(|n| u32::try_from(n).ok())
-                .map(Some)
-                .ok_or_else(|| self.wrong(key, "a non-negative integer", v)),
-        }
-    }
-
-    /// An optional non-negative integer, saturating (token counts).
-    pub(crate) fn u64(&self, key: &str) -> Result<Option<u64>, FormatError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(v) => v
-                .as_u64()
                 .map(Some)
                 .ok_or_else(|| self.wrong(key, "a non-negative integer", v)),
         }

@@ -20,9 +20,14 @@ use serde_json::{Map, Value};
 
 use serde_json::json;
 
-use super::{index, join, parse_json, Fields, FormatError};
+use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
+use serde::Deserialize;
+
+use super::wire::{self, required, Arguments, First, Loose, Obj, Str};
+use super::{index, join, parse_json, Fields, FormatError, Read};
 use crate::chat::{
-    ChatRequest, ChatResponse, FinishReason, Message, Part, Role, Tool, ToolCall, ToolChoice, Usage,
+    ChatRequest, ChatResponse, FinishReason, Message, Part, RawJson, Role, Tool, ToolCall,
+    ToolChoice, Usage,
 };
 
 /// Which field carries the output token limit.
@@ -177,82 +182,167 @@ fn encode_message(m: &Message, path: &str, out: &mut Vec<Value>) -> Result<(), F
     Ok(())
 }
 
-/// Reads a Chat Completions answer (a body already known not to be an
-/// error object).
-pub fn decode_response(v: &Value) -> Result<ChatResponse, FormatError> {
-    decode_fields(v).map(|out| ChatResponse {
-        raw: v.clone(),
-        ..out
-    })
+/// A Chat Completions answer as it arrives: what is read of it, and the
+/// members that make it an error object instead.
+#[derive(Deserialize)]
+struct Completion<'a> {
+    model: Option<String>,
+    #[serde(borrow)]
+    choices: Option<First<Obj<Choice<'a>>>>,
+    usage: Option<Obj<WireUsage>>,
+    error: Option<IgnoredAny>,
+    #[serde(default, borrow)]
+    object: Loose<'a>,
+    #[serde(default, borrow, rename = "type")]
+    kind: Loose<'a>,
 }
 
-/// [`decode_response`] of a body the caller no longer needs: it becomes the
-/// answer's `raw` without a copy (a deep copy of a parsed body is most of
-/// the allocations of a request through the gateway).
-pub fn decode_response_owned(v: Value) -> Result<ChatResponse, FormatError> {
-    decode_fields(&v).map(|out| ChatResponse { raw: v, ..out })
+#[derive(Deserialize)]
+struct Choice<'a> {
+    message: Option<Obj<AnswerMessage>>,
+    #[serde(borrow)]
+    finish_reason: Option<Str<'a>>,
+    error: Option<IgnoredAny>,
 }
 
-/// Everything but `raw` (left `Null`).
-fn decode_fields(v: &Value) -> Result<ChatResponse, FormatError> {
-    let f = Fields::of(v, "")?;
-    let choices = f
-        .array("choices")?
-        .ok_or_else(|| FormatError::malformed("choices", "required"))?;
-    let choice = choices
-        .first()
+#[derive(Deserialize)]
+struct AnswerMessage {
+    content: Option<AnswerContent>,
+    refusal: Option<String>,
+    tool_calls: Option<Vec<Obj<AnswerCall>>>,
+}
+
+#[derive(Deserialize)]
+struct AnswerCall {
+    id: Option<String>,
+    function: Option<Obj<AnswerFunction>>,
+}
+
+#[derive(Deserialize)]
+struct AnswerFunction {
+    name: Option<String>,
+    arguments: Option<Arguments>,
+}
+
+/// `usage` of an answer or of a stream's last chunk.
+#[derive(Deserialize)]
+pub(crate) struct WireUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+}
+
+impl From<WireUsage> for Usage {
+    fn from(u: WireUsage) -> Usage {
+        Usage {
+            input_tokens: u.prompt_tokens.unwrap_or(0),
+            output_tokens: u.completion_tokens.unwrap_or(0),
+        }
+    }
+}
+
+/// An answer's `content`: a string, or text and refusal parts joined.
+struct AnswerContent(String);
+
+impl<'de> Deserialize<'de> for AnswerContent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Part<'a> {
+            #[serde(borrow, rename = "type")]
+            kind: Option<Str<'a>>,
+            text: Option<String>,
+            refusal: Option<String>,
+        }
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = AnswerContent;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or an array of content parts")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<AnswerContent, E> {
+                Ok(AnswerContent(s.to_string()))
+            }
+            fn visit_string<E: de::Error>(self, s: String) -> Result<AnswerContent, E> {
+                Ok(AnswerContent(s))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<AnswerContent, A::Error> {
+                let mut out = String::new();
+                while let Some(Obj(part)) = seq.next_element::<Obj<Part<'_>>>()? {
+                    let kind = part.kind.as_ref().map(Str::as_str);
+                    let text = match kind {
+                        Some("text") => part.text,
+                        Some("refusal") => part.refusal,
+                        Some(kind @ ("image_url" | "input_audio" | "file")) => {
+                            return Err(de::Error::custom(format!(
+                                "{kind} content cannot be translated"
+                            )))
+                        }
+                        Some(other) => {
+                            return Err(de::Error::custom(format!(
+                                "unknown content part type \"{other}\""
+                            )))
+                        }
+                        None => return Err(de::Error::custom("a content part without a type")),
+                    };
+                    match text {
+                        Some(t) => out.push_str(&t),
+                        None => {
+                            return Err(de::Error::custom(format!(
+                                "a {} part without its {0}",
+                                kind.unwrap_or_default()
+                            )))
+                        }
+                    }
+                }
+                Ok(AnswerContent(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Reads a Chat Completions answer: [`Read::Error`] when the body is an
+/// error object (at the top, or OpenRouter's in the first choice: an
+/// `error`, or `finish_reason: "error"`), for the classifier to read.
+/// `raw` keeps the body's text.
+pub fn decode_response(body: &[u8]) -> Result<Read<ChatResponse>, FormatError> {
+    let Obj(c) = wire::read::<Obj<Completion<'_>>>(body)?;
+    let first = c.choices.as_ref().and_then(|f| f.0.as_ref());
+    let choice_error = first
+        .is_some_and(|Obj(ch)| ch.error.is_some() || wire::is_error(ch.finish_reason.as_ref()));
+    if c.error.is_some() || c.object.is_error() || c.kind.is_error() || choice_error {
+        return Ok(Read::Error);
+    }
+    let Obj(choice) = required(c.choices, || "choices".into())?
+        .0
         .ok_or_else(|| FormatError::malformed("choices", "no choice in the answer"))?;
-    let c = Fields::of(choice, "choices[0]")?;
-    let msg = c
-        .object("message")?
-        .ok_or_else(|| FormatError::malformed(c.path("message"), "required"))?;
-    let mut text =
-        content_text(msg.get("content"), &msg.path("content"), true)?.unwrap_or_default();
+    let Obj(msg) = required(choice.message, || "choices[0].message".into())?;
+    let mut text = msg.content.map(|c| c.0).unwrap_or_default();
     if text.is_empty() {
-        if let Some(refusal) = msg.str("refusal")? {
-            text = refusal.to_string();
+        if let Some(refusal) = msg.refusal {
+            text = refusal;
         }
     }
     let mut tool_calls = Vec::new();
-    for (i, call) in msg
-        .array("tool_calls")?
-        .unwrap_or_default()
-        .iter()
-        .enumerate()
-    {
-        let call = Fields::of(call, index(&msg.path("tool_calls"), i))?;
-        let function = call
-            .object("function")?
-            .ok_or_else(|| FormatError::malformed(call.path("function"), "required"))?;
-        let arguments = match function.get("arguments") {
-            None => "{}".to_string(),
-            Some(Value::String(s)) => s.clone(),
-            // Some compatible servers send the arguments as an object.
-            Some(other) => other.to_string(),
-        };
+    for (i, Obj(call)) in msg.tool_calls.unwrap_or_default().into_iter().enumerate() {
+        let at = || index("choices[0].message.tool_calls", i);
+        let Obj(function) = required(call.function, || join(&at(), "function"))?;
         tool_calls.push(ToolCall {
-            id: call.str("id")?.unwrap_or_default().to_string(),
-            name: function.req_str("name")?.to_string(),
-            arguments,
+            id: call.id.unwrap_or_default(),
+            name: required(function.name, || join(&join(&at(), "function"), "name"))?,
+            arguments: function.arguments.map_or_else(|| "{}".into(), |a| a.0),
         });
     }
-    let finish_reason = c.str("finish_reason")?.map(finish_reason);
-    let usage = match f.object("usage")? {
-        Some(u) => Some(Usage {
-            input_tokens: u.u64("prompt_tokens")?.unwrap_or(0),
-            output_tokens: u.u64("completion_tokens")?.unwrap_or(0),
-        }),
-        None => None,
-    };
-    Ok(ChatResponse {
+    Ok(Read::Answer(ChatResponse {
         text,
         tool_calls,
-        model: f.str("model")?.unwrap_or_default().to_string(),
+        model: c.model.unwrap_or_default(),
         provider: String::new(),
-        finish_reason,
-        usage,
-        raw: Value::Null,
-    })
+        finish_reason: choice.finish_reason.map(|r| finish_reason(r.as_str())),
+        usage: c.usage.map(|Obj(u)| u.into()),
+        raw: Some(
+            RawJson::from_slice(body).map_err(|e| FormatError::malformed("", e.to_string()))?,
+        ),
+    }))
 }
 
 /// A Chat Completions `finish_reason` in the neutral form.

@@ -9,83 +9,135 @@ use serde_json::{Map, Value};
 
 use serde_json::json;
 
-use super::openai::{finish_reason, finish_reason_name};
-use super::{index, merge_usage, Fields, FormatError};
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+
+use super::openai::{finish_reason, finish_reason_name, WireUsage};
+use super::wire::{self, Arguments, First, Loose, Obj, Str};
+use super::{merge_usage, FormatError, Read};
 use crate::chat::{Delta, FinishReason, Usage};
 use crate::error::{ErrorKind, ProviderError};
 
 // ---------------------------------------------------------------- outbound
 
-/// Reads one `chat.completion.chunk` (a body already known not to be an
-/// error object): a delta carrying `role` is [`Delta::Start`] with the
-/// chunk's `model`, then text (`content`, or `refusal`), tool call
-/// fragments, the finish reason, and usage (the final chunk of a stream
-/// asked for with `stream_options.include_usage`, whose `choices` is empty).
+/// A `chat.completion.chunk` as it arrives, and the members that make it
+/// an error object instead.
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(borrow)]
+    model: Option<Str<'a>>,
+    #[serde(borrow)]
+    choices: Option<First<Obj<ChunkChoice<'a>>>>,
+    usage: Option<Obj<WireUsage>>,
+    error: Option<IgnoredAny>,
+    #[serde(default, borrow)]
+    object: Loose<'a>,
+    #[serde(default, borrow, rename = "type")]
+    kind: Loose<'a>,
+}
+
+#[derive(Deserialize)]
+struct ChunkChoice<'a> {
+    #[serde(borrow)]
+    delta: Option<Obj<ChunkDelta<'a>>>,
+    #[serde(borrow)]
+    finish_reason: Option<Str<'a>>,
+    error: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct ChunkDelta<'a> {
+    #[serde(borrow)]
+    role: Option<Str<'a>>,
+    content: Option<String>,
+    refusal: Option<String>,
+    #[serde(borrow)]
+    tool_calls: Option<Vec<Obj<ChunkCall<'a>>>>,
+}
+
+#[derive(Deserialize)]
+struct ChunkCall<'a> {
+    index: Option<u32>,
+    #[serde(borrow)]
+    id: Option<Str<'a>>,
+    #[serde(borrow)]
+    function: Option<Obj<ChunkFunction<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct ChunkFunction<'a> {
+    #[serde(borrow)]
+    name: Option<Str<'a>>,
+    arguments: Option<Arguments>,
+}
+
+/// Reads one `chat.completion.chunk`: a delta carrying `role` is
+/// [`Delta::Start`] with the chunk's `model`, then text (`content`, or
+/// `refusal`), tool call fragments, the finish reason, and usage (the final
+/// chunk of a stream asked for with `stream_options.include_usage`, whose
+/// `choices` is empty). [`Read::Error`] when the chunk is an error object
+/// (at the top, or OpenRouter's in its choice), for the classifier.
 ///
 /// A tool call fragment without an `index` takes its position in the
 /// chunk's `tool_calls`, as servers sending whole calls in one chunk do.
-pub fn decode_chunk(v: &Value) -> Result<Vec<Delta>, FormatError> {
-    let f = Fields::of(v, "")?;
+pub fn decode_chunk(data: &[u8]) -> Result<Read<Vec<Delta>>, FormatError> {
+    let Obj(chunk) = wire::read::<Obj<Chunk<'_>>>(data)?;
+    let first = chunk.choices.and_then(|f| f.0);
+    let choice_error = first
+        .as_ref()
+        .is_some_and(|Obj(c)| c.error.is_some() || wire::is_error(c.finish_reason.as_ref()));
+    if chunk.error.is_some() || chunk.object.is_error() || chunk.kind.is_error() || choice_error {
+        return Ok(Read::Error);
+    }
     let mut out = Vec::new();
-    if let Some(choice) = f.array("choices")?.unwrap_or_default().first() {
-        let c = Fields::of(choice, "choices[0]")?;
-        if let Some(d) = c.object("delta")? {
-            if d.str("role")?.is_some() {
-                let model = f.str("model")?.filter(|m| !m.is_empty());
+    if let Some(Obj(c)) = first {
+        if let Some(Obj(d)) = c.delta {
+            if d.role.is_some() {
+                let model = chunk
+                    .model
+                    .as_ref()
+                    .map(Str::as_str)
+                    .filter(|m| !m.is_empty());
                 out.push(Delta::Start {
                     model: model.map(str::to_string),
                 });
             }
-            for key in ["content", "refusal"] {
-                if let Some(text) = d.str(key)?.filter(|t| !t.is_empty()) {
-                    out.push(Delta::Text {
-                        text: text.to_string(),
-                    });
+            for text in [d.content, d.refusal].into_iter().flatten() {
+                if !text.is_empty() {
+                    out.push(Delta::Text { text });
                 }
             }
-            let calls = d.array("tool_calls")?.unwrap_or_default();
-            for (i, call) in calls.iter().enumerate() {
-                let call = Fields::of(call, index(&d.path("tool_calls"), i))?;
+            for (i, Obj(call)) in d.tool_calls.unwrap_or_default().into_iter().enumerate() {
                 let position = u32::try_from(i).unwrap_or(u32::MAX);
-                let index = call.u32("index")?.unwrap_or(position);
-                let id = call.str("id")?.filter(|s| !s.is_empty());
-                let (name, arguments) = match call.object("function")? {
-                    Some(function) => {
-                        let arguments = match function.get("arguments") {
-                            None => String::new(),
-                            Some(Value::String(s)) => s.clone(),
-                            // Some compatible servers send the arguments as an object.
-                            Some(other) => other.to_string(),
-                        };
-                        (function.str("name")?.filter(|s| !s.is_empty()), arguments)
-                    }
+                let index = call.index.unwrap_or(position);
+                let id = call.id.filter(|s| !s.as_str().is_empty());
+                let (name, arguments) = match call.function {
+                    Some(Obj(function)) => (
+                        function.name.filter(|s| !s.as_str().is_empty()),
+                        function.arguments.map(|a| a.0).unwrap_or_default(),
+                    ),
                     None => (None, String::new()),
                 };
                 if id.is_some() || name.is_some() || !arguments.is_empty() {
                     out.push(Delta::ToolCall {
                         index,
-                        id: id.map(str::to_string),
-                        name: name.map(str::to_string),
+                        id: id.map(|s| s.0.into_owned()),
+                        name: name.map(|s| s.0.into_owned()),
                         arguments,
                     });
                 }
             }
         }
-        if let Some(reason) = c.str("finish_reason")?.filter(|r| !r.is_empty()) {
+        if let Some(reason) = c.finish_reason.filter(|r| !r.as_str().is_empty()) {
             out.push(Delta::Finish {
-                reason: finish_reason(reason),
+                reason: finish_reason(reason.as_str()),
             });
         }
     }
-    if let Some(u) = f.object("usage")? {
-        out.push(Delta::Usage {
-            usage: Usage {
-                input_tokens: u.u64("prompt_tokens")?.unwrap_or(0),
-                output_tokens: u.u64("completion_tokens")?.unwrap_or(0),
-            },
-        });
+    if let Some(Obj(u)) = chunk.usage {
+        out.push(Delta::Usage { usage: u.into() });
     }
-    Ok(out)
+    Ok(Read::Answer(out))
 }
 
 // ----------------------------------------------------------------- inbound

@@ -140,7 +140,10 @@ pub(crate) fn chat_result(j: &mut Json, reply: &Reply) {
     for c in &r.tool_calls {
         c.write_json(j);
     }
-    j.close_array().key("raw").value(&r.raw).close();
+    j.close_array()
+        .key("raw")
+        .value(&r.raw_value().unwrap_or_default())
+        .close();
 }
 
 /// What a JS provider's `chat(request, signal)` receives: the request with
@@ -645,7 +648,7 @@ pub(crate) fn read_response(n: &Node<'_>) -> R<(ChatResponse, Option<String>)> {
         provider: String::new(),
         finish_reason: None,
         usage: None,
-        raw: Value::Null,
+        raw: None,
     };
     n.fields(&SHAPE, &mut |i, v| {
         match i {

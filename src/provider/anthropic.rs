@@ -8,14 +8,11 @@
 //! (`overloaded_error` mid-stream) ends the stream as an error.
 
 use super::classify::ErrorBody;
-use super::{
-    event_error, event_json, event_shape_error, named_error_event, success_json, Capabilities,
-    Models, Provider,
-};
+use super::{decode_data, decode_success, named_error_event, Capabilities, Models, Provider};
 use crate::chat::{ChatRequest, ChatResponse, Delta};
 use crate::config::Secret;
 use crate::error::ProviderError;
-use crate::format::anthropic::{decode_response_owned, encode_request};
+use crate::format::anthropic::{decode_response, encode_request};
 use crate::format::anthropic_stream::{decode_event, EVENTS};
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
 use crate::sse::SseEvent;
@@ -124,8 +121,8 @@ impl Provider for Anthropic {
         resp: &BufferedResponse,
         now: UnixMillis,
     ) -> Result<ChatResponse, ProviderError> {
-        let v = success_json(resp, now, self.key.as_ref().map(Secret::expose))?;
-        let mut out = decode_response_owned(v).map_err(|e| e.into_decode_error(resp.status))?;
+        let secret = self.key.as_ref().map(Secret::expose);
+        let mut out = decode_success(resp, now, secret, decode_response, ErrorBody::from_value)?;
         out.provider = self.id.clone();
         Ok(out)
     }
@@ -144,15 +141,12 @@ impl Provider for Anthropic {
             let done = named == Some("message_stop");
             return Ok(if done { vec![Delta::Done] } else { Vec::new() });
         }
-        let v = event_json(data)?;
-        if let Some(body) = ErrorBody::from_value(&v) {
-            return Err(event_error(body, secret));
-        }
-        let name = named.or_else(|| v.get("type").and_then(|t| t.as_str()));
-        match name {
-            Some(name) => decode_event(name, &v).map_err(event_shape_error),
-            None => Ok(Vec::new()),
-        }
+        decode_data(
+            data,
+            secret,
+            |data| decode_event(named, data),
+            ErrorBody::from_value,
+        )
     }
 
     fn capabilities(&self, model: &str) -> Capabilities {
