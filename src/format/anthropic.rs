@@ -9,12 +9,12 @@
 //! tool results travel as `tool_result` blocks of user messages, and
 //! consecutive messages of one role are merged, as the Messages API requires.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use serde_json::json;
 
 use serde::de::IgnoredAny;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::wire::{self, required, Loose, Obj, Str};
 use super::{index, join, parse_json, Fields, FormatError, Read};
@@ -25,16 +25,88 @@ use crate::chat::{
 
 // ---------------------------------------------------------------- outbound
 
+/// A Messages API request body, as [`encode_request`] renders it;
+/// serialize it to send it.
+#[derive(Debug, Serialize)]
+pub struct RequestBody<'a> {
+    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<String>,
+    messages: Vec<Turn<'a>>,
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop_sequences: &'a [String],
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<OutTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<OutToolChoice<'a>>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<OutMetadata<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct Turn<'a> {
+    role: &'static str,
+    content: Vec<Block<'a>>,
+}
+
+/// A content block of a request.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a str,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+}
+
+#[derive(Debug, Serialize)]
+struct OutTool<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+    input_schema: &'a Value,
+}
+
+#[derive(Debug, Serialize)]
+struct OutToolChoice<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct OutMetadata<'a> {
+    user_id: &'a str,
+}
+
 /// Renders a neutral request as a Messages API body for `model`;
 /// `default_max_tokens` fills the required `max_tokens` when the request
 /// has none.
-pub fn encode_request(
-    req: &ChatRequest,
-    model: &str,
+pub fn encode_request<'a>(
+    req: &'a ChatRequest,
+    model: &'a str,
     default_max_tokens: u32,
-) -> Result<Value, FormatError> {
+) -> Result<RequestBody<'a>, FormatError> {
     let mut system: Vec<String> = Vec::new();
-    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    let mut messages: Vec<Turn<'a>> = Vec::new();
     for (i, m) in req.messages.iter().enumerate() {
         let path = index("messages", i);
         if m.role == Role::System {
@@ -60,82 +132,63 @@ pub fn encode_request(
         if blocks.is_empty() {
             continue;
         }
-        match turns.last_mut() {
-            Some((last, prev)) if *last == role => prev.extend(blocks),
-            _ => turns.push((role, blocks)),
+        match messages.last_mut() {
+            Some(last) if last.role == role => last.content.extend(blocks),
+            _ => messages.push(Turn {
+                role,
+                content: blocks,
+            }),
         }
     }
-    let messages: Vec<Value> = turns
-        .into_iter()
-        .map(|(role, blocks)| {
-            // Tool results must open a user turn (a stable partition; no
-            // sort routine for one bit).
-            let (mut content, rest): (Vec<Value>, Vec<Value>) =
-                blocks.into_iter().partition(|b| b["type"] == "tool_result");
-            content.extend(rest);
-            json!({"role": role, "content": content})
+    for turn in &mut messages {
+        // Tool results must open a user turn (a stable partition).
+        let (mut content, rest): (Vec<Block<'a>>, Vec<Block<'a>>) =
+            std::mem::take(&mut turn.content)
+                .into_iter()
+                .partition(|b| matches!(b, Block::ToolResult { .. }));
+        content.extend(rest);
+        turn.content = content;
+    }
+    let tools = req
+        .tools
+        .iter()
+        .map(|t| OutTool {
+            name: &t.name,
+            description: t.description.as_deref(),
+            input_schema: &t.parameters,
         })
         .collect();
-    let mut body = Map::new();
-    body.insert("model".into(), json!(model));
-    if !system.is_empty() {
-        body.insert("system".into(), json!(system.join("\n\n")));
-    }
-    body.insert("messages".into(), Value::Array(messages));
-    body.insert(
-        "max_tokens".into(),
-        json!(req.max_tokens.unwrap_or(default_max_tokens)),
-    );
-    if let Some(t) = req.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
-    if let Some(p) = req.top_p {
-        body.insert("top_p".into(), json!(p));
-    }
-    if !req.stop.is_empty() {
-        body.insert("stop_sequences".into(), json!(req.stop));
-    }
-    if !req.tools.is_empty() {
-        let tools: Vec<Value> = req
-            .tools
-            .iter()
-            .map(|t| {
-                let mut tool = Map::new();
-                tool.insert("name".into(), json!(t.name));
-                if let Some(d) = &t.description {
-                    tool.insert("description".into(), json!(d));
-                }
-                tool.insert("input_schema".into(), t.parameters.clone());
-                Value::Object(tool)
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-    }
-    if let Some(choice) = &req.tool_choice {
-        let v = match choice {
-            ToolChoice::Auto => json!({"type": "auto"}),
-            ToolChoice::None => json!({"type": "none"}),
-            ToolChoice::Required => json!({"type": "any"}),
-            ToolChoice::Tool(name) => json!({"type": "tool", "name": name}),
+    let tool_choice = req.tool_choice.as_ref().map(|choice| {
+        let (kind, name) = match choice {
+            ToolChoice::Auto => ("auto", None),
+            ToolChoice::None => ("none", None),
+            ToolChoice::Required => ("any", None),
+            ToolChoice::Tool(name) => ("tool", Some(name.as_str())),
         };
-        body.insert("tool_choice".into(), v);
-    }
-    if req.stream {
-        body.insert("stream".into(), json!(true));
-    }
-    if let Some(user) = super::user_id(req.metadata.as_ref()) {
-        body.insert("metadata".into(), json!({"user_id": user}));
-    }
-    Ok(Value::Object(body))
+        OutToolChoice { kind, name }
+    });
+    Ok(RequestBody {
+        model,
+        system: (!system.is_empty()).then(|| system.join("\n\n")),
+        messages,
+        max_tokens: req.max_tokens.unwrap_or(default_max_tokens),
+        temperature: req.temperature,
+        top_p: req.top_p,
+        stop_sequences: &req.stop,
+        tools,
+        tool_choice,
+        stream: req.stream,
+        metadata: super::user_id(req.metadata.as_ref()).map(|user_id| OutMetadata { user_id }),
+    })
 }
 
-fn encode_blocks(m: &Message, path: &str) -> Result<Vec<Value>, FormatError> {
+fn encode_blocks<'a>(m: &'a Message, path: &str) -> Result<Vec<Block<'a>>, FormatError> {
     let mut blocks = Vec::new();
     for (j, part) in m.content.iter().enumerate() {
         let at = || index(&join(path, "content"), j);
         match part {
             Part::Text { text } if text.is_empty() => {}
-            Part::Text { text } => blocks.push(json!({"type": "text", "text": text})),
+            Part::Text { text } => blocks.push(Block::Text { text }),
             Part::ToolCall(c) if m.role == Role::Assistant => {
                 let input: Value = if c.arguments.trim().is_empty() {
                     json!({})
@@ -153,21 +206,21 @@ fn encode_blocks(m: &Message, path: &str) -> Result<Vec<Value>, FormatError> {
                         "tool call arguments are not a JSON object",
                     ));
                 }
-                blocks
-                    .push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
+                blocks.push(Block::ToolUse {
+                    id: &c.id,
+                    name: &c.name,
+                    input,
+                });
             }
             Part::ToolResult {
                 tool_call_id,
                 content,
                 is_error,
-            } if m.role != Role::Assistant => {
-                let mut b =
-                    json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content});
-                if let (true, Some(b)) = (*is_error, b.as_object_mut()) {
-                    b.insert("is_error".into(), Value::Bool(true));
-                }
-                blocks.push(b);
-            }
+            } if m.role != Role::Assistant => blocks.push(Block::ToolResult {
+                tool_use_id: tool_call_id,
+                content,
+                is_error: *is_error,
+            }),
             Part::ToolCall(_) | Part::ToolResult { .. } => {
                 return Err(FormatError::unsupported(
                     at(),
@@ -607,7 +660,7 @@ mod tests {
             },
             Message::system("and kind"),
         ]);
-        let v = encode_request(&req, "claude", 100).unwrap();
+        let v = serde_json::to_value(encode_request(&req, "claude", 100).unwrap()).unwrap();
         assert_eq!(v["system"], "be brief\n\nand kind");
         assert_eq!(v["messages"].as_array().unwrap().len(), 1);
         assert_eq!(v["messages"][0]["content"][0]["type"], "tool_result");

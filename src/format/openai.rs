@@ -16,12 +16,14 @@
 //! Outbound, a neutral tool result's `is_error` has no OpenAI equivalent and
 //! is not sent; results travel as `tool` messages in their original order.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use serde_json::json;
 
 use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::wire::{self, required, Arguments, First, Loose, Obj, Str};
 use super::{index, join, parse_json, Fields, FormatError, Read};
@@ -62,88 +64,197 @@ impl Default for EncodeOptions {
 
 // ---------------------------------------------------------------- outbound
 
+/// A Chat Completions request body, as [`encode_request`] renders it;
+/// serialize it to send it.
+#[derive(Debug, Serialize)]
+pub struct RequestBody<'a> {
+    model: &'a str,
+    messages: Vec<OutMessage<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop: &'a [String],
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<OutTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<OutToolChoice<'a>>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct OutMessage<'a> {
+    role: &'static str,
+    /// `null` for an assistant turn of tool calls only.
+    content: Option<Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<OutCall<'a>>,
+}
+
+impl<'a> OutMessage<'a> {
+    fn text(role: &'static str, text: impl Into<Cow<'a, str>>) -> Self {
+        OutMessage {
+            role,
+            content: Some(text.into()),
+            tool_call_id: None,
+            tool_calls: Vec::new(),
+        }
+    }
+}
+
+/// A tool call: `{"id", "type": "function", "function": {"name", "arguments"}}`.
+#[derive(Debug, Serialize)]
+pub(crate) struct OutCall<'a> {
+    pub(crate) id: &'a str,
+    #[serde(rename = "type")]
+    pub(crate) kind: &'static str,
+    pub(crate) function: OutFunction<'a>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct OutFunction<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) arguments: &'a str,
+}
+
+impl<'a> OutCall<'a> {
+    pub(crate) fn of(c: &'a ToolCall) -> Self {
+        OutCall {
+            id: &c.id,
+            kind: "function",
+            function: OutFunction {
+                name: &c.name,
+                arguments: &c.arguments,
+            },
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct OutTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: OutToolFunction<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct OutToolFunction<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+    parameters: &'a Value,
+}
+
+/// `"auto"`, `"none"`, `"required"`, or `{"type": "function", "function": {"name"}}`.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum OutToolChoice<'a> {
+    Mode(&'static str),
+    Function {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        function: Named<'a>,
+    },
+}
+
+#[derive(Debug, Serialize)]
+struct Named<'a> {
+    name: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
 /// Renders a neutral request as a Chat Completions body for `model`.
-pub fn encode_request(
-    req: &ChatRequest,
-    model: &str,
+pub fn encode_request<'a>(
+    req: &'a ChatRequest,
+    model: &'a str,
     opts: EncodeOptions,
-) -> Result<Value, FormatError> {
-    let mut messages = Vec::new();
+) -> Result<RequestBody<'a>, FormatError> {
+    let mut messages = Vec::with_capacity(req.messages.len());
     for (i, m) in req.messages.iter().enumerate() {
         encode_message(m, &index("messages", i), &mut messages)?;
     }
-    let mut body = Map::new();
-    body.insert("model".into(), json!(model));
-    body.insert("messages".into(), Value::Array(messages));
-    if let Some(n) = req.max_tokens {
-        let field = match opts.max_tokens_field {
-            MaxTokensField::MaxTokens => "max_tokens",
-            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
-        };
-        body.insert(field.into(), json!(n));
-    }
-    if let Some(t) = req.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
-    if let Some(p) = req.top_p {
-        body.insert("top_p".into(), json!(p));
-    }
-    if !req.stop.is_empty() {
-        body.insert("stop".into(), json!(req.stop));
-    }
-    if !req.tools.is_empty() {
-        let tools: Vec<Value> = req
-            .tools
-            .iter()
-            .map(|t| {
-                let mut function = Map::new();
-                function.insert("name".into(), json!(t.name));
-                if let Some(d) = &t.description {
-                    function.insert("description".into(), json!(d));
-                }
-                function.insert("parameters".into(), t.parameters.clone());
-                json!({"type": "function", "function": function})
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-    }
-    if let Some(choice) = &req.tool_choice {
-        let v = match choice {
-            ToolChoice::Auto => json!("auto"),
-            ToolChoice::None => json!("none"),
-            ToolChoice::Required => json!("required"),
-            ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
-        };
-        body.insert("tool_choice".into(), v);
-    }
-    if req.stream {
-        body.insert("stream".into(), json!(true));
-        if opts.stream_usage {
-            body.insert("stream_options".into(), json!({"include_usage": true}));
-        }
-    }
-    if let Some(user) = super::user_id(req.metadata.as_ref()) {
-        body.insert("user".into(), json!(user));
-    }
-    Ok(Value::Object(body))
+    let (max_tokens, max_completion_tokens) = match opts.max_tokens_field {
+        MaxTokensField::MaxTokens => (req.max_tokens, None),
+        MaxTokensField::MaxCompletionTokens => (None, req.max_tokens),
+    };
+    let tools = req
+        .tools
+        .iter()
+        .map(|t| OutTool {
+            kind: "function",
+            function: OutToolFunction {
+                name: &t.name,
+                description: t.description.as_deref(),
+                parameters: &t.parameters,
+            },
+        })
+        .collect();
+    let tool_choice = req.tool_choice.as_ref().map(|choice| match choice {
+        ToolChoice::Auto => OutToolChoice::Mode("auto"),
+        ToolChoice::None => OutToolChoice::Mode("none"),
+        ToolChoice::Required => OutToolChoice::Mode("required"),
+        ToolChoice::Tool(name) => OutToolChoice::Function {
+            kind: "function",
+            function: Named { name },
+        },
+    });
+    Ok(RequestBody {
+        model,
+        messages,
+        max_tokens,
+        max_completion_tokens,
+        temperature: req.temperature,
+        top_p: req.top_p,
+        stop: &req.stop,
+        tools,
+        tool_choice,
+        stream: req.stream,
+        stream_options: (req.stream && opts.stream_usage).then_some(StreamOptions {
+            include_usage: true,
+        }),
+        user: super::user_id(req.metadata.as_ref()),
+    })
 }
 
-fn encode_message(m: &Message, path: &str, out: &mut Vec<Value>) -> Result<(), FormatError> {
+fn encode_message<'a>(
+    m: &'a Message,
+    path: &str,
+    out: &mut Vec<OutMessage<'a>>,
+) -> Result<(), FormatError> {
     let role = match m.role {
         Role::System => "system",
         Role::User | Role::Tool => "user",
         Role::Assistant => "assistant",
     };
+    // The common one-text message is sent without a copy.
+    if let [Part::Text { text }] = m.content.as_slice() {
+        if !text.is_empty() {
+            out.push(OutMessage::text(role, text.as_str()));
+            return Ok(());
+        }
+    }
     let mut text = String::new();
     let mut calls = Vec::new();
     for (j, part) in m.content.iter().enumerate() {
         match part {
             Part::Text { text: t } => text.push_str(t),
-            Part::ToolCall(c) if m.role == Role::Assistant => calls.push(json!({
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments},
-            })),
+            Part::ToolCall(c) if m.role == Role::Assistant => calls.push(OutCall::of(c)),
             Part::ToolResult {
                 tool_call_id,
                 content,
@@ -151,9 +262,12 @@ fn encode_message(m: &Message, path: &str, out: &mut Vec<Value>) -> Result<(), F
             } if matches!(m.role, Role::User | Role::Tool) => {
                 // Results are messages of their own; keep the text before them.
                 if !text.is_empty() {
-                    out.push(json!({"role": role, "content": std::mem::take(&mut text)}));
+                    out.push(OutMessage::text(role, std::mem::take(&mut text)));
                 }
-                out.push(json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}));
+                out.push(OutMessage {
+                    tool_call_id: Some(tool_call_id),
+                    ..OutMessage::text("tool", content.as_str())
+                });
             }
             Part::ToolCall(_) | Part::ToolResult { .. } => {
                 return Err(FormatError::unsupported(
@@ -164,20 +278,14 @@ fn encode_message(m: &Message, path: &str, out: &mut Vec<Value>) -> Result<(), F
         }
     }
     if m.role == Role::Assistant {
-        let content = if text.is_empty() && !calls.is_empty() {
-            Value::Null
-        } else {
-            json!(text)
-        };
-        let mut msg = json!({"role": "assistant", "content": content});
-        if !calls.is_empty() {
-            if let Some(msg) = msg.as_object_mut() {
-                msg.insert("tool_calls".into(), Value::Array(calls));
-            }
-        }
-        out.push(msg);
+        let content = (!text.is_empty() || calls.is_empty()).then_some(Cow::Owned(text));
+        out.push(OutMessage {
+            content,
+            tool_calls: calls,
+            ..OutMessage::text("assistant", "")
+        });
     } else if !text.is_empty() || m.content.is_empty() {
-        out.push(json!({"role": role, "content": text}));
+        out.push(OutMessage::text(role, text));
     }
     Ok(())
 }
@@ -790,7 +898,7 @@ mod tests {
             max_tokens_field: MaxTokensField::MaxCompletionTokens,
             stream_usage: true,
         };
-        let v = encode_request(&req, "gpt", opts).unwrap();
+        let v = serde_json::to_value(encode_request(&req, "gpt", opts).unwrap()).unwrap();
         assert_eq!(v["max_completion_tokens"], 7);
         assert!(v.get("max_tokens").is_none());
     }

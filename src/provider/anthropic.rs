@@ -11,7 +11,7 @@ use super::classify::ErrorBody;
 use super::{decode_data, decode_success, named_error_event, Capabilities, Models, Provider};
 use crate::chat::{ChatRequest, ChatResponse, Delta};
 use crate::config::Secret;
-use crate::error::ProviderError;
+use crate::error::{ErrorKind, ProviderError};
 use crate::format::anthropic::{decode_response, encode_request};
 use crate::format::anthropic_stream::{decode_event, EVENTS};
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
@@ -104,7 +104,9 @@ impl Provider for Anthropic {
         let body = encode_request(req, model, self.default_max_tokens)
             .map_err(|e| e.into_request_error())?;
         let url = format!("{}/v1/messages", self.base_url);
-        let mut http = HttpRequest::post_json(url, body.to_string().into_bytes());
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| ProviderError::new(ErrorKind::InvalidRequest, e.to_string()))?;
+        let mut http = HttpRequest::post_json(url, body);
         for (name, value) in self.headers.iter() {
             http.headers.insert(name, value);
         }

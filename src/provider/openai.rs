@@ -15,7 +15,7 @@ use super::preset::{AuthStyle, Preset, PresetName};
 use super::{decode_data, decode_success, named_error_event, Capabilities, Models, Provider};
 use crate::chat::{ChatRequest, ChatResponse, Delta};
 use crate::config::Secret;
-use crate::error::ProviderError;
+use crate::error::{ErrorKind, ProviderError};
 use crate::format::openai::{decode_response, encode_request, EncodeOptions, MaxTokensField};
 use crate::format::openai_stream::decode_chunk;
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
@@ -164,7 +164,9 @@ impl Provider for OpenAi {
     fn encode(&self, req: &ChatRequest, model: &str) -> Result<HttpRequest, ProviderError> {
         self.models.check(req, model)?;
         let body = encode_request(req, model, self.options).map_err(|e| e.into_request_error())?;
-        let mut http = HttpRequest::post_json(self.url(model), body.to_string().into_bytes());
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| ProviderError::new(ErrorKind::InvalidRequest, e.to_string()))?;
+        let mut http = HttpRequest::post_json(self.url(model), body);
         for (name, value) in self.headers.iter() {
             http.headers.insert(name, value);
         }
