@@ -9,7 +9,7 @@ use resilient_llm::{
     Anthropic, BufferedResponse, ChatResponse, ErrorKind, FinishReason, FormatErrorKind, Headers,
     PresetName, Provider, Role, Secret, ToolCall, Usage,
 };
-use serde_json::{json, Value};
+use serde_json::{json, to_value as value_of, Value};
 
 fn fixture(path: &str) -> BufferedResponse {
     let full = format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
@@ -98,7 +98,7 @@ fn an_anthropic_answer_goes_back_to_an_openai_client() {
     let resp = anthropic_provider()
         .decode(&fixture("anthropic/ok_tool_use.json"), 0)
         .unwrap();
-    let out = openai::render_response(&resp, "chatcmpl-1", 1_700_000_000);
+    let out = to_value(openai::render_response(&resp, "chatcmpl-1", 1_700_000_000));
     assert_eq!(out["object"], "chat.completion");
     assert_eq!(out["id"], "chatcmpl-1");
     assert_eq!(out["created"], 1_700_000_000);
@@ -184,7 +184,7 @@ fn an_openai_answer_goes_back_to_an_anthropic_client() {
     let resp = openai_provider()
         .decode(&fixture("openai/ok_tool_calls.json"), 0)
         .unwrap();
-    let out = anthropic::render_response(&resp, "msg_1").unwrap();
+    let out = to_value(anthropic::render_response(&resp, "msg_1").unwrap());
     assert_eq!(
         out,
         json!({
@@ -202,7 +202,7 @@ fn an_openai_answer_goes_back_to_an_anthropic_client() {
     let text = openai_provider()
         .decode(&fixture("openai/ok_length.json"), 0)
         .unwrap();
-    let out = anthropic::render_response(&text, "msg_2").unwrap();
+    let out = to_value(anthropic::render_response(&text, "msg_2").unwrap());
     assert_eq!(
         out["content"],
         json!([{"type": "text", "text": "Once upon"}])
@@ -249,9 +249,9 @@ fn finish_reasons_translate_both_ways() {
             }),
             raw: None,
         };
-        let o = openai::render_response(&resp, "id", 0);
+        let o = to_value(openai::render_response(&resp, "id", 0));
         assert_eq!(o["choices"][0]["finish_reason"], oa);
-        let a = anthropic::render_response(&resp, "id").unwrap();
+        let a = to_value(anthropic::render_response(&resp, "id").unwrap());
         assert_eq!(a["stop_reason"], an);
         let back = answer(openai::decode_response(o.to_string().as_bytes()));
         assert_eq!(back.finish_reason, Some(reason.clone()));
@@ -259,6 +259,11 @@ fn finish_reasons_translate_both_ways() {
         assert_eq!(back.finish_reason, Some(reason));
         assert_eq!(back.usage, resp.usage);
     }
+}
+
+/// A rendered body as JSON.
+fn to_value(body: impl serde::Serialize) -> Value {
+    value_of(body).unwrap()
 }
 
 /// The answer a decoder read, which must not be an error object.

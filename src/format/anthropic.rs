@@ -585,13 +585,38 @@ fn parse_tool(v: &Value, path: &str) -> Result<Tool, FormatError> {
     })
 }
 
+/// A Messages API `message` object, as [`render_response`] renders it;
+/// serialize it to answer.
+#[derive(Debug, Serialize)]
+pub struct ResponseBody<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    role: &'static str,
+    content: Vec<Block<'a>>,
+    model: &'a str,
+    stop_reason: Option<&'a str>,
+    /// Always `null`.
+    stop_sequence: (),
+    usage: OutUsage,
+}
+
+#[derive(Debug, Serialize)]
+struct OutUsage {
+    input_tokens: u64,
+    output_tokens: u64,
+}
+
 /// Renders a neutral answer as a Messages API `message` object. `model` in
 /// the output is the model that actually answered. Fails when a tool call's
 /// arguments are not a JSON object (an Anthropic client needs one).
-pub fn render_response(resp: &ChatResponse, id: &str) -> Result<Value, FormatError> {
-    let mut content = Vec::new();
+pub fn render_response<'a>(
+    resp: &'a ChatResponse,
+    id: &'a str,
+) -> Result<ResponseBody<'a>, FormatError> {
+    let mut content = Vec::with_capacity(resp.tool_calls.len() + 1);
     if !resp.text.is_empty() || resp.tool_calls.is_empty() {
-        content.push(json!({"type": "text", "text": resp.text}));
+        content.push(Block::Text { text: &resp.text });
     }
     for (i, c) in resp.tool_calls.iter().enumerate() {
         let path = join(&index("tool_calls", i), "arguments");
@@ -604,20 +629,26 @@ pub fn render_response(resp: &ChatResponse, id: &str) -> Result<Value, FormatErr
         if !input.is_object() {
             return Err(FormatError::unsupported(path, "not a JSON object"));
         }
-        content.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
+        content.push(Block::ToolUse {
+            id: &c.id,
+            name: &c.name,
+            input,
+        });
     }
-    let stop_reason = resp.finish_reason.as_ref().map(stop_reason_name);
     let usage = resp.usage.unwrap_or_default();
-    Ok(json!({
-        "id": id,
-        "type": "message",
-        "role": "assistant",
-        "content": content,
-        "model": resp.model,
-        "stop_reason": stop_reason,
-        "stop_sequence": null,
-        "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
-    }))
+    Ok(ResponseBody {
+        id,
+        kind: "message",
+        role: "assistant",
+        content,
+        model: &resp.model,
+        stop_reason: resp.finish_reason.as_ref().map(stop_reason_name),
+        stop_sequence: (),
+        usage: OutUsage {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+        },
+    })
 }
 
 /// The Anthropic error `type` for an HTTP status.

@@ -18,7 +18,7 @@
 
 use std::borrow::Cow;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use serde_json::json;
 
@@ -787,56 +787,73 @@ fn parse_tool_choice(v: Option<&Value>) -> Result<Option<ToolChoice>, FormatErro
     }
 }
 
+/// A `chat.completion` object, as [`render_response`] renders it;
+/// serialize it to answer.
+#[derive(Debug, Serialize)]
+pub struct ResponseBody<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: [OutChoice<'a>; 1],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<OutUsage>,
+}
+
+#[derive(Debug, Serialize)]
+struct OutChoice<'a> {
+    index: u32,
+    message: OutAnswer<'a>,
+    /// Always `null`.
+    logprobs: (),
+    finish_reason: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct OutAnswer<'a> {
+    role: &'static str,
+    /// `null` for an answer of tool calls only.
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<OutCall<'a>>,
+    /// Always `null`: a refusal is answered as text.
+    refusal: (),
+}
+
+#[derive(Debug, Serialize)]
+struct OutUsage {
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    total_tokens: u64,
+}
+
 /// Renders a neutral answer as a `chat.completion` object. `model` in the
 /// output is the model that actually answered.
-pub fn render_response(resp: &ChatResponse, id: &str, created: u64) -> Value {
-    let mut message = Map::new();
-    message.insert("role".into(), json!("assistant"));
-    let content = if resp.text.is_empty() && !resp.tool_calls.is_empty() {
-        Value::Null
-    } else {
-        json!(resp.text)
-    };
-    message.insert("content".into(), content);
-    if !resp.tool_calls.is_empty() {
-        let calls: Vec<Value> = resp
-            .tool_calls
-            .iter()
-            .map(|c| {
-                json!({
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
-                })
-            })
-            .collect();
-        message.insert("tool_calls".into(), Value::Array(calls));
-    }
-    message.insert("refusal".into(), Value::Null);
-    let finish = resp.finish_reason.as_ref().map(finish_reason_name);
-    let mut out = json!({
-        "id": id,
-        "object": "chat.completion",
-        "created": created,
-        "model": resp.model,
-        "choices": [{
-            "index": 0,
-            "message": message,
-            "logprobs": null,
-            "finish_reason": finish,
+pub fn render_response<'a>(resp: &'a ChatResponse, id: &'a str, created: u64) -> ResponseBody<'a> {
+    let content =
+        (!resp.text.is_empty() || resp.tool_calls.is_empty()).then_some(resp.text.as_str());
+    ResponseBody {
+        id,
+        object: "chat.completion",
+        created,
+        model: &resp.model,
+        choices: [OutChoice {
+            index: 0,
+            message: OutAnswer {
+                role: "assistant",
+                content,
+                tool_calls: resp.tool_calls.iter().map(OutCall::of).collect(),
+                refusal: (),
+            },
+            logprobs: (),
+            finish_reason: resp.finish_reason.as_ref().map(finish_reason_name),
         }],
-    });
-    if let (Some(u), Some(out)) = (resp.usage, out.as_object_mut()) {
-        out.insert(
-            "usage".into(),
-            json!({
-                "prompt_tokens": u.input_tokens,
-                "completion_tokens": u.output_tokens,
-                "total_tokens": u.input_tokens.saturating_add(u.output_tokens),
-            }),
-        );
+        usage: resp.usage.map(|u| OutUsage {
+            prompt_tokens: u.input_tokens,
+            completion_tokens: u.output_tokens,
+            total_tokens: u.input_tokens.saturating_add(u.output_tokens),
+        }),
     }
-    out
 }
 
 /// The OpenAI error `type` for an HTTP status.

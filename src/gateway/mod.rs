@@ -817,13 +817,13 @@ pub fn error_response(format: Format, status: u16, message: &str, code: Option<&
     json_response(status, &body)
 }
 
-fn json_response(status: u16, body: &Value) -> Outbound {
+fn json_response(status: u16, body: &impl serde::Serialize) -> Outbound {
     let mut headers = Headers::new();
     headers.insert("content-type", "application/json");
     Outbound {
         status,
         headers,
-        body: crate::json::text_of(body).into_bytes(),
+        body: serde_json::to_vec(body).unwrap_or_default(),
         stream: None,
         log: String::new(),
     }
