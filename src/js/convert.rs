@@ -95,7 +95,7 @@ pub(crate) fn provider_response(v: &JsValue, model: &str) -> Result<ChatResponse
         parsed.raw = stringify(&raw)
             .ok()
             .and_then(|s| read_json(&s, |n| Ok(n.to_value())).ok())
-            .unwrap_or(Value::Null);
+            .and_then(|v: Value| crate::chat::RawJson::from_value(&v).ok());
     }
     Ok(parsed)
 }
