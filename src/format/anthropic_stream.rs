@@ -11,7 +11,7 @@ use serde_json::Value;
 use serde_json::json;
 
 use serde::de::IgnoredAny;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::anthropic::{finish_reason, stop_reason_name, WireUsage};
 use super::wire::{self, required, Loose, Obj, Str};
@@ -282,7 +282,7 @@ impl AnthropicStreamEncoder {
                         }),
                     );
                 }
-                self.block_delta(&mut out, json!({"type": "text_delta", "text": text}));
+                self.block_delta(&mut out, OutBlockDelta::TextDelta { text });
             }
             Delta::ToolCall {
                 index,
@@ -320,7 +320,9 @@ impl AnthropicStreamEncoder {
                 if !arguments.is_empty() {
                     self.block_delta(
                         &mut out,
-                        json!({"type": "input_json_delta", "partial_json": arguments}),
+                        OutBlockDelta::InputJsonDelta {
+                            partial_json: arguments,
+                        },
                     );
                 }
             }
@@ -439,20 +441,46 @@ impl AnthropicStreamEncoder {
     }
 
     /// Writes a `content_block_delta` for the open block.
-    fn block_delta(&mut self, out: &mut Vec<u8>, delta: Value) {
+    fn block_delta(&mut self, out: &mut Vec<u8>, delta: OutBlockDelta<'_>) {
         if let Some((index, _)) = self.open {
             event(
                 out,
                 "content_block_delta",
-                &json!({"type": "content_block_delta", "index": index, "delta": delta}),
+                &OutBlockDeltaEvent {
+                    kind: "content_block_delta",
+                    index,
+                    delta,
+                },
             );
         }
     }
 }
 
+/// A `content_block_delta` event's data, the one event written per piece
+/// of an answer.
+#[derive(Serialize)]
+struct OutBlockDeltaEvent<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    index: u32,
+    delta: OutBlockDelta<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum OutBlockDelta<'a> {
+    TextDelta { text: &'a str },
+    InputJsonDelta { partial_json: &'a str },
+}
+
 /// `event: <name>`, `data: <json>` and the blank line that ends the event.
-fn event(out: &mut Vec<u8>, name: &str, data: &Value) {
-    out.extend(format!("event: {name}\ndata: {}\n\n", data).into_bytes());
+fn event(out: &mut Vec<u8>, name: &str, data: &impl Serialize) {
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\ndata: ");
+    // Serializing into a Vec cannot fail: no I/O, and every key is a string.
+    let _ = serde_json::to_writer(&mut *out, data);
+    out.extend_from_slice(b"\n\n");
 }
 
 /// The Anthropic error `type` for a failure.

@@ -820,11 +820,22 @@ struct OutAnswer<'a> {
     refusal: (),
 }
 
+/// `usage` as an answer or a stream's usage chunk reports it.
 #[derive(Debug, Serialize)]
-struct OutUsage {
+pub(crate) struct OutUsage {
     prompt_tokens: u64,
     completion_tokens: u64,
     total_tokens: u64,
+}
+
+impl From<Usage> for OutUsage {
+    fn from(u: Usage) -> OutUsage {
+        OutUsage {
+            prompt_tokens: u.input_tokens,
+            completion_tokens: u.output_tokens,
+            total_tokens: u.input_tokens.saturating_add(u.output_tokens),
+        }
+    }
 }
 
 /// Renders a neutral answer as a `chat.completion` object. `model` in the
@@ -848,11 +859,7 @@ pub fn render_response<'a>(resp: &'a ChatResponse, id: &'a str, created: u64) ->
             logprobs: (),
             finish_reason: resp.finish_reason.as_ref().map(finish_reason_name),
         }],
-        usage: resp.usage.map(|u| OutUsage {
-            prompt_tokens: u.input_tokens,
-            completion_tokens: u.output_tokens,
-            total_tokens: u.input_tokens.saturating_add(u.output_tokens),
-        }),
+        usage: resp.usage.map(OutUsage::from),
     }
 }
 

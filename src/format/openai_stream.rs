@@ -5,14 +5,14 @@
 //! neutral [`Delta`]s. Inbound: [`OpenAiStreamEncoder`] renders the deltas
 //! of any provider as the stream an OpenAI client expects.
 
-use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 use serde_json::json;
 
 use serde::de::IgnoredAny;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use super::openai::{finish_reason, finish_reason_name, WireUsage};
+use super::openai::{finish_reason, finish_reason_name, OutUsage, WireUsage};
 use super::wire::{self, Arguments, First, Loose, Obj, Str};
 use super::{merge_usage, FormatError, Read};
 use crate::chat::{Delta, FinishReason, Usage};
@@ -211,8 +211,10 @@ impl OpenAiStreamEncoder {
                 if self.finished || text.is_empty() {
                     return Vec::new();
                 }
-                let mut delta = Map::new();
-                delta.insert("content".into(), json!(text));
+                let delta = OutDelta {
+                    content: Some(Some(text)),
+                    ..OutDelta::default()
+                };
                 self.chunk(delta, None)
             }
             Delta::ToolCall {
@@ -231,7 +233,7 @@ impl OpenAiStreamEncoder {
                     return Vec::new();
                 }
                 self.finished = true;
-                self.chunk(Map::new(), Some(reason))
+                self.chunk(OutDelta::default(), Some(reason))
             }
             Delta::Usage { usage } => {
                 merge_usage(&mut self.usage, *usage);
@@ -249,23 +251,18 @@ impl OpenAiStreamEncoder {
         }
         let mut out = Vec::new();
         if !self.started {
-            out = self.chunk(Map::new(), None);
+            out = self.chunk(OutDelta::default(), None);
         }
         self.closed = true;
         if let (true, Some(u)) = (self.include_usage, self.usage) {
-            let chunk = json!({
-                "id": self.id,
-                "object": "chat.completion.chunk",
-                "created": self.created,
-                "model": self.model,
-                "choices": [],
-                "usage": {
-                    "prompt_tokens": u.input_tokens,
-                    "completion_tokens": u.output_tokens,
-                    "total_tokens": u.input_tokens.saturating_add(u.output_tokens),
-                },
-            });
-            out.extend(data_line(&chunk));
+            out.extend(data_line(&OutChunk {
+                id: &self.id,
+                object: "chat.completion.chunk",
+                created: self.created,
+                model: &self.model,
+                choices: &[],
+                usage: Some(Some(u.into())),
+            }));
         }
         out.extend_from_slice(b"data: [DONE]\n\n");
         out
@@ -307,71 +304,111 @@ impl OpenAiStreamEncoder {
             }
         };
         let position = u32::try_from(position).unwrap_or(u32::MAX);
-        let mut call = Map::new();
-        call.insert("index".into(), json!(position));
         let id = match id {
-            Some(id) => Some(id.to_string()),
-            None if first => Some(format!("call_{position}")),
+            Some(id) => Some(Cow::Borrowed(id)),
+            None if first => Some(Cow::Owned(format!("call_{position}"))),
             None => None,
         };
-        if let Some(id) = id {
-            call.insert("id".into(), json!(id));
-            call.insert("type".into(), json!("function"));
-        }
-        let mut function = Map::new();
-        match name {
-            Some(n) => {
-                function.insert("name".into(), json!(n));
-            }
-            None if first => {
-                function.insert("name".into(), json!(""));
-            }
-            None => {}
-        }
-        function.insert("arguments".into(), json!(arguments));
-        call.insert("function".into(), Value::Object(function));
-        let mut delta = Map::new();
-        delta.insert("tool_calls".into(), json!([call]));
+        let call = OutToolDelta {
+            index: position,
+            kind: id.is_some().then_some("function"),
+            id,
+            function: OutFunctionDelta {
+                name: name.or(first.then_some("")),
+                arguments,
+            },
+        };
+        let delta = OutDelta {
+            tool_calls: Some([call]),
+            ..OutDelta::default()
+        };
         self.chunk(delta, None)
     }
 
     /// One chunk with this delta (the role added to the first) and finish
     /// reason.
-    fn chunk(&mut self, mut delta: Map<String, Value>, finish: Option<&FinishReason>) -> Vec<u8> {
+    fn chunk(&mut self, mut delta: OutDelta<'_>, finish: Option<&FinishReason>) -> Vec<u8> {
         if !self.started {
             self.started = true;
-            delta.insert("role".into(), json!("assistant"));
-            if !delta.contains_key("content") {
-                let empty = if delta.contains_key("tool_calls") {
-                    Value::Null
-                } else {
-                    json!("")
-                };
-                delta.insert("content".into(), empty);
+            delta.role = Some("assistant");
+            if delta.content.is_none() {
+                delta.content = Some(delta.tool_calls.is_none().then_some(""));
             }
         }
-        let mut chunk = json!({
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "choices": [{
-                "index": 0,
-                "delta": delta,
-                "logprobs": null,
-                "finish_reason": finish.map(finish_reason_name),
-            }],
-        });
-        if let (true, Some(chunk)) = (self.include_usage, chunk.as_object_mut()) {
-            chunk.insert("usage".into(), Value::Null);
-        }
-        data_line(&chunk)
+        let choices = [OutChunkChoice {
+            index: 0,
+            delta,
+            logprobs: (),
+            finish_reason: finish.map(finish_reason_name),
+        }];
+        data_line(&OutChunk {
+            id: &self.id,
+            object: "chat.completion.chunk",
+            created: self.created,
+            model: &self.model,
+            choices: &choices,
+            usage: self.include_usage.then_some(None),
+        })
     }
 }
 
+/// A `chat.completion.chunk` as the encoder writes it.
+#[derive(Serialize)]
+struct OutChunk<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: &'a [OutChunkChoice<'a>],
+    /// Absent, or `null` until the usage chunk when usage was asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<Option<OutUsage>>,
+}
+
+#[derive(Serialize)]
+struct OutChunkChoice<'a> {
+    index: u32,
+    delta: OutDelta<'a>,
+    /// Always `null`.
+    logprobs: (),
+    finish_reason: Option<&'a str>,
+}
+
+#[derive(Default, Serialize)]
+struct OutDelta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
+    /// Absent, `null` (a first chunk of tool calls) or the text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<Option<&'a str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_calls: Option<[OutToolDelta<'a>; 1]>,
+}
+
+#[derive(Serialize)]
+struct OutToolDelta<'a> {
+    index: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<Cow<'a, str>>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+    function: OutFunctionDelta<'a>,
+}
+
+#[derive(Serialize)]
+struct OutFunctionDelta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    arguments: &'a str,
+}
+
 /// `data: <json>` and the blank line that ends the event.
-fn data_line(v: &Value) -> Vec<u8> {
-    format!("data: {}\n\n", v).into_bytes()
+fn data_line(v: &impl Serialize) -> Vec<u8> {
+    let mut out = b"data: ".to_vec();
+    // Serializing into a Vec cannot fail: no I/O, and every key is a string.
+    let _ = serde_json::to_writer(&mut out, v);
+    out.extend_from_slice(b"\n\n");
+    out
 }
 
 /// The OpenAI error `type` for a failure.
@@ -419,6 +456,8 @@ fn default_code(kind: ErrorKind) -> Option<&'static str> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
 
     fn text(bytes: &[u8]) -> String {
