@@ -14,6 +14,12 @@
 //! events into neutral [`Delta`](crate::Delta)s and render deltas as the
 //! stream a client of either format expects.
 //!
+//! Provider answers and stream events are read into typed wire structs
+//! that borrow from the body (`wire` has their shared pieces), and
+//! requests, answers and stream pieces are written from typed structs; a
+//! client's request is read from a [`serde_json::Value`] by a path-aware
+//! walker (`Fields`).
+//!
 //! Everything here is pure JSON work. What cannot be translated (images,
 //! audio, `n > 1`, unknown roles, …) is a [`FormatError`] naming the field,
 //! never a silent drop.

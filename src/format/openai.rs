@@ -622,7 +622,7 @@ fn parse_message(v: &Value, path: &str) -> Result<Message, FormatError> {
     let f = Fields::of(v, path)?;
     let role = f.req_str("role")?;
     let text = |required: bool| -> Result<String, FormatError> {
-        match content_text(f.get("content"), &f.path("content"), false)? {
+        match content_text(f.get("content"), &f.path("content"))? {
             Some(t) => Ok(t),
             None if required => Err(FormatError::malformed(f.path("content"), "required")),
             None => Ok(String::new()),
@@ -696,13 +696,8 @@ fn parse_message(v: &Value, path: &str) -> Result<Message, FormatError> {
     }
 }
 
-/// A `content` that is a string or an array of text parts. `refusal` parts
-/// count as text when `refusal_ok` (answers may carry them).
-fn content_text(
-    v: Option<&Value>,
-    path: &str,
-    refusal_ok: bool,
-) -> Result<Option<String>, FormatError> {
+/// A request's `content`: a string or an array of text parts.
+fn content_text(v: Option<&Value>, path: &str) -> Result<Option<String>, FormatError> {
     match v {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -712,7 +707,6 @@ fn content_text(
                 let p = Fields::of(part, index(path, i))?;
                 match p.req_str("type")? {
                     "text" => out.push_str(p.req_str("text")?),
-                    "refusal" if refusal_ok => out.push_str(p.req_str("refusal")?),
                     kind @ ("image_url" | "input_audio" | "file" | "refusal") => {
                         return Err(FormatError::unsupported(
                             p.path("type"),

@@ -1,4 +1,4 @@
-//! The one classifier of provider failures (DESIGN.md §2).
+//! The one classifier of provider failures.
 //!
 //! [`classify`] turns a status, headers and body into a [`ProviderError`]
 //! whose [`ErrorKind`] decides the treatment. It reads both error body
@@ -241,7 +241,7 @@ pub(crate) fn truncate(s: &str) -> String {
     out
 }
 
-/// The kind for a status and error body, per DESIGN.md §2.
+/// The kind for a status and error body: the failure table.
 pub fn kind_for(status: u16, body: &ErrorBody) -> ErrorKind {
     match status {
         429 if body.is_quota() => ErrorKind::QuotaExhausted,

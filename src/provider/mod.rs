@@ -255,8 +255,8 @@ pub trait Provider {
 /// A boxed, non-`Send` future.
 pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
-/// A provider implemented as an async call rather than HTTP: the articles'
-/// `{ name, chat(request, signal) }`. Dropping the returned future must
+/// A provider implemented as an async call rather than HTTP, like the npm
+/// package's `{ name, chat(request, signal) }`. Dropping the returned future must
 /// abandon the call (the npm package aborts the `AbortSignal`).
 pub trait CustomProvider {
     /// Answers `req` with `model`.
