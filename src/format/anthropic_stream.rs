@@ -12,9 +12,10 @@ use serde_json::json;
 
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use super::anthropic::{finish_reason, stop_reason_name, WireUsage};
-use super::wire::{self, required, Loose, Obj, Str};
+use super::wire::{self, member, required, Loose, Obj, Str};
 use super::{merge_usage, FormatError, Read};
 use crate::chat::{Delta, FinishReason, Usage};
 use crate::error::{ErrorKind, ProviderError};
@@ -33,17 +34,20 @@ pub const EVENTS: &[&str] = &[
 ];
 
 /// The data of a stream event as it arrives: one struct for every event,
-/// each reading the members its event has.
+/// its members kept as text until the event's name says which to read, so
+/// that an event is held only to the shape of its own members.
 #[derive(Deserialize)]
 struct Event<'a> {
     #[serde(borrow)]
-    message: Option<Obj<EventMessage<'a>>>,
-    index: Option<u32>,
+    message: Option<&'a RawValue>,
     #[serde(borrow)]
-    content_block: Option<Obj<EventBlock<'a>>>,
+    index: Option<&'a RawValue>,
     #[serde(borrow)]
-    delta: Option<Obj<EventDelta<'a>>>,
-    usage: Option<Obj<WireUsage>>,
+    content_block: Option<&'a RawValue>,
+    #[serde(borrow)]
+    delta: Option<&'a RawValue>,
+    #[serde(borrow)]
+    usage: Option<&'a RawValue>,
     error: Option<IgnoredAny>,
     #[serde(default, borrow)]
     object: Loose<'a>,
@@ -64,20 +68,30 @@ struct EventMessage<'a> {
 struct EventBlock<'a> {
     #[serde(borrow, rename = "type")]
     kind: Option<Str<'a>>,
-    text: Option<String>,
-    id: Option<String>,
-    name: Option<String>,
-    input: Option<Value>,
+    #[serde(borrow)]
+    text: Option<&'a RawValue>,
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow)]
+    input: Option<&'a RawValue>,
 }
 
-/// The `delta` of `content_block_delta` (`type`, `text`, `partial_json`) or
-/// of `message_delta` (`stop_reason`).
+/// The `delta` of `content_block_delta`.
 #[derive(Deserialize)]
-struct EventDelta<'a> {
+struct BlockDelta<'a> {
     #[serde(borrow, rename = "type")]
     kind: Option<Str<'a>>,
-    text: Option<String>,
-    partial_json: Option<String>,
+    #[serde(borrow)]
+    text: Option<&'a RawValue>,
+    #[serde(borrow)]
+    partial_json: Option<&'a RawValue>,
+}
+
+/// The `delta` of `message_delta`.
+#[derive(Deserialize)]
+struct MessageDelta<'a> {
     #[serde(borrow)]
     stop_reason: Option<Str<'a>>,
 }
@@ -107,10 +121,11 @@ pub fn decode_event(named: Option<&str>, data: &[u8]) -> Result<Read<Vec<Delta>>
         return Ok(Read::Error);
     }
     let mut out = Vec::new();
-    let index = || required(ev.index, || "index".into());
+    let index = || required(member::<u32>(ev.index, "index")?, || "index".into());
     match named.or(ev.kind.0.as_deref()) {
         Some("message_start") => {
-            let Obj(m) = required(ev.message, || "message".into())?;
+            let message = member::<Obj<EventMessage<'_>>>(ev.message, "message")?;
+            let Obj(m) = required(message, || "message".into())?;
             let model = m.model.as_ref().map(Str::as_str).filter(|s| !s.is_empty());
             out.push(Delta::Start {
                 model: model.map(str::to_string),
@@ -121,24 +136,28 @@ pub fn decode_event(named: Option<&str>, data: &[u8]) -> Result<Read<Vec<Delta>>
         }
         Some("content_block_start") => {
             let index = index()?;
-            let Obj(b) = required(ev.content_block, || "content_block".into())?;
+            let block = member::<Obj<EventBlock<'_>>>(ev.content_block, "content_block")?;
+            let Obj(b) = required(block, || "content_block".into())?;
             match required(b.kind, || "content_block.type".into())?.as_str() {
                 "text" => {
-                    if let Some(text) = b.text.filter(|t| !t.is_empty()) {
+                    let text = member::<String>(b.text, "content_block.text")?;
+                    if let Some(text) = text.filter(|t| !t.is_empty()) {
                         out.push(Delta::Text { text });
                     }
                 }
                 "tool_use" => {
                     // The input arrives in `input_json_delta`s; a server that
                     // sends it whole here is taken at its word.
-                    let arguments = match b.input {
+                    let arguments = match member::<Value>(b.input, "content_block.input")? {
                         Some(Value::Object(o)) if !o.is_empty() => Value::Object(o).to_string(),
                         Some(_) | None => String::new(),
                     };
+                    let id = member::<String>(b.id, "content_block.id")?;
+                    let name = member::<String>(b.name, "content_block.name")?;
                     out.push(Delta::ToolCall {
                         index,
-                        id: Some(required(b.id, || "content_block.id".into())?),
-                        name: Some(required(b.name, || "content_block.name".into())?),
+                        id: Some(required(id, || "content_block.id".into())?),
+                        name: Some(required(name, || "content_block.name".into())?),
                         arguments,
                     });
                 }
@@ -148,16 +167,19 @@ pub fn decode_event(named: Option<&str>, data: &[u8]) -> Result<Read<Vec<Delta>>
         }
         Some("content_block_delta") => {
             let index = index()?;
-            let Obj(d) = required(ev.delta, || "delta".into())?;
+            let delta = member::<Obj<BlockDelta<'_>>>(ev.delta, "delta")?;
+            let Obj(d) = required(delta, || "delta".into())?;
             match required(d.kind, || "delta.type".into())?.as_str() {
                 "text_delta" => {
-                    let text = required(d.text, || "delta.text".into())?;
+                    let text = member::<String>(d.text, "delta.text")?;
+                    let text = required(text, || "delta.text".into())?;
                     if !text.is_empty() {
                         out.push(Delta::Text { text });
                     }
                 }
                 "input_json_delta" => {
-                    let fragment = d.partial_json.unwrap_or_default();
+                    let fragment = member::<String>(d.partial_json, "delta.partial_json")?;
+                    let fragment = fragment.unwrap_or_default();
                     if !fragment.is_empty() {
                         out.push(Delta::ToolCall {
                             index,
@@ -171,12 +193,13 @@ pub fn decode_event(named: Option<&str>, data: &[u8]) -> Result<Read<Vec<Delta>>
             }
         }
         Some("message_delta") => {
-            if let Some(r) = ev.delta.and_then(|Obj(d)| d.stop_reason) {
+            let delta = member::<Obj<MessageDelta<'_>>>(ev.delta, "delta")?;
+            if let Some(r) = delta.and_then(|Obj(d)| d.stop_reason) {
                 out.push(Delta::Finish {
                     reason: finish_reason(r.as_str()),
                 });
             }
-            if let Some(Obj(u)) = ev.usage {
+            if let Some(Obj(u)) = member::<Obj<WireUsage>>(ev.usage, "usage")? {
                 out.push(Delta::Usage { usage: u.into() });
             }
         }

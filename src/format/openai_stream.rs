@@ -24,8 +24,9 @@ use crate::error::{ErrorKind, ProviderError};
 /// an error object instead.
 #[derive(Deserialize)]
 struct Chunk<'a> {
+    /// Read only when a delta carries `role`.
     #[serde(borrow)]
-    model: Option<Str<'a>>,
+    model: Option<Loose<'a>>,
     #[serde(borrow)]
     choices: Option<First<Obj<ChunkChoice<'a>>>>,
     usage: Option<Obj<WireUsage>>,
@@ -93,11 +94,13 @@ pub fn decode_chunk(data: &[u8]) -> Result<Read<Vec<Delta>>, FormatError> {
     if let Some(Obj(c)) = first {
         if let Some(Obj(d)) = c.delta {
             if d.role.is_some() {
-                let model = chunk
-                    .model
-                    .as_ref()
-                    .map(Str::as_str)
-                    .filter(|m| !m.is_empty());
+                let model = match &chunk.model {
+                    Some(Loose(None)) => {
+                        return Err(FormatError::malformed("model", "expected a string"))
+                    }
+                    Some(Loose(Some(m))) => Some(m.as_ref()).filter(|m| !m.is_empty()),
+                    None => None,
+                };
                 out.push(Delta::Start {
                     model: model.map(str::to_string),
                 });

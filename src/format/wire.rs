@@ -13,6 +13,7 @@ use std::marker::PhantomData;
 
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::FormatError;
@@ -186,6 +187,27 @@ impl<'de> Deserialize<'de> for Arguments {
             other => Ok(Arguments(other.to_string())),
         }
     }
+}
+
+/// Member `key` of an object, kept as text, read as `T` when present;
+/// errors name `key` and the path inside it.
+pub(crate) fn member<'a, T: Deserialize<'a>>(
+    raw: Option<&'a RawValue>,
+    key: &str,
+) -> Result<Option<T>, FormatError> {
+    raw.map(|r| {
+        read::<T>(r.get().as_bytes()).map_err(|e| FormatError {
+            path: if e.path.is_empty() {
+                key.to_string()
+            } else if e.path.starts_with('[') {
+                format!("{key}{}", e.path)
+            } else {
+                super::join(key, &e.path)
+            },
+            ..e
+        })
+    })
+    .transpose()
 }
 
 /// A required field, or an error at its path.

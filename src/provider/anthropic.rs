@@ -8,12 +8,18 @@
 //! (`overloaded_error` mid-stream) ends the stream as an error.
 
 use super::classify::ErrorBody;
-use super::{decode_data, decode_success, named_error_event, Capabilities, Models, Provider};
+use serde_json::Value;
+
+use super::{
+    decode_success, event_error, event_json, event_shape_error, named_error_event, Capabilities,
+    Models, Provider,
+};
 use crate::chat::{ChatRequest, ChatResponse, Delta};
 use crate::config::Secret;
 use crate::error::{ErrorKind, ProviderError};
 use crate::format::anthropic::{decode_response, encode_request};
 use crate::format::anthropic_stream::{decode_event, EVENTS};
+use crate::format::Read;
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
 use crate::sse::SseEvent;
 
@@ -143,12 +149,25 @@ impl Provider for Anthropic {
             let done = named == Some("message_stop");
             return Ok(if done { vec![Delta::Done] } else { Vec::new() });
         }
-        decode_data(
-            data,
-            secret,
-            |data| decode_event(named, data),
-            ErrorBody::from_value,
-        )
+        let shape = match decode_event(named, data.as_bytes()) {
+            Ok(Read::Answer(deltas)) => return Ok(deltas),
+            Ok(Read::Error) => None,
+            Err(e) => Some(e),
+        };
+        // Not an answer: an error object, or data of the wrong shape.
+        let v = event_json(data)?;
+        if let Some(body) = ErrorBody::from_value(&v) {
+            return Err(event_error(body, secret));
+        }
+        match shape {
+            // Without an `event:` field or a `type`, nothing says what the
+            // data is: it is read as nothing, as an unknown event is.
+            Some(_) if named.is_none() && v.get("type").and_then(Value::as_str).is_none() => {
+                Ok(Vec::new())
+            }
+            Some(e) => Err(event_shape_error(e)),
+            None => Err(event_error(ErrorBody::default(), secret)),
+        }
     }
 
     fn capabilities(&self, model: &str) -> Capabilities {
