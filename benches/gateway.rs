@@ -1,7 +1,8 @@
 //! One request through the edge gateway (`Gateway::handle`) on the fake
 //! platform, as the Worker serves it under `scripts/bench-worker.sh`: an
 //! OpenAI chat request in, the mock provider's answer back, the log line
-//! built. Prints nanoseconds and heap allocations per request: the Rust
+//! built; and the same request streamed, 100 chunks relayed as the client's
+//! chunks. Prints nanoseconds and heap allocations per request: the Rust
 //! share of the Worker's CPU, without workerd's noise (allocation is much of
 //! it in wasm, where dlmalloc runs in a baseline-compiled tier at first).
 //! Not a timed test: it prints figures and asserts nothing.
@@ -11,11 +12,12 @@
 #![allow(clippy::disallowed_methods)] // a benchmark measures wall time on purpose
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::future::poll_fn;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use resilient_llm::gateway::{Gateway, Inbound, Setup};
+use resilient_llm::gateway::{Gateway, Inbound, Piece, Setup};
 use resilient_llm::testing::{block_on, reply, FakePlatform};
 use resilient_llm::{Body, Headers, MemoryStore};
 use serde_json::json;
@@ -86,38 +88,51 @@ fn inbound(body: &[u8]) -> Inbound {
     }
 }
 
-fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
-    let (batches, per_batch) = if quick { (3, 2_000) } else { (7, 20_000) };
-    let p = FakePlatform::new();
-    let gw = gateway(&p);
-    let answer = mock_answer();
-    let body = serde_json::to_vec(
-        &json!({ "model": "healthy", "messages": [{ "role": "user", "content": "benchmark: say something short" }] }),
-    )
-    .expect("json");
+/// The mock provider's streamed answer: ~1,000 tokens in 100 chunks of
+/// ten words, the finish reason, the usage chunk and `[DONE]`.
+fn mock_stream() -> Vec<String> {
+    let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
+        let c = json!({ "id": "chatcmpl-mock-healthy-1", "object": "chat.completion.chunk", "created": 1741570283,
+                        "model": "bench-model", "system_fingerprint": "fp_mock",
+                        "choices": [{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish }] });
+        format!("data: {c}\n\n")
+    };
+    let mut out = vec![chunk(
+        json!({ "role": "assistant", "content": "", "refusal": null }),
+        json!(null),
+    )];
+    for i in 0..100 {
+        let words = format!("word{i} ").repeat(10);
+        out.push(chunk(json!({ "content": words }), json!(null)));
+    }
+    out.push(chunk(json!({}), json!("stop")));
+    let usage = json!({ "id": "chatcmpl-mock-healthy-1", "object": "chat.completion.chunk", "created": 1741570283,
+                        "model": "bench-model", "choices": [],
+                        "usage": { "prompt_tokens": 9, "completion_tokens": 1000, "total_tokens": 1009 } });
+    out.push(format!("data: {usage}\n\n"));
+    out.push("data: [DONE]\n\n".into());
+    out
+}
+
+/// Runs `one` (a request, scripted reply and all) in `batches` of
+/// `per_batch` and prints its median and best ns/request and its
+/// allocations/request less `harness`'s (the scripted reply and the inbound
+/// request alone).
+fn measure(name: &str, (batches, per_batch): (usize, usize), one: &dyn Fn(), harness: &dyn Fn()) {
     let run = |n: usize| {
         for _ in 0..n {
-            p.script("https://healthy.test", [reply(200).body(answer.clone())]);
-            let out = block_on(&p, gw.handle(inbound(&body)));
-            assert_eq!(out.status, 200, "{}", String::from_utf8_lossy(&out.body));
-            black_box(out);
+            one();
         }
     };
     run(per_batch / 10 + 1); // warm-up
-
-    // The harness's own share (the scripted reply, the inbound request).
-    let harness = {
-        let before = ALLOCATIONS.load(Ordering::Relaxed);
-        for _ in 0..1000 {
-            p.script("https://unused.test", [reply(200).body(answer.clone())]);
-            black_box(inbound(&body));
-        }
-        (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / 1000.0
-    };
     let before = ALLOCATIONS.load(Ordering::Relaxed);
-    run(1000);
-    let allocations = (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / 1000.0 - harness;
+    for _ in 0..100 {
+        harness();
+    }
+    let harness = (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / 100.0;
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    run(100);
+    let allocations = (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / 100.0 - harness;
     let mut ns: Vec<f64> = (0..batches)
         .map(|_| {
             let t = Instant::now();
@@ -127,9 +142,73 @@ fn main() {
         .collect();
     ns.sort_by(f64::total_cmp);
     println!(
-        "gateway, healthy route, mock answer: median {:>6.0} ns/request, best {:>6.0} ns/request, \
+        "gateway, {name}: median {:>6.0} ns/request, best {:>6.0} ns/request, \
          ~{allocations:.0} heap allocations/request ({batches} batches x {per_batch})",
         ns[ns.len() / 2],
         ns[0]
+    );
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let (batches, per_batch) = if quick { (3, 2_000) } else { (7, 20_000) };
+    let p = FakePlatform::new();
+    let gw = gateway(&p);
+
+    let answer = mock_answer();
+    let body = serde_json::to_vec(
+        &json!({ "model": "healthy", "messages": [{ "role": "user", "content": "benchmark: say something short" }] }),
+    )
+    .expect("json");
+    measure(
+        "healthy route, mock answer",
+        (batches, per_batch),
+        &|| {
+            p.script("https://healthy.test", [reply(200).body(answer.clone())]);
+            let out = block_on(&p, gw.handle(inbound(&body)));
+            assert_eq!(out.status, 200, "{}", String::from_utf8_lossy(&out.body));
+            black_box(out);
+        },
+        &|| {
+            p.script("https://unused.test", [reply(200).body(answer.clone())]);
+            black_box(inbound(&body));
+        },
+    );
+
+    let chunks = mock_stream();
+    let body = serde_json::to_vec(
+        &json!({ "model": "healthy", "stream": true, "stream_options": { "include_usage": true },
+        "messages": [{ "role": "user", "content": "benchmark: say something long" }] }),
+    )
+    .expect("json");
+    let streamed = || {
+        reply(200)
+            .header("content-type", "text/event-stream")
+            .chunks(chunks.clone())
+    };
+    measure(
+        "healthy route, mock stream of 100 chunks",
+        // A streamed request costs some fifty whole ones.
+        (batches, per_batch / 50),
+        &|| {
+            p.script("https://healthy.test", [streamed()]);
+            let mut out = block_on(&p, gw.handle(inbound(&body)));
+            assert_eq!(out.status, 200, "{}", String::from_utf8_lossy(&out.body));
+            let mut stream = out.stream.take().expect("a stream");
+            let mut bytes = 0;
+            block_on(&p, async {
+                while let Some(piece) = poll_fn(|cx| stream.as_mut().poll_next(cx)).await {
+                    if let Piece::Bytes(b) = piece {
+                        bytes += b.len();
+                    }
+                }
+            });
+            assert!(bytes > 10_000, "{bytes} bytes streamed");
+            black_box(out);
+        },
+        &|| {
+            p.script("https://unused.test", [streamed()]);
+            black_box(inbound(&body));
+        },
     );
 }

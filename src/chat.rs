@@ -4,6 +4,7 @@
 //! Worker and the npm package translate the client's format into them.
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 /// Who wrote a message.
@@ -214,9 +215,57 @@ pub struct ChatResponse {
     pub finish_reason: Option<FinishReason>,
     /// Token counts, where the provider reported them.
     pub usage: Option<Usage>,
-    /// The provider's response body as parsed JSON.
-    #[serde(default, skip_serializing_if = "Value::is_null")]
-    pub raw: Value,
+    /// The provider's response body, as the JSON text it arrived as (`None`
+    /// from a provider without one). [`ChatResponse::raw_value`] parses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<RawJson>,
+}
+
+impl ChatResponse {
+    /// The provider's response body parsed as a [`Value`] (`Null` when there
+    /// is none). It is parsed here, on each call: answers keep only the text.
+    pub fn raw_value(&self) -> serde_json::Result<Value> {
+        self.raw.as_ref().map_or(Ok(Value::Null), RawJson::to_value)
+    }
+}
+
+/// A JSON text kept as it arrived, checked to be JSON but not parsed into a
+/// tree: it serializes verbatim, and equals another of the same text.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RawJson(Box<RawValue>);
+
+impl RawJson {
+    /// `json`, if it is one JSON value (surrounding whitespace allowed).
+    pub fn from_string(json: String) -> serde_json::Result<Self> {
+        RawValue::from_string(json).map(RawJson)
+    }
+
+    /// `bytes`, if they are one JSON value in UTF-8.
+    pub fn from_slice(bytes: &[u8]) -> serde_json::Result<Self> {
+        serde_json::from_slice(bytes).map(RawJson)
+    }
+
+    /// The JSON text of `v`.
+    pub fn from_value(v: &Value) -> serde_json::Result<Self> {
+        serde_json::value::to_raw_value(v).map(RawJson)
+    }
+
+    /// The text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The text parsed as a [`Value`].
+    pub fn to_value(&self) -> serde_json::Result<Value> {
+        serde_json::from_str(self.0.get())
+    }
+}
+
+impl PartialEq for RawJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
 }
 
 /// One piece of a streamed answer, in the neutral format. Provider stream

@@ -77,7 +77,7 @@ pub use breaker::{
 };
 pub use chain::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
 pub use chat::{
-    ChatRequest, ChatResponse, Delta, FinishReason, Message, Part, Role, Tool, ToolCall,
+    ChatRequest, ChatResponse, Delta, FinishReason, Message, Part, RawJson, Role, Tool, ToolCall,
     ToolChoice, Usage,
 };
 pub use error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError, Treatment};

@@ -659,7 +659,7 @@ impl CustomProvider for ScriptedProvider {
                                 input_tokens: 1,
                                 output_tokens: 1,
                             }),
-                            raw: serde_json::Value::Null,
+                            raw: None,
                         })
                     }
                     Step::Fail(e) => return Err(e),

@@ -44,7 +44,7 @@ impl Provider for Plain {
             provider: String::new(),
             finish_reason: None,
             usage: None,
-            raw: serde_json::Value::Null,
+            raw: None,
         })
     }
 

@@ -252,7 +252,7 @@ fn conformance(case: &Case) {
         if let Some(ok) = f["expect"].get("ok") {
             let r = got.unwrap_or_else(|e| panic!("{label}: {e}"));
             assert_eq!(r.provider, name, "{label}");
-            assert_eq!(r.raw, f["body"], "{label}");
+            assert_eq!(r.raw_value().unwrap(), f["body"], "{label}");
             let v = serde_json::to_value(&r).unwrap();
             for (k, want) in ok.as_object().unwrap() {
                 assert_eq!(&v[k], want, "{label}: {k}");
@@ -399,6 +399,75 @@ fn retry_after_beats_informational_rate_limit_headers() {
     let e = p.decode(&resp, NOW).unwrap_err();
     assert_eq!(e.retry_after, None);
     assert!(e.is_retryable());
+}
+
+/// Bodies of a 200 that are not plain answers: each is told apart the way
+/// the classifier reads error bodies, whatever shape the rest has, and an
+/// answer with odd members beside the ones read is still an answer.
+#[test]
+fn a_200_is_an_error_or_an_answer_whatever_its_other_members() {
+    let openai = provider(&cases()[1]);
+    let anthropic = provider(&cases()[0]);
+    let ok = |p: &dyn Provider, body: Value| {
+        let resp = BufferedResponse {
+            status: 200,
+            headers: Headers::new(),
+            body: serde_json::to_vec(&body).unwrap(),
+        };
+        p.decode(&resp, NOW)
+    };
+    let answer =
+        json!({"model": "m", "choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]});
+    // An error object wins over a malformed rest, at the top or in the
+    // first choice, and inside an array (Gemini).
+    let cases = [
+        (
+            json!({"error": {"type": "rate_limit_error", "message": "slow"}, "choices": 5}),
+            resilient_llm::ErrorKind::RateLimited,
+        ),
+        (
+            json!([{"error": {"code": 503, "message": "busy", "status": "UNAVAILABLE"}}]),
+            resilient_llm::ErrorKind::Server,
+        ),
+        (
+            json!({"choices": [{"error": {"message": "upstream", "code": 502}, "message": 5}]}),
+            resilient_llm::ErrorKind::Server,
+        ),
+        (
+            json!({"choices": {"0": {"error": {"message": "upstream", "code": 429}}}}),
+            resilient_llm::ErrorKind::RateLimited,
+        ),
+        (
+            json!({"object": "error", "message": "bad", "type": "BadRequestError", "code": 400}),
+            resilient_llm::ErrorKind::InvalidRequest,
+        ),
+    ];
+    for (body, kind) in cases {
+        let e = ok(openai.as_ref(), body.clone()).unwrap_err();
+        assert_eq!(e.kind, kind, "{body}: {e}");
+    }
+    let e = ok(anthropic.as_ref(), json!({"type": "error", "error": {"type": "overloaded_error", "message": "o"}, "content": 5})).unwrap_err();
+    assert_eq!(e.kind, resilient_llm::ErrorKind::Server, "{e}");
+    // Members that are not read, or read only to spot an error, may be of
+    // any type; a null `error` is no error.
+    let mut odd = answer.clone();
+    odd["type"] = json!(5);
+    odd["object"] = json!({"x": [1]});
+    odd["error"] = Value::Null;
+    odd["choices"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("ignored"));
+    let r = ok(openai.as_ref(), odd.clone()).unwrap();
+    assert_eq!((r.text.as_str(), r.model.as_str()), ("hi", "m"));
+    assert_eq!(r.raw_value().unwrap(), odd);
+    // A wrong shape is a decode error naming the field; an object given as
+    // an array is a wrong shape.
+    let mut bad = answer.clone();
+    bad["choices"][0]["message"] = json!(["hi"]);
+    let e = ok(openai.as_ref(), bad).unwrap_err();
+    assert_eq!(e.kind, resilient_llm::ErrorKind::Decode);
+    assert!(e.message.contains("choices[0].message"), "{e}");
 }
 
 fn arb_json() -> impl Strategy<Value = Value> {

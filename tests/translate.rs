@@ -3,13 +3,13 @@
 //! a clear, located error; no input makes a parser panic.
 
 use proptest::prelude::*;
-use resilient_llm::format::{anthropic, openai};
+use resilient_llm::format::{anthropic, openai, Read};
 use resilient_llm::provider::OpenAi;
 use resilient_llm::{
     Anthropic, BufferedResponse, ChatResponse, ErrorKind, FinishReason, FormatErrorKind, Headers,
     PresetName, Provider, Role, Secret, ToolCall, Usage,
 };
-use serde_json::{json, Value};
+use serde_json::{json, to_value as value_of, Value};
 
 fn fixture(path: &str) -> BufferedResponse {
     let full = format!("{}/tests/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
@@ -98,7 +98,7 @@ fn an_anthropic_answer_goes_back_to_an_openai_client() {
     let resp = anthropic_provider()
         .decode(&fixture("anthropic/ok_tool_use.json"), 0)
         .unwrap();
-    let out = openai::render_response(&resp, "chatcmpl-1", 1_700_000_000);
+    let out = to_value(openai::render_response(&resp, "chatcmpl-1", 1_700_000_000));
     assert_eq!(out["object"], "chat.completion");
     assert_eq!(out["id"], "chatcmpl-1");
     assert_eq!(out["created"], 1_700_000_000);
@@ -184,7 +184,7 @@ fn an_openai_answer_goes_back_to_an_anthropic_client() {
     let resp = openai_provider()
         .decode(&fixture("openai/ok_tool_calls.json"), 0)
         .unwrap();
-    let out = anthropic::render_response(&resp, "msg_1").unwrap();
+    let out = to_value(anthropic::render_response(&resp, "msg_1").unwrap());
     assert_eq!(
         out,
         json!({
@@ -202,7 +202,7 @@ fn an_openai_answer_goes_back_to_an_anthropic_client() {
     let text = openai_provider()
         .decode(&fixture("openai/ok_length.json"), 0)
         .unwrap();
-    let out = anthropic::render_response(&text, "msg_2").unwrap();
+    let out = to_value(anthropic::render_response(&text, "msg_2").unwrap());
     assert_eq!(
         out["content"],
         json!([{"type": "text", "text": "Once upon"}])
@@ -247,17 +247,30 @@ fn finish_reasons_translate_both_ways() {
                 input_tokens: 1,
                 output_tokens: 2,
             }),
-            raw: Value::Null,
+            raw: None,
         };
-        let o = openai::render_response(&resp, "id", 0);
+        let o = to_value(openai::render_response(&resp, "id", 0));
         assert_eq!(o["choices"][0]["finish_reason"], oa);
-        let a = anthropic::render_response(&resp, "id").unwrap();
+        let a = to_value(anthropic::render_response(&resp, "id").unwrap());
         assert_eq!(a["stop_reason"], an);
-        let back = openai::decode_response(&o).unwrap();
+        let back = answer(openai::decode_response(o.to_string().as_bytes()));
         assert_eq!(back.finish_reason, Some(reason.clone()));
-        let back = anthropic::decode_response(&a).unwrap();
+        let back = answer(anthropic::decode_response(a.to_string().as_bytes()));
         assert_eq!(back.finish_reason, Some(reason));
         assert_eq!(back.usage, resp.usage);
+    }
+}
+
+/// A rendered body as JSON.
+fn to_value(body: impl serde::Serialize) -> Value {
+    value_of(body).unwrap()
+}
+
+/// The answer a decoder read, which must not be an error object.
+fn answer(read: Result<Read<ChatResponse>, resilient_llm::FormatError>) -> ChatResponse {
+    match read.unwrap() {
+        Read::Answer(a) => a,
+        Read::Error => panic!("read as an error object"),
     }
 }
 
@@ -357,7 +370,7 @@ fn what_a_provider_cannot_express_is_unsupported_not_a_panic() {
         provider: "p".into(),
         finish_reason: Some(FinishReason::ToolCalls),
         usage: None,
-        raw: Value::Null,
+        raw: None,
     };
     let e = anthropic::render_response(&resp, "id").unwrap_err();
     assert_eq!(e.to_string(), "tool_calls[0].arguments: not a JSON object");
@@ -466,10 +479,11 @@ proptest! {
             let _ = anthropic_provider().encode(&req, "m");
             let _ = openai_provider().encode(&req, "m");
         }
-        if let Ok(resp) = openai::decode_response(&v) {
+        let body = v.to_string();
+        if let Ok(Read::Answer(resp)) = openai::decode_response(body.as_bytes()) {
             let _ = anthropic::render_response(&resp, "id");
         }
-        if let Ok(resp) = anthropic::decode_response(&v) {
+        if let Ok(Read::Answer(resp)) = anthropic::decode_response(body.as_bytes()) {
             let _ = openai::render_response(&resp, "id", 0);
         }
     }

@@ -9,27 +9,104 @@
 //! tool results travel as `tool_result` blocks of user messages, and
 //! consecutive messages of one role are merged, as the Messages API requires.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use serde_json::json;
 
-use super::{index, join, parse_json, Fields, FormatError};
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+
+use super::wire::{self, required, Loose, Obj, Str};
+use super::{index, join, parse_json, Fields, FormatError, Read};
 use crate::chat::{
-    ChatRequest, ChatResponse, FinishReason, Message, Part, Role, Tool, ToolCall, ToolChoice, Usage,
+    ChatRequest, ChatResponse, FinishReason, Message, Part, RawJson, Role, Tool, ToolCall,
+    ToolChoice, Usage,
 };
 
 // ---------------------------------------------------------------- outbound
 
+/// A Messages API request body, as [`encode_request`] renders it;
+/// serialize it to send it.
+#[derive(Debug, Serialize)]
+pub struct RequestBody<'a> {
+    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<String>,
+    messages: Vec<Turn<'a>>,
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop_sequences: &'a [String],
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<OutTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<OutToolChoice<'a>>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<OutMetadata<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct Turn<'a> {
+    role: &'static str,
+    content: Vec<Block<'a>>,
+}
+
+/// A content block of a request.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a str,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+}
+
+#[derive(Debug, Serialize)]
+struct OutTool<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+    input_schema: &'a Value,
+}
+
+#[derive(Debug, Serialize)]
+struct OutToolChoice<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct OutMetadata<'a> {
+    user_id: &'a str,
+}
+
 /// Renders a neutral request as a Messages API body for `model`;
 /// `default_max_tokens` fills the required `max_tokens` when the request
 /// has none.
-pub fn encode_request(
-    req: &ChatRequest,
-    model: &str,
+pub fn encode_request<'a>(
+    req: &'a ChatRequest,
+    model: &'a str,
     default_max_tokens: u32,
-) -> Result<Value, FormatError> {
+) -> Result<RequestBody<'a>, FormatError> {
     let mut system: Vec<String> = Vec::new();
-    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    let mut messages: Vec<Turn<'a>> = Vec::new();
     for (i, m) in req.messages.iter().enumerate() {
         let path = index("messages", i);
         if m.role == Role::System {
@@ -55,94 +132,73 @@ pub fn encode_request(
         if blocks.is_empty() {
             continue;
         }
-        match turns.last_mut() {
-            Some((last, prev)) if *last == role => prev.extend(blocks),
-            _ => turns.push((role, blocks)),
+        match messages.last_mut() {
+            Some(last) if last.role == role => last.content.extend(blocks),
+            _ => messages.push(Turn {
+                role,
+                content: blocks,
+            }),
         }
     }
-    let messages: Vec<Value> = turns
-        .into_iter()
-        .map(|(role, blocks)| {
-            // Tool results must open a user turn (a stable partition; no
-            // sort routine for one bit).
-            let (mut content, rest): (Vec<Value>, Vec<Value>) =
-                blocks.into_iter().partition(|b| b["type"] == "tool_result");
-            content.extend(rest);
-            json!({"role": role, "content": content})
+    for turn in &mut messages {
+        // Tool results must open a user turn (a stable partition).
+        let (mut content, rest): (Vec<Block<'a>>, Vec<Block<'a>>) =
+            std::mem::take(&mut turn.content)
+                .into_iter()
+                .partition(|b| matches!(b, Block::ToolResult { .. }));
+        content.extend(rest);
+        turn.content = content;
+    }
+    let tools = req
+        .tools
+        .iter()
+        .map(|t| OutTool {
+            name: &t.name,
+            description: t.description.as_deref(),
+            input_schema: &t.parameters,
         })
         .collect();
-    let mut body = Map::new();
-    body.insert("model".into(), json!(model));
-    if !system.is_empty() {
-        body.insert("system".into(), json!(system.join("\n\n")));
-    }
-    body.insert("messages".into(), Value::Array(messages));
-    body.insert(
-        "max_tokens".into(),
-        json!(req.max_tokens.unwrap_or(default_max_tokens)),
-    );
-    if let Some(t) = req.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
-    if let Some(p) = req.top_p {
-        body.insert("top_p".into(), json!(p));
-    }
-    if !req.stop.is_empty() {
-        body.insert("stop_sequences".into(), json!(req.stop));
-    }
-    if !req.tools.is_empty() {
-        let tools: Vec<Value> = req
-            .tools
-            .iter()
-            .map(|t| {
-                let mut tool = Map::new();
-                tool.insert("name".into(), json!(t.name));
-                if let Some(d) = &t.description {
-                    tool.insert("description".into(), json!(d));
-                }
-                tool.insert("input_schema".into(), t.parameters.clone());
-                Value::Object(tool)
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-    }
-    if let Some(choice) = &req.tool_choice {
-        let v = match choice {
-            ToolChoice::Auto => json!({"type": "auto"}),
-            ToolChoice::None => json!({"type": "none"}),
-            ToolChoice::Required => json!({"type": "any"}),
-            ToolChoice::Tool(name) => json!({"type": "tool", "name": name}),
+    let tool_choice = req.tool_choice.as_ref().map(|choice| {
+        let (kind, name) = match choice {
+            ToolChoice::Auto => ("auto", None),
+            ToolChoice::None => ("none", None),
+            ToolChoice::Required => ("any", None),
+            ToolChoice::Tool(name) => ("tool", Some(name.as_str())),
         };
-        body.insert("tool_choice".into(), v);
-    }
-    if req.stream {
-        body.insert("stream".into(), json!(true));
-    }
-    if let Some(user) = super::user_id(req.metadata.as_ref()) {
-        body.insert("metadata".into(), json!({"user_id": user}));
-    }
-    Ok(Value::Object(body))
+        OutToolChoice { kind, name }
+    });
+    Ok(RequestBody {
+        model,
+        system: (!system.is_empty()).then(|| system.join("\n\n")),
+        messages,
+        max_tokens: req.max_tokens.unwrap_or(default_max_tokens),
+        temperature: req.temperature,
+        top_p: req.top_p,
+        stop_sequences: &req.stop,
+        tools,
+        tool_choice,
+        stream: req.stream,
+        metadata: super::user_id(req.metadata.as_ref()).map(|user_id| OutMetadata { user_id }),
+    })
 }
 
-fn encode_blocks(m: &Message, path: &str) -> Result<Vec<Value>, FormatError> {
+fn encode_blocks<'a>(m: &'a Message, path: &str) -> Result<Vec<Block<'a>>, FormatError> {
     let mut blocks = Vec::new();
     for (j, part) in m.content.iter().enumerate() {
         let at = || index(&join(path, "content"), j);
         match part {
             Part::Text { text } if text.is_empty() => {}
-            Part::Text { text } => blocks.push(json!({"type": "text", "text": text})),
+            Part::Text { text } => blocks.push(Block::Text { text }),
             Part::ToolCall(c) if m.role == Role::Assistant => {
                 let input: Value = if c.arguments.trim().is_empty() {
                     json!({})
                 } else {
-                    serde_json::from_slice::<serde_json::Value>(c.arguments.as_bytes()).map_err(
-                        |e| {
-                            FormatError::unsupported(
-                                join(&at(), "arguments"),
-                                format!("tool call arguments are not valid JSON: {e}"),
-                            )
-                        },
-                    )?
+                    serde_json::from_str(&c.arguments).map_err(|e| {
+                        FormatError::unsupported(
+                            join(&at(), "arguments"),
+                            format!("tool call arguments are not valid JSON: {e}"),
+                        )
+                    })?
                 };
                 if !input.is_object() {
                     return Err(FormatError::unsupported(
@@ -150,21 +206,21 @@ fn encode_blocks(m: &Message, path: &str) -> Result<Vec<Value>, FormatError> {
                         "tool call arguments are not a JSON object",
                     ));
                 }
-                blocks
-                    .push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
+                blocks.push(Block::ToolUse {
+                    id: &c.id,
+                    name: &c.name,
+                    input,
+                });
             }
             Part::ToolResult {
                 tool_call_id,
                 content,
                 is_error,
-            } if m.role != Role::Assistant => {
-                let mut b =
-                    json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": content});
-                if *is_error {
-                    b["is_error"] = Value::Bool(true);
-                }
-                blocks.push(b);
-            }
+            } if m.role != Role::Assistant => blocks.push(Block::ToolResult {
+                tool_use_id: tool_call_id,
+                content,
+                is_error: *is_error,
+            }),
             Part::ToolCall(_) | Part::ToolResult { .. } => {
                 return Err(FormatError::unsupported(
                     at(),
@@ -176,59 +232,87 @@ fn encode_blocks(m: &Message, path: &str) -> Result<Vec<Value>, FormatError> {
     Ok(blocks)
 }
 
-/// Reads a Messages API answer (a body already known not to be an error).
-pub fn decode_response(v: &Value) -> Result<ChatResponse, FormatError> {
-    decode_fields(v).map(|out| ChatResponse {
-        raw: v.clone(),
-        ..out
-    })
+/// A Messages API answer as it arrives, and the members that make it an
+/// error object instead.
+#[derive(Deserialize)]
+struct Answer<'a> {
+    #[serde(borrow)]
+    content: Option<Vec<Obj<AnswerBlock<'a>>>>,
+    model: Option<String>,
+    #[serde(borrow)]
+    stop_reason: Option<Str<'a>>,
+    usage: Option<Obj<WireUsage>>,
+    error: Option<IgnoredAny>,
+    #[serde(default, borrow)]
+    object: Loose<'a>,
+    #[serde(default, borrow, rename = "type")]
+    kind: Loose<'a>,
 }
 
-/// [`decode_response`] of a body the caller no longer needs: it becomes the
-/// answer's `raw` without a copy (a deep copy of a parsed body is most of
-/// the allocations of a request through the gateway).
-pub fn decode_response_owned(v: Value) -> Result<ChatResponse, FormatError> {
-    decode_fields(&v).map(|out| ChatResponse { raw: v, ..out })
+/// A content block: text and tool calls are read, any other type (thinking,
+/// server tools) has no neutral form and is skipped.
+#[derive(Deserialize)]
+struct AnswerBlock<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Option<Str<'a>>,
+    text: Option<String>,
+    id: Option<String>,
+    name: Option<String>,
+    input: Option<Value>,
 }
 
-/// Everything but `raw` (left `Null`).
-fn decode_fields(v: &Value) -> Result<ChatResponse, FormatError> {
-    let f = Fields::of(v, "")?;
-    let content = f
-        .array("content")?
-        .ok_or_else(|| FormatError::malformed("content", "required"))?;
+/// `usage` of an answer, or of a stream's `message_start` and
+/// `message_delta`.
+#[derive(Deserialize)]
+pub(crate) struct WireUsage {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+}
+
+impl From<WireUsage> for Usage {
+    fn from(u: WireUsage) -> Usage {
+        Usage {
+            input_tokens: u.input_tokens.unwrap_or(0),
+            output_tokens: u.output_tokens.unwrap_or(0),
+        }
+    }
+}
+
+/// Reads a Messages API answer: [`Read::Error`] when the body is an error
+/// object, for the classifier to read. `raw` keeps the body's text.
+pub fn decode_response(body: &[u8]) -> Result<Read<ChatResponse>, FormatError> {
+    let Obj(a) = wire::read::<Obj<Answer<'_>>>(body)?;
+    if a.error.is_some() || a.object.is_error() || a.kind.is_error() {
+        return Ok(Read::Error);
+    }
     let mut text = String::new();
     let mut tool_calls = Vec::new();
-    for (i, block) in content.iter().enumerate() {
-        let b = Fields::of(block, index("content", i))?;
-        match b.req_str("type")? {
-            "text" => text.push_str(b.req_str("text")?),
+    for (i, Obj(b)) in required(a.content, || "content".into())?
+        .into_iter()
+        .enumerate()
+    {
+        let at = |key: &str| join(&index("content", i), key);
+        match required(b.kind, || at("type"))?.as_str() {
+            "text" => text.push_str(&required(b.text, || at("text"))?),
             "tool_use" => tool_calls.push(ToolCall {
-                id: b.req_str("id")?.to_string(),
-                name: b.req_str("name")?.to_string(),
-                arguments: b.get("input").map_or_else(|| "{}".into(), Value::to_string),
+                id: required(b.id, || at("id"))?,
+                name: required(b.name, || at("name"))?,
+                arguments: b.input.map_or_else(|| "{}".into(), |v| v.to_string()),
             }),
-            // Thinking and server-tool blocks have no neutral form.
             _ => {}
         }
     }
-    let finish_reason = f.str("stop_reason")?.map(finish_reason);
-    let usage = match f.object("usage")? {
-        Some(u) => Some(Usage {
-            input_tokens: u.u64("input_tokens")?.unwrap_or(0),
-            output_tokens: u.u64("output_tokens")?.unwrap_or(0),
-        }),
-        None => None,
-    };
-    Ok(ChatResponse {
+    Ok(Read::Answer(ChatResponse {
         text,
         tool_calls,
-        model: f.str("model")?.unwrap_or_default().to_string(),
+        model: a.model.unwrap_or_default(),
         provider: String::new(),
-        finish_reason,
-        usage,
-        raw: Value::Null,
-    })
+        finish_reason: a.stop_reason.map(|r| finish_reason(r.as_str())),
+        usage: a.usage.map(|Obj(u)| u.into()),
+        raw: Some(
+            RawJson::from_slice(body).map_err(|e| FormatError::malformed("", e.to_string()))?,
+        ),
+    }))
 }
 
 /// A Messages API `stop_reason` in the neutral form.
@@ -501,39 +585,70 @@ fn parse_tool(v: &Value, path: &str) -> Result<Tool, FormatError> {
     })
 }
 
+/// A Messages API `message` object, as [`render_response`] renders it;
+/// serialize it to answer.
+#[derive(Debug, Serialize)]
+pub struct ResponseBody<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    role: &'static str,
+    content: Vec<Block<'a>>,
+    model: &'a str,
+    stop_reason: Option<&'a str>,
+    /// Always `null`.
+    stop_sequence: (),
+    usage: OutUsage,
+}
+
+#[derive(Debug, Serialize)]
+struct OutUsage {
+    input_tokens: u64,
+    output_tokens: u64,
+}
+
 /// Renders a neutral answer as a Messages API `message` object. `model` in
 /// the output is the model that actually answered. Fails when a tool call's
 /// arguments are not a JSON object (an Anthropic client needs one).
-pub fn render_response(resp: &ChatResponse, id: &str) -> Result<Value, FormatError> {
-    let mut content = Vec::new();
+pub fn render_response<'a>(
+    resp: &'a ChatResponse,
+    id: &'a str,
+) -> Result<ResponseBody<'a>, FormatError> {
+    let mut content = Vec::with_capacity(resp.tool_calls.len() + 1);
     if !resp.text.is_empty() || resp.tool_calls.is_empty() {
-        content.push(json!({"type": "text", "text": resp.text}));
+        content.push(Block::Text { text: &resp.text });
     }
     for (i, c) in resp.tool_calls.iter().enumerate() {
         let path = join(&index("tool_calls", i), "arguments");
         let input: Value = if c.arguments.trim().is_empty() {
             json!({})
         } else {
-            serde_json::from_slice::<serde_json::Value>(c.arguments.as_bytes())
+            serde_json::from_str(&c.arguments)
                 .map_err(|e| FormatError::unsupported(&path, format!("not valid JSON: {e}")))?
         };
         if !input.is_object() {
             return Err(FormatError::unsupported(path, "not a JSON object"));
         }
-        content.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
+        content.push(Block::ToolUse {
+            id: &c.id,
+            name: &c.name,
+            input,
+        });
     }
-    let stop_reason = resp.finish_reason.as_ref().map(stop_reason_name);
     let usage = resp.usage.unwrap_or_default();
-    Ok(json!({
-        "id": id,
-        "type": "message",
-        "role": "assistant",
-        "content": content,
-        "model": resp.model,
-        "stop_reason": stop_reason,
-        "stop_sequence": null,
-        "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
-    }))
+    Ok(ResponseBody {
+        id,
+        kind: "message",
+        role: "assistant",
+        content,
+        model: &resp.model,
+        stop_reason: resp.finish_reason.as_ref().map(stop_reason_name),
+        stop_sequence: (),
+        usage: OutUsage {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+        },
+    })
 }
 
 /// The Anthropic error `type` for an HTTP status.
@@ -576,7 +691,7 @@ mod tests {
             },
             Message::system("and kind"),
         ]);
-        let v = encode_request(&req, "claude", 100).unwrap();
+        let v = serde_json::to_value(encode_request(&req, "claude", 100).unwrap()).unwrap();
         assert_eq!(v["system"], "be brief\n\nand kind");
         assert_eq!(v["messages"].as_array().unwrap().len(), 1);
         assert_eq!(v["messages"][0]["content"][0]["type"], "tool_result");

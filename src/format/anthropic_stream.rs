@@ -10,8 +10,13 @@ use serde_json::Value;
 
 use serde_json::json;
 
-use super::anthropic::{finish_reason, stop_reason_name};
-use super::{merge_usage, Fields, FormatError};
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::anthropic::{finish_reason, stop_reason_name, WireUsage};
+use super::wire::{self, member, required, Loose, Obj, Str};
+use super::{merge_usage, FormatError, Read};
 use crate::chat::{Delta, FinishReason, Usage};
 use crate::error::{ErrorKind, ProviderError};
 
@@ -28,8 +33,72 @@ pub const EVENTS: &[&str] = &[
     "ping",
 ];
 
-/// Reads one event named `name` (its `event:` field, or the data's `type`)
-/// whose data is `v` (already known not to be an error):
+/// The data of a stream event as it arrives: one struct for every event,
+/// its members kept as text until the event's name says which to read, so
+/// that an event is held only to the shape of its own members.
+#[derive(Deserialize)]
+struct Event<'a> {
+    #[serde(borrow)]
+    message: Option<&'a RawValue>,
+    #[serde(borrow)]
+    index: Option<&'a RawValue>,
+    #[serde(borrow)]
+    content_block: Option<&'a RawValue>,
+    #[serde(borrow)]
+    delta: Option<&'a RawValue>,
+    #[serde(borrow)]
+    usage: Option<&'a RawValue>,
+    error: Option<IgnoredAny>,
+    #[serde(default, borrow)]
+    object: Loose<'a>,
+    #[serde(default, borrow, rename = "type")]
+    kind: Loose<'a>,
+}
+
+/// `message_start`'s `message`.
+#[derive(Deserialize)]
+struct EventMessage<'a> {
+    #[serde(borrow)]
+    model: Option<Str<'a>>,
+    usage: Option<Obj<WireUsage>>,
+}
+
+/// `content_block_start`'s `content_block`.
+#[derive(Deserialize)]
+struct EventBlock<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Option<Str<'a>>,
+    #[serde(borrow)]
+    text: Option<&'a RawValue>,
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow)]
+    input: Option<&'a RawValue>,
+}
+
+/// The `delta` of `content_block_delta`.
+#[derive(Deserialize)]
+struct BlockDelta<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Option<Str<'a>>,
+    #[serde(borrow)]
+    text: Option<&'a RawValue>,
+    #[serde(borrow)]
+    partial_json: Option<&'a RawValue>,
+}
+
+/// The `delta` of `message_delta`.
+#[derive(Deserialize)]
+struct MessageDelta<'a> {
+    #[serde(borrow)]
+    stop_reason: Option<Str<'a>>,
+}
+
+/// Reads the data of one event named `named` (its `event:` field; else the
+/// data's `type` names it), or [`Read::Error`] when the data is an error
+/// object, for the classifier:
 ///
 /// - `message_start`: [`Delta::Start`] with the model, and the usage so far;
 /// - `content_block_start`: a `tool_use` block's first [`Delta::ToolCall`]
@@ -46,115 +115,98 @@ pub const EVENTS: &[&str] = &[
 /// A tool call's `index` in [`Delta::ToolCall`] is its content block's index,
 /// the only number the later fragments carry: distinct and increasing per
 /// call, but not dense when text blocks come first.
-pub fn decode_event(name: &str, v: &Value) -> Result<Vec<Delta>, FormatError> {
-    let f = Fields::of(v, "")?;
+pub fn decode_event(named: Option<&str>, data: &[u8]) -> Result<Read<Vec<Delta>>, FormatError> {
+    let Obj(ev) = wire::read::<Obj<Event<'_>>>(data)?;
+    if ev.error.is_some() || ev.object.is_error() || ev.kind.is_error() {
+        return Ok(Read::Error);
+    }
     let mut out = Vec::new();
-    match name {
-        "message_start" => {
-            let m = f
-                .object("message")?
-                .ok_or_else(|| FormatError::malformed("message", "required"))?;
-            let model = m.str("model")?.filter(|s| !s.is_empty());
+    let index = || required(member::<u32>(ev.index, "index")?, || "index".into());
+    match named.or(ev.kind.0.as_deref()) {
+        Some("message_start") => {
+            let message = member::<Obj<EventMessage<'_>>>(ev.message, "message")?;
+            let Obj(m) = required(message, || "message".into())?;
+            let model = m.model.as_ref().map(Str::as_str).filter(|s| !s.is_empty());
             out.push(Delta::Start {
                 model: model.map(str::to_string),
             });
-            if let Some(u) = m.object("usage")? {
-                out.push(Delta::Usage {
-                    usage: Usage {
-                        input_tokens: u.u64("input_tokens")?.unwrap_or(0),
-                        output_tokens: u.u64("output_tokens")?.unwrap_or(0),
-                    },
-                });
+            if let Some(Obj(u)) = m.usage {
+                out.push(Delta::Usage { usage: u.into() });
             }
         }
-        "content_block_start" => {
-            let index = f
-                .u32("index")?
-                .ok_or_else(|| FormatError::malformed("index", "required"))?;
-            let b = f
-                .object("content_block")?
-                .ok_or_else(|| FormatError::malformed("content_block", "required"))?;
-            match b.req_str("type")? {
+        Some("content_block_start") => {
+            let index = index()?;
+            let block = member::<Obj<EventBlock<'_>>>(ev.content_block, "content_block")?;
+            let Obj(b) = required(block, || "content_block".into())?;
+            match required(b.kind, || "content_block.type".into())?.as_str() {
                 "text" => {
-                    if let Some(text) = b.str("text")?.filter(|t| !t.is_empty()) {
-                        out.push(Delta::Text {
-                            text: text.to_string(),
-                        });
+                    let text = member::<String>(b.text, "content_block.text")?;
+                    if let Some(text) = text.filter(|t| !t.is_empty()) {
+                        out.push(Delta::Text { text });
                     }
                 }
                 "tool_use" => {
                     // The input arrives in `input_json_delta`s; a server that
                     // sends it whole here is taken at its word.
-                    let arguments = match b.get("input") {
-                        Some(Value::Object(o)) if !o.is_empty() => Value::Object(o.clone()),
-                        Some(_) | None => Value::Null,
+                    let arguments = match member::<Value>(b.input, "content_block.input")? {
+                        Some(Value::Object(o)) if !o.is_empty() => Value::Object(o).to_string(),
+                        Some(_) | None => String::new(),
                     };
+                    let id = member::<String>(b.id, "content_block.id")?;
+                    let name = member::<String>(b.name, "content_block.name")?;
                     out.push(Delta::ToolCall {
                         index,
-                        id: Some(b.req_str("id")?.to_string()),
-                        name: Some(b.req_str("name")?.to_string()),
-                        arguments: if arguments.is_null() {
-                            String::new()
-                        } else {
-                            arguments.to_string()
-                        },
+                        id: Some(required(id, || "content_block.id".into())?),
+                        name: Some(required(name, || "content_block.name".into())?),
+                        arguments,
                     });
                 }
                 // Thinking and server-tool blocks have no neutral form.
                 _ => {}
             }
         }
-        "content_block_delta" => {
-            let index = f
-                .u32("index")?
-                .ok_or_else(|| FormatError::malformed("index", "required"))?;
-            let d = f
-                .object("delta")?
-                .ok_or_else(|| FormatError::malformed("delta", "required"))?;
-            match d.req_str("type")? {
+        Some("content_block_delta") => {
+            let index = index()?;
+            let delta = member::<Obj<BlockDelta<'_>>>(ev.delta, "delta")?;
+            let Obj(d) = required(delta, || "delta".into())?;
+            match required(d.kind, || "delta.type".into())?.as_str() {
                 "text_delta" => {
-                    let text = d.req_str("text")?;
+                    let text = member::<String>(d.text, "delta.text")?;
+                    let text = required(text, || "delta.text".into())?;
                     if !text.is_empty() {
-                        out.push(Delta::Text {
-                            text: text.to_string(),
-                        });
+                        out.push(Delta::Text { text });
                     }
                 }
                 "input_json_delta" => {
-                    let fragment = d.str("partial_json")?.unwrap_or_default();
+                    let fragment = member::<String>(d.partial_json, "delta.partial_json")?;
+                    let fragment = fragment.unwrap_or_default();
                     if !fragment.is_empty() {
                         out.push(Delta::ToolCall {
                             index,
                             id: None,
                             name: None,
-                            arguments: fragment.to_string(),
+                            arguments: fragment,
                         });
                     }
                 }
                 _ => {}
             }
         }
-        "message_delta" => {
-            if let Some(d) = f.object("delta")? {
-                if let Some(r) = d.str("stop_reason")? {
-                    out.push(Delta::Finish {
-                        reason: finish_reason(r),
-                    });
-                }
-            }
-            if let Some(u) = f.object("usage")? {
-                out.push(Delta::Usage {
-                    usage: Usage {
-                        input_tokens: u.u64("input_tokens")?.unwrap_or(0),
-                        output_tokens: u.u64("output_tokens")?.unwrap_or(0),
-                    },
+        Some("message_delta") => {
+            let delta = member::<Obj<MessageDelta<'_>>>(ev.delta, "delta")?;
+            if let Some(r) = delta.and_then(|Obj(d)| d.stop_reason) {
+                out.push(Delta::Finish {
+                    reason: finish_reason(r.as_str()),
                 });
             }
+            if let Some(Obj(u)) = member::<Obj<WireUsage>>(ev.usage, "usage")? {
+                out.push(Delta::Usage { usage: u.into() });
+            }
         }
-        "message_stop" => out.push(Delta::Done),
-        _ => {}
+        Some("message_stop") => out.push(Delta::Done),
+        Some(_) | None => {}
     }
-    Ok(out)
+    Ok(Read::Answer(out))
 }
 
 // ----------------------------------------------------------------- inbound
@@ -253,7 +305,7 @@ impl AnthropicStreamEncoder {
                         }),
                     );
                 }
-                self.block_delta(&mut out, json!({"type": "text_delta", "text": text}));
+                self.block_delta(&mut out, OutBlockDelta::TextDelta { text });
             }
             Delta::ToolCall {
                 index,
@@ -291,7 +343,9 @@ impl AnthropicStreamEncoder {
                 if !arguments.is_empty() {
                     self.block_delta(
                         &mut out,
-                        json!({"type": "input_json_delta", "partial_json": arguments}),
+                        OutBlockDelta::InputJsonDelta {
+                            partial_json: arguments,
+                        },
                     );
                 }
             }
@@ -323,8 +377,8 @@ impl AnthropicStreamEncoder {
         self.closed = true;
         let u = self.usage.unwrap_or_default();
         let mut usage = json!({"output_tokens": u.output_tokens});
-        if u.input_tokens > 0 {
-            usage["input_tokens"] = json!(u.input_tokens);
+        if let (true, Some(usage)) = (u.input_tokens > 0, usage.as_object_mut()) {
+            usage.insert("input_tokens".into(), json!(u.input_tokens));
         }
         event(
             &mut out,
@@ -410,20 +464,46 @@ impl AnthropicStreamEncoder {
     }
 
     /// Writes a `content_block_delta` for the open block.
-    fn block_delta(&mut self, out: &mut Vec<u8>, delta: Value) {
+    fn block_delta(&mut self, out: &mut Vec<u8>, delta: OutBlockDelta<'_>) {
         if let Some((index, _)) = self.open {
             event(
                 out,
                 "content_block_delta",
-                &json!({"type": "content_block_delta", "index": index, "delta": delta}),
+                &OutBlockDeltaEvent {
+                    kind: "content_block_delta",
+                    index,
+                    delta,
+                },
             );
         }
     }
 }
 
+/// A `content_block_delta` event's data, the one event written per piece
+/// of an answer.
+#[derive(Serialize)]
+struct OutBlockDeltaEvent<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    index: u32,
+    delta: OutBlockDelta<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum OutBlockDelta<'a> {
+    TextDelta { text: &'a str },
+    InputJsonDelta { partial_json: &'a str },
+}
+
 /// `event: <name>`, `data: <json>` and the blank line that ends the event.
-fn event(out: &mut Vec<u8>, name: &str, data: &Value) {
-    out.extend(format!("event: {name}\ndata: {data}\n\n").into_bytes());
+fn event(out: &mut Vec<u8>, name: &str, data: &impl Serialize) {
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\ndata: ");
+    // Serializing into a Vec cannot fail: no I/O, and every key is a string.
+    let _ = serde_json::to_writer(&mut *out, data);
+    out.extend_from_slice(b"\n\n");
 }
 
 /// The Anthropic error `type` for a failure.

@@ -14,6 +14,12 @@
 //! events into neutral [`Delta`](crate::Delta)s and render deltas as the
 //! stream a client of either format expects.
 //!
+//! Provider answers and stream events are read into typed wire structs
+//! that borrow from the body (`wire` has their shared pieces), and
+//! requests, answers and stream pieces are written from typed structs; a
+//! client's request is read from a [`serde_json::Value`] by a path-aware
+//! walker (`Fields`).
+//!
 //! Everything here is pure JSON work. What cannot be translated (images,
 //! audio, `n > 1`, unknown roles, …) is a [`FormatError`] naming the field,
 //! never a silent drop.
@@ -22,6 +28,7 @@ pub mod anthropic;
 pub mod anthropic_stream;
 pub mod openai;
 pub mod openai_stream;
+pub(crate) mod wire;
 
 use serde_json::{Map, Value};
 
@@ -92,6 +99,17 @@ impl FormatError {
     }
 }
 
+/// What a typed read of a provider's body or stream event found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Read<T> {
+    /// The answer, or the event's deltas.
+    Answer(T),
+    /// An error object (`error`, `"type": "error"`, `"object": "error"`, or
+    /// an OpenRouter error in the first choice): not an answer, and the
+    /// classifier's to read.
+    Error,
+}
+
 /// Folds a streamed usage report into the counts so far: each non-zero
 /// count replaces the earlier one (Anthropic reports input tokens in
 /// `message_start` and output tokens in `message_delta`).
@@ -107,7 +125,7 @@ pub(crate) fn merge_usage(acc: &mut Option<Usage>, new: Usage) {
 
 /// Parses a JSON body.
 pub(crate) fn parse_json(bytes: &[u8]) -> Result<Value, FormatError> {
-    serde_json::from_slice::<serde_json::Value>(bytes)
+    serde_json::from_slice(bytes)
         .map_err(|e| FormatError::malformed("", format!("malformed JSON: {e}")))
 }
 
@@ -216,17 +234,6 @@ impl<'a> Fields<'a> {
             Some(v) => v
                 .as_u64()
                 .and_then(|n| u32::try_from(n).ok())
-                .map(Some)
-                .ok_or_else(|| self.wrong(key, "a non-negative integer", v)),
-        }
-    }
-
-    /// An optional non-negative integer, saturating (token counts).
-    pub(crate) fn u64(&self, key: &str) -> Result<Option<u64>, FormatError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some(v) => v
-                .as_u64()
                 .map(Some)
                 .ok_or_else(|| self.wrong(key, "a non-negative integer", v)),
         }

@@ -16,13 +16,20 @@
 //! Outbound, a neutral tool result's `is_error` has no OpenAI equivalent and
 //! is not sent; results travel as `tool` messages in their original order.
 
-use serde_json::{Map, Value};
+use std::borrow::Cow;
+
+use serde_json::Value;
 
 use serde_json::json;
 
-use super::{index, join, parse_json, Fields, FormatError};
+use serde::de::{self, Deserializer, IgnoredAny, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+
+use super::wire::{self, required, Arguments, First, Loose, Obj, Str};
+use super::{index, join, parse_json, Fields, FormatError, Read};
 use crate::chat::{
-    ChatRequest, ChatResponse, FinishReason, Message, Part, Role, Tool, ToolCall, ToolChoice, Usage,
+    ChatRequest, ChatResponse, FinishReason, Message, Part, RawJson, Role, Tool, ToolCall,
+    ToolChoice, Usage,
 };
 
 /// Which field carries the output token limit.
@@ -57,88 +64,197 @@ impl Default for EncodeOptions {
 
 // ---------------------------------------------------------------- outbound
 
+/// A Chat Completions request body, as [`encode_request`] renders it;
+/// serialize it to send it.
+#[derive(Debug, Serialize)]
+pub struct RequestBody<'a> {
+    model: &'a str,
+    messages: Vec<OutMessage<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop: &'a [String],
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<OutTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<OutToolChoice<'a>>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct OutMessage<'a> {
+    role: &'static str,
+    /// `null` for an assistant turn of tool calls only.
+    content: Option<Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<OutCall<'a>>,
+}
+
+impl<'a> OutMessage<'a> {
+    fn text(role: &'static str, text: impl Into<Cow<'a, str>>) -> Self {
+        OutMessage {
+            role,
+            content: Some(text.into()),
+            tool_call_id: None,
+            tool_calls: Vec::new(),
+        }
+    }
+}
+
+/// A tool call: `{"id", "type": "function", "function": {"name", "arguments"}}`.
+#[derive(Debug, Serialize)]
+pub(crate) struct OutCall<'a> {
+    pub(crate) id: &'a str,
+    #[serde(rename = "type")]
+    pub(crate) kind: &'static str,
+    pub(crate) function: OutFunction<'a>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct OutFunction<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) arguments: &'a str,
+}
+
+impl<'a> OutCall<'a> {
+    pub(crate) fn of(c: &'a ToolCall) -> Self {
+        OutCall {
+            id: &c.id,
+            kind: "function",
+            function: OutFunction {
+                name: &c.name,
+                arguments: &c.arguments,
+            },
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct OutTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: OutToolFunction<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct OutToolFunction<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+    parameters: &'a Value,
+}
+
+/// `"auto"`, `"none"`, `"required"`, or `{"type": "function", "function": {"name"}}`.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum OutToolChoice<'a> {
+    Mode(&'static str),
+    Function {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        function: Named<'a>,
+    },
+}
+
+#[derive(Debug, Serialize)]
+struct Named<'a> {
+    name: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
 /// Renders a neutral request as a Chat Completions body for `model`.
-pub fn encode_request(
-    req: &ChatRequest,
-    model: &str,
+pub fn encode_request<'a>(
+    req: &'a ChatRequest,
+    model: &'a str,
     opts: EncodeOptions,
-) -> Result<Value, FormatError> {
-    let mut messages = Vec::new();
+) -> Result<RequestBody<'a>, FormatError> {
+    let mut messages = Vec::with_capacity(req.messages.len());
     for (i, m) in req.messages.iter().enumerate() {
         encode_message(m, &index("messages", i), &mut messages)?;
     }
-    let mut body = Map::new();
-    body.insert("model".into(), json!(model));
-    body.insert("messages".into(), Value::Array(messages));
-    if let Some(n) = req.max_tokens {
-        let field = match opts.max_tokens_field {
-            MaxTokensField::MaxTokens => "max_tokens",
-            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
-        };
-        body.insert(field.into(), json!(n));
-    }
-    if let Some(t) = req.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
-    if let Some(p) = req.top_p {
-        body.insert("top_p".into(), json!(p));
-    }
-    if !req.stop.is_empty() {
-        body.insert("stop".into(), json!(req.stop));
-    }
-    if !req.tools.is_empty() {
-        let tools: Vec<Value> = req
-            .tools
-            .iter()
-            .map(|t| {
-                let mut function = Map::new();
-                function.insert("name".into(), json!(t.name));
-                if let Some(d) = &t.description {
-                    function.insert("description".into(), json!(d));
-                }
-                function.insert("parameters".into(), t.parameters.clone());
-                json!({"type": "function", "function": function})
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-    }
-    if let Some(choice) = &req.tool_choice {
-        let v = match choice {
-            ToolChoice::Auto => json!("auto"),
-            ToolChoice::None => json!("none"),
-            ToolChoice::Required => json!("required"),
-            ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
-        };
-        body.insert("tool_choice".into(), v);
-    }
-    if req.stream {
-        body.insert("stream".into(), json!(true));
-        if opts.stream_usage {
-            body.insert("stream_options".into(), json!({"include_usage": true}));
-        }
-    }
-    if let Some(user) = super::user_id(req.metadata.as_ref()) {
-        body.insert("user".into(), json!(user));
-    }
-    Ok(Value::Object(body))
+    let (max_tokens, max_completion_tokens) = match opts.max_tokens_field {
+        MaxTokensField::MaxTokens => (req.max_tokens, None),
+        MaxTokensField::MaxCompletionTokens => (None, req.max_tokens),
+    };
+    let tools = req
+        .tools
+        .iter()
+        .map(|t| OutTool {
+            kind: "function",
+            function: OutToolFunction {
+                name: &t.name,
+                description: t.description.as_deref(),
+                parameters: &t.parameters,
+            },
+        })
+        .collect();
+    let tool_choice = req.tool_choice.as_ref().map(|choice| match choice {
+        ToolChoice::Auto => OutToolChoice::Mode("auto"),
+        ToolChoice::None => OutToolChoice::Mode("none"),
+        ToolChoice::Required => OutToolChoice::Mode("required"),
+        ToolChoice::Tool(name) => OutToolChoice::Function {
+            kind: "function",
+            function: Named { name },
+        },
+    });
+    Ok(RequestBody {
+        model,
+        messages,
+        max_tokens,
+        max_completion_tokens,
+        temperature: req.temperature,
+        top_p: req.top_p,
+        stop: &req.stop,
+        tools,
+        tool_choice,
+        stream: req.stream,
+        stream_options: (req.stream && opts.stream_usage).then_some(StreamOptions {
+            include_usage: true,
+        }),
+        user: super::user_id(req.metadata.as_ref()),
+    })
 }
 
-fn encode_message(m: &Message, path: &str, out: &mut Vec<Value>) -> Result<(), FormatError> {
+fn encode_message<'a>(
+    m: &'a Message,
+    path: &str,
+    out: &mut Vec<OutMessage<'a>>,
+) -> Result<(), FormatError> {
     let role = match m.role {
         Role::System => "system",
         Role::User | Role::Tool => "user",
         Role::Assistant => "assistant",
     };
+    // The common one-text message is sent without a copy.
+    if let [Part::Text { text }] = m.content.as_slice() {
+        if !text.is_empty() {
+            out.push(OutMessage::text(role, text.as_str()));
+            return Ok(());
+        }
+    }
     let mut text = String::new();
     let mut calls = Vec::new();
     for (j, part) in m.content.iter().enumerate() {
         match part {
             Part::Text { text: t } => text.push_str(t),
-            Part::ToolCall(c) if m.role == Role::Assistant => calls.push(json!({
-                "id": c.id,
-                "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments},
-            })),
+            Part::ToolCall(c) if m.role == Role::Assistant => calls.push(OutCall::of(c)),
             Part::ToolResult {
                 tool_call_id,
                 content,
@@ -146,9 +262,12 @@ fn encode_message(m: &Message, path: &str, out: &mut Vec<Value>) -> Result<(), F
             } if matches!(m.role, Role::User | Role::Tool) => {
                 // Results are messages of their own; keep the text before them.
                 if !text.is_empty() {
-                    out.push(json!({"role": role, "content": std::mem::take(&mut text)}));
+                    out.push(OutMessage::text(role, std::mem::take(&mut text)));
                 }
-                out.push(json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}));
+                out.push(OutMessage {
+                    tool_call_id: Some(tool_call_id),
+                    ..OutMessage::text("tool", content.as_str())
+                });
             }
             Part::ToolCall(_) | Part::ToolResult { .. } => {
                 return Err(FormatError::unsupported(
@@ -159,98 +278,179 @@ fn encode_message(m: &Message, path: &str, out: &mut Vec<Value>) -> Result<(), F
         }
     }
     if m.role == Role::Assistant {
-        let content = if text.is_empty() && !calls.is_empty() {
-            Value::Null
-        } else {
-            json!(text)
-        };
-        let mut msg = json!({"role": "assistant", "content": content});
-        if !calls.is_empty() {
-            msg["tool_calls"] = Value::Array(calls);
-        }
-        out.push(msg);
+        let content = (!text.is_empty() || calls.is_empty()).then_some(Cow::Owned(text));
+        out.push(OutMessage {
+            content,
+            tool_calls: calls,
+            ..OutMessage::text("assistant", "")
+        });
     } else if !text.is_empty() || m.content.is_empty() {
-        out.push(json!({"role": role, "content": text}));
+        out.push(OutMessage::text(role, text));
     }
     Ok(())
 }
 
-/// Reads a Chat Completions answer (a body already known not to be an
-/// error object).
-pub fn decode_response(v: &Value) -> Result<ChatResponse, FormatError> {
-    decode_fields(v).map(|out| ChatResponse {
-        raw: v.clone(),
-        ..out
-    })
+/// A Chat Completions answer as it arrives: what is read of it, and the
+/// members that make it an error object instead.
+#[derive(Deserialize)]
+struct Completion<'a> {
+    model: Option<String>,
+    #[serde(borrow)]
+    choices: Option<First<Obj<Choice<'a>>>>,
+    usage: Option<Obj<WireUsage>>,
+    error: Option<IgnoredAny>,
+    #[serde(default, borrow)]
+    object: Loose<'a>,
+    #[serde(default, borrow, rename = "type")]
+    kind: Loose<'a>,
 }
 
-/// [`decode_response`] of a body the caller no longer needs: it becomes the
-/// answer's `raw` without a copy (a deep copy of a parsed body is most of
-/// the allocations of a request through the gateway).
-pub fn decode_response_owned(v: Value) -> Result<ChatResponse, FormatError> {
-    decode_fields(&v).map(|out| ChatResponse { raw: v, ..out })
+#[derive(Deserialize)]
+struct Choice<'a> {
+    message: Option<Obj<AnswerMessage>>,
+    #[serde(borrow)]
+    finish_reason: Option<Str<'a>>,
+    error: Option<IgnoredAny>,
 }
 
-/// Everything but `raw` (left `Null`).
-fn decode_fields(v: &Value) -> Result<ChatResponse, FormatError> {
-    let f = Fields::of(v, "")?;
-    let choices = f
-        .array("choices")?
-        .ok_or_else(|| FormatError::malformed("choices", "required"))?;
-    let choice = choices
-        .first()
+#[derive(Deserialize)]
+struct AnswerMessage {
+    content: Option<AnswerContent>,
+    refusal: Option<String>,
+    tool_calls: Option<Vec<Obj<AnswerCall>>>,
+}
+
+#[derive(Deserialize)]
+struct AnswerCall {
+    id: Option<String>,
+    function: Option<Obj<AnswerFunction>>,
+}
+
+#[derive(Deserialize)]
+struct AnswerFunction {
+    name: Option<String>,
+    arguments: Option<Arguments>,
+}
+
+/// `usage` of an answer or of a stream's last chunk.
+#[derive(Deserialize)]
+pub(crate) struct WireUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+}
+
+impl From<WireUsage> for Usage {
+    fn from(u: WireUsage) -> Usage {
+        Usage {
+            input_tokens: u.prompt_tokens.unwrap_or(0),
+            output_tokens: u.completion_tokens.unwrap_or(0),
+        }
+    }
+}
+
+/// An answer's `content`: a string, or text and refusal parts joined.
+struct AnswerContent(String);
+
+impl<'de> Deserialize<'de> for AnswerContent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Part<'a> {
+            #[serde(borrow, rename = "type")]
+            kind: Option<Str<'a>>,
+            text: Option<String>,
+            refusal: Option<String>,
+        }
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = AnswerContent;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or an array of content parts")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<AnswerContent, E> {
+                Ok(AnswerContent(s.to_string()))
+            }
+            fn visit_string<E: de::Error>(self, s: String) -> Result<AnswerContent, E> {
+                Ok(AnswerContent(s))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<AnswerContent, A::Error> {
+                let mut out = String::new();
+                while let Some(Obj(part)) = seq.next_element::<Obj<Part<'_>>>()? {
+                    let kind = part.kind.as_ref().map(Str::as_str);
+                    let text = match kind {
+                        Some("text") => part.text,
+                        Some("refusal") => part.refusal,
+                        Some(kind @ ("image_url" | "input_audio" | "file")) => {
+                            return Err(de::Error::custom(format!(
+                                "{kind} content cannot be translated"
+                            )))
+                        }
+                        Some(other) => {
+                            return Err(de::Error::custom(format!(
+                                "unknown content part type \"{other}\""
+                            )))
+                        }
+                        None => return Err(de::Error::custom("a content part without a type")),
+                    };
+                    match text {
+                        Some(t) => out.push_str(&t),
+                        None => {
+                            return Err(de::Error::custom(format!(
+                                "a {} part without its {0}",
+                                kind.unwrap_or_default()
+                            )))
+                        }
+                    }
+                }
+                Ok(AnswerContent(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Reads a Chat Completions answer: [`Read::Error`] when the body is an
+/// error object (at the top, or OpenRouter's in the first choice: an
+/// `error`, or `finish_reason: "error"`), for the classifier to read.
+/// `raw` keeps the body's text.
+pub fn decode_response(body: &[u8]) -> Result<Read<ChatResponse>, FormatError> {
+    let Obj(c) = wire::read::<Obj<Completion<'_>>>(body)?;
+    let first = c.choices.as_ref().and_then(|f| f.0.as_ref());
+    let choice_error = first
+        .is_some_and(|Obj(ch)| ch.error.is_some() || wire::is_error(ch.finish_reason.as_ref()));
+    if c.error.is_some() || c.object.is_error() || c.kind.is_error() || choice_error {
+        return Ok(Read::Error);
+    }
+    let Obj(choice) = required(c.choices, || "choices".into())?
+        .0
         .ok_or_else(|| FormatError::malformed("choices", "no choice in the answer"))?;
-    let c = Fields::of(choice, "choices[0]")?;
-    let msg = c
-        .object("message")?
-        .ok_or_else(|| FormatError::malformed(c.path("message"), "required"))?;
-    let mut text =
-        content_text(msg.get("content"), &msg.path("content"), true)?.unwrap_or_default();
+    let Obj(msg) = required(choice.message, || "choices[0].message".into())?;
+    let mut text = msg.content.map(|c| c.0).unwrap_or_default();
     if text.is_empty() {
-        if let Some(refusal) = msg.str("refusal")? {
-            text = refusal.to_string();
+        if let Some(refusal) = msg.refusal {
+            text = refusal;
         }
     }
     let mut tool_calls = Vec::new();
-    for (i, call) in msg
-        .array("tool_calls")?
-        .unwrap_or_default()
-        .iter()
-        .enumerate()
-    {
-        let call = Fields::of(call, index(&msg.path("tool_calls"), i))?;
-        let function = call
-            .object("function")?
-            .ok_or_else(|| FormatError::malformed(call.path("function"), "required"))?;
-        let arguments = match function.get("arguments") {
-            None => "{}".to_string(),
-            Some(Value::String(s)) => s.clone(),
-            // Some compatible servers send the arguments as an object.
-            Some(other) => other.to_string(),
-        };
+    for (i, Obj(call)) in msg.tool_calls.unwrap_or_default().into_iter().enumerate() {
+        let at = || index("choices[0].message.tool_calls", i);
+        let Obj(function) = required(call.function, || join(&at(), "function"))?;
         tool_calls.push(ToolCall {
-            id: call.str("id")?.unwrap_or_default().to_string(),
-            name: function.req_str("name")?.to_string(),
-            arguments,
+            id: call.id.unwrap_or_default(),
+            name: required(function.name, || join(&join(&at(), "function"), "name"))?,
+            arguments: function.arguments.map_or_else(|| "{}".into(), |a| a.0),
         });
     }
-    let finish_reason = c.str("finish_reason")?.map(finish_reason);
-    let usage = match f.object("usage")? {
-        Some(u) => Some(Usage {
-            input_tokens: u.u64("prompt_tokens")?.unwrap_or(0),
-            output_tokens: u.u64("completion_tokens")?.unwrap_or(0),
-        }),
-        None => None,
-    };
-    Ok(ChatResponse {
+    Ok(Read::Answer(ChatResponse {
         text,
         tool_calls,
-        model: f.str("model")?.unwrap_or_default().to_string(),
+        model: c.model.unwrap_or_default(),
         provider: String::new(),
-        finish_reason,
-        usage,
-        raw: Value::Null,
-    })
+        finish_reason: choice.finish_reason.map(|r| finish_reason(r.as_str())),
+        usage: c.usage.map(|Obj(u)| u.into()),
+        raw: Some(
+            RawJson::from_slice(body).map_err(|e| FormatError::malformed("", e.to_string()))?,
+        ),
+    }))
 }
 
 /// A Chat Completions `finish_reason` in the neutral form.
@@ -422,7 +622,7 @@ fn parse_message(v: &Value, path: &str) -> Result<Message, FormatError> {
     let f = Fields::of(v, path)?;
     let role = f.req_str("role")?;
     let text = |required: bool| -> Result<String, FormatError> {
-        match content_text(f.get("content"), &f.path("content"), false)? {
+        match content_text(f.get("content"), &f.path("content"))? {
             Some(t) => Ok(t),
             None if required => Err(FormatError::malformed(f.path("content"), "required")),
             None => Ok(String::new()),
@@ -496,13 +696,8 @@ fn parse_message(v: &Value, path: &str) -> Result<Message, FormatError> {
     }
 }
 
-/// A `content` that is a string or an array of text parts. `refusal` parts
-/// count as text when `refusal_ok` (answers may carry them).
-fn content_text(
-    v: Option<&Value>,
-    path: &str,
-    refusal_ok: bool,
-) -> Result<Option<String>, FormatError> {
+/// A request's `content`: a string or an array of text parts.
+fn content_text(v: Option<&Value>, path: &str) -> Result<Option<String>, FormatError> {
     match v {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -512,7 +707,6 @@ fn content_text(
                 let p = Fields::of(part, index(path, i))?;
                 match p.req_str("type")? {
                     "text" => out.push_str(p.req_str("text")?),
-                    "refusal" if refusal_ok => out.push_str(p.req_str("refusal")?),
                     kind @ ("image_url" | "input_audio" | "file" | "refusal") => {
                         return Err(FormatError::unsupported(
                             p.path("type"),
@@ -587,53 +781,80 @@ fn parse_tool_choice(v: Option<&Value>) -> Result<Option<ToolChoice>, FormatErro
     }
 }
 
+/// A `chat.completion` object, as [`render_response`] renders it;
+/// serialize it to answer.
+#[derive(Debug, Serialize)]
+pub struct ResponseBody<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: [OutChoice<'a>; 1],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<OutUsage>,
+}
+
+#[derive(Debug, Serialize)]
+struct OutChoice<'a> {
+    index: u32,
+    message: OutAnswer<'a>,
+    /// Always `null`.
+    logprobs: (),
+    finish_reason: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct OutAnswer<'a> {
+    role: &'static str,
+    /// `null` for an answer of tool calls only.
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<OutCall<'a>>,
+    /// Always `null`: a refusal is answered as text.
+    refusal: (),
+}
+
+/// `usage` as an answer or a stream's usage chunk reports it.
+#[derive(Debug, Serialize)]
+pub(crate) struct OutUsage {
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    total_tokens: u64,
+}
+
+impl From<Usage> for OutUsage {
+    fn from(u: Usage) -> OutUsage {
+        OutUsage {
+            prompt_tokens: u.input_tokens,
+            completion_tokens: u.output_tokens,
+            total_tokens: u.input_tokens.saturating_add(u.output_tokens),
+        }
+    }
+}
+
 /// Renders a neutral answer as a `chat.completion` object. `model` in the
 /// output is the model that actually answered.
-pub fn render_response(resp: &ChatResponse, id: &str, created: u64) -> Value {
-    let mut message = Map::new();
-    message.insert("role".into(), json!("assistant"));
-    let content = if resp.text.is_empty() && !resp.tool_calls.is_empty() {
-        Value::Null
-    } else {
-        json!(resp.text)
-    };
-    message.insert("content".into(), content);
-    if !resp.tool_calls.is_empty() {
-        let calls: Vec<Value> = resp
-            .tool_calls
-            .iter()
-            .map(|c| {
-                json!({
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
-                })
-            })
-            .collect();
-        message.insert("tool_calls".into(), Value::Array(calls));
-    }
-    message.insert("refusal".into(), Value::Null);
-    let finish = resp.finish_reason.as_ref().map(finish_reason_name);
-    let mut out = json!({
-        "id": id,
-        "object": "chat.completion",
-        "created": created,
-        "model": resp.model,
-        "choices": [{
-            "index": 0,
-            "message": message,
-            "logprobs": null,
-            "finish_reason": finish,
+pub fn render_response<'a>(resp: &'a ChatResponse, id: &'a str, created: u64) -> ResponseBody<'a> {
+    let content =
+        (!resp.text.is_empty() || resp.tool_calls.is_empty()).then_some(resp.text.as_str());
+    ResponseBody {
+        id,
+        object: "chat.completion",
+        created,
+        model: &resp.model,
+        choices: [OutChoice {
+            index: 0,
+            message: OutAnswer {
+                role: "assistant",
+                content,
+                tool_calls: resp.tool_calls.iter().map(OutCall::of).collect(),
+                refusal: (),
+            },
+            logprobs: (),
+            finish_reason: resp.finish_reason.as_ref().map(finish_reason_name),
         }],
-    });
-    if let Some(u) = resp.usage {
-        out["usage"] = json!({
-            "prompt_tokens": u.input_tokens,
-            "completion_tokens": u.output_tokens,
-            "total_tokens": u.input_tokens.saturating_add(u.output_tokens),
-        });
+        usage: resp.usage.map(OutUsage::from),
     }
-    out
 }
 
 /// The OpenAI error `type` for an HTTP status.
@@ -695,7 +916,7 @@ mod tests {
             max_tokens_field: MaxTokensField::MaxCompletionTokens,
             stream_usage: true,
         };
-        let v = encode_request(&req, "gpt", opts).unwrap();
+        let v = serde_json::to_value(encode_request(&req, "gpt", opts).unwrap()).unwrap();
         assert_eq!(v["max_completion_tokens"], 7);
         assert!(v.get("max_tokens").is_none());
     }

@@ -5,87 +5,142 @@
 //! neutral [`Delta`]s. Inbound: [`OpenAiStreamEncoder`] renders the deltas
 //! of any provider as the stream an OpenAI client expects.
 
-use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 use serde_json::json;
 
-use super::openai::{finish_reason, finish_reason_name};
-use super::{index, merge_usage, Fields, FormatError};
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+
+use super::openai::{finish_reason, finish_reason_name, OutUsage, WireUsage};
+use super::wire::{self, Arguments, First, Loose, Obj, Str};
+use super::{merge_usage, FormatError, Read};
 use crate::chat::{Delta, FinishReason, Usage};
 use crate::error::{ErrorKind, ProviderError};
 
 // ---------------------------------------------------------------- outbound
 
-/// Reads one `chat.completion.chunk` (a body already known not to be an
-/// error object): a delta carrying `role` is [`Delta::Start`] with the
-/// chunk's `model`, then text (`content`, or `refusal`), tool call
-/// fragments, the finish reason, and usage (the final chunk of a stream
-/// asked for with `stream_options.include_usage`, whose `choices` is empty).
+/// A `chat.completion.chunk` as it arrives, and the members that make it
+/// an error object instead.
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    /// Read only when a delta carries `role`.
+    #[serde(borrow)]
+    model: Option<Loose<'a>>,
+    #[serde(borrow)]
+    choices: Option<First<Obj<ChunkChoice<'a>>>>,
+    usage: Option<Obj<WireUsage>>,
+    error: Option<IgnoredAny>,
+    #[serde(default, borrow)]
+    object: Loose<'a>,
+    #[serde(default, borrow, rename = "type")]
+    kind: Loose<'a>,
+}
+
+#[derive(Deserialize)]
+struct ChunkChoice<'a> {
+    #[serde(borrow)]
+    delta: Option<Obj<ChunkDelta<'a>>>,
+    #[serde(borrow)]
+    finish_reason: Option<Str<'a>>,
+    error: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct ChunkDelta<'a> {
+    #[serde(borrow)]
+    role: Option<Str<'a>>,
+    content: Option<String>,
+    refusal: Option<String>,
+    #[serde(borrow)]
+    tool_calls: Option<Vec<Obj<ChunkCall<'a>>>>,
+}
+
+#[derive(Deserialize)]
+struct ChunkCall<'a> {
+    index: Option<u32>,
+    #[serde(borrow)]
+    id: Option<Str<'a>>,
+    #[serde(borrow)]
+    function: Option<Obj<ChunkFunction<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct ChunkFunction<'a> {
+    #[serde(borrow)]
+    name: Option<Str<'a>>,
+    arguments: Option<Arguments>,
+}
+
+/// Reads one `chat.completion.chunk`: a delta carrying `role` is
+/// [`Delta::Start`] with the chunk's `model`, then text (`content`, or
+/// `refusal`), tool call fragments, the finish reason, and usage (the final
+/// chunk of a stream asked for with `stream_options.include_usage`, whose
+/// `choices` is empty). [`Read::Error`] when the chunk is an error object
+/// (at the top, or OpenRouter's in its choice), for the classifier.
 ///
 /// A tool call fragment without an `index` takes its position in the
 /// chunk's `tool_calls`, as servers sending whole calls in one chunk do.
-pub fn decode_chunk(v: &Value) -> Result<Vec<Delta>, FormatError> {
-    let f = Fields::of(v, "")?;
+pub fn decode_chunk(data: &[u8]) -> Result<Read<Vec<Delta>>, FormatError> {
+    let Obj(chunk) = wire::read::<Obj<Chunk<'_>>>(data)?;
+    let first = chunk.choices.and_then(|f| f.0);
+    let choice_error = first
+        .as_ref()
+        .is_some_and(|Obj(c)| c.error.is_some() || wire::is_error(c.finish_reason.as_ref()));
+    if chunk.error.is_some() || chunk.object.is_error() || chunk.kind.is_error() || choice_error {
+        return Ok(Read::Error);
+    }
     let mut out = Vec::new();
-    if let Some(choice) = f.array("choices")?.unwrap_or_default().first() {
-        let c = Fields::of(choice, "choices[0]")?;
-        if let Some(d) = c.object("delta")? {
-            if d.str("role")?.is_some() {
-                let model = f.str("model")?.filter(|m| !m.is_empty());
+    if let Some(Obj(c)) = first {
+        if let Some(Obj(d)) = c.delta {
+            if d.role.is_some() {
+                let model = match &chunk.model {
+                    Some(Loose(None)) => {
+                        return Err(FormatError::malformed("model", "expected a string"))
+                    }
+                    Some(Loose(Some(m))) => Some(m.as_ref()).filter(|m| !m.is_empty()),
+                    None => None,
+                };
                 out.push(Delta::Start {
                     model: model.map(str::to_string),
                 });
             }
-            for key in ["content", "refusal"] {
-                if let Some(text) = d.str(key)?.filter(|t| !t.is_empty()) {
-                    out.push(Delta::Text {
-                        text: text.to_string(),
-                    });
+            for text in [d.content, d.refusal].into_iter().flatten() {
+                if !text.is_empty() {
+                    out.push(Delta::Text { text });
                 }
             }
-            let calls = d.array("tool_calls")?.unwrap_or_default();
-            for (i, call) in calls.iter().enumerate() {
-                let call = Fields::of(call, index(&d.path("tool_calls"), i))?;
+            for (i, Obj(call)) in d.tool_calls.unwrap_or_default().into_iter().enumerate() {
                 let position = u32::try_from(i).unwrap_or(u32::MAX);
-                let index = call.u32("index")?.unwrap_or(position);
-                let id = call.str("id")?.filter(|s| !s.is_empty());
-                let (name, arguments) = match call.object("function")? {
-                    Some(function) => {
-                        let arguments = match function.get("arguments") {
-                            None => String::new(),
-                            Some(Value::String(s)) => s.clone(),
-                            // Some compatible servers send the arguments as an object.
-                            Some(other) => other.to_string(),
-                        };
-                        (function.str("name")?.filter(|s| !s.is_empty()), arguments)
-                    }
+                let index = call.index.unwrap_or(position);
+                let id = call.id.filter(|s| !s.as_str().is_empty());
+                let (name, arguments) = match call.function {
+                    Some(Obj(function)) => (
+                        function.name.filter(|s| !s.as_str().is_empty()),
+                        function.arguments.map(|a| a.0).unwrap_or_default(),
+                    ),
                     None => (None, String::new()),
                 };
                 if id.is_some() || name.is_some() || !arguments.is_empty() {
                     out.push(Delta::ToolCall {
                         index,
-                        id: id.map(str::to_string),
-                        name: name.map(str::to_string),
+                        id: id.map(|s| s.0.into_owned()),
+                        name: name.map(|s| s.0.into_owned()),
                         arguments,
                     });
                 }
             }
         }
-        if let Some(reason) = c.str("finish_reason")?.filter(|r| !r.is_empty()) {
+        if let Some(reason) = c.finish_reason.filter(|r| !r.as_str().is_empty()) {
             out.push(Delta::Finish {
-                reason: finish_reason(reason),
+                reason: finish_reason(reason.as_str()),
             });
         }
     }
-    if let Some(u) = f.object("usage")? {
-        out.push(Delta::Usage {
-            usage: Usage {
-                input_tokens: u.u64("prompt_tokens")?.unwrap_or(0),
-                output_tokens: u.u64("completion_tokens")?.unwrap_or(0),
-            },
-        });
+    if let Some(Obj(u)) = chunk.usage {
+        out.push(Delta::Usage { usage: u.into() });
     }
-    Ok(out)
+    Ok(Read::Answer(out))
 }
 
 // ----------------------------------------------------------------- inbound
@@ -159,8 +214,10 @@ impl OpenAiStreamEncoder {
                 if self.finished || text.is_empty() {
                     return Vec::new();
                 }
-                let mut delta = Map::new();
-                delta.insert("content".into(), json!(text));
+                let delta = OutDelta {
+                    content: Some(Some(text)),
+                    ..OutDelta::default()
+                };
                 self.chunk(delta, None)
             }
             Delta::ToolCall {
@@ -179,7 +236,7 @@ impl OpenAiStreamEncoder {
                     return Vec::new();
                 }
                 self.finished = true;
-                self.chunk(Map::new(), Some(reason))
+                self.chunk(OutDelta::default(), Some(reason))
             }
             Delta::Usage { usage } => {
                 merge_usage(&mut self.usage, *usage);
@@ -197,23 +254,18 @@ impl OpenAiStreamEncoder {
         }
         let mut out = Vec::new();
         if !self.started {
-            out = self.chunk(Map::new(), None);
+            out = self.chunk(OutDelta::default(), None);
         }
         self.closed = true;
         if let (true, Some(u)) = (self.include_usage, self.usage) {
-            let chunk = json!({
-                "id": self.id,
-                "object": "chat.completion.chunk",
-                "created": self.created,
-                "model": self.model,
-                "choices": [],
-                "usage": {
-                    "prompt_tokens": u.input_tokens,
-                    "completion_tokens": u.output_tokens,
-                    "total_tokens": u.input_tokens.saturating_add(u.output_tokens),
-                },
-            });
-            out.extend(data_line(&chunk));
+            out.extend(data_line(&OutChunk {
+                id: &self.id,
+                object: "chat.completion.chunk",
+                created: self.created,
+                model: &self.model,
+                choices: &[],
+                usage: Some(Some(u.into())),
+            }));
         }
         out.extend_from_slice(b"data: [DONE]\n\n");
         out
@@ -255,71 +307,111 @@ impl OpenAiStreamEncoder {
             }
         };
         let position = u32::try_from(position).unwrap_or(u32::MAX);
-        let mut call = Map::new();
-        call.insert("index".into(), json!(position));
         let id = match id {
-            Some(id) => Some(id.to_string()),
-            None if first => Some(format!("call_{position}")),
+            Some(id) => Some(Cow::Borrowed(id)),
+            None if first => Some(Cow::Owned(format!("call_{position}"))),
             None => None,
         };
-        if let Some(id) = id {
-            call.insert("id".into(), json!(id));
-            call.insert("type".into(), json!("function"));
-        }
-        let mut function = Map::new();
-        match name {
-            Some(n) => {
-                function.insert("name".into(), json!(n));
-            }
-            None if first => {
-                function.insert("name".into(), json!(""));
-            }
-            None => {}
-        }
-        function.insert("arguments".into(), json!(arguments));
-        call.insert("function".into(), Value::Object(function));
-        let mut delta = Map::new();
-        delta.insert("tool_calls".into(), json!([call]));
+        let call = OutToolDelta {
+            index: position,
+            kind: id.is_some().then_some("function"),
+            id,
+            function: OutFunctionDelta {
+                name: name.or(first.then_some("")),
+                arguments,
+            },
+        };
+        let delta = OutDelta {
+            tool_calls: Some([call]),
+            ..OutDelta::default()
+        };
         self.chunk(delta, None)
     }
 
     /// One chunk with this delta (the role added to the first) and finish
     /// reason.
-    fn chunk(&mut self, mut delta: Map<String, Value>, finish: Option<&FinishReason>) -> Vec<u8> {
+    fn chunk(&mut self, mut delta: OutDelta<'_>, finish: Option<&FinishReason>) -> Vec<u8> {
         if !self.started {
             self.started = true;
-            delta.insert("role".into(), json!("assistant"));
-            if !delta.contains_key("content") {
-                let empty = if delta.contains_key("tool_calls") {
-                    Value::Null
-                } else {
-                    json!("")
-                };
-                delta.insert("content".into(), empty);
+            delta.role = Some("assistant");
+            if delta.content.is_none() {
+                delta.content = Some(delta.tool_calls.is_none().then_some(""));
             }
         }
-        let mut chunk = json!({
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "choices": [{
-                "index": 0,
-                "delta": delta,
-                "logprobs": null,
-                "finish_reason": finish.map(finish_reason_name),
-            }],
-        });
-        if self.include_usage {
-            chunk["usage"] = Value::Null;
-        }
-        data_line(&chunk)
+        let choices = [OutChunkChoice {
+            index: 0,
+            delta,
+            logprobs: (),
+            finish_reason: finish.map(finish_reason_name),
+        }];
+        data_line(&OutChunk {
+            id: &self.id,
+            object: "chat.completion.chunk",
+            created: self.created,
+            model: &self.model,
+            choices: &choices,
+            usage: self.include_usage.then_some(None),
+        })
     }
 }
 
+/// A `chat.completion.chunk` as the encoder writes it.
+#[derive(Serialize)]
+struct OutChunk<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: &'a [OutChunkChoice<'a>],
+    /// Absent, or `null` until the usage chunk when usage was asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<Option<OutUsage>>,
+}
+
+#[derive(Serialize)]
+struct OutChunkChoice<'a> {
+    index: u32,
+    delta: OutDelta<'a>,
+    /// Always `null`.
+    logprobs: (),
+    finish_reason: Option<&'a str>,
+}
+
+#[derive(Default, Serialize)]
+struct OutDelta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
+    /// Absent, `null` (a first chunk of tool calls) or the text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<Option<&'a str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_calls: Option<[OutToolDelta<'a>; 1]>,
+}
+
+#[derive(Serialize)]
+struct OutToolDelta<'a> {
+    index: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<Cow<'a, str>>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+    function: OutFunctionDelta<'a>,
+}
+
+#[derive(Serialize)]
+struct OutFunctionDelta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    arguments: &'a str,
+}
+
 /// `data: <json>` and the blank line that ends the event.
-fn data_line(v: &Value) -> Vec<u8> {
-    format!("data: {v}\n\n").into_bytes()
+fn data_line(v: &impl Serialize) -> Vec<u8> {
+    let mut out = b"data: ".to_vec();
+    // Serializing into a Vec cannot fail: no I/O, and every key is a string.
+    let _ = serde_json::to_writer(&mut out, v);
+    out.extend_from_slice(b"\n\n");
+    out
 }
 
 /// The OpenAI error `type` for a failure.
@@ -367,6 +459,8 @@ fn default_code(kind: ErrorKind) -> Option<&'static str> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
 
     fn text(bytes: &[u8]) -> String {

@@ -214,8 +214,7 @@ pub(crate) fn provider_response(v: &JsValue, model: &str) -> Result<ChatResponse
         // Kept when it is JSON.
         raw: stringify(&raw)
             .ok()
-            .and_then(|s| serde_json::from_str(&s).ok())
-            .unwrap_or(Value::Null),
+            .and_then(|s| crate::chat::RawJson::from_string(s).ok()),
     })
 }
 

@@ -223,7 +223,7 @@ pub(crate) struct ChatResult<'a> {
     usage: Option<&'a Usage>,
     finish_reason: Option<&'a str>,
     tool_calls: &'a [ToolCall],
-    raw: &'a Value,
+    raw: Option<&'a crate::chat::RawJson>,
 }
 
 impl<'a> ChatResult<'a> {
@@ -238,7 +238,7 @@ impl<'a> ChatResult<'a> {
             usage: r.usage.as_ref(),
             finish_reason: r.finish_reason.as_ref().map(finish_reason_name),
             tool_calls: &r.tool_calls,
-            raw: &r.raw,
+            raw: r.raw.as_ref(),
         }
     }
 }

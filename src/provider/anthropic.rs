@@ -8,16 +8,19 @@
 //! (`overloaded_error` mid-stream) ends the stream as an error.
 
 use super::classify::ErrorBody;
+use serde_json::Value;
+
 use super::{
-    event_error, event_json, event_shape_error, named_error_event, success_json, Capabilities,
+    decode_success, event_error, event_json, event_shape_error, named_error_event, Capabilities,
     Models, Provider,
 };
 use crate::chat::{ChatRequest, ChatResponse, Delta};
-use crate::error::ProviderError;
-use crate::format::anthropic::{decode_response_owned, encode_request};
+use crate::config::Secret;
+use crate::error::{ErrorKind, ProviderError};
+use crate::format::anthropic::{decode_response, encode_request};
 use crate::format::anthropic_stream::{decode_event, EVENTS};
+use crate::format::Read;
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
-use crate::secret::Secret;
 use crate::sse::SseEvent;
 
 /// The API version sent by default.
@@ -107,7 +110,9 @@ impl Provider for Anthropic {
         let body = encode_request(req, model, self.default_max_tokens)
             .map_err(|e| e.into_request_error())?;
         let url = format!("{}/v1/messages", self.base_url);
-        let mut http = HttpRequest::post_json(url, body.to_string().into_bytes());
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| ProviderError::new(ErrorKind::InvalidRequest, e.to_string()))?;
+        let mut http = HttpRequest::post_json(url, body);
         for (name, value) in self.headers.iter() {
             http.headers.insert(name, value);
         }
@@ -124,8 +129,8 @@ impl Provider for Anthropic {
         resp: &BufferedResponse,
         now: UnixMillis,
     ) -> Result<ChatResponse, ProviderError> {
-        let v = success_json(resp, now, self.key.as_ref().map(Secret::expose))?;
-        let mut out = decode_response_owned(v).map_err(|e| e.into_decode_error(resp.status))?;
+        let secret = self.key.as_ref().map(Secret::expose);
+        let mut out = decode_success(resp, now, secret, decode_response, ErrorBody::from_value)?;
         out.provider = self.id.clone();
         Ok(out)
     }
@@ -144,14 +149,24 @@ impl Provider for Anthropic {
             let done = named == Some("message_stop");
             return Ok(if done { vec![Delta::Done] } else { Vec::new() });
         }
+        let shape = match decode_event(named, data.as_bytes()) {
+            Ok(Read::Answer(deltas)) => return Ok(deltas),
+            Ok(Read::Error) => None,
+            Err(e) => Some(e),
+        };
+        // Not an answer: an error object, or data of the wrong shape.
         let v = event_json(data)?;
         if let Some(body) = ErrorBody::from_value(&v) {
             return Err(event_error(body, secret));
         }
-        let name = named.or_else(|| v.get("type").and_then(|t| t.as_str()));
-        match name {
-            Some(name) => decode_event(name, &v).map_err(event_shape_error),
-            None => Ok(Vec::new()),
+        match shape {
+            // Without an `event:` field or a `type`, nothing says what the
+            // data is: it is read as nothing, as an unknown event is.
+            Some(_) if named.is_none() && v.get("type").and_then(Value::as_str).is_none() => {
+                Ok(Vec::new())
+            }
+            Some(e) => Err(event_shape_error(e)),
+            None => Err(event_error(ErrorBody::default(), secret)),
         }
     }
 

@@ -1,4 +1,4 @@
-//! The one classifier of provider failures (DESIGN.md §2).
+//! The one classifier of provider failures.
 //!
 //! [`classify`] turns a status, headers and body into a [`ProviderError`]
 //! whose [`ErrorKind`] decides the treatment. It reads both error body
@@ -33,7 +33,7 @@ pub struct ErrorBody {
 impl ErrorBody {
     /// Reads an error body from bytes: JSON in either shape, or text.
     pub fn parse(body: &[u8]) -> ErrorBody {
-        match serde_json::from_slice::<serde_json::Value>(body) {
+        match serde_json::from_slice::<Value>(body) {
             Ok(v) => ErrorBody::from_value(&v).unwrap_or_else(|| {
                 if v.get("message").is_some_and(Value::is_string) {
                     ErrorBody::fields(&v)
@@ -241,7 +241,7 @@ pub(crate) fn truncate(s: &str) -> String {
     out
 }
 
-/// The kind for a status and error body, per DESIGN.md §2.
+/// The kind for a status and error body: the failure table.
 pub fn kind_for(status: u16, body: &ErrorBody) -> ErrorKind {
     match status {
         429 if body.is_quota() => ErrorKind::QuotaExhausted,

@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use crate::chat::{ChatRequest, ChatResponse, Delta};
 use crate::error::{ErrorKind, ProviderError};
-use crate::format::FormatError;
+use crate::format::{FormatError, Read};
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
 use crate::sse::SseEvent;
 
@@ -92,19 +92,29 @@ impl Models {
     }
 }
 
-/// The body of a 2xx response as JSON, or the classified error it holds:
-/// an error object inside a 200 is an error, malformed JSON is
-/// [`ErrorKind::Decode`]. `secret` is redacted from any message.
-pub(crate) fn success_json(
+/// A 2xx answer as `typed` reads it, or the classified error the response
+/// holds. The typed read is all a healthy answer costs; a body it does not
+/// take for an answer is read again as a [`Value`], the way the classifier
+/// reads every error body, to tell an error object (`error_in`, which an
+/// error inside a 200 is too) from malformed JSON or a wrong shape
+/// ([`ErrorKind::Decode`]). `secret` is redacted from any message.
+pub(crate) fn decode_success<T>(
     resp: &BufferedResponse,
     now: UnixMillis,
     secret: Option<&str>,
-) -> Result<Value, ProviderError> {
+    typed: impl FnOnce(&[u8]) -> Result<Read<T>, FormatError>,
+    error_in: impl FnOnce(&Value) -> Option<ErrorBody>,
+) -> Result<T, ProviderError> {
     let fail = |e| classify::redact(e, secret);
     if !(200..=299).contains(&resp.status) {
         return Err(fail(classify(resp.status, &resp.headers, &resp.body, now)));
     }
-    let v = serde_json::from_slice::<serde_json::Value>(&resp.body).map_err(|e| {
+    let shape = match typed(&resp.body) {
+        Ok(Read::Answer(answer)) => return Ok(answer),
+        Ok(Read::Error) => None,
+        Err(e) => Some(e),
+    };
+    let v: Value = serde_json::from_slice(&resp.body).map_err(|e| {
         fail(
             ProviderError::new(
                 ErrorKind::Decode,
@@ -113,15 +123,46 @@ pub(crate) fn success_json(
             .with_status(resp.status),
         )
     })?;
-    if let Some(body) = ErrorBody::from_value(&v) {
-        return Err(fail(classify::classify_body(
+    match (error_in(&v), shape) {
+        (Some(body), _) => Err(fail(classify::classify_body(
             resp.status,
             &resp.headers,
             body,
             now,
-        )));
+        ))),
+        (None, Some(e)) => Err(e.into_decode_error(resp.status)),
+        // Marked as an error by the typed read, in a form `error_in` does
+        // not take apart: an error without details.
+        (None, None) => Err(fail(classify::classify_body(
+            resp.status,
+            &resp.headers,
+            ErrorBody::default(),
+            now,
+        ))),
     }
-    Ok(v)
+}
+
+/// A stream event's data as `typed` reads it, or the error it is: the
+/// error object it carries (`error_in`, classified by [`event_error`]), or
+/// [`ErrorKind::Decode`] for malformed JSON or a wrong shape, a chunk the
+/// caller may skip. Read again as a [`Value`] only when it is not an answer.
+pub(crate) fn decode_data<T>(
+    data: &str,
+    secret: Option<&str>,
+    typed: impl FnOnce(&[u8]) -> Result<Read<T>, FormatError>,
+    error_in: impl FnOnce(&Value) -> Option<ErrorBody>,
+) -> Result<T, ProviderError> {
+    let shape = match typed(data.as_bytes()) {
+        Ok(Read::Answer(answer)) => return Ok(answer),
+        Ok(Read::Error) => None,
+        Err(e) => Some(e),
+    };
+    let v = event_json(data)?;
+    match (error_in(&v), shape) {
+        (Some(body), _) => Err(event_error(body, secret)),
+        (None, Some(e)) => Err(event_shape_error(e)),
+        (None, None) => Err(event_error(ErrorBody::default(), secret)),
+    }
 }
 
 /// The error a stream event carries, classified as an error object with no
@@ -148,7 +189,7 @@ pub(crate) fn named_error_event(ev: &SseEvent, secret: Option<&str>) -> Provider
 /// A stream event's data as JSON: malformed data is [`ErrorKind::Decode`],
 /// a chunk the caller may skip.
 pub(crate) fn event_json(data: &str) -> Result<Value, ProviderError> {
-    serde_json::from_slice::<serde_json::Value>(data.as_bytes()).map_err(|e| {
+    serde_json::from_str(data).map_err(|e| {
         ProviderError::new(
             ErrorKind::Decode,
             format!("malformed JSON in a stream event: {e}"),
@@ -214,8 +255,8 @@ pub trait Provider {
 /// A boxed, non-`Send` future.
 pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
-/// A provider implemented as an async call rather than HTTP: the articles'
-/// `{ name, chat(request, signal) }`. Dropping the returned future must
+/// A provider implemented as an async call rather than HTTP, like the npm
+/// package's `{ name, chat(request, signal) }`. Dropping the returned future must
 /// abandon the call (the npm package aborts the `AbortSignal`).
 pub trait CustomProvider {
     /// Answers `req` with `model`.

@@ -10,18 +10,15 @@
 
 use serde_json::Value;
 
-use super::classify::{classify_body, redact, ErrorBody};
+use super::classify::ErrorBody;
 use super::preset::{AuthStyle, Preset, PresetName};
-use super::{
-    event_error, event_json, event_shape_error, named_error_event, success_json, Capabilities,
-    Models, Provider,
-};
+use super::{decode_data, decode_success, named_error_event, Capabilities, Models, Provider};
 use crate::chat::{ChatRequest, ChatResponse, Delta};
-use crate::error::ProviderError;
-use crate::format::openai::{decode_response_owned, encode_request, EncodeOptions, MaxTokensField};
+use crate::config::Secret;
+use crate::error::{ErrorKind, ProviderError};
+use crate::format::openai::{decode_response, encode_request, EncodeOptions, MaxTokensField};
 use crate::format::openai_stream::decode_chunk;
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
-use crate::secret::Secret;
 use crate::sse::SseEvent;
 
 /// A Chat Completions adapter. Built with [`OpenAi::new`] and the
@@ -167,7 +164,9 @@ impl Provider for OpenAi {
     fn encode(&self, req: &ChatRequest, model: &str) -> Result<HttpRequest, ProviderError> {
         self.models.check(req, model)?;
         let body = encode_request(req, model, self.options).map_err(|e| e.into_request_error())?;
-        let mut http = HttpRequest::post_json(self.url(model), body.to_string().into_bytes());
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| ProviderError::new(ErrorKind::InvalidRequest, e.to_string()))?;
+        let mut http = HttpRequest::post_json(self.url(model), body);
         for (name, value) in self.headers.iter() {
             http.headers.insert(name, value);
         }
@@ -189,12 +188,7 @@ impl Provider for OpenAi {
         now: UnixMillis,
     ) -> Result<ChatResponse, ProviderError> {
         let secret = self.key.as_ref().map(Secret::expose);
-        let v = success_json(resp, now, secret)?;
-        if let Some(body) = choice_error(&v) {
-            let e = classify_body(resp.status, &resp.headers, body, now);
-            return Err(redact(e, secret));
-        }
-        let mut out = decode_response_owned(v).map_err(|e| e.into_decode_error(resp.status))?;
+        let mut out = decode_success(resp, now, secret, decode_response, error_in)?;
         out.provider = self.id.clone();
         Ok(out)
     }
@@ -211,16 +205,17 @@ impl Provider for OpenAi {
         if data.is_empty() {
             return Ok(Vec::new());
         }
-        let v = event_json(data)?;
-        if let Some(body) = ErrorBody::from_value(&v).or_else(|| choice_error(&v)) {
-            return Err(event_error(body, secret));
-        }
-        decode_chunk(&v).map_err(event_shape_error)
+        decode_data(data, secret, decode_chunk, error_in)
     }
 
     fn capabilities(&self, model: &str) -> Capabilities {
         self.models.get(model)
     }
+}
+
+/// The error object of a body: at the top, or in the first choice.
+fn error_in(v: &Value) -> Option<ErrorBody> {
+    ErrorBody::from_value(v).or_else(|| choice_error(v))
 }
 
 /// An upstream failure OpenRouter reports inside the first choice: an
