@@ -9,7 +9,7 @@
 //   node scripts/bench-worker.mjs [--requests N] [--concurrency C] [--rounds R] [--warmup W]
 //        [--stream-requests N] [--stream-concurrency 1,8] [--stream-warmup W]
 //        [--cold-runs K] [--phases whole,stream,cold] [--baseline DIR [--baseline-label TEXT]]
-//        [--max-seconds S] [--json]
+//        [--max-seconds S] [--json] [--json-out FILE]
 //   (scripts/bench-worker.sh sets up the tools, builds the Worker when stale, then runs this;
 //   its --baseline-rev REV builds the Worker of another revision and passes it as --baseline)
 //
@@ -54,7 +54,7 @@
 //             the threads' run time in ns from /proc/<pid>/task/*/schedstat.
 import http from "node:http";
 import { execFileSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -90,7 +90,7 @@ function parseArgs(argv) {
     requests: 2000, concurrency: 8, rounds: 10, warmup: 500,
     streamRequests: 200, streamConcurrency: [1, 8], streamWarmup: 50,
     coldRuns: 5, phases: [...PHASES], baseline: null, baselineLabel: null,
-    maxSeconds: 1200, json: false,
+    maxSeconds: 1200, json: false, jsonOut: null,
   };
   const limits = {
     requests: [1, 100_000], concurrency: [1, 256], rounds: [1, 100], warmup: [0, 100_000],
@@ -114,6 +114,7 @@ function parseArgs(argv) {
     else if (arg === "--help" || arg === "-h") opts.help = true;
     else if (arg === "--baseline") opts.baseline = path.resolve(value());
     else if (arg === "--baseline-label") opts.baselineLabel = value();
+    else if (arg === "--json-out") opts.jsonOut = path.resolve(value());
     else if (arg === "--phases") {
       const list = value().split(",").filter(Boolean);
       for (const p of list) if (!PHASES.includes(p)) throw new UsageError(`--phases: ${p} is not one of ${PHASES.join(", ")}`);
@@ -347,7 +348,7 @@ async function startProviders() {
 function workerKinds(mock, { baseline }) {
   const upstream = (name, stream) => `${mock.providerUrl(stream ? `${name}-stream` : name)}/v1/chat/completions`;
   // A built Rust/wasm worker's modules.
-  const wasm = (file) => ({ scriptPath: file, modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }] });
+  const wasm = (file) => ({ scriptPath: file, modulesRoot: path.dirname(file), modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }] });
   // A worker that calls the mock's provider `name` (UPSTREAM, with KEY as its key).
   const worker = (name, stream, source) => ({
     modules: true,
@@ -999,6 +1000,7 @@ async function main() {
     }
     if (opts.phases.includes("cold")) result.cold = await coldPhase(opts, kinds, deadline, progress);
     result.wallSeconds = (Date.now() - startedAt) / 1000;
+    if (opts.jsonOut) writeFileSync(opts.jsonOut, `${JSON.stringify(result, null, 2)}\n`);
     if (opts.json) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
     else process.stdout.write(`${report(opts, result)}\n`);
     return 0;
