@@ -39,6 +39,12 @@ fi
 . "${RESILIENT_LLM_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/resilient-llm/tools}/env.sh"
 
 opt=${WORKER_OPT_LEVEL:-s}
+# Cargo judges a crate fresh by file times and paths relative to its workspace, so in a target
+# directory shared by several clones it may take another clone's build of this crate for this
+# one's: before each build, this crate's wasm32 release artifacts go (its dependencies stay).
+clean_crate() {
+  (cd "$1" && cargo clean --quiet -p resilient-llm --release --target wasm32-unknown-unknown)
+}
 stale() {
   [[ ! -f build/index.js || ! -f build/index_bg.wasm ]] && return 0
   [[ $(cat build/opt-level 2>/dev/null) != "$opt" ]] && return 0
@@ -46,6 +52,7 @@ stale() {
 }
 if stale; then
   printf 'bench-worker: building the Worker (opt-level %s)\n' "$opt" >&2
+  clean_crate .
   WORKER_OPT_LEVEL=$opt scripts/build-worker.sh >&2
 fi
 
@@ -76,6 +83,7 @@ if [[ -n $baseline_rev ]]; then
     # This tree's recipe, so that both builds differ only in their code and opt-levels.
     cp scripts/build-worker.sh "$tree/scripts/build-worker.sh"
     # The tools and node_modules of this tree (env.sh looks for them in RESILIENT_LLM_ROOT).
+    CARGO_TARGET_DIR=$target_dir clean_crate "$tree"
     (cd "$tree" && RESILIENT_LLM_ROOT=$here CARGO_TARGET_DIR=$target_dir WORKER_OPT_LEVEL=$base_opt scripts/build-worker.sh >&2)
     rm -rf "$out.tmp"
     mkdir -p "$out.tmp"
