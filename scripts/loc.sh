@@ -4,10 +4,10 @@
 # from the attribute to its closing brace, found by counting braces outside strings, chars and
 # comments; any other gated item the same way), every file such a `#[cfg(test)] mod x;` or a
 # `#![cfg(test)]` gates. `#[cfg(any(test, feature = "testing"))]` code ships with the feature
-# and is counted. The figure counts every non-test line, blank and comment lines included (the
-# definition nearest the issue's "about 18,600" on b05001d: 17,967; without blank lines it
-# would be 16,676); the split into code, comment-only (`//`, `///`, `//!`, `/* */`) and blank
-# lines is printed beside it.
+# and is counted. The figure counts every non-test line, blank and comment lines included (of
+# the definitions that leave out the gated items and files, the one nearest issue 10's "about
+# 18,600" for b05001d); the split into code, comment-only (`//`, `///`, `//!`, `/* */`) and
+# blank lines is printed beside it.
 #   scripts/loc.sh [--files] [SRC_DIR]     (default src; --files: a line per file too)
 set -euo pipefail
 cd "$(dirname "$0")/.."
