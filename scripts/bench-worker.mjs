@@ -6,16 +6,21 @@
 // exits non-zero only on errors (a healthy target answering anything but 200, a timeout,
 // a set-up failure), never because a target was missed.
 //
-//   node scripts/bench-worker.mjs [--requests N] [--concurrency C] [--rounds R]
-//                                 [--warmup W] [--max-seconds S] [--json]
-//   (scripts/bench-worker.sh sets up the tools, builds the Worker when stale, then runs this)
+//   node scripts/bench-worker.mjs [--requests N] [--concurrency C] [--rounds R] [--warmup W]
+//        [--stream-requests N] [--stream-concurrency 1,8] [--stream-warmup W]
+//        [--cold-runs K] [--phases whole,stream,cold] [--baseline DIR [--baseline-label TEXT]]
+//        [--max-seconds S] [--json] [--json-out FILE]
+//   (scripts/bench-worker.sh sets up the tools, builds the Worker when stale, then runs this;
+//   its --baseline-rev REV builds the Worker of another revision and passes it as --baseline)
 //
-// Four targets, all plain HTTP/1.1 POSTs of one OpenAI chat request from Node (keep-alive,
-// one connection pool per target), all on 127.0.0.1:
+// Targets, all plain HTTP/1.1 POSTs of one OpenAI chat request from Node (keep-alive, one
+// connection pool per target), all on 127.0.0.1:
 //   (a) the mock provider directly;
 //   (b) a trivial pass-through JS worker in Miniflare (fetch to the mock, response returned as
 //       is): the runtime's floor;
 //   (c) resilient-llm, route `healthy` = [healthy];
+//   (c0) with --baseline DIR: the same as (c), served from another build of the Worker (DIR
+//       holds its index.js and index_bg.wasm), for an A/B of two revisions or profiles in one run;
 //   (d) resilient-llm, route `dead-first` = [dead (always 503), backup]: the breaker of `dead`
 //       opens after the threshold and the chain skips it, with one probe per cooldown;
 //   (e) a reference, not a product: a hand-written JS worker doing only the I/O any gateway
@@ -25,18 +30,32 @@
 //   (f) the same as (e) as a Rust/wasm Worker (benches/edge-reference, built by
 //       scripts/bench-worker.sh), doing its I/O the way resilient-llm does: what that I/O costs
 //       from Rust/wasm, apart from resilient-llm's own work.
+// Three phases, each over the targets it names:
+//   whole:  (a)-(f) with one whole (non-streamed) answer per request;
+//   stream: (b), (c), (c0), (e), (f) with `stream: true`; the mock answers 1,000 tokens in 100
+//           OpenAI chat.completion.chunk events with no delay between them; (e) and (f) read
+//           the events and forward them, parsing each one's data. Run at each of
+//           --stream-concurrency (default 1 and 8); time to first byte = the request sent to
+//           its first body byte; CPU per event = CPU per request / the 100 content events;
+//   cold:   (b), (c), (c0), (e), (f), each started --cold-runs times in a fresh Miniflare (a
+//           fresh workerd process): workerd's CPU to ready (runtime, scripts, wasm compile),
+//           then the first request's wall time and CPU (instantiation, config validation,
+//           first use), and a second request's for comparison; medians.
 // Interleaved: each round runs R requests against every target in turn (the order rotates
-// each round), so machine noise hits all of them alike. Each target is first warmed up with W
-// requests (for (d), this is where the breaker opens). Throughput = requests / wall time of
-// the target's rounds; p50/p99 over all its measured requests; CPU per request:
+// each round), so machine noise hits all of them alike; cold starts rotate the same way. Each
+// target is first warmed up with W requests (for (d), this is where the breaker opens).
+// Throughput = requests / wall time of the target's rounds; p50/p99 over all its measured
+// requests; CPU per request:
 //   Node    = this process (load generator + mock provider + Miniflare's Node side, which
 //             reads the workers' log lines), from process.cpuUsage();
-//   workerd = the target's own workerd child process (runtime + Worker + Durable Object; (b)
-//             and (c)/(d) each have their own Miniflare, so their own process), utime+stime
-//             from /proc/<pid>/stat, in clock ticks (usually 10 ms).
+//   workerd = the target's own workerd child process (runtime + Worker + Durable Object; each
+//             Miniflare has its own process, shared only by (c) and (d)), utime+stime from
+//             /proc/<pid>/stat, in clock ticks (usually 10 ms); cold starts, being short, use
+//             the threads' run time in ns from /proc/<pid>/task/*/schedstat.
 import http from "node:http";
 import { execFileSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Miniflare } from "miniflare";
@@ -51,34 +70,71 @@ const REQUEST_TIMEOUT_MS = 10_000;
 const BREAKER = { failureThreshold: 3, cooldownMs: 5000, maxCooldownMs: 5000 };
 const RETRY = { maxAttempts: 2, baseDelayMs: 50, maxDelayMs: 2000 };
 
+// The streamed answer: STREAM_TOKENS words in STREAM_EVENTS content events.
+const STREAM_TOKENS = 1000;
+const STREAM_EVENTS = 100;
+const LONG_ANSWER = { answerTokens: STREAM_TOKENS, tokensPerChunk: STREAM_TOKENS / STREAM_EVENTS };
+
 // The issue's targets.
 const THROUGHPUT_FLOOR_RATIO = 0.8; // (c) req/s >= 0.8 x (b)
 const DEAD_P50_RATIO = 1.05; //        (d) p50 <= 1.05 x (c)
+
+const PHASES = ["whole", "stream", "cold"];
 
 // ---------------------------------------------------------------- options
 
 class UsageError extends Error {}
 
 function parseArgs(argv) {
-  const opts = { requests: 2000, concurrency: 8, rounds: 10, warmup: 500, maxSeconds: 300, json: false };
-  const limits = { requests: [1, 100_000], concurrency: [1, 256], rounds: [1, 100], warmup: [0, 100_000], maxSeconds: [10, 3600] };
-  const flags = { "--requests": "requests", "--concurrency": "concurrency", "--rounds": "rounds", "--warmup": "warmup", "--max-seconds": "maxSeconds" };
+  const opts = {
+    requests: 2000, concurrency: 8, rounds: 10, warmup: 500,
+    streamRequests: 200, streamConcurrency: [1, 8], streamWarmup: 50,
+    coldRuns: 5, phases: [...PHASES], baseline: null, baselineLabel: null,
+    maxSeconds: 1200, json: false, jsonOut: null,
+  };
+  const limits = {
+    requests: [1, 100_000], concurrency: [1, 256], rounds: [1, 100], warmup: [0, 100_000],
+    streamRequests: [1, 100_000], streamWarmup: [0, 100_000], coldRuns: [1, 50], maxSeconds: [10, 3600],
+  };
+  const flags = {
+    "--requests": "requests", "--concurrency": "concurrency", "--rounds": "rounds", "--warmup": "warmup",
+    "--stream-requests": "streamRequests", "--stream-warmup": "streamWarmup", "--cold-runs": "coldRuns",
+    "--max-seconds": "maxSeconds",
+  };
   for (let i = 0; i < argv.length; i++) {
     let arg = argv[i];
     let inline;
     if (arg.includes("=")) [arg, inline] = [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)];
-    if (arg === "--json") opts.json = true;
-    else if (arg === "--help" || arg === "-h") opts.help = true;
-    else if (Object.hasOwn(flags, arg)) {
+    const value = () => {
       const raw = inline ?? argv[++i];
       if (raw === undefined) throw new UsageError(`${arg} needs a value`);
+      return raw;
+    };
+    if (arg === "--json") opts.json = true;
+    else if (arg === "--help" || arg === "-h") opts.help = true;
+    else if (arg === "--baseline") opts.baseline = path.resolve(value());
+    else if (arg === "--baseline-label") opts.baselineLabel = value();
+    else if (arg === "--json-out") opts.jsonOut = path.resolve(value());
+    else if (arg === "--phases") {
+      const list = value().split(",").filter(Boolean);
+      for (const p of list) if (!PHASES.includes(p)) throw new UsageError(`--phases: ${p} is not one of ${PHASES.join(", ")}`);
+      if (list.length === 0) throw new UsageError("--phases: at least one phase");
+      opts.phases = PHASES.filter((p) => list.includes(p));
+    } else if (arg === "--stream-concurrency") {
+      const list = value().split(",").map(Number);
+      if (list.length === 0 || list.length > 4 || !list.every((n) => Number.isInteger(n) && n >= 1 && n <= 64)) {
+        throw new UsageError("--stream-concurrency: one to four whole numbers in 1..64, comma-separated");
+      }
+      opts.streamConcurrency = [...new Set(list)];
+    } else if (Object.hasOwn(flags, arg)) {
       const key = flags[arg];
-      const n = Number(raw);
+      const n = Number(value());
       const [lo, hi] = limits[key];
       if (!Number.isInteger(n) || n < lo || n > hi) throw new UsageError(`${arg}: a whole number in ${lo}..${hi}`);
       opts[key] = n;
     } else throw new UsageError(`unknown argument ${argv[i]} (try --help)`);
   }
+  if (opts.baselineLabel !== null && opts.baseline === null) throw new UsageError("--baseline-label needs --baseline");
   return opts;
 }
 
@@ -124,6 +180,24 @@ function procCpuMs(pid) {
   return st ? (st.ticks * 1000) / CLK_TCK : null;
 }
 
+/**
+ * Run time of `pid`'s live threads in ms with ns resolution (schedstat), or, without
+ * schedstat, its CPU time in ticks; null when it is gone. Threads that ended are not in it:
+ * for the short spans of a cold start, where ticks are too coarse.
+ */
+function procCpuFineMs(pid) {
+  if (!pid) return null;
+  try {
+    let ns = 0;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]);
+    }
+    return ns / 1e6;
+  } catch {
+    return procCpuMs(pid);
+  }
+}
+
 // ---------------------------------------------------------------- the servers
 
 const FLOOR_SCRIPT = `
@@ -135,7 +209,42 @@ export default {
 `;
 
 // (e): what reading, checking and logging cost in this runtime before any resilience logic.
+// A stream is passed on event by event, each event's data parsed: the least a gateway must do
+// to know whether the answer finished.
 const REFERENCE_SCRIPT = `
+function forward(upstream, timer, route, started) {
+  const decoder = new TextDecoder();
+  const encoder = new TextEncoder();
+  let buffer = "";
+  let events = 0;
+  let finished = false;
+  const log = () => console.log(JSON.stringify({ level: "info", msg: "request", route, servedBy: "healthy/bench-model",
+    attempts: 1, status: 200, events, finished, latencyMs: Date.now() - started }));
+  const pass = new TransformStream({
+    transform(chunk, controller) {
+      buffer += decoder.decode(chunk, { stream: true });
+      const end = buffer.lastIndexOf("\\n\\n");
+      if (end < 0) return;
+      const complete = buffer.slice(0, end + 2);
+      buffer = buffer.slice(end + 2);
+      for (const line of complete.split("\\n")) {
+        if (!line.startsWith("data: ")) continue;
+        const data = line.slice(6);
+        if (data === "[DONE]") finished = true;
+        else { JSON.parse(data); events += 1; }
+      }
+      controller.enqueue(encoder.encode(complete));
+    },
+    flush() {
+      clearTimeout(timer);
+      log();
+    },
+  });
+  return new Response(upstream.body.pipeThrough(pass), {
+    headers: { "content-type": "text/event-stream", "x-served-by": "healthy/bench-model", "x-attempts": "1" },
+  });
+}
+
 export default {
   async fetch(request, env) {
     const started = Date.now();
@@ -148,15 +257,25 @@ export default {
     if (typeof body.model !== "string" || !Array.isArray(body.messages)) {
       return Response.json({ error: { message: "model and messages are required", type: "invalid_request_error" } }, { status: 400 });
     }
+    const stream = body.stream === true;
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(), 30000);
+    let streaming = false;
     try {
       const upstream = await fetch(env.UPSTREAM, {
         method: "POST",
         headers: { "content-type": "application/json", authorization: "Bearer " + env.KEY },
-        body: JSON.stringify({ model: "bench-model", messages: body.messages, max_completion_tokens: body.max_tokens }),
+        body: JSON.stringify({ model: "bench-model", messages: body.messages, max_completion_tokens: body.max_tokens,
+          ...(stream ? { stream: true } : {}) }),
         signal: abort.signal,
       });
+      if (stream) {
+        if (upstream.status !== 200 || !upstream.body) {
+          return Response.json({ error: { message: "upstream failed", type: "api_error" } }, { status: 502 });
+        }
+        streaming = true;
+        return forward(upstream, timer, body.model, started);
+      }
       const answer = JSON.parse(await upstream.text());
       if (upstream.status !== 200 || answer.error || !Array.isArray(answer.choices)) {
         return Response.json({ error: { message: "upstream failed", type: "api_error" } }, { status: 502 });
@@ -167,7 +286,7 @@ export default {
         headers: { "content-type": "application/json", "x-served-by": "healthy/bench-model", "x-attempts": "1" },
       });
     } finally {
-      clearTimeout(timer);
+      if (!streaming) clearTimeout(timer);
     }
   },
 };
@@ -202,9 +321,10 @@ async function startMiniflare(options) {
   return { mf, url, pid: spawned.length === 1 ? spawned[0] : null, tail };
 }
 
-/** Starts the mock and both Miniflares into `servers` (filled as they start, for clean-up). */
-async function startServers(servers) {
-  const mock = await startMock({
+/** The mock provider, with a long-answer twin (`<name>-stream`) of each provider a stream calls. */
+async function startProviders() {
+  const long = Object.fromEntries(["floor", "reference", "reference-rust", "healthy"].map((n) => [`${n}-stream`, LONG_ANSWER]));
+  return startMock({
     config: {
       providers: {
         direct: {},
@@ -214,50 +334,69 @@ async function startServers(servers) {
         healthy: {},
         backup: {},
         dead: { faults: [{ mode: "status", status: 503 }] },
+        ...long,
       },
     },
   });
-  servers.mock = mock;
-  const config = gatewayConfig(mock, {
-    providers: { healthy: "openai", dead: "openai", backup: "openai" },
-    routes: {
-      healthy: [{ provider: "healthy", model: "bench-model" }],
-      "dead-first": [{ provider: "dead", model: "bench-model" }, { provider: "backup", model: "bench-model" }],
-    },
-    breaker: BREAKER,
-    retry: RETRY,
-  });
-  servers.config = config;
+}
+
+/**
+ * Miniflare options for every kind of target, by name: `kinds[name](stream)` for the
+ * upstream of the whole or the streamed case. Fresh options each call, so that cold starts
+ * start from nothing.
+ */
+function workerKinds(mock, { baseline }) {
+  const upstream = (name, stream) => `${mock.providerUrl(stream ? `${name}-stream` : name)}/v1/chat/completions`;
   // A built Rust/wasm worker's modules.
-  const wasm = (file) => ({ scriptPath: path.join(ROOT, file), modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }] });
+  const wasm = (file) => ({ scriptPath: file, modulesRoot: path.dirname(file), modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }] });
   // A worker that calls the mock's provider `name` (UPSTREAM, with KEY as its key).
-  const worker = (name, source) => startMiniflare({
+  const worker = (name, stream, source) => ({
     modules: true,
     compatibilityDate: COMPATIBILITY_DATE,
-    bindings: { UPSTREAM: `${mock.providerUrl(name)}/v1/chat/completions`, KEY: "mock-key" },
+    bindings: { UPSTREAM: upstream(name, stream), KEY: "mock-key" },
     ...source,
   });
-  servers.floor = await worker("floor", { script: FLOOR_SCRIPT });
-  servers.reference = await worker("reference", { script: REFERENCE_SCRIPT });
-  servers.referenceRust = await worker("reference-rust", wasm("benches/edge-reference/build/index.js"));
-  servers.gateway = await startMiniflare({
+  const config = (stream) => gatewayConfig(mock, stream
+    ? {
+      providers: { "healthy-stream": "openai" },
+      routes: { stream: [{ provider: "healthy-stream", model: "bench-model" }] },
+      breaker: BREAKER,
+      retry: RETRY,
+    }
+    : {
+      providers: { healthy: "openai", dead: "openai", backup: "openai" },
+      routes: {
+        healthy: [{ provider: "healthy", model: "bench-model" }],
+        "dead-first": [{ provider: "dead", model: "bench-model" }, { provider: "backup", model: "bench-model" }],
+      },
+      breaker: BREAKER,
+      retry: RETRY,
+    });
+  const gateway = (dir) => (stream) => ({
     modules: true,
-    ...wasm("build/index.js"),
+    ...wasm(path.join(dir, "index.js")),
     compatibilityDate: COMPATIBILITY_DATE,
-    bindings: { CONFIG: JSON.stringify(config), MOCK_API_KEY: "mock-key", GATEWAY_KEY },
+    bindings: { CONFIG: JSON.stringify(config(stream)), MOCK_API_KEY: "mock-key", GATEWAY_KEY },
     durableObjects: { BREAKERS: { className: "BreakerStore", useSQLite: true } },
     durableObjectsPersist: false,
   });
-  return servers;
+  const kinds = {
+    floor: (stream) => worker("floor", stream, { script: FLOOR_SCRIPT }),
+    reference: (stream) => worker("reference", stream, { script: REFERENCE_SCRIPT }),
+    referenceRust: (stream) => worker("reference-rust", stream, wasm(path.join(ROOT, "benches/edge-reference/build/index.js"))),
+    gateway: gateway(path.join(ROOT, "build")),
+  };
+  if (baseline) kinds.baseline = gateway(baseline);
+  return kinds;
 }
 
 // ---------------------------------------------------------------- the client
 
-function chatBody(model) {
-  return JSON.stringify({ model, messages: [{ role: "user", content: "benchmark: say something short" }] });
+function chatBody(model, stream) {
+  return JSON.stringify({ model, messages: [{ role: "user", content: "benchmark: say something short" }], ...(stream ? { stream: true } : {}) });
 }
 
-/** One POST; resolves with status, headers and the whole body once it has been read. */
+/** One POST; resolves with status, headers, the whole body and when its first byte came. */
 function post(agent, url, body) {
   return new Promise((resolve, reject) => {
     const req = http.request({
@@ -273,8 +412,12 @@ function post(agent, url, body) {
       },
     }, (res) => {
       const parts = [];
-      res.on("data", (b) => parts.push(b));
-      res.on("end", () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(parts) }));
+      let firstByteAt = null;
+      res.on("data", (b) => {
+        firstByteAt ??= performance.now();
+        parts.push(b);
+      });
+      res.on("end", () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(parts), firstByteAt }));
       res.on("error", reject);
     });
     req.setTimeout(REQUEST_TIMEOUT_MS, () => req.destroy(new Error(`no answer in ${REQUEST_TIMEOUT_MS} ms`)));
@@ -283,26 +426,69 @@ function post(agent, url, body) {
   });
 }
 
-function makeTarget({ key, label, url, model, servedBy, pid, concurrency }) {
-  const body = chatBody(model);
+const DONE_TAIL = Buffer.from("data: [DONE]\n\n");
+
+/** The text and content events of an OpenAI event stream, or why it is not one. */
+function readEvents(body) {
+  let text = "";
+  let content = 0;
+  for (const block of body.toString("utf8").split("\n\n")) {
+    const data = block.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("\n");
+    if (!data || data === "[DONE]") continue;
+    let chunk;
+    try {
+      chunk = JSON.parse(data);
+    } catch {
+      return { error: `an event that is not JSON: ${data.slice(0, 100)}` };
+    }
+    const piece = chunk.choices?.[0]?.delta?.content;
+    if (typeof piece === "string" && piece) {
+      text += piece;
+      content += 1;
+    }
+  }
+  return { text, content };
+}
+
+function makeTarget({ key, label, url, model, servedBy, pid, concurrency, stream = false }) {
+  const body = chatBody(model, stream);
   const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
   return {
     key,
     label,
     pid,
     agent,
+    concurrency,
+    stream,
     send: () => post(agent, url, body),
     /** Why an answer is wrong, or null. */
     check(res) {
       if (res.status !== 200) return `HTTP ${res.status}: ${res.body.toString("utf8").slice(0, 200)}`;
       const by = res.headers["x-served-by"];
       if (servedBy && !(typeof by === "string" && by.startsWith(`${servedBy}/`))) return `x-served-by ${by}, expected ${servedBy}/…`;
+      if (stream && !res.body.subarray(-DONE_TAIL.length).equals(DONE_TAIL)) return `a stream that does not end with [DONE]: …${res.body.toString("utf8").slice(-200)}`;
       // More than one attempt: in (d), the dead provider was called before the backup.
       if (Number(res.headers["x-attempts"] ?? 1) > 1) this.multiAttempt += 1;
       return null;
     },
+    /** Why a sample answer is not the expected chat completion or stream, or null (checks it whole). */
+    checkSample(res) {
+      if (!stream) {
+        const sample = JSON.parse(res.body.toString("utf8"));
+        if (!Array.isArray(sample.choices) || typeof sample.choices[0]?.message?.content !== "string") {
+          return `not a chat completion: ${JSON.stringify(sample).slice(0, 200)}`;
+        }
+        return null;
+      }
+      const ev = readEvents(res.body);
+      if (ev.error) return ev.error;
+      const words = ev.text.split(" ").length;
+      if (words !== STREAM_TOKENS) return `a streamed answer of ${words} words, expected ${STREAM_TOKENS}`;
+      return ev.content === STREAM_EVENTS ? null : `${ev.content} content events, expected ${STREAM_EVENTS}`;
+    },
     rounds: [],
     latencies: [],
+    ttfbs: [],
     errors: [],
     requests: 0,
     multiAttempt: 0,
@@ -312,6 +498,7 @@ function makeTarget({ key, label, url, model, servedBy, pid, concurrency }) {
 /** Runs `n` requests against `target`, `c` at a time; returns the round's figures. */
 async function runRound(target, n, c, deadline) {
   const latencies = [];
+  const ttfbs = [];
   const errors = [];
   let started = 0;
   const cpu0 = process.cpuUsage();
@@ -325,7 +512,10 @@ async function runRound(target, n, c, deadline) {
         const res = await target.send();
         const why = target.check(res);
         if (why) errors.push(why);
-        else latencies.push(performance.now() - s);
+        else {
+          latencies.push(performance.now() - s);
+          if (res.firstByteAt !== null) ttfbs.push(res.firstByteAt - s);
+        }
       } catch (err) {
         errors.push(String(err?.message ?? err));
       }
@@ -341,8 +531,101 @@ async function runRound(target, n, c, deadline) {
     nodeCpuMs: (cpu.user + cpu.system) / 1000,
     workerdCpuMs: w0 === null || w1 === null ? null : w1 - w0,
     latencies,
+    ttfbs,
     errors,
   };
+}
+
+/** Warms `t` up with `n` requests, then checks one sample answer whole. */
+async function warmUp(t, n, deadline) {
+  if (n > 0) {
+    const r = await runRound(t, n, t.concurrency, deadline);
+    t.requests += r.requests;
+    if (r.errors.length) throw new Error(`warm-up of (${t.key}) ${t.label}: ${r.errors.length} errors, first: ${r.errors[0]}`);
+  }
+  const res = await t.send();
+  t.requests += 1;
+  const why = t.check(res) ?? t.checkSample(res);
+  if (why) throw new Error(`(${t.key}) ${t.label}: ${why}`);
+}
+
+/** Interleaved rounds of `n` requests over `targets`; `onRound(t, r)` sees each result. */
+async function runRounds(name, targets, rounds, n, deadline, progress, onRound = () => {}) {
+  for (let round = 0; round < rounds; round++) {
+    if (Date.now() >= deadline) throw new Error(`--max-seconds reached in the ${name} phase after ${round} rounds`);
+    const order = targets.map((_, i) => targets[(i + round) % targets.length]);
+    const cells = [];
+    for (const t of order) {
+      const r = await runRound(t, n, t.concurrency, deadline);
+      onRound(t, r);
+      t.requests += r.requests;
+      t.rounds.push(r);
+      t.latencies.push(...r.latencies);
+      t.ttfbs.push(...r.ttfbs);
+      t.errors.push(...r.errors);
+      cells.push(`${t.key} ${fmt(r.requests / (r.wallMs / 1000), 0)}/s`);
+      if (r.errors.length) throw new Error(`${name} round ${round + 1}, (${t.key}) ${t.label}: ${r.errors.length} errors, first: ${r.errors[0]}`);
+    }
+    progress(`${name} round ${round + 1}/${rounds}: ${cells.join(", ")}`);
+  }
+}
+
+// ---------------------------------------------------------------- cold starts
+
+/**
+ * One cold start of `kind`: a fresh Miniflare (so a fresh workerd process and isolate), its
+ * first request and a second one. Wall times in ms; CPU in ms of workerd's threads.
+ */
+async function coldStart(kinds, kind, spec) {
+  const t0 = performance.now();
+  const server = await startMiniflare(kinds[kind](false));
+  try {
+    const readyMs = performance.now() - t0;
+    const cpuReady = procCpuFineMs(server.pid);
+    const target = makeTarget({ ...spec, url: new URL("/v1/chat/completions", server.url), pid: server.pid, concurrency: 1 });
+    const one = async () => {
+      const s = performance.now();
+      const res = await target.send();
+      const why = target.check(res) ?? target.checkSample(res);
+      if (why) throw new Error(`cold start of (${spec.key}) ${spec.label}: ${why}`);
+      return performance.now() - s;
+    };
+    try {
+      const firstMs = await one();
+      const cpuFirst = procCpuFineMs(server.pid);
+      const secondMs = await one();
+      const cpuSecond = procCpuFineMs(server.pid);
+      const cpu = (a, b) => (a === null || b === null ? null : b - a);
+      return {
+        readyMs,
+        startupCpuMs: cpuReady,
+        firstMs,
+        firstCpuMs: cpu(cpuReady, cpuFirst),
+        secondMs,
+        secondCpuMs: cpu(cpuFirst, cpuSecond),
+        coldCpuMs: cpuFirst,
+      };
+    } finally {
+      target.agent.destroy();
+    }
+  } catch (err) {
+    if (server.tail.length) err.message += `\nlast workerd output:\n${server.tail.join("").slice(-2000)}`;
+    throw err;
+  } finally {
+    await server.mf.dispose().catch(() => {});
+  }
+}
+
+const COLD_FIELDS = ["readyMs", "startupCpuMs", "firstMs", "firstCpuMs", "secondMs", "secondCpuMs", "coldCpuMs"];
+
+function summarizeCold(runs) {
+  const out = { runs: runs.length };
+  for (const f of COLD_FIELDS) {
+    const xs = runs.map((r) => r[f]).filter((x) => x !== null);
+    out[f] = xs.length === runs.length ? median(xs) : null;
+  }
+  out.all = runs;
+  return out;
 }
 
 // ---------------------------------------------------------------- figures
@@ -359,6 +642,7 @@ function median(xs) {
 
 function summarize(t) {
   const sorted = [...t.latencies].sort((a, b) => a - b);
+  const ttfb = [...t.ttfbs].sort((a, b) => a - b);
   const requests = t.rounds.reduce((a, r) => a + r.requests, 0);
   const wallMs = t.rounds.reduce((a, r) => a + r.wallMs, 0);
   const nodeCpuMs = t.rounds.reduce((a, r) => a + r.nodeCpuMs, 0);
@@ -367,32 +651,47 @@ function summarize(t) {
   return {
     target: t.key,
     label: t.label,
+    concurrency: t.concurrency,
     requests,
     errors: t.errors.length,
     rps: requests / (wallMs / 1000),
     roundRps: t.rounds.map((r) => r.requests / (r.wallMs / 1000)),
+    roundWorkerdCpuMsPerReq: t.rounds.map((r) => (r.workerdCpuMs === null ? null : r.workerdCpuMs / r.requests)),
     p50Ms: percentile(sorted, 0.5),
     p99Ms: percentile(sorted, 0.99),
+    ttfbP50Ms: t.stream ? percentile(ttfb, 0.5) : null,
+    ttfbP99Ms: t.stream ? percentile(ttfb, 0.99) : null,
     nodeCpuMsPerReq: nodeCpuMs / requests,
     workerdCpuMsPerReq: workerd === null ? null : workerd / requests,
+    workerdCpuUsPerEvent: workerd === null || !t.stream ? null : (workerd * 1000) / requests / STREAM_EVENTS,
     workerdPid: t.pid,
   };
+}
+
+/** new / old over the totals, and the per-round ratios' median, min and max (for c / c0). */
+function abRatio(newer, older, field, roundField) {
+  const value = newer[field] !== null && older[field] !== null ? newer[field] / older[field] : null;
+  if (!roundField) return { value };
+  const rounds = newer[roundField].map((x, i) => (x === null || older[roundField][i] === null ? null : x / older[roundField][i])).filter((x) => x !== null);
+  return { value, roundMedian: median(rounds), roundMin: rounds.length ? Math.min(...rounds) : null, roundMax: rounds.length ? Math.max(...rounds) : null };
 }
 
 const fmt = (x, digits = 2) => (x === null || x === undefined || Number.isNaN(x) ? "n/a" : x.toFixed(digits));
 const verdict = (ok) => (ok ? "PASS" : "MISS");
 
-function report(opts, result) {
-  const { summaries: s, ratios, dead } = result;
-  const lines = [];
-  lines.push(`Edge benchmark: ${opts.rounds} interleaved rounds x ${opts.requests} requests per target, concurrency ${opts.concurrency}, warm-up ${opts.warmup} per target (${fmt(result.wallSeconds, 1)} s in all)`);
-  lines.push("");
-  const head = ["target", "req/s", "p50 ms", "p99 ms", "Node CPU ms/req", "workerd CPU ms/req"];
-  const rows = Object.values(s).map((x) => [`(${x.target}) ${x.label}`, fmt(x.rps, 0), fmt(x.p50Ms), fmt(x.p99Ms), fmt(x.nodeCpuMsPerReq, 3), fmt(x.workerdCpuMsPerReq, 3)]);
+function table(head, rows) {
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
   const line = (cells) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
-  lines.push(line(head));
-  for (const r of rows) lines.push(line(r));
+  return [line(head), ...rows.map(line)];
+}
+
+function reportWhole(opts, whole) {
+  const { summaries: s, ratios, dead } = whole;
+  const lines = [];
+  lines.push(`Whole answers: ${opts.rounds} interleaved rounds x ${opts.requests} requests per target, concurrency ${opts.concurrency}, warm-up ${opts.warmup} per target`);
+  lines.push("");
+  const rows = Object.values(s).map((x) => [`(${x.target}) ${x.label}`, fmt(x.rps, 0), fmt(x.p50Ms), fmt(x.p99Ms), fmt(x.nodeCpuMsPerReq, 3), fmt(x.workerdCpuMsPerReq, 3)]);
+  lines.push(...table(["target", "req/s", "p50 ms", "p99 ms", "Node CPU ms/req", "workerd CPU ms/req"], rows));
   lines.push("");
   lines.push("Node CPU = this process: load generator + mock provider + Miniflare's Node side (process.cpuUsage).");
   lines.push(`workerd CPU = the target's own workerd process: runtime + worker (+ Durable Object) (/proc/<pid>/stat utime+stime, 1/${CLK_TCK} s ticks).`);
@@ -416,115 +715,129 @@ function report(opts, result) {
   lines.push(`      ${dead.callsInWarmup} while the breaker opened (${dead.reachedInWarmup} requests reached the dead provider, ${dead.callsInWarmup - dead.reachedInWarmup} retries),`);
   lines.push(`      ${after} after it (${dead.reachedAfter} requests reached it: probes, ${after - dead.reachedAfter} retries);`);
   lines.push(`      allowance = threshold ${dead.threshold} + ceil(${fmt(dead.durationMs / 1000, 1)} s / ${dead.cooldownMs / 1000} s cooldown) = ${dead.allowance} calls.`);
-  lines.push(`      The breaker counts requests, each after its retries (DESIGN §3), and cannot take back the calls of the`);
+  lines.push("      The breaker counts requests, each after its retries, and cannot take back the calls of the");
   lines.push(`      ${opts.concurrency} requests in flight when the first failure comes back: the bound it keeps is`);
   lines.push(`      max(threshold x attempts, concurrency) + one probe per cooldown = ${dead.concurrencyAllowance}   ${verdict(dead.calls <= dead.concurrencyAllowance)}`);
+  return lines;
+}
+
+function reportStream(opts, stream) {
+  const lines = [];
+  lines.push(`Streamed answers (${STREAM_TOKENS} tokens in ${STREAM_EVENTS} content events, no delay between them): ${opts.rounds} interleaved rounds x ${opts.streamRequests} requests per target and concurrency, warm-up ${opts.streamWarmup}`);
+  lines.push("");
+  const rows = Object.values(stream.summaries).map((x) => [`(${x.target}) ${x.label}`, String(x.concurrency), fmt(x.rps, 0), fmt(x.ttfbP50Ms), fmt(x.p50Ms), fmt(x.p99Ms), fmt(x.nodeCpuMsPerReq, 3), fmt(x.workerdCpuMsPerReq, 3), fmt(x.workerdCpuUsPerEvent, 1)]);
+  lines.push(...table(["target", "conc", "req/s", "TTFB p50 ms", "p50 ms", "p99 ms", "Node CPU ms/req", "workerd CPU ms/req", "us/event"], rows));
+  lines.push("");
+  lines.push(`TTFB = request sent to the first body byte; p50/p99 = to the last byte; us/event = workerd CPU per request / ${STREAM_EVENTS}.`);
+  for (const c of opts.streamConcurrency) {
+    const get = (k) => stream.summaries[`${k}@${c}`];
+    const [b, cc, e, f] = ["b", "c", "e", "f"].map(get);
+    if ([b, cc, e, f].every((x) => x?.workerdCpuMsPerReq != null)) {
+      lines.push(`At concurrency ${c}, workerd CPU over the floor: (e) JS ${fmt(e.workerdCpuMsPerReq - b.workerdCpuMsPerReq, 3)}, (f) Rust/wasm ${fmt(f.workerdCpuMsPerReq - b.workerdCpuMsPerReq, 3)}, (c) resilient-llm ${fmt(cc.workerdCpuMsPerReq - b.workerdCpuMsPerReq, 3)} ms/req; (c) over (f) ${fmt(cc.workerdCpuMsPerReq - f.workerdCpuMsPerReq, 3)} ms/req.`);
+    }
+  }
+  return lines;
+}
+
+function reportCold(opts, cold) {
+  const lines = [];
+  lines.push(`Cold starts: ${opts.coldRuns} per target, each a fresh Miniflare (workerd process), rotating; medians`);
+  lines.push("");
+  const rows = Object.values(cold.summaries).map((x) => [`(${x.target}) ${x.label}`, fmt(x.readyMs, 0), fmt(x.startupCpuMs, 1), fmt(x.firstMs, 1), fmt(x.firstCpuMs, 1), fmt(x.coldCpuMs, 1), fmt(x.secondMs, 2), fmt(x.secondCpuMs, 2)]);
+  lines.push(...table(["target", "ready ms", "startup CPU ms", "1st req ms", "1st req CPU ms", "cold CPU ms", "2nd req ms", "2nd req CPU ms"], rows));
+  lines.push("");
+  lines.push("ready = new Miniflare to ready (Node side included); startup CPU = workerd's until ready (runtime, scripts, wasm");
+  lines.push("compile); 1st req = the fresh isolate's first request to its whole answer (instantiation, config validation,");
+  lines.push("first use); cold CPU = startup + 1st req. CPU: workerd's live threads' run time (/proc/<pid>/task/*/schedstat).");
+  const b = cold.summaries.b;
+  if (b?.coldCpuMs != null) {
+    const over = Object.values(cold.summaries).filter((x) => x.target !== "b" && x.coldCpuMs !== null)
+      .map((x) => `(${x.target}) ${fmt(x.coldCpuMs - b.coldCpuMs, 1)} ms CPU, ${fmt(x.firstMs - b.firstMs, 1)} ms 1st req`);
+    lines.push(`Over the floor's cold start: ${over.join("; ")}.`);
+  }
+  return lines;
+}
+
+function reportAb(opts, result) {
+  const lines = [];
+  const label = opts.baselineLabel ?? opts.baseline;
+  lines.push(`A/B: (c) = this tree's build/, (c0) = ${label}; ratio = (c) / (c0), below 1 means (c) uses less (or, for req/s, serves less)`);
+  lines.push("");
+  const rows = [];
+  const row = (what, r, cNow, cOld, digits = 3) => rows.push([what, fmt(cNow, digits), fmt(cOld, digits), fmt(r.value, 3),
+    r.roundMedian === undefined ? "" : `${fmt(r.roundMedian, 3)} (${fmt(r.roundMin, 3)}..${fmt(r.roundMax, 3)})`]);
+  const w = result.whole?.summaries;
+  if (w?.c0) {
+    row("whole: workerd CPU ms/req", abRatio(w.c, w.c0, "workerdCpuMsPerReq", "roundWorkerdCpuMsPerReq"), w.c.workerdCpuMsPerReq, w.c0.workerdCpuMsPerReq);
+    row("whole: req/s", abRatio(w.c, w.c0, "rps", "roundRps"), w.c.rps, w.c0.rps, 0);
+    row("whole: p50 ms", abRatio(w.c, w.c0, "p50Ms"), w.c.p50Ms, w.c0.p50Ms);
+  }
+  const s = result.stream?.summaries;
+  for (const c of s ? opts.streamConcurrency : []) {
+    const [n, o] = [s[`c@${c}`], s[`c0@${c}`]];
+    if (!n || !o) continue;
+    row(`stream c=${c}: workerd CPU ms/req`, abRatio(n, o, "workerdCpuMsPerReq", "roundWorkerdCpuMsPerReq"), n.workerdCpuMsPerReq, o.workerdCpuMsPerReq);
+    row(`stream c=${c}: req/s`, abRatio(n, o, "rps", "roundRps"), n.rps, o.rps, 0);
+    row(`stream c=${c}: TTFB p50 ms`, abRatio(n, o, "ttfbP50Ms"), n.ttfbP50Ms, o.ttfbP50Ms);
+  }
+  const k = result.cold?.summaries;
+  if (k?.c0) {
+    row("cold: CPU ms (startup + 1st req)", abRatio(k.c, k.c0, "coldCpuMs"), k.c.coldCpuMs, k.c0.coldCpuMs, 1);
+    row("cold: 1st req ms", abRatio(k.c, k.c0, "firstMs"), k.c.firstMs, k.c0.firstMs, 1);
+  }
+  lines.push(...table(["measure", "(c)", "(c0)", "c/c0", "per round: median (min..max)"], rows));
+  return lines;
+}
+
+function report(opts, result) {
+  const lines = [`Edge benchmark: phases ${opts.phases.join(", ")} (${fmt(result.wallSeconds, 1)} s in all)`, ""];
+  if (result.whole) lines.push(...reportWhole(opts, result.whole), "");
+  if (result.stream) lines.push(...reportStream(opts, result.stream), "");
+  if (result.cold) lines.push(...reportCold(opts, result.cold), "");
+  if (opts.baseline) lines.push(...reportAb(opts, result), "");
   return lines.join("\n");
 }
 
-// ---------------------------------------------------------------- main
+// ---------------------------------------------------------------- phases
 
-async function main() {
-  let opts;
+const v1 = (u) => new URL("/v1/chat/completions", u);
+
+async function wholePhase(opts, kinds, mock, servers, deadline, progress) {
+  const c = opts.concurrency;
+  for (const kind of Object.keys(kinds)) servers[`${kind}-whole`] = await startMiniflare(kinds[kind](false));
+  const sv = (kind) => servers[`${kind}-whole`];
+  const targets = [
+    makeTarget({ key: "a", label: "mock provider direct", url: new URL(`${mock.providerUrl("direct")}/v1/chat/completions`), model: "bench-model", pid: null, concurrency: c }),
+    makeTarget({ key: "b", label: "pass-through JS worker (floor)", url: v1(sv("floor").url), model: "bench-model", pid: sv("floor").pid, concurrency: c }),
+    makeTarget({ key: "c", label: "resilient-llm healthy", url: v1(sv("gateway").url), model: "healthy", servedBy: "healthy", pid: sv("gateway").pid, concurrency: c }),
+    ...(kinds.baseline ? [makeTarget({ key: "c0", label: "resilient-llm healthy, baseline build", url: v1(sv("baseline").url), model: "healthy", servedBy: "healthy", pid: sv("baseline").pid, concurrency: c })] : []),
+    makeTarget({ key: "d", label: "resilient-llm primary dead", url: v1(sv("gateway").url), model: "dead-first", servedBy: "backup", pid: sv("gateway").pid, concurrency: c }),
+    makeTarget({ key: "e", label: "reference: JS worker, gateway I/O only", url: v1(sv("reference").url), model: "healthy", servedBy: "healthy", pid: sv("reference").pid, concurrency: c }),
+    makeTarget({ key: "f", label: "reference: Rust/wasm worker, the same", url: v1(sv("referenceRust").url), model: "healthy", servedBy: "healthy", pid: sv("referenceRust").pid, concurrency: c }),
+  ];
+  progress(`whole: workerd processes ${targets.filter((t) => t.key !== "a").map((t) => `${t.key} ${t.pid ?? "not found"}`).join(", ")}; CLK_TCK ${CLK_TCK}`);
   try {
-    opts = parseArgs(process.argv.slice(2));
-  } catch (err) {
-    process.stderr.write(`bench-worker: ${err.message}\n`);
-    return 2;
-  }
-  if (opts.help) {
-    const header = readFileSync(new URL(import.meta.url), "utf8").split("\nimport ")[0];
-    process.stdout.write(`${header.split("\n").slice(1).map((l) => l.replace(/^\/\/ ?/, "")).join("\n")}\n`);
-    return 0;
-  }
-  if (!existsSync(path.join(ROOT, "build/index.js")) || !existsSync(path.join(ROOT, "build/index_bg.wasm"))) {
-    process.stderr.write("bench-worker: build/index.js is missing: run scripts/build-worker.sh (or scripts/bench-worker.sh)\n");
-    return 2;
-  }
-  if (!existsSync(path.join(ROOT, "benches/edge-reference/build/index.js"))) {
-    process.stderr.write("bench-worker: benches/edge-reference/build/index.js is missing: run scripts/bench-worker.sh, which builds it\n");
-    return 2;
-  }
-  const progress = (msg) => process.stderr.write(`bench-worker: ${msg}\n`);
-  const startedAt = Date.now();
-  const deadline = startedAt + opts.maxSeconds * 1000;
-  // A hard stop in case something hangs past every per-request timeout.
-  const watchdog = setTimeout(() => {
-    process.stderr.write(`bench-worker: error: still running after ${opts.maxSeconds + 30} s, giving up\n`);
-    process.exit(3);
-  }, (opts.maxSeconds + 30) * 1000);
-
-  const servers = {};
-  let targets = [];
-  try {
-    await startServers(servers);
-    const { mock, floor, reference, referenceRust, gateway } = servers;
-    const c = opts.concurrency;
-    const v1 = (u) => new URL("/v1/chat/completions", u);
-    targets = [
-      makeTarget({ key: "a", label: "mock provider direct", url: new URL(`${mock.providerUrl("direct")}/v1/chat/completions`), model: "bench-model", pid: null, concurrency: c }),
-      makeTarget({ key: "b", label: "pass-through JS worker (floor)", url: v1(floor.url), model: "bench-model", pid: floor.pid, concurrency: c }),
-      makeTarget({ key: "c", label: "resilient-llm healthy", url: v1(gateway.url), model: "healthy", servedBy: "healthy", pid: gateway.pid, concurrency: c }),
-      makeTarget({ key: "d", label: "resilient-llm primary dead", url: v1(gateway.url), model: "dead-first", servedBy: "backup", pid: gateway.pid, concurrency: c }),
-      makeTarget({ key: "e", label: "reference: JS worker, gateway I/O only", url: v1(reference.url), model: "healthy", servedBy: "healthy", pid: reference.pid, concurrency: c }),
-      makeTarget({ key: "f", label: "reference: Rust/wasm worker, the same", url: v1(referenceRust.url), model: "healthy", servedBy: "healthy", pid: referenceRust.pid, concurrency: c }),
-    ];
-    progress(`workerd processes: floor ${floor.pid ?? "not found"}, references ${reference.pid ?? "not found"} ${referenceRust.pid ?? "not found"}, gateway ${gateway.pid ?? "not found"}; CLK_TCK ${CLK_TCK}`);
-
     // Warm-up, the same order; (d)'s opens the breaker of `dead`. Its window starts here.
     let deadStart = null;
     let deadEnd = null;
     for (const t of targets) {
-      if (opts.warmup === 0) break;
       if (t.key === "d") deadStart = performance.now();
-      const r = await runRound(t, opts.warmup, c, deadline);
-      if (t.key === "d") deadEnd = performance.now();
-      t.requests += r.requests;
-      if (r.errors.length) throw new Error(`warm-up of (${t.key}) ${t.label}: ${r.errors.length} errors, first: ${r.errors[0]}`);
-      const res = await t.send();
-      const why = t.check(res);
-      if (why) throw new Error(`(${t.key}) ${t.label}: ${why}`);
-      const sample = JSON.parse(res.body.toString("utf8"));
-      t.requests += 1;
-      if (!Array.isArray(sample.choices) || typeof sample.choices[0]?.message?.content !== "string") {
-        throw new Error(`(${t.key}) ${t.label}: not a chat completion: ${JSON.stringify(sample).slice(0, 200)}`);
-      }
+      await warmUp(t, opts.warmup, deadline);
       if (t.key === "d") deadEnd = performance.now();
     }
     const deadCallsWarmup = mock.stats("dead").total;
-    const warmupMultiAttempt = targets.find((t) => t.key === "d").multiAttempt;
-    progress(`warm-up done; dead provider called ${deadCallsWarmup} times so far`);
-
-    for (let round = 0; round < opts.rounds; round++) {
-      if (Date.now() >= deadline) throw new Error(`--max-seconds ${opts.maxSeconds} reached after ${round} rounds`);
-      const order = targets.map((_, i) => targets[(i + round) % targets.length]);
-      const cells = [];
-      for (const t of order) {
-        const t0 = performance.now();
-        if (t.key === "d" && deadStart === null) deadStart = t0;
-        const r = await runRound(t, opts.requests, c, deadline);
-        if (t.key === "d") deadEnd = performance.now();
-        t.requests += r.requests;
-        t.rounds.push(r);
-        t.latencies.push(...r.latencies);
-        t.errors.push(...r.errors);
-        cells.push(`${t.key} ${fmt(r.requests / (r.wallMs / 1000), 0)}/s`);
-        if (r.errors.length) throw new Error(`round ${round + 1}, (${t.key}) ${t.label}: ${r.errors.length} errors, first: ${r.errors[0]}`);
-      }
-      progress(`round ${round + 1}/${opts.rounds}: ${cells.join(", ")}`);
-    }
-
-    const summaries = Object.fromEntries(targets.map((t) => [t.key, summarize(t)]));
     const d = targets.find((t) => t.key === "d");
+    const warmupMultiAttempt = d.multiAttempt;
+    progress(`whole: warm-up done; dead provider called ${deadCallsWarmup} times so far`);
+    await runRounds("whole", targets, opts.rounds, opts.requests, deadline, progress, (t) => {
+      if (t.key === "d") deadEnd = performance.now();
+    });
+    const summaries = Object.fromEntries(targets.map((t) => [t.key, summarize(t)]));
     const calls = mock.stats("dead").total;
     const durationMs = deadEnd - deadStart;
     const allowance = BREAKER.failureThreshold + Math.ceil(durationMs / BREAKER.cooldownMs);
     const roundRatios = summaries.c.roundRps.map((x, i) => x / summaries.b.roundRps[i]);
-    const result = {
-      options: opts,
-      machine: { cores: (await import("node:os")).availableParallelism(), loadavg: (await import("node:os")).loadavg() },
-      config: { breaker: BREAKER, retry: RETRY },
-      wallSeconds: (Date.now() - startedAt) / 1000,
+    return {
       summaries,
       ratios: {
         reference: {
@@ -557,28 +870,149 @@ async function main() {
         cooldownMs: BREAKER.cooldownMs,
         maxAttempts: RETRY.maxAttempts,
         allowance,
-        concurrencyAllowance: Math.max(BREAKER.failureThreshold * RETRY.maxAttempts, opts.concurrency) + Math.ceil(durationMs / BREAKER.cooldownMs),
+        concurrencyAllowance: Math.max(BREAKER.failureThreshold * RETRY.maxAttempts, c) + Math.ceil(durationMs / BREAKER.cooldownMs),
         perThousand: (calls * 1000) / d.requests,
         allowancePerThousand: (allowance * 1000) / d.requests,
         pass: calls <= allowance,
       },
     };
+  } finally {
+    for (const t of targets) t.agent.destroy();
+  }
+}
+
+const STREAM_TARGETS = [
+  { key: "b", kind: "floor", label: "floor, streamed", model: "bench-model" },
+  { key: "c", kind: "gateway", label: "resilient-llm, streamed", model: "stream", servedBy: "healthy-stream" },
+  { key: "c0", kind: "baseline", label: "resilient-llm baseline build, streamed", model: "stream", servedBy: "healthy-stream" },
+  { key: "e", kind: "reference", label: "reference JS, streamed", model: "healthy", servedBy: "healthy" },
+  { key: "f", kind: "referenceRust", label: "reference Rust/wasm, streamed", model: "healthy", servedBy: "healthy" },
+];
+
+async function streamPhase(opts, kinds, servers, deadline, progress) {
+  const specs = STREAM_TARGETS.filter((s) => kinds[s.kind]);
+  for (const s of specs) servers[`${s.kind}-stream`] = await startMiniflare(kinds[s.kind](true));
+  const targets = [];
+  for (const c of opts.streamConcurrency) {
+    for (const s of specs) {
+      const server = servers[`${s.kind}-stream`];
+      targets.push(makeTarget({ ...s, key: `${s.key}@${c}`, url: v1(server.url), pid: server.pid, concurrency: c, stream: true }));
+    }
+  }
+  progress(`stream: workerd processes ${specs.map((s) => `${s.key} ${servers[`${s.kind}-stream`].pid ?? "not found"}`).join(", ")}`);
+  try {
+    for (const t of targets) await warmUp(t, opts.streamWarmup, deadline);
+    progress("stream: warm-up done");
+    await runRounds("stream", targets, opts.rounds, opts.streamRequests, deadline, progress);
+    return { summaries: Object.fromEntries(targets.map((t) => [t.key, summarize(t)])) };
+  } finally {
+    for (const t of targets) t.agent.destroy();
+  }
+}
+
+const COLD_TARGETS = [
+  { key: "b", kind: "floor", label: "floor", model: "bench-model" },
+  { key: "c", kind: "gateway", label: "resilient-llm", model: "healthy", servedBy: "healthy" },
+  { key: "c0", kind: "baseline", label: "resilient-llm baseline build", model: "healthy", servedBy: "healthy" },
+  { key: "e", kind: "reference", label: "reference JS", model: "healthy", servedBy: "healthy" },
+  { key: "f", kind: "referenceRust", label: "reference Rust/wasm", model: "healthy", servedBy: "healthy" },
+];
+
+async function coldPhase(opts, kinds, deadline, progress) {
+  const specs = COLD_TARGETS.filter((s) => kinds[s.kind]);
+  const runs = Object.fromEntries(specs.map((s) => [s.key, []]));
+  for (let i = 0; i < opts.coldRuns; i++) {
+    if (Date.now() >= deadline) throw new Error(`--max-seconds reached in the cold phase after ${i} runs`);
+    const order = specs.map((_, j) => specs[(j + i) % specs.length]);
+    const cells = [];
+    for (const s of order) {
+      const r = await coldStart(kinds, s.kind, s);
+      runs[s.key].push(r);
+      cells.push(`${s.key} ${fmt(r.coldCpuMs, 1)} ms CPU`);
+    }
+    progress(`cold run ${i + 1}/${opts.coldRuns}: ${cells.join(", ")}`);
+  }
+  return {
+    summaries: Object.fromEntries(specs.map((s) => [s.key, { target: s.key, label: s.label, ...summarizeCold(runs[s.key]) }])),
+  };
+}
+
+// ---------------------------------------------------------------- main
+
+async function main() {
+  let opts;
+  try {
+    opts = parseArgs(process.argv.slice(2));
+  } catch (err) {
+    process.stderr.write(`bench-worker: ${err.message}\n`);
+    return 2;
+  }
+  if (opts.help) {
+    const header = readFileSync(new URL(import.meta.url), "utf8").split("\nimport ")[0];
+    process.stdout.write(`${header.split("\n").slice(1).map((l) => l.replace(/^\/\/ ?/, "")).join("\n")}\n`);
+    return 0;
+  }
+  const need = [
+    ["build/index.js", "run scripts/build-worker.sh (or scripts/bench-worker.sh)"],
+    ["build/index_bg.wasm", "run scripts/build-worker.sh (or scripts/bench-worker.sh)"],
+    ["benches/edge-reference/build/index.js", "run scripts/bench-worker.sh, which builds it"],
+  ].map(([f, how]) => [path.join(ROOT, f), how]);
+  if (opts.baseline) need.push([path.join(opts.baseline, "index.js"), "build it (scripts/bench-worker.sh --baseline-rev REV)"]);
+  for (const [file, how] of need) {
+    if (!existsSync(file)) {
+      process.stderr.write(`bench-worker: ${file} is missing: ${how}\n`);
+      return 2;
+    }
+  }
+  const progress = (msg) => process.stderr.write(`bench-worker: ${msg}\n`);
+  const startedAt = Date.now();
+  const deadline = startedAt + opts.maxSeconds * 1000;
+  // A hard stop in case something hangs past every per-request timeout.
+  const watchdog = setTimeout(() => {
+    process.stderr.write(`bench-worker: error: still running after ${opts.maxSeconds + 30} s, giving up\n`);
+    process.exit(3);
+  }, (opts.maxSeconds + 30) * 1000);
+
+  const servers = {};
+  let mock;
+  try {
+    mock = await startProviders();
+    const kinds = workerKinds(mock, { baseline: opts.baseline });
+    const result = {
+      options: opts,
+      machine: { cores: os.availableParallelism(), loadavg: os.loadavg() },
+      config: { breaker: BREAKER, retry: RETRY, stream: { tokens: STREAM_TOKENS, events: STREAM_EVENTS } },
+    };
+    // Each phase's workers stop before the next starts, so idle processes do not share the cores.
+    const stop = async () => {
+      for (const [name, s] of Object.entries(servers)) {
+        await s.mf.dispose().catch(() => {});
+        delete servers[name];
+      }
+    };
+    if (opts.phases.includes("whole")) {
+      result.whole = await wholePhase(opts, kinds, mock, servers, deadline, progress);
+      await stop();
+    }
+    if (opts.phases.includes("stream")) {
+      result.stream = await streamPhase(opts, kinds, servers, deadline, progress);
+      await stop();
+    }
+    if (opts.phases.includes("cold")) result.cold = await coldPhase(opts, kinds, deadline, progress);
+    result.wallSeconds = (Date.now() - startedAt) / 1000;
+    if (opts.jsonOut) writeFileSync(opts.jsonOut, `${JSON.stringify(result, null, 2)}\n`);
     if (opts.json) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
     else process.stdout.write(`${report(opts, result)}\n`);
     return 0;
   } catch (err) {
     process.stderr.write(`bench-worker: error: ${err?.stack ?? err}\n`);
-    for (const s of [servers.gateway, servers.floor, servers.reference, servers.referenceRust]) {
-      if (s?.tail.length) process.stderr.write(`bench-worker: last workerd output:\n${s.tail.join("").slice(-2000)}\n`);
+    for (const [name, s] of Object.entries(servers)) {
+      if (s?.tail.length) process.stderr.write(`bench-worker: last workerd output of ${name}:\n${s.tail.join("").slice(-2000)}\n`);
     }
     return 1;
   } finally {
-    for (const t of targets) t.agent.destroy();
-    await servers.gateway?.mf.dispose().catch(() => {});
-    await servers.floor?.mf.dispose().catch(() => {});
-    await servers.reference?.mf.dispose().catch(() => {});
-    await servers.referenceRust?.mf.dispose().catch(() => {});
-    await servers.mock?.close().catch(() => {});
+    for (const s of Object.values(servers)) await s.mf.dispose().catch(() => {});
+    await mock?.close().catch(() => {});
     clearTimeout(watchdog);
   }
 }

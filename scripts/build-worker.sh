@@ -4,15 +4,22 @@
 # on purpose (`--debuginfo`) and which is a third of the file. wrangler.toml's [build] runs
 # this; the tools come from scripts/setup.sh (env.sh).
 #
-# The Worker's code is built with `opt-level = "s"`, not the release profile's "z" (which
-# stays for the npm package, whose size limit is tighter): under the edge benchmark it costs
-# ~12 us less workerd CPU per request (of ~0.45 ms), for ~16 KB more gzip (~198 KB of the
-# 200 KB limit). Cargo keeps both builds apart in its target directory.
+# The Worker's code is built with WORKER_OPT_LEVEL (default "s"), not the release profile's
+# "z", which stays for the npm package; cargo keeps each opt-level's build apart in its target
+# directory. build/opt-level records the level of the last build (scripts/bench-worker.sh
+# rebuilds when it differs from the one asked for).
+#   WORKER_OPT_LEVEL=0|1|2|3|s|z scripts/build-worker.sh [worker-build options]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+opt=${WORKER_OPT_LEVEL:-s}
+case $opt in
+  0 | 1 | 2 | 3 | s | z) ;;
+  *) echo "build-worker: WORKER_OPT_LEVEL must be one of 0 1 2 3 s z, not '$opt'" >&2; exit 2 ;;
+esac
 # shellcheck disable=SC1091
 . "${RESILIENT_LLM_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/resilient-llm/tools}/env.sh"
-CARGO_PROFILE_RELEASE_OPT_LEVEL=s nice -n 10 worker-build --release --features worker "$@"
+CARGO_PROFILE_RELEASE_OPT_LEVEL=$opt nice -n 10 worker-build --release --features worker "$@"
 features=(--enable-mutable-globals --enable-sign-ext --enable-nontrapping-float-to-int
   --enable-bulk-memory --enable-multivalue --enable-reference-types --enable-exception-handling)
 "$WASM_OPT_BIN" build/index_bg.wasm -o build/index_bg.wasm --strip-debug --strip-producers "${features[@]}"
+printf '%s\n' "$opt" >build/opt-level

@@ -21,7 +21,7 @@ step "build the Worker"
 scripts/build-worker.sh
 
 step "size"
-RESILIENT_LLM_SIZE_WARN_ONLY=${RESILIENT_LLM_SIZE_WARN_ONLY:-1} scripts/size-worker.sh
+scripts/size-worker.sh
 
 step "wrangler deploy --dry-run"
 out=$(mktemp -d)

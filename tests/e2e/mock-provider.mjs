@@ -26,7 +26,10 @@
 //
 // Config: { "seed": 1, "providers": { "<name>": PROVIDER, … } }   (keys starting with $ are comments)
 // PROVIDER: { "latencyMs": 0, "requireKey": false, "prefill": "accept" | "reject",
-//             "models": ["…"] (others get 404), "chunkDelayMs": 0, "faults": [RULE, …] }
+//             "models": ["…"] (others get 404), "chunkDelayMs": 0, "faults": [RULE, …],
+//             "answerTokens": n, "tokensPerChunk": 1 }
+//   answerTokens: the answer's words repeated to exactly n tokens (one word = one token), for
+//   long answers from short prompts; tokensPerChunk: tokens per streamed content chunk.
 // RULE: { "mode": "ok" | "status" | "hang" | "slow" | "reset" | "malformed" | "stall" | "stream",
 //         "firstN": n, "p": 0..1, "latencyMs": ms, …mode options }
 //   The first rule that takes a request decides it; none: a normal answer. A rule takes a
@@ -59,7 +62,8 @@ const HOST = "127.0.0.1";
 const MAX_BODY_BYTES = 8 * 1024 * 1024;
 const DEFAULT_HOLD_MS = 10 * 60 * 1000;
 const AUTH_HEADERS = new Set(["authorization", "x-api-key", "api-key", "proxy-authorization", "cookie"]);
-const PROVIDER_KEYS = new Set(["latencyMs", "requireKey", "prefill", "models", "chunkDelayMs", "faults", "fault"]);
+const PROVIDER_KEYS = new Set(["latencyMs", "requireKey", "prefill", "models", "chunkDelayMs", "faults", "fault",
+  "answerTokens", "tokensPerChunk"]);
 const RULE_KEYS = {
   common: ["mode", "firstN", "p", "latencyMs"],
   ok: [],
@@ -121,13 +125,16 @@ function normalizeProvider(raw, where, base = defaultProvider()) {
   for (const key of settingKeys(raw)) check(PROVIDER_KEYS.has(key), `${where}.${key}: unknown setting`);
   check(raw.latencyMs === undefined || isCount(raw.latencyMs), `${where}.latencyMs: must be a whole number >= 0`);
   check(raw.chunkDelayMs === undefined || isCount(raw.chunkDelayMs), `${where}.chunkDelayMs: must be a whole number >= 0`);
+  for (const key of ["answerTokens", "tokensPerChunk"]) {
+    check(raw[key] === undefined || (Number.isInteger(raw[key]) && raw[key] >= 1 && raw[key] <= 1_000_000), `${where}.${key}: must be a whole number in 1..1000000`);
+  }
   check(raw.prefill === undefined || ["accept", "reject"].includes(raw.prefill), `${where}.prefill: "accept" or "reject"`);
   check(raw.models === undefined || (Array.isArray(raw.models) && raw.models.every((m) => typeof m === "string")), `${where}.models: a list of names`);
   check(!(raw.faults && raw.fault), `${where}: give "faults" or "fault", not both`);
   const rules = raw.fault ? [raw.fault] : raw.faults;
   check(rules === undefined || Array.isArray(rules), `${where}.faults: must be a list`);
   const next = { ...base };
-  for (const key of ["latencyMs", "requireKey", "prefill", "models", "chunkDelayMs"]) {
+  for (const key of ["latencyMs", "requireKey", "prefill", "models", "chunkDelayMs", "answerTokens", "tokensPerChunk"]) {
     if (raw[key] !== undefined) next[key] = raw[key];
   }
   next.requireKey = Boolean(next.requireKey);
@@ -136,7 +143,7 @@ function normalizeProvider(raw, where, base = defaultProvider()) {
 }
 
 function defaultProvider() {
-  return { latencyMs: 0, requireKey: false, prefill: "accept", models: null, chunkDelayMs: 0, faults: [] };
+  return { latencyMs: 0, requireKey: false, prefill: "accept", models: null, chunkDelayMs: 0, faults: [], answerTokens: null, tokensPerChunk: 1 };
 }
 
 function normalizeConfig(raw) {
@@ -253,10 +260,22 @@ function makeAnswer(provider, body, maxTokens) {
   // A trailing assistant message is a prefill: the answer continues it, as real models do.
   const last = body.messages.at(-1);
   const prefill = last?.role === "assistant" ? textOf(last.content) : "";
-  const chunks = splitChunks(prefill && full.startsWith(prefill) ? full.slice(prefill.length) : full);
-  const truncated = Number.isInteger(maxTokens) && maxTokens < chunks.length;
-  const kept = truncated ? chunks.slice(0, maxTokens) : chunks;
-  return { chunks: kept, text: kept.join(""), truncated, inputTokens: promptTokens(body), outputTokens: kept.length };
+  const tokens = padTokens(splitChunks(prefill && full.startsWith(prefill) ? full.slice(prefill.length) : full),
+    provider.settings.answerTokens);
+  const truncated = Number.isInteger(maxTokens) && maxTokens < tokens.length;
+  const kept = truncated ? tokens.slice(0, maxTokens) : tokens;
+  const per = provider.settings.tokensPerChunk ?? 1;
+  const chunks = [];
+  for (let i = 0; i < kept.length; i += per) chunks.push(kept.slice(i, i + per).join(""));
+  return { chunks, text: kept.join(""), truncated, inputTokens: promptTokens(body), outputTokens: kept.length };
+}
+
+/** The tokens repeated in order to exactly n (a space between words), or as they are when n is null. */
+function padTokens(tokens, n) {
+  if (!n) return tokens;
+  const words = tokens.map((t) => t.trim()).filter(Boolean);
+  if (words.length === 0) words.push("word");
+  return Array.from({ length: n }, (_, i) => `${words[i % words.length]}${i < n - 1 ? " " : ""}`);
 }
 
 // ---------------------------------------------------------------- the two wire formats

@@ -399,6 +399,24 @@ describe("streams", () => {
       assert.equal(usage.usage.completion_tokens, 5);
     }));
 
+  test("answerTokens and tokensPerChunk: a long answer in fewer, bigger chunks", () =>
+    withMock({ providers: { long: { answerTokens: 1000, tokensPerChunk: 10 } } }, async (mock) => {
+      const { events, ended } = await readStream(await chat(mock, "long", openaiBody("a b", { stream: true, stream_options: { include_usage: true } })));
+      assert.ok(ended);
+      const chunks = events.slice(0, -1).map((e) => JSON.parse(e.data));
+      const content = chunks.filter((c) => c.choices[0]?.delta?.content);
+      assert.equal(content.length, 100);
+      const words = contentOf("openai", events).split(" ");
+      assert.equal(words.length, 1000);
+      assert.deepEqual(words.slice(0, 5), ["[long]", "echo:", "a", "b", "[long]"]);
+      assert.equal(chunks.at(-1).usage.completion_tokens, 1000);
+      const whole = await (await chat(mock, "long", openaiBody("a b", { max_tokens: 7 }))).json();
+      assert.equal(whole.choices[0].message.content, "[long] echo: a b [long] echo: a "); // cut as word pieces, as without answerTokens
+      assert.equal(whole.choices[0].finish_reason, "length");
+      const bad = await (await post(`${mock.url}/admin/long/fault`, { tokensPerChunk: 0 })).json();
+      assert.match(bad.error, /tokensPerChunk/);
+    }));
+
   test("OpenAI stream without include_usage has no usage", () =>
     withMock({}, async (mock) => {
       const { events } = await readStream(await chat(mock, "any", openaiBody("x", { stream: true })));

@@ -8,16 +8,27 @@
 //! headers as one `JSON.parse`d record, an `AbortController` aborted by a `setTimeout` that
 //! calls a Rust closure and is cleared after, `console.log`, JSON by `serde_json`.
 //!
+//! With `"stream": true`, the upstream request asks for a stream and the answer is passed
+//! on as it comes, with the least a gateway must do to a stream: the upstream body read
+//! through its `ReadableStream` reader chunk by chunk (as `src/web/fetch.rs` reads it), cut
+//! into SSE events, each event's data parsed as JSON (a gateway must see each event to know
+//! whether the answer finished), the complete events forwarded in a `ReadableStream` made by
+//! `worker::Response::from_stream` (as `src/worker/mod.rs` makes it), one log line at the end.
+//!
 //! Any other path is the floor in Rust: the request passed to the upstream as is.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context as TaskContext, Poll};
 
+use futures_core::Stream;
 use js_sys::{Promise, Reflect, Uint8Array, JSON};
 use serde_json::Value;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{AbortController, RequestInit, ResponseInit};
+use web_sys::{AbortController, ReadableStreamDefaultReader, RequestInit, ResponseInit};
 use worker::{event, Context, Env, Result};
 
 #[wasm_bindgen]
@@ -116,6 +127,10 @@ async fn gateway_io(req: web_sys::Request, up: &Upstream) -> Result<web_sys::Res
     if let Some(max) = request.get("max_tokens") {
         body.insert("max_completion_tokens".into(), max.clone());
     }
+    let stream = request.get("stream") == Some(&Value::Bool(true));
+    if stream {
+        body.insert("stream".into(), true.into());
+    }
     let body = serde_json::to_vec(&body).unwrap_or_default();
 
     let timer = Timer::new(30_000.0)?;
@@ -132,6 +147,12 @@ async fn gateway_io(req: web_sys::Request, up: &Upstream) -> Result<web_sys::Res
         .await?
         .dyn_into()?;
     let status = resp.status();
+    if stream {
+        return match resp.body() {
+            Some(body) if status == 200 => forward(body, timer, route.to_string(), started),
+            _ => error(502, "upstream failed", "api_error"),
+        };
+    }
     let answer = bytes(resp.array_buffer()).await?;
     drop(timer);
     let answer = serde_json::from_slice::<Value>(&answer).unwrap_or(Value::Null);
@@ -155,6 +176,140 @@ async fn gateway_io(req: web_sys::Request, up: &Upstream) -> Result<web_sys::Res
         ],
         serde_json::to_vec(&answer).unwrap_or_default(),
     )
+}
+
+/// The upstream event stream passed on as a response, event by event.
+fn forward(
+    body: web_sys::ReadableStream,
+    timer: Timer,
+    route: String,
+    started: f64,
+) -> Result<web_sys::Response> {
+    let events = Events {
+        reader: Some(body.get_reader().unchecked_into()),
+        pending: None,
+        buffer: Vec::new(),
+        events: 0,
+        finished: false,
+        timer: Some(timer),
+        route,
+        started,
+    };
+    let response = worker::Response::from_stream(events)?;
+    let worker::ResponseBody::Stream(stream) = response.body() else {
+        return Err(worker::Error::RustError("a stream without a stream".into()));
+    };
+    let init = ResponseInit::new();
+    init.set_status(200);
+    init.set_headers(&headers(&[
+        ("content-type", "text/event-stream"),
+        ("x-served-by", "healthy/bench-model"),
+        ("x-attempts", "1"),
+    ]));
+    Ok(web_sys::Response::new_with_opt_readable_stream_and_init(
+        Some(stream),
+        &init,
+    )?)
+}
+
+/// The upstream body read chunk by chunk; each poll yields the complete events received.
+struct Events {
+    reader: Option<ReadableStreamDefaultReader>,
+    pending: Option<JsFuture>,
+    buffer: Vec<u8>,
+    events: u32,
+    finished: bool,
+    timer: Option<Timer>,
+    route: String,
+    started: f64,
+}
+
+impl Events {
+    /// The complete events at the front of the buffer, each one's data parsed; they are
+    /// taken out of the buffer and returned as they came.
+    fn complete(&mut self) -> std::result::Result<Vec<u8>, worker::Error> {
+        let Some(end) = self.buffer.windows(2).rposition(|w| w == b"\n\n") else {
+            return Ok(Vec::new());
+        };
+        let rest = self.buffer.split_off(end + 2);
+        let out = std::mem::replace(&mut self.buffer, rest);
+        for line in out
+            .split(|&b| b == b'\n')
+            .filter(|l| l.starts_with(b"data: "))
+        {
+            let data = &line[6..];
+            if data == b"[DONE]" {
+                self.finished = true;
+            } else {
+                serde_json::from_slice::<Value>(data)
+                    .map_err(|e| worker::Error::RustError(format!("upstream event: {e}")))?;
+                self.events += 1;
+            }
+        }
+        Ok(out)
+    }
+
+    fn end(&mut self) {
+        self.reader = None;
+        self.timer = None;
+        let line = serde_json::json!({
+            "level": "info", "msg": "request", "route": self.route, "servedBy": "healthy/bench-model",
+            "attempts": 1, "status": 200, "events": self.events, "finished": self.finished,
+            "latencyMs": js_sys::Date::now() - self.started,
+        });
+        web_sys::console::log_1(&JsValue::from_str(&line.to_string()));
+    }
+}
+
+impl Stream for Events {
+    type Item = std::result::Result<Vec<u8>, worker::Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            let Some(reader) = &this.reader else {
+                return Poll::Ready(None);
+            };
+            let read = this
+                .pending
+                .get_or_insert_with(|| JsFuture::from(reader.read()));
+            let result = match Pin::new(read).poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(r) => r,
+            };
+            this.pending = None;
+            let result = match result {
+                Ok(r) => r,
+                Err(e) => {
+                    this.end();
+                    return Poll::Ready(Some(Err(e.into())));
+                }
+            };
+            let done = Reflect::get(&result, &JsValue::from_str("done"))
+                .map(|d| d.is_truthy())
+                .unwrap_or(true);
+            if done {
+                this.end();
+                return Poll::Ready(None);
+            }
+            let value = Reflect::get(&result, &JsValue::from_str("value")).unwrap_or_default();
+            let Ok(chunk) = value.dyn_into::<Uint8Array>() else {
+                this.end();
+                return Poll::Ready(Some(Err(worker::Error::RustError(
+                    "a body chunk that is not a Uint8Array".into(),
+                ))));
+            };
+            this.buffer.extend_from_slice(&chunk.to_vec());
+            match this.complete() {
+                Ok(out) if out.is_empty() => continue,
+                Ok(out) => return Poll::Ready(Some(Ok(out))),
+                Err(e) => {
+                    this.end();
+                    return Poll::Ready(Some(Err(e)));
+                }
+            }
+        }
+    }
 }
 
 /// An `AbortController` aborted by a `setTimeout` calling a Rust closure (as resilient-llm's
