@@ -9,8 +9,8 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use resilient_llm::config::Config;
 use resilient_llm::testing::{block_on, reply, FakePlatform};
+use resilient_llm::Config;
 use resilient_llm::{ChatRequest, Client, Message};
 use serde_json::json;
 

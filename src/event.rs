@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::breaker::StateName;
 use crate::error::ProviderError;
+use crate::policy::breaker::StateName;
 
 /// One thing that happened during a request.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

@@ -19,6 +19,14 @@
 //!
 //! Layer order is fixed: timeout inside retry inside breaker inside chain.
 //!
+//! The modules read in layers, each importing only those below it:
+//! hosts (`web`, `worker`, `js`) → `gateway`, `fleet`, `config` → `engine`
+//! (the only async code: client, cursor, retry, stream, timeout, stores) →
+//! `provider`, `format` (sans-IO adapters and client wire formats) → `policy`
+//! (pure decisions: backoff, budget, breaker, statistics) → `chat`, `error`,
+//! `platform`. Every public type is re-exported here; `testing`, `format`,
+//! `gateway`, `fleet` and `web` are public namespaces of their own.
+//!
 //! ```
 //! use resilient_llm::testing::{block_on, err, ok, FakePlatform, ScriptedProvider};
 //! use resilient_llm::{ChatRequest, Client, Entry, ErrorKind, Message, Upstream};
@@ -40,59 +48,64 @@
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
-pub mod backoff;
-pub mod breaker;
-pub mod chain;
-pub mod chat;
-pub mod config;
-mod cursor;
-pub mod error;
-pub mod event;
+mod chat;
+mod config;
+mod engine;
+mod error;
+mod event;
 pub mod fleet;
 pub mod format;
 pub mod gateway;
 mod issue;
 #[cfg(all(target_arch = "wasm32", feature = "js"))]
-pub mod js;
-pub mod platform;
-pub mod provider;
-mod retry;
+mod js;
+mod platform;
+mod policy;
+mod provider;
 mod secret;
-pub mod sse;
-pub mod stats;
-pub mod store;
-pub mod stream;
+mod sse;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
-pub mod timeout;
 #[cfg(all(target_arch = "wasm32", feature = "web"))]
 pub mod web;
 #[cfg(all(target_arch = "wasm32", feature = "worker"))]
-pub mod worker;
+mod worker;
 
-pub use backoff::{BudgetPolicy, RetryBudget, RetryPolicy};
-pub use breaker::{
-    Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, Snapshot, State, StateName,
-};
-pub use chain::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
 pub use chat::{
     ChatRequest, ChatResponse, Delta, FinishReason, Message, Part, RawJson, Role, Tool, ToolCall,
     ToolChoice, Usage,
 };
+pub use config::{
+    parse_json, BreakerConfig, BudgetConfig, Config, EntryConfig, GatewayConfig, LimitsConfig,
+    Policies, RetryConfig, Validated,
+};
+pub use engine::client::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
+pub use engine::store::{BreakerStore, MemoryStore};
+pub use engine::stream::ChatStream;
+pub use engine::timeout::timeout;
 pub use error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError, Treatment};
 pub use event::{Event, Observer};
 pub use fleet::{Fleet, FleetLink, FleetPolicy, FleetStore};
 pub use format::{FormatError, FormatErrorKind};
 pub use issue::{ConfigError, ConfigIssue};
+#[cfg(all(target_arch = "wasm32", feature = "js"))]
+pub use js::{error_classes, ResilientClient};
 pub use platform::{
-    Body, BufferedResponse, Headers, HttpRequest, HttpResponse, Platform, TransportError,
-    TransportErrorKind, UnixMillis,
+    Body, BodySource, BufferedResponse, ChunkStream, Headers, HttpRequest, HttpResponse, Platform,
+    TransportError, TransportErrorKind, UnixMillis, WholeRead,
 };
-pub use provider::{Capabilities, CustomProvider, Provider, Upstream};
+pub use policy::backoff::{parse_retry_after, RetryPolicy};
+pub use policy::breaker::{
+    Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, PermitKind, Snapshot, State, StateName,
+};
+pub use policy::budget::{BudgetPolicy, RetryBudget};
+pub use policy::stats::{Health, Latency};
+pub use provider::{
+    build_provider, classify, Anthropic, AuthStyle, Capabilities, CustomProvider, ErrorBody,
+    LocalFuture, ModelConfig, Models, OpenAi, Preset, PresetName, Provider, ProviderConfig, Quirks,
+    Upstream,
+};
 pub use secret::Secret;
-pub use stats::Health;
-pub use store::{BreakerStore, MemoryStore};
-pub use stream::ChatStream;
-// Provider adapters and their configuration.
-pub use provider::{Anthropic, Models, OpenAi, PresetName, ProviderConfig};
+pub use sse::{SseDecoder, SseEvent};

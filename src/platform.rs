@@ -374,6 +374,6 @@ impl fmt::Display for TransportErrorKind {
 }
 
 /// Converts a [`Duration`] to whole milliseconds, saturating.
-pub fn millis(d: Duration) -> u64 {
+pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

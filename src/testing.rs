@@ -32,13 +32,13 @@ use std::time::Duration;
 use futures_core::Stream;
 
 use crate::chat::{ChatRequest, ChatResponse, FinishReason, Usage};
+use crate::engine::timeout::{timeout, Elapsed};
 use crate::error::{ErrorKind, ProviderError};
 use crate::platform::{
     millis, Body, Headers, HttpRequest, HttpResponse, Platform, TransportError, TransportErrorKind,
     UnixMillis,
 };
 use crate::provider::{CustomProvider, LocalFuture};
-use crate::timeout::{timeout, Elapsed};
 
 /// A platform with a virtual clock, scripted randomness and scripted HTTP.
 /// Clones share state.

@@ -6,8 +6,8 @@ mod common;
 use std::time::Duration;
 
 use common::fixture;
-use resilient_llm::config::Config;
 use resilient_llm::testing::{block_on, FakePlatform};
+use resilient_llm::Config;
 use resilient_llm::{ChatRequest, Error, ErrorKind, Message};
 use serde_json::json;
 

@@ -6,9 +6,9 @@
 use std::future::poll_fn;
 
 use resilient_llm::gateway::{Gateway, Inbound, Outbound, Piece, Setup};
-use resilient_llm::sse::{SseDecoder, SseEvent};
 use resilient_llm::testing::{block_on, reply, BodyEnd, FakePlatform, Reply};
 use resilient_llm::{Body, Headers, MemoryStore};
+use resilient_llm::{SseDecoder, SseEvent};
 use serde_json::{json, Value};
 
 fn gateway(p: &FakePlatform, max_attempts: u32) -> Gateway<FakePlatform, MemoryStore> {

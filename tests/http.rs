@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use resilient_llm::sse::SseEvent;
 use resilient_llm::testing::{block_on, fail, hang, reply, BodyEnd, FakePlatform};
+use resilient_llm::SseEvent;
 use resilient_llm::{
     BufferedResponse, Capabilities, ChatRequest, ChatResponse, Client, Delta, Entry, ErrorKind,
     HttpRequest, Message, Platform, Policy, Provider, ProviderError, TransportErrorKind,
@@ -274,7 +274,7 @@ fn dropping_the_call_aborts_the_request_and_gives_the_probe_permit_back() {
     {
         // The caller gives up half a second into the half-open probe.
         let outer = p.sleep(Duration::from_millis(500));
-        let r = block_on(&p, resilient_llm::timeout::timeout(outer, c.chat(req())));
+        let r = block_on(&p, resilient_llm::timeout(outer, c.chat(req())));
         assert!(r.is_err(), "the caller's deadline won");
     }
     assert_eq!(p.aborted(), 1, "dropping the call aborted its request");

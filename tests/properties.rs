@@ -7,13 +7,12 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use resilient_llm::breaker::Snapshot;
-use resilient_llm::provider::LocalFuture;
 use resilient_llm::testing::{block_on, FakePlatform, ScriptedProvider, Step};
 use resilient_llm::{
     BreakerPolicy, BreakerStore, ChatRequest, ChatResponse, CircuitOpen, Client, CustomProvider,
     Entry, ErrorKind, MemoryStore, Message, Outcome, Permit, ProviderError, UnixMillis, Upstream,
 };
+use resilient_llm::{LocalFuture, Snapshot};
 
 /// Permits granted and not yet handed back, per provider.
 type Live = Rc<RefCell<BTreeMap<String, i64>>>;

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
-use resilient_llm::provider::{build, OpenAi, Provider, ProviderConfig};
+use resilient_llm::{build_provider, OpenAi, Provider, ProviderConfig};
 use resilient_llm::{
     Anthropic, BufferedResponse, ChatRequest, Headers, Message, Part, PresetName, Role, Secret,
     Tool, ToolCall, ToolChoice,
@@ -125,7 +125,7 @@ fn secret(name: &str) -> Option<String> {
 fn provider(case: &Case) -> Box<dyn Provider> {
     let cfg: ProviderConfig = serde_json::from_value(case.config.clone()).unwrap();
     let mut issues = Vec::new();
-    let p = build(
+    let p = build_provider(
         case.name,
         &cfg,
         &secret,
@@ -320,7 +320,7 @@ fn anthropic_quirks_are_in_the_request() {
     }))
     .unwrap();
     let mut issues = Vec::new();
-    let p = build(
+    let p = build_provider(
         "anthropic",
         &cfg,
         &|_| None,
@@ -351,7 +351,7 @@ fn openai_quirks_are_in_the_request() {
     }))
     .unwrap();
     let mut issues = Vec::new();
-    let p = build("openai", &cfg, &secret, "providers.openai", &mut issues).unwrap();
+    let p = build_provider("openai", &cfg, &secret, "providers.openai", &mut issues).unwrap();
     let mut req = representative_request();
     let e = p.encode(&req, "gpt-x").unwrap_err();
     assert_eq!(e.kind, resilient_llm::ErrorKind::Unsupported, "{e}");
@@ -379,7 +379,7 @@ fn a_missing_key_names_the_secret_not_a_value() {
     let cfg: ProviderConfig =
         serde_json::from_value(json!({"kind": "openai-compatible", "preset": "groq"})).unwrap();
     let mut issues = Vec::new();
-    assert!(build("groq", &cfg, &|_| None, "providers.groq", &mut issues).is_none());
+    assert!(build_provider("groq", &cfg, &|_| None, "providers.groq", &mut issues).is_none());
     assert_eq!(
         issues.iter().map(ToString::to_string).collect::<Vec<_>>(),
         ["providers.groq.apiKeyEnv: secret \"GROQ_API_KEY\" is not set"]

@@ -9,12 +9,11 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use resilient_llm::format::anthropic_stream::AnthropicStreamEncoder;
 use resilient_llm::format::openai_stream::OpenAiStreamEncoder;
-use resilient_llm::provider::OpenAi;
-use resilient_llm::sse::{SseDecoder, SseEvent};
 use resilient_llm::{
     Anthropic, ChatRequest, Delta, ErrorKind, FinishReason, Message, PresetName, Provider,
     ProviderError, Secret, Usage,
 };
+use resilient_llm::{OpenAi, SseDecoder, SseEvent};
 use serde_json::{json, Value};
 
 fn read(path: &str) -> Vec<u8> {

@@ -7,8 +7,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use resilient_llm::config::Config;
 use resilient_llm::testing::{block_on, fail, reply, BodyEnd, FakePlatform, Reply};
+use resilient_llm::Config;
 use resilient_llm::{
     CallOptions, ChatRequest, Client, Delta, Error, ErrorKind, Event, FinishReason, Message,
     Platform, TransportErrorKind, Usage,
@@ -628,9 +628,7 @@ fn a_stream_dropped_during_its_half_open_probe_gives_the_permit_back() {
         let mut s = c.stream(req(), CallOptions::default()).unwrap();
         let outer = p.sleep(Duration::from_millis(500));
         assert!(
-            resilient_llm::timeout::timeout(outer, s.next())
-                .await
-                .is_err(),
+            resilient_llm::timeout(outer, s.next()).await.is_err(),
             "the probe hangs"
         );
     });

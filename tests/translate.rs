@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use resilient_llm::format::{anthropic, openai, Read};
-use resilient_llm::provider::OpenAi;
+use resilient_llm::OpenAi;
 use resilient_llm::{
     Anthropic, BufferedResponse, ChatResponse, ErrorKind, FinishReason, FormatErrorKind, Headers,
     PresetName, Provider, Role, Secret, ToolCall, Usage,
@@ -408,12 +408,8 @@ fn errors_render_in_each_client_format() {
             openai::render_error(status, "m", None),
             anthropic::render_error(status, "m"),
         ] {
-            let e = resilient_llm::provider::classify(
-                status,
-                &Headers::new(),
-                body.to_string().as_bytes(),
-                0,
-            );
+            let e =
+                resilient_llm::classify(status, &Headers::new(), body.to_string().as_bytes(), 0);
             assert_eq!(e.kind, kind);
             assert_eq!(e.message, "m");
         }

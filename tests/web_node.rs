@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use js_sys::Reflect;
-use resilient_llm::timeout::timeout;
+use resilient_llm::timeout;
 use resilient_llm::web::{sleep, WebPlatform};
 use resilient_llm::{HttpRequest, Platform, TransportErrorKind};
 use wasm_bindgen::prelude::*;

@@ -22,14 +22,15 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_path_to_error::Segment;
 
-use crate::backoff::{BudgetPolicy, RetryPolicy};
-use crate::breaker::BreakerPolicy;
-use crate::chain::{Client, ClientBuilder, Entry, Policy};
+use crate::engine::client::{Client, ClientBuilder, Entry, Policy};
 use crate::issue::path_text;
-pub use crate::issue::{ConfigError, ConfigIssue};
+pub(crate) use crate::issue::{ConfigError, ConfigIssue};
 use crate::platform::Platform;
+use crate::policy::backoff::RetryPolicy;
+use crate::policy::breaker::BreakerPolicy;
+use crate::policy::budget::BudgetPolicy;
 use crate::provider::{Provider, ProviderConfig, Upstream};
-pub use crate::secret::Secret;
+pub(crate) use crate::secret::Secret;
 
 /// The whole configuration, as JSON from wrangler `[vars]` or from JS.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -157,7 +158,9 @@ impl Config {
             if extra.contains(&id.as_str()) {
                 issues.add(&path, "a custom provider has the same name");
             }
-            if let Some(p) = crate::provider::config::build(id, cfg, secret, &path, &mut issues.0) {
+            if let Some(p) =
+                crate::provider::config::build_provider(id, cfg, secret, &path, &mut issues.0)
+            {
                 providers.push((id.clone(), p));
             }
         }

@@ -8,8 +8,8 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use super::{Fleet, FleetLink, FleetPolicy, Inbox, LeaseAnswer, LinkError, Report};
-use crate::breaker::BreakerPolicy;
 use crate::platform::Platform;
+use crate::policy::breaker::BreakerPolicy;
 use crate::testing::FakePlatform;
 
 /// The fleet objects of every provider. Clones share state.

@@ -6,13 +6,13 @@
 //! logic; the Worker host only moves its messages.
 //!
 //! - **The object side**, [`Fleet`] (`object.rs`): folds batches of [`Report`]s from every
-//!   isolate into one [`Breaker`](crate::breaker::Breaker) (the same state machine), grants the
+//!   isolate into one [`Breaker`](crate::policy::breaker::Breaker) (the same state machine), grants the
 //!   half-open **probe lease** (one probe fleet-wide per cooldown, with an
 //!   expiry so a dead prober cannot pin the state; the holder's verdict
 //!   closes or re-opens it), and answers state queries with a [`View`]. It is
 //!   plain serde data: the object loads it, calls one method and stores it
 //!   back, with no `.await` in between.
-//! - **The isolate side**, [`FleetStore`] (`store.rs`): a [`BreakerStore`](crate::store::BreakerStore) that decides
+//! - **The isolate side**, [`FleetStore`] (`store.rs`): a [`BreakerStore`](crate::engine::store::BreakerStore) that decides
 //!   from memory (local breaker + cached [`View`], fresh for
 //!   [`FleetPolicy::ttl`]). Verdicts are queued and sent in the background in
 //!   batches, at once on a local transition; a stale view is refreshed in the
@@ -39,8 +39,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::breaker::State;
 use crate::platform::UnixMillis;
+use crate::policy::breaker::State;
 
 pub use object::{Fleet, Lease};
 pub use store::{FleetStore, Inbox};

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::breaker::{
+use crate::platform::{millis, UnixMillis};
+use crate::policy::breaker::{
     Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, PermitKind, Snapshot, State,
 };
-use crate::platform::{millis, UnixMillis};
 
 use super::{LeaseAnswer, Report, Verdict, View};
 

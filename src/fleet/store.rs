@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
-use crate::breaker::{
+use crate::engine::store::BreakerStore;
+use crate::platform::{millis, UnixMillis};
+use crate::policy::breaker::{
     Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, PermitKind, Snapshot, State,
 };
-use crate::platform::{millis, UnixMillis};
-use crate::store::BreakerStore;
 
 use super::{FleetLink, FleetPolicy, LeaseAnswer, Report, Verdict, View};
 

@@ -1,9 +1,9 @@
 use super::fake::{FakeLink, FakeObject};
 use super::*;
-use crate::breaker::StateName;
-use crate::breaker::{BreakerPolicy, CircuitOpen, Outcome, Permit, State};
+use crate::engine::store::BreakerStore;
 use crate::platform::UnixMillis;
-use crate::store::BreakerStore;
+use crate::policy::breaker::StateName;
+use crate::policy::breaker::{BreakerPolicy, CircuitOpen, Outcome, Permit, State};
 use crate::testing::{block_on, FakePlatform};
 use crate::Platform;
 use std::time::Duration;

@@ -27,15 +27,15 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::breaker::{BreakerPolicy, StateName};
-use crate::chain::{CallOptions, Client, Entry, Reply};
 use crate::config::{Config, ConfigError, ConfigIssue, Secret, Validated};
+use crate::engine::client::{CallOptions, Client, Entry, Reply};
+use crate::engine::store::BreakerStore;
+use crate::engine::stream::ChatStream;
 use crate::error::{AttemptOutcome, Error, ErrorKind};
 use crate::format::{anthropic, openai, FormatErrorKind};
 use crate::platform::{Body, Headers, Platform, UnixMillis};
-use crate::stats::Health;
-use crate::store::BreakerStore;
-use crate::stream::ChatStream;
+use crate::policy::breaker::{BreakerPolicy, StateName};
+use crate::policy::stats::Health;
 
 pub use sse::{Piece, PieceStream};
 

@@ -14,14 +14,14 @@ use futures_core::Stream;
 use serde::Serialize;
 
 use super::Format;
-use crate::chain::Client;
 use crate::chat::{Delta, Usage};
+use crate::engine::client::Client;
+use crate::engine::store::BreakerStore;
+use crate::engine::stream::ChatStream;
 use crate::error::{Error, ErrorKind, ProviderError};
 use crate::format::anthropic_stream::AnthropicStreamEncoder;
 use crate::format::openai_stream::OpenAiStreamEncoder;
 use crate::platform::Platform;
-use crate::store::BreakerStore;
-use crate::stream::ChatStream;
 
 /// One piece of a streamed response.
 #[derive(Debug, Clone, PartialEq, Eq)]

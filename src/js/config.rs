@@ -2,8 +2,8 @@
 //! same the Worker reads, plus the JS providers passed in
 //! `options.providers`.
 
-use crate::chain::Client;
 use crate::config::{Config, ConfigError, ConfigIssue, EntryConfig};
+use crate::engine::client::Client;
 use crate::event::Observer;
 use crate::provider::Upstream;
 use crate::web::WebPlatform;

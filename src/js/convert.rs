@@ -15,10 +15,10 @@ use serde::Deserialize;
 use serde_json::Value;
 use wasm_bindgen::prelude::*;
 
-use crate::chain::Reply;
 use crate::chat::{ChatRequest, ChatResponse, FinishReason, Message, Part, Role, Tool};
 use crate::chat::{ToolCall, ToolChoice, Usage};
 use crate::config::{parse_json, ConfigError, ConfigIssue};
+use crate::engine::client::Reply;
 use crate::error::{ErrorKind, ProviderError};
 use crate::js::errors::{prop, to_js};
 use crate::web::error_message;

@@ -36,11 +36,11 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::future_to_promise;
 use web_sys::AbortSignal;
 
-use crate::chain::{CallOptions, Client};
 use crate::config::{ConfigError, ConfigIssue};
+use crate::engine::client::{CallOptions, Client};
+use crate::engine::timeout::timeout;
 use crate::event::{Event, Observer};
 use crate::provider::Upstream;
-use crate::timeout::timeout;
 use crate::web::notify::{self, Notify};
 use crate::web::WebPlatform;
 
@@ -273,7 +273,7 @@ impl ResilientClient {
     ) -> Result<JsValue, JsValue> {
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let (req, opts, signal) = Self::call_args(&request, &options)?;
-        let s = crate::stream::ChatStream::open(Rc::clone(&self.inner), req, opts)
+        let s = crate::engine::stream::ChatStream::open(Rc::clone(&self.inner), req, opts)
             .map_err(|e| errors::call_error(&e))?;
         Ok(errors::async_iterable(
             stream::StreamHandle::new(s, signal).into(),

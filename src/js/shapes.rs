@@ -7,11 +7,11 @@
 use serde::ser::{Serialize, Serializer};
 use serde_json::Value;
 
-use crate::chain::{Reply, ServedBy};
 use crate::chat::{
     ChatRequest, FinishReason, Message, Part, Role, Tool, ToolCall, ToolChoice, Usage,
 };
 use crate::config::ConfigIssue;
+use crate::engine::client::{Reply, ServedBy};
 use crate::error::{Attempt, ErrorKind, ProviderError};
 use crate::platform::millis;
 

@@ -10,13 +10,13 @@ use wasm_bindgen_futures::future_to_promise;
 use web_sys::AbortSignal;
 
 use super::{errors, Aborted};
-use crate::chain::Client;
 use crate::chat::Delta;
-use crate::store::MemoryStore;
-use crate::timeout::timeout;
+use crate::engine::client::Client;
+use crate::engine::store::MemoryStore;
+use crate::engine::timeout::timeout;
 use crate::web::WebPlatform;
 
-type Stream = crate::stream::ChatStream<Rc<Client<WebPlatform>>, WebPlatform, MemoryStore>;
+type Stream = crate::engine::stream::ChatStream<Rc<Client<WebPlatform>>, WebPlatform, MemoryStore>;
 
 /// Where the stream is between calls to `next()`.
 enum Slot {

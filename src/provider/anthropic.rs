@@ -24,16 +24,16 @@ use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
 use crate::sse::SseEvent;
 
 /// The API version sent by default.
-pub const DEFAULT_VERSION: &str = "2023-06-01";
+pub(crate) const DEFAULT_VERSION: &str = "2023-06-01";
 
 /// The `max_tokens` sent when the request sets none (the API requires one).
-pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+pub(crate) const DEFAULT_MAX_TOKENS: u32 = 4096;
 
 /// The API's base URL.
-pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+pub(crate) const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 
 /// A Messages API adapter. Built with [`Anthropic::new`] and the builder
-/// methods, or from configuration by [`super::build`].
+/// methods, or from configuration by [`crate::build_provider`].
 #[derive(Debug, Clone)]
 pub struct Anthropic {
     id: String,

@@ -9,9 +9,9 @@
 
 use serde_json::Value;
 
-use crate::backoff::parse_retry_after;
 use crate::error::{ErrorKind, ProviderError};
 use crate::platform::{Headers, UnixMillis};
+use crate::policy::backoff::parse_retry_after;
 
 /// The longest provider message kept in an error.
 const MAX_MESSAGE: usize = 500;

@@ -206,7 +206,7 @@ pub struct CompatibleConfig {
 /// path (`providers.openai`). Every problem is pushed to `issues` with its
 /// path; the adapter is returned only when there was none. No message ever
 /// holds a secret's value.
-pub fn build(
+pub fn build_provider(
     id: &str,
     cfg: &ProviderConfig,
     secret: &dyn Fn(&str) -> Option<String>,
@@ -499,7 +499,7 @@ mod tests {
                 .map(|(_, v)| v.to_string())
         };
         let mut issues = Vec::new();
-        let built = build("p", &cfg, &lookup, "providers.p", &mut issues).is_some();
+        let built = build_provider("p", &cfg, &lookup, "providers.p", &mut issues).is_some();
         (built, issues.iter().map(ToString::to_string).collect())
     }
 

@@ -8,11 +8,11 @@
 //! time by [`Provider::decode_event`]. A [`CustomProvider`] is any async function that answers
 //! a chat request (a JS object in the npm package, a scripted fake in tests).
 
-pub mod anthropic;
+pub(crate) mod anthropic;
 pub mod classify;
-pub mod config;
-pub mod openai;
-pub mod preset;
+pub(crate) mod config;
+pub(crate) mod openai;
+pub(crate) mod preset;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -28,7 +28,7 @@ use crate::sse::SseEvent;
 
 pub use anthropic::Anthropic;
 pub use classify::{classify, ErrorBody};
-pub use config::{build, ModelConfig, ProviderConfig};
+pub use config::{build_provider, ModelConfig, ProviderConfig};
 pub use openai::OpenAi;
 pub use preset::{AuthStyle, Preset, PresetName, Quirks};
 

@@ -22,7 +22,7 @@ use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
 use crate::sse::SseEvent;
 
 /// A Chat Completions adapter. Built with [`OpenAi::new`] and the
-/// builder methods, or from configuration by [`super::build`].
+/// builder methods, or from configuration by [`crate::build_provider`].
 #[derive(Debug, Clone)]
 pub struct OpenAi {
     id: String,

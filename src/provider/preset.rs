@@ -122,7 +122,7 @@ const NO_STREAM_USAGE: Quirks = Quirks {
 };
 
 /// Every preset, in the order of [`PresetName`].
-pub const PRESETS: [Preset; 13] = [
+pub(crate) const PRESETS: [Preset; 13] = [
     hosted(
         PresetName::OpenAi,
         "https://api.openai.com",

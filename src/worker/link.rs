@@ -14,11 +14,11 @@ use worker::{web_sys, Context, Delay, Env};
 
 use serde::de::DeserializeOwned;
 
+use crate::engine::timeout::timeout;
 use crate::fleet::{Call, FleetLink, Inbox, LeaseAnswer, LinkError, Report, View};
-use crate::timeout::timeout;
 
 /// The Durable Object binding, as named in wrangler.toml.
-pub const BINDING: &str = "BREAKERS";
+pub(super) const BINDING: &str = "BREAKERS";
 
 /// How long a call to the object may take (the lease is awaited by a
 /// request: past this, the isolate decides locally).
@@ -27,7 +27,7 @@ const CALL_TIMEOUT: Duration = Duration::from_millis(1500);
 /// Background calls started in this isolate and not yet handed to a
 /// request's `waitUntil`.
 #[derive(Clone, Default)]
-pub struct Background(Rc<RefCell<Vec<Promise>>>);
+pub(crate) struct Background(Rc<RefCell<Vec<Promise>>>);
 
 impl Background {
     fn spawn(&self, fut: impl std::future::Future<Output = ()> + 'static) {
@@ -39,7 +39,7 @@ impl Background {
     }
 
     /// Keeps every started call alive past the response.
-    pub fn hand_to(&self, ctx: &Context) {
+    pub(crate) fn hand_to(&self, ctx: &Context) {
         for p in self.0.borrow_mut().drain(..) {
             ctx.wait_until(async move {
                 let _ = JsFuture::from(p).await;
@@ -49,14 +49,14 @@ impl Background {
 }
 
 /// The link to the `BREAKERS` namespace.
-pub struct DoLink {
+pub(crate) struct DoLink {
     env: Env,
     background: Background,
 }
 
 impl DoLink {
     /// A link over `env`'s binding; background calls go to `background`.
-    pub fn new(env: Env, background: Background) -> Self {
+    pub(crate) fn new(env: Env, background: Background) -> Self {
         DoLink { env, background }
     }
 }

@@ -30,11 +30,10 @@ use crate::gateway::{self, Gateway, Inbound, Setup};
 use crate::platform::{Body, TransportError};
 use crate::web::{self, WebPlatform};
 
-pub use link::{Background, DoLink};
-pub use object::BreakerStore;
+pub(crate) use link::{Background, DoLink};
 
 /// The gateway of this isolate.
-pub type EdgeGateway = Gateway<WebPlatform, FleetStore<DoLink>>;
+pub(crate) type EdgeGateway = Gateway<WebPlatform, FleetStore<DoLink>>;
 
 enum Loaded {
     Ready(Rc<EdgeGateway>, Background),

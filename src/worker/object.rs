@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use worker::{durable_object, DurableObject, Env, Request, Response, Result, State};
 
-use crate::breaker::BreakerPolicy;
 use crate::config::Config;
 use crate::fleet::{Call, Fleet};
+use crate::policy::breaker::BreakerPolicy;
 
 /// The `BreakerStore` Durable Object class.
 #[durable_object(fetch)]

@@ -3,7 +3,7 @@
 //! and `web_browser.rs`.
 
 use js_sys::{Array, Function, Object, Promise, Reflect};
-use resilient_llm::js::{error_classes, ResilientClient};
+use resilient_llm::{error_classes, ResilientClient};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use wasm_bindgen_test::wasm_bindgen_test;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use resilient_llm::timeout::timeout;
+use resilient_llm::timeout;
 use resilient_llm::web::{sleep, AbortOnDrop, WebPlatform};
 use resilient_llm::{HttpRequest, Platform};
 use wasm_bindgen::JsCast;

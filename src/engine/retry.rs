@@ -3,17 +3,17 @@
 
 use std::time::Duration;
 
-use crate::backoff::RetryPolicy;
-use crate::breaker::{Permit, PermitKind};
-use crate::chain::{Client, Entry};
 use crate::chat::{ChatRequest, ChatResponse};
-use crate::cursor::Run;
+use crate::engine::client::{Client, Entry};
+use crate::engine::cursor::Run;
+use crate::engine::store::BreakerStore;
+use crate::engine::timeout::timeout;
 use crate::error::{Attempt, AttemptOutcome, ErrorKind, ProviderError};
 use crate::event::Event;
 use crate::platform::{millis, BufferedResponse, Platform, TransportErrorKind, UnixMillis};
+use crate::policy::backoff::RetryPolicy;
+use crate::policy::breaker::{Permit, PermitKind};
 use crate::provider::Upstream;
-use crate::store::BreakerStore;
-use crate::timeout::timeout;
 
 impl<P: Platform, S: BreakerStore> Client<P, S> {
     /// Tries `entry` until it answers, fails in a way retrying cannot fix,

@@ -5,12 +5,12 @@ use std::collections::VecDeque;
 
 use serde::Serialize;
 
-use crate::breaker::{State, StateName};
 use crate::error::{ErrorKind, ProviderError};
 use crate::platform::UnixMillis;
+use crate::policy::breaker::{State, StateName};
 
 /// How many recent calls the latency percentiles and error rate cover.
-pub const WINDOW: usize = 256;
+pub(crate) const WINDOW: usize = 256;
 
 /// Latency percentiles in milliseconds over the window (nearest rank).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -39,7 +39,7 @@ pub struct LastFailure {
 
 /// Counters and recent samples for one provider.
 #[derive(Debug, Clone, Default)]
-pub struct ProviderStats {
+pub(crate) struct ProviderStats {
     requests: u64,
     failures: u64,
     /// Recent calls: (latency ms, failed).
@@ -51,7 +51,12 @@ pub struct ProviderStats {
 
 impl ProviderStats {
     /// Records one call that reached (or tried to reach) the provider.
-    pub fn record(&mut self, now: UnixMillis, latency_ms: u64, error: Option<&ProviderError>) {
+    pub(crate) fn record(
+        &mut self,
+        now: UnixMillis,
+        latency_ms: u64,
+        error: Option<&ProviderError>,
+    ) {
         self.requests += 1;
         if let Some(e) = error {
             self.failures += 1;
@@ -70,7 +75,7 @@ impl ProviderStats {
 
     /// Records a completed stream: its time to first token, and its output
     /// rate when the provider reported usage.
-    pub fn record_stream(&mut self, ttft_ms: u64, output_tokens: u64, streaming_ms: u64) {
+    pub(crate) fn record_stream(&mut self, ttft_ms: u64, output_tokens: u64, streaming_ms: u64) {
         let rate = (output_tokens > 0 && streaming_ms > 0)
             .then(|| output_tokens as f64 * 1000.0 / streaming_ms as f64);
         if self.streams.len() == WINDOW {
@@ -80,7 +85,7 @@ impl ProviderStats {
     }
 
     /// Time-to-first-token percentiles over recent streams.
-    pub fn ttft(&self) -> Latency {
+    pub(crate) fn ttft(&self) -> Latency {
         let mut v: Vec<u64> = self.streams.iter().map(|(ms, _)| *ms).collect();
         v.sort_unstable();
         Latency {
@@ -91,14 +96,14 @@ impl ProviderStats {
     }
 
     /// The median output rate of recent streams, in tokens per second.
-    pub fn tokens_per_sec(&self) -> Option<f64> {
+    pub(crate) fn tokens_per_sec(&self) -> Option<f64> {
         let mut v: Vec<f64> = self.streams.iter().filter_map(|(_, r)| *r).collect();
         v.sort_unstable_by(f64::total_cmp);
         v.get(v.len() / 2).copied()
     }
 
     /// Latency percentiles over the window.
-    pub fn latency(&self) -> Latency {
+    pub(crate) fn latency(&self) -> Latency {
         let mut v: Vec<u64> = self.recent.iter().map(|(ms, _)| *ms).collect();
         v.sort_unstable();
         Latency {
@@ -109,7 +114,7 @@ impl ProviderStats {
     }
 
     /// Failed calls / calls over the window (0 when empty).
-    pub fn error_rate(&self) -> f64 {
+    pub(crate) fn error_rate(&self) -> f64 {
         if self.recent.is_empty() {
             return 0.0;
         }
@@ -117,7 +122,7 @@ impl ProviderStats {
     }
 
     /// The health report for this provider, with its breaker's state.
-    pub fn health(&self, provider: &str, breaker: Option<(State, u32)>) -> Health {
+    pub(crate) fn health(&self, provider: &str, breaker: Option<(State, u32)>) -> Health {
         let (state, consecutive_failures) = breaker.unwrap_or((State::Closed, 0));
         Health {
             provider: provider.to_string(),
@@ -139,7 +144,7 @@ impl ProviderStats {
 }
 
 /// Nearest-rank percentile of sorted samples.
-pub fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
+pub(crate) fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
     if sorted.is_empty() {
         return None;
     }

@@ -7,18 +7,18 @@
 //! rather than answer with no call at all; it starts no entry once the
 //! end-to-end deadline has passed; and it ends the walk after a forced call.
 //! What happens inside an entry (attempts, retries, the breaker's verdict)
-//! is the caller's: [`crate::retry`] for whole answers, [`crate::stream`]
+//! is the caller's: [`crate::engine::retry`] for whole answers, [`crate::engine::stream`]
 //! for streams.
 
 use std::borrow::Cow;
 use std::time::Duration;
 
-use crate::breaker::Permit;
-use crate::chain::{CallOptions, Client, Entry, Reply, ServedBy};
 use crate::chat::{ChatRequest, ChatResponse};
+use crate::engine::client::{CallOptions, Client, Entry, Reply, ServedBy};
+use crate::engine::store::BreakerStore;
 use crate::error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
 use crate::platform::{millis, Platform, UnixMillis};
-use crate::store::BreakerStore;
+use crate::policy::breaker::Permit;
 
 /// The request-wide record of one call: its deadline and every attempt.
 pub(crate) struct Run {

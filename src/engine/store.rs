@@ -6,8 +6,8 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use crate::breaker::{Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, Snapshot};
 use crate::platform::UnixMillis;
+use crate::policy::breaker::{Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, Snapshot};
 
 /// Breakers keyed by provider id.
 #[allow(async_fn_in_trait)] // single-threaded by design; futures are !Send on wasm

@@ -16,17 +16,17 @@ use std::marker::PhantomData;
 use std::ops::Deref;
 use std::time::Duration;
 
-use crate::breaker::{Permit, PermitKind};
-use crate::chain::{CallOptions, Client, Entry, ServedBy};
 use crate::chat::{ChatRequest, ChatResponse, Delta, FinishReason, Message, Part, Role, Usage};
-use crate::cursor::Cursor;
+use crate::engine::client::{CallOptions, Client, Entry, ServedBy};
+use crate::engine::cursor::Cursor;
+use crate::engine::store::BreakerStore;
+use crate::engine::timeout::timeout;
 use crate::error::{Attempt, Error, ErrorKind, ProviderError};
 use crate::event::Event;
 use crate::platform::{Body, BufferedResponse, Platform, UnixMillis};
+use crate::policy::breaker::{Permit, PermitKind};
 use crate::provider::Upstream;
 use crate::sse::SseDecoder;
-use crate::store::BreakerStore;
-use crate::timeout::timeout;
 
 /// How the attempt in flight relates to text already delivered.
 #[derive(Debug, Clone, PartialEq)]

@@ -13,16 +13,17 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::backoff::{BudgetPolicy, RetryBudget, RetryPolicy};
-use crate::breaker::{BreakerPolicy, CircuitOpen, Outcome, Permit, State};
 use crate::chat::{ChatRequest, ChatResponse};
-use crate::cursor::{Cursor, Run};
+use crate::engine::cursor::{Cursor, Run};
+use crate::engine::store::{BreakerStore, MemoryStore};
 use crate::error::{Attempt, Error, ProviderError};
 use crate::event::{Event, Observer};
 use crate::platform::{Platform, UnixMillis};
+use crate::policy::backoff::RetryPolicy;
+use crate::policy::breaker::{BreakerPolicy, CircuitOpen, Outcome, Permit, State};
+use crate::policy::budget::{BudgetPolicy, RetryBudget};
+use crate::policy::stats::{Health, ProviderStats};
 use crate::provider::Upstream;
-use crate::stats::{Health, ProviderStats};
-use crate::store::{BreakerStore, MemoryStore};
 
 /// One step of a route: a provider, the model to ask it for, and optional
 /// overrides of the client's timeout and retry policy.

@@ -1,0 +1,9 @@
+//! Pure decisions: they never await and never touch the [`Platform`]; time
+//! and randomness come in as arguments, so each is tested on its own.
+//!
+//! [`Platform`]: crate::Platform
+
+pub(crate) mod backoff;
+pub(crate) mod breaker;
+pub(crate) mod budget;
+pub(crate) mod stats;
