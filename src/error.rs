@@ -4,7 +4,7 @@
 //! status, the provider's own message and code, and any Retry-After. Whether
 //! the same provider is tried again, whether the chain moves on, and whether
 //! the breaker counts it are decided here, exhaustively, from the kind (the
-//! table in DESIGN.md §2). What reaches the caller is an [`Error`].
+//! failure table of docs/design.md). What reaches the caller is an [`Error`].
 
 use std::fmt;
 use std::time::Duration;
@@ -336,7 +336,7 @@ impl fmt::Display for Attempt {
 }
 
 /// Every chain entry failed or was skipped: the attempts, in order.
-/// The articles' `AllProvidersFailedError`.
+/// Every entry of the route failed or was skipped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Exhausted {
     /// Every attempt, skipped entries included, in the order they happened.
@@ -413,7 +413,7 @@ impl fmt::Display for Exhausted {
 #[non_exhaustive]
 pub enum Error {
     /// Every provider failed or was skipped; the attempts say why
-    /// (the articles' `AllProvidersFailedError`).
+    /// (`AllProvidersFailedError` in the npm package).
     #[error("{0}")]
     AllProvidersFailed(Exhausted),
     /// A provider refused the request itself (content filter, invalid

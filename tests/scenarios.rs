@@ -1,5 +1,5 @@
-//! The behaviours of the two design articles and every row of DESIGN.md §2,
-//! on the fake platform: deterministic, no real sleeps, no ports.
+//! The behaviours the failover design promises, and every row of the failure table of
+//! docs/design.md, on the fake platform: deterministic, no real sleeps, no ports.
 
 use std::cell::RefCell;
 use std::rc::Rc;

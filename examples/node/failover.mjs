@@ -2,7 +2,7 @@
 // Run: node examples/node/failover.mjs   (with the package installed as `resilient-llm`)
 import { AllProvidersFailedError, ResilientClient, RateLimitError } from "resilient-llm";
 
-// The articles' Provider interface: { name, chat(request, signal) }.
+// A provider written in JS: { name, chat(request, signal) }.
 let calls = 0;
 const flaky = {
   name: "flaky",

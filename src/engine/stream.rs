@@ -1,4 +1,4 @@
-//! Streaming with failover (DESIGN.md §5).
+//! Streaming with failover (docs/design.md, "Streaming").
 //!
 //! Until the **commit point**, the first content handed to the caller, a
 //! stream is one more request: the whole failure table applies, plus a

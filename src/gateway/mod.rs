@@ -799,7 +799,7 @@ pub fn render_error(format: Format, e: &Error) -> Outbound {
     if let Some(after) = e.retry_after() {
         out.headers.insert(
             "retry-after",
-            // Whole seconds, rounded up, at least one (no float formatting).
+            // Retry-After takes whole seconds: rounded up, at least one.
             (after.as_secs() + u64::from(after.subsec_nanos() > 0))
                 .max(1)
                 .to_string(),

@@ -1,5 +1,5 @@
-//! The package's configuration: the one JSON shape of DESIGN.md §7, the
-//! same the Worker reads, plus the JS providers passed in
+//! The package's configuration: the one JSON shape of the
+//! configuration (docs/design.md, "Configuration"), the same the Worker reads, plus the JS providers passed in
 //! `options.providers`.
 
 use crate::config::{Config, ConfigError, ConfigIssue, EntryConfig};

@@ -13,7 +13,7 @@ use crate::js::errors::{classify, prop};
 use crate::provider::{CustomProvider, LocalFuture};
 use crate::web::AbortOnDrop;
 
-/// A provider written in JS: the articles' `Provider` interface.
+/// A provider written in JS: `{ name, chat(request, signal) }`, called with the request and an `AbortSignal`.
 pub(crate) struct JsProvider {
     object: JsValue,
     chat: Function,

@@ -292,7 +292,7 @@ export interface ProviderRequest {
   metadata?: unknown;
 }
 
-/** What a JS provider's `chat` resolves with (the articles' `{ text, model }`). */
+/** What a JS provider's `chat` resolves with (`{ text, model }` and what else it knows). */
 export interface ProviderResponse {
   text: string;
   model?: string;
@@ -304,7 +304,7 @@ export interface ProviderResponse {
 }
 
 /**
- * A provider written in JS: the articles' `Provider` interface. It gets the
+ * A provider written in JS: `{ name, chat(request, signal) }`. It gets the
  * same timeout, retries, breaker and failover as the built-in adapters, and
  * `signal` aborts when the client stops waiting (timeout, caller abort).
  *

@@ -1,5 +1,5 @@
 //! The circuit breaker: a pure state machine with resilience4j semantics
-//! (DESIGN.md §3). Time is passed in; the state is a serde snapshot so a
+//! (docs/design.md, "The circuit breaker"). Time is passed in; the state is a serde snapshot so a
 //! store can persist it.
 //!
 //! - **Closed** counts verdicts. It opens on `failure_threshold` consecutive

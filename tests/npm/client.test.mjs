@@ -8,7 +8,7 @@ import m, { scripted, user } from "./pkg.mjs";
 const { ResilientClient, LLMError, AllProvidersFailedError, RateLimitError, ServerError,
   ClientRequestError, AbortError, ConfigError, NetworkError } = m;
 
-test("fails over across JS providers, with the articles' hooks", async () => {
+test("fails over across JS providers, with onRetry / onProviderError / onFailover / onEvent hooks", async () => {
   const primary = scripted("primary", [{ status: 529, message: "overloaded" }]);
   const backup = scripted("backup", ["from backup"]);
   const seen = { retry: [], providerError: [], failover: [], all: [] };
