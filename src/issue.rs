@@ -1,10 +1,12 @@
 //! A configuration problem and where it is: [`ConfigIssue`], and
-//! [`ConfigError`], which holds every one found. Here, apart from
-//! [`crate::config`], so that provider configurations report issues without
-//! importing the module that builds on them.
+//! [`ConfigError`], which holds every one found; and JSON read by serde with
+//! the path of a mistake. Here, apart from [`crate::config`], so that
+//! provider configurations and the npm package's readers report issues
+//! without importing the module that builds on them.
 
 use std::fmt;
 
+use serde::Deserialize;
 use serde_path_to_error::Segment;
 
 /// One problem found in a configuration.
@@ -75,4 +77,28 @@ pub(crate) fn path_text(path: &[Segment]) -> String {
         out.push_str("(root)");
     }
     out
+}
+
+/// Parses JSON into `T`, naming the path of the first mismatch
+/// (`routes.default[0].timeoutMs: invalid type: string "5", expected u64 at
+/// line 1 column 52`).
+pub fn parse_json<'de, T: Deserialize<'de>>(json: &'de str) -> Result<T, ConfigError> {
+    from_json(json).map_err(|(path, e)| ConfigError {
+        issues: vec![ConfigIssue::new(path_text(&path), e.to_string())],
+    })
+}
+
+/// Reads `T` from JSON text; on failure, where (outermost step first) and
+/// serde_json's error, which gives the line and column.
+pub(crate) fn from_json<'de, T: Deserialize<'de>>(
+    json: &'de str,
+) -> Result<T, (Vec<Segment>, serde_json::Error)> {
+    let mut de = serde_json::Deserializer::from_str(json);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().iter().cloned().collect();
+        (path, e.into_inner())
+    })?;
+    // Text after the value is a mistake of the whole document.
+    de.end().map_err(|e| (Vec::new(), e))?;
+    Ok(value)
 }

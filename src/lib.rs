@@ -78,8 +78,8 @@ pub use chat::{
     ToolChoice, Usage,
 };
 pub use config::{
-    parse_json, BreakerConfig, BudgetConfig, Config, EntryConfig, GatewayConfig, LimitsConfig,
-    Policies, RetryConfig, Validated,
+    BreakerConfig, BudgetConfig, Config, EntryConfig, GatewayConfig, LimitsConfig, Policies,
+    RetryConfig, Validated,
 };
 pub use engine::client::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
 pub use engine::store::{BreakerStore, MemoryStore};
@@ -89,7 +89,7 @@ pub use error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderEr
 pub use event::{Event, Observer};
 pub use fleet::{Fleet, FleetLink, FleetPolicy, FleetStore};
 pub use format::{FormatError, FormatErrorKind};
-pub use issue::{ConfigError, ConfigIssue};
+pub use issue::{parse_json, ConfigError, ConfigIssue};
 #[cfg(all(target_arch = "wasm32", feature = "js"))]
 pub use js::{error_classes, ResilientClient};
 pub use platform::{

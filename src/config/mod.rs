@@ -23,7 +23,7 @@ use serde_json::Value;
 use serde_path_to_error::Segment;
 
 use crate::engine::client::{Client, ClientBuilder, Entry, Policy};
-use crate::issue::path_text;
+use crate::issue::{from_json, path_text};
 pub(crate) use crate::issue::{ConfigError, ConfigIssue};
 use crate::platform::Platform;
 use crate::policy::backoff::RetryPolicy;
@@ -643,30 +643,6 @@ impl BreakerConfig {
         }
         p
     }
-}
-
-/// Parses JSON into `T`, naming the path of the first mismatch
-/// (`routes.default[0].timeoutMs: invalid type: string "5", expected u64 at
-/// line 1 column 52`).
-pub fn parse_json<'de, T: Deserialize<'de>>(json: &'de str) -> Result<T, ConfigError> {
-    from_json(json).map_err(|(path, e)| ConfigError {
-        issues: vec![ConfigIssue::new(path_text(&path), e.to_string())],
-    })
-}
-
-/// Reads `T` from JSON text; on failure, where (outermost step first) and
-/// serde_json's error, which gives the line and column.
-fn from_json<'de, T: Deserialize<'de>>(
-    json: &'de str,
-) -> Result<T, (Vec<Segment>, serde_json::Error)> {
-    let mut de = serde_json::Deserializer::from_str(json);
-    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().iter().cloned().collect();
-        (path, e.into_inner())
-    })?;
-    // Text after the value is a mistake of the whole document.
-    de.end().map_err(|e| (Vec::new(), e))?;
-    Ok(value)
 }
 
 #[cfg(test)]

@@ -17,9 +17,9 @@ use wasm_bindgen::prelude::*;
 
 use crate::chat::{ChatRequest, ChatResponse, FinishReason, Message, Part, Role, Tool};
 use crate::chat::{ToolCall, ToolChoice, Usage};
-use crate::config::{parse_json, ConfigError, ConfigIssue};
 use crate::engine::client::Reply;
 use crate::error::{ErrorKind, ProviderError};
+use crate::issue::{parse_json, ConfigError, ConfigIssue};
 use crate::js::errors::{prop, to_js};
 use crate::web::error_message;
 
