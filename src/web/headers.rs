@@ -41,36 +41,22 @@ pub fn headers_to_js(headers: &Headers) -> JsValue {
         .iter()
         .enumerate()
         .any(|(i, (n, _))| pairs[..i].iter().any(|(m, _)| m == n));
-    let mut json = String::with_capacity(64);
-    json.push(if repeats { '[' } else { '{' });
-    for (i, (name, value)) in pairs.iter().enumerate() {
-        if i > 0 {
-            json.push(',');
-        }
-        json.push_str(if repeats { "[\"" } else { "\"" });
-        push_escaped(&mut json, name);
-        json.push_str(if repeats { "\",\"" } else { "\":\"" });
-        push_escaped(&mut json, value);
-        json.push_str(if repeats { "\"]" } else { "\"" });
-    }
-    json.push(if repeats { ']' } else { '}' });
+    let json = if repeats {
+        serde_json::to_string(&pairs)
+    } else {
+        serde_json::to_string(&Record(&pairs))
+    };
+    let Ok(json) = json else {
+        return Array::new().into();
+    };
     JSON::parse(&json).unwrap_or_else(|_| Array::new().into())
 }
 
-/// `s` as the inside of a JSON string.
-fn push_escaped(out: &mut String, s: &str) {
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                let n = c as usize;
-                out.push_str("\\u00");
-                out.push(HEX[n >> 4] as char);
-                out.push(HEX[n & 15] as char);
-            }
-            c => out.push(c),
-        }
+/// Pairs whose names are unique, written as a JSON object.
+struct Record<'a>(&'a [(&'a str, &'a str)]);
+
+impl serde::Serialize for Record<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().copied())
     }
 }
