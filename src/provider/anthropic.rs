@@ -15,12 +15,12 @@ use super::{
     Models, Provider,
 };
 use crate::chat::{ChatRequest, ChatResponse, Delta};
-use crate::config::Secret;
 use crate::error::{ErrorKind, ProviderError};
 use crate::format::anthropic::{decode_response, encode_request};
 use crate::format::anthropic_stream::{decode_event, EVENTS};
 use crate::format::Read;
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
+use crate::secret::Secret;
 use crate::sse::SseEvent;
 
 /// The API version sent by default.

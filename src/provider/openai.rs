@@ -14,11 +14,11 @@ use super::classify::ErrorBody;
 use super::preset::{AuthStyle, Preset, PresetName};
 use super::{decode_data, decode_success, named_error_event, Capabilities, Models, Provider};
 use crate::chat::{ChatRequest, ChatResponse, Delta};
-use crate::config::Secret;
 use crate::error::{ErrorKind, ProviderError};
 use crate::format::openai::{decode_response, encode_request, EncodeOptions, MaxTokensField};
 use crate::format::openai_stream::decode_chunk;
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
+use crate::secret::Secret;
 use crate::sse::SseEvent;
 
 /// A Chat Completions adapter. Built with [`OpenAi::new`] and the
