@@ -89,16 +89,23 @@ pub fn parse_json<'de, T: Deserialize<'de>>(json: &'de str) -> Result<T, ConfigE
 }
 
 /// Reads `T` from JSON text; on failure, where (outermost step first) and
-/// serde_json's error, which gives the line and column.
+/// serde_json's error, which gives the line and column. The path is only
+/// tracked when the plain read fails: a valid document is read once, at
+/// serde_json's own speed.
 pub(crate) fn from_json<'de, T: Deserialize<'de>>(
     json: &'de str,
 ) -> Result<T, (Vec<Segment>, serde_json::Error)> {
+    let plain = match serde_json::from_str(json) {
+        Ok(value) => return Ok(value),
+        Err(e) => e,
+    };
     let mut de = serde_json::Deserializer::from_str(json);
-    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().iter().cloned().collect();
-        (path, e.into_inner())
-    })?;
-    // Text after the value is a mistake of the whole document.
-    de.end().map_err(|e| (Vec::new(), e))?;
-    Ok(value)
+    match serde_path_to_error::deserialize::<_, T>(&mut de) {
+        Err(e) => {
+            let path = e.path().iter().cloned().collect();
+            Err((path, e.into_inner()))
+        }
+        // Text after the value is a mistake of the whole document.
+        Ok(_) => Err((Vec::new(), plain)),
+    }
 }
