@@ -4,9 +4,10 @@
 # at, dropping the debug and producers sections. wrangler.toml's [build] runs this; the tools
 # come from scripts/setup.sh (env.sh).
 #
-# WORKER_OPT_LEVEL (default "s") is both rustc's opt-level and wasm-opt's -O level: chosen by an
-# A/B of workerd CPU per request (scripts/bench-worker.sh). build/opt-level records the level
-# of the last build (scripts/bench-worker.sh rebuilds when it differs from the one asked for).
+# WORKER_OPT_LEVEL (default "s", as Cargo.toml's release profile, where the A/B that chose it
+# is summed up) is both rustc's opt-level and wasm-opt's -O level. build/opt-level records the
+# level of the last build (scripts/bench-worker.sh rebuilds when it differs from the one asked
+# for).
 #   WORKER_OPT_LEVEL=0|1|2|3|s|z scripts/build-worker.sh [worker-build options]
 set -euo pipefail
 cd "$(dirname "$0")/.."
