@@ -57,23 +57,29 @@ if stale; then
 fi
 
 # Target (f), the Rust/wasm reference (benches/edge-reference): built like the Worker, with
-# the same dependency versions and settings, in its own target directory.
+# the same dependency versions and settings (this tree's opt-level, for rustc and wasm-opt), in
+# its own target directory.
 ref=benches/edge-reference
-if [[ ! -f $ref/build/index_bg.wasm || -n $(find "$ref/src" "$ref/Cargo.toml" "$ref/Cargo.lock" -newer "$ref/build/index_bg.wasm" -print -quit) ]]; then
-  printf 'bench-worker: building the Rust/wasm reference (%s)\n' "$ref" >&2
-  (cd "$ref" && CARGO_TARGET_DIR=${EDGE_REFERENCE_TARGET_DIR:-target} nice -n 10 worker-build --release >&2)
-  "$WASM_OPT_BIN" "$ref/build/index_bg.wasm" -o "$ref/build/index_bg.wasm" --strip-debug --strip-producers \
+if [[ ! -f $ref/build/index_bg.wasm || $(cat "$ref/build/opt-level" 2>/dev/null) != "$opt" ||
+  -n $(find "$ref/src" "$ref/Cargo.toml" "$ref/Cargo.lock" -newer "$ref/build/index_bg.wasm" -print -quit) ]]; then
+  printf 'bench-worker: building the Rust/wasm reference (%s, opt-level %s)\n' "$ref" "$opt" >&2
+  (cd "$ref" && CARGO_PROFILE_RELEASE_OPT_LEVEL=$opt CARGO_TARGET_DIR=${EDGE_REFERENCE_TARGET_DIR:-target} \
+    nice -n 10 worker-build --release >&2)
+  "$WASM_OPT_BIN" "$ref/build/index_bg.wasm" -o "$ref/build/index_bg.wasm" "-O$opt" --strip-debug --strip-producers \
     --enable-mutable-globals --enable-sign-ext --enable-nontrapping-float-to-int --enable-bulk-memory \
     --enable-multivalue --enable-reference-types --enable-exception-handling
+  printf '%s\n' "$opt" >"$ref/build/opt-level"
 fi
 
-# Target (c0): the Worker of another revision, built once per commit and opt-level.
+# Target (c0): the Worker of another revision, built once per commit, opt-level and recipe
+# (this tree's scripts/build-worker.sh).
 if [[ -n $baseline_rev ]]; then
   sha=$(git rev-parse --verify --quiet "$baseline_rev^{commit}") ||
     { echo "bench-worker: --baseline-rev: no commit '$baseline_rev'" >&2; exit 2; }
   base_opt=${BASELINE_OPT_LEVEL:-s}
   target_dir=${CARGO_TARGET_DIR:-$PWD/target}
-  out=$target_dir/bench-baseline/${sha:0:12}-opt-$base_opt
+  recipe=$(git hash-object scripts/build-worker.sh)
+  out=$target_dir/bench-baseline/${sha:0:12}-opt-$base_opt-${recipe:0:8}
   if [[ ! -f $out/index.js || ! -f $out/index_bg.wasm ]]; then
     tree=$(mktemp -d "${TMPDIR:-/tmp}/rl-bench-baseline.XXXXXX")
     cleanup() { git worktree remove --force "$tree" >/dev/null 2>&1 || true; rm -rf "$tree"; }

@@ -5,8 +5,9 @@
 //! read and checked, a new response, one JSON log line; no retry, breaker or translation.
 //! Its I/O is done as resilient-llm's Worker does it (`src/worker/mod.rs`, `src/web/`): the
 //! raw `web_sys` request and response, bodies in one `arrayBuffer()`, the global `fetch`,
-//! headers as one `JSON.parse`d record, an `AbortController` aborted by a `setTimeout` that
-//! calls a Rust closure and is cleared after, `console.log`, JSON by `serde_json`.
+//! headers as one `JSON.parse`d record, an `AbortController` aborted by a `setTimeout` whose
+//! callback is the controller's own `abort` bound to it (no Rust closure), cleared after,
+//! `console.log`, JSON by `serde_json`.
 //!
 //! With `"stream": true`, the upstream request asks for a stream and the answer is passed
 //! on as it comes, with the least a gateway must do to a stream: the upstream body read
@@ -41,6 +42,10 @@ extern "C" {
 
     #[wasm_bindgen(js_name = clearTimeout)]
     fn clear_timeout(handle: &JsValue);
+
+    /// `AbortController.prototype.abort`, read once per thread.
+    #[wasm_bindgen(thread_local_v2, js_namespace = ["AbortController", "prototype"], js_name = abort)]
+    static ABORT: js_sys::Function;
 }
 
 struct Upstream {
@@ -312,25 +317,20 @@ impl Stream for Events {
     }
 }
 
-/// An `AbortController` aborted by a `setTimeout` calling a Rust closure (as resilient-llm's
-/// timer calls one); cleared on drop.
+/// An `AbortController` aborted by a `setTimeout` whose callback is the controller's `abort`
+/// bound to it, as resilient-llm's attempt timer (`src/web/fetch.rs`): a host function, so
+/// firing it runs no wasm and clearing it leaves no closure to free. Cleared on drop.
 struct Timer {
     controller: AbortController,
     handle: JsValue,
-    _callback: Closure<dyn FnMut()>,
 }
 
 impl Timer {
     fn new(ms: f64) -> Result<Timer> {
         let controller = AbortController::new()?;
-        let target = controller.clone();
-        let callback: Closure<dyn FnMut()> = Closure::new(move || target.abort());
-        let handle = set_timeout(callback.as_ref().unchecked_ref(), ms);
-        Ok(Timer {
-            controller,
-            handle,
-            _callback: callback,
-        })
+        let abort = ABORT.with(|abort| abort.bind0(&controller));
+        let handle = set_timeout(&abort, ms);
+        Ok(Timer { controller, handle })
     }
 }
 
