@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the npm package and tests it everywhere it runs:
-#   1. wasm-pack build --target nodejs|bundler|web (release, wasm-opt -Oz), and the size report
+#   1. wasm-pack build --target nodejs|bundler|web (release, opt-level "s", wasm-opt -Os), and the size report
 #   2. node --test tests/npm/*.test.mjs against the nodejs build
 #   3. the examples: examples/node/*.mjs run; examples/ts type-checked (tsc --noEmit), then run
 #   4. wasm-bindgen tests: wasm-pack test --node (tests/web_node.rs) and
