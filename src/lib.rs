@@ -61,6 +61,7 @@ pub mod gateway;
 mod issue;
 #[cfg(all(target_arch = "wasm32", feature = "js"))]
 mod js;
+mod json;
 mod platform;
 mod policy;
 mod provider;

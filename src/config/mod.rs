@@ -23,7 +23,7 @@ use serde_json::Value;
 use serde_path_to_error::Segment;
 
 use crate::engine::client::{Client, ClientBuilder, Entry, Policy};
-use crate::issue::{from_json, path_text};
+use crate::issue::path_text;
 pub(crate) use crate::issue::{ConfigError, ConfigIssue};
 use crate::platform::Platform;
 use crate::policy::backoff::RetryPolicy;
@@ -111,8 +111,8 @@ impl Config {
     /// column (`routes.default[0].timeoutMs: invalid type: string "5",
     /// expected u64 at line 1 column 52`).
     pub fn parse(json: &str) -> Result<Config, ConfigError> {
-        from_json(json).map_err(|(path, e)| ConfigError {
-            issues: vec![Config::issue(json, path, &e)],
+        crate::json::read(json.as_bytes()).map_err(|m| ConfigError {
+            issues: vec![Config::issue(json, m.path, &m.error)],
         })
     }
 

@@ -18,19 +18,14 @@ use serde_json::Value;
 
 use super::FormatError;
 
-/// Reads `bytes` as `T`. The plain serde_json pass costs nothing extra on
-/// success; a failed one is read again through serde_path_to_error, whose
-/// path tracking copies every key, to name the field in the error.
+/// Reads `bytes` as `T`; a mistake is a [`FormatError`] naming the
+/// offending field (a syntax error names none).
 pub(crate) fn read<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, FormatError> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        let mut de = serde_json::Deserializer::from_slice(bytes);
-        match serde_path_to_error::deserialize::<_, T>(&mut de) {
-            Err(tracked) if e.is_data() => {
-                let path = tracked.path().to_string();
-                let path = if path == "." { String::new() } else { path };
-                FormatError::malformed(path, tracked.into_inner().to_string())
-            }
-            Err(_) | Ok(_) => FormatError::malformed("", format!("malformed JSON: {e}")),
+    crate::json::read(bytes).map_err(|m| {
+        if m.error.is_data() {
+            FormatError::malformed(crate::json::path_text(&m.path), m.error.to_string())
+        } else {
+            FormatError::malformed("", format!("malformed JSON: {}", m.error))
         }
     })
 }
