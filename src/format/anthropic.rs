@@ -282,7 +282,7 @@ impl From<WireUsage> for Usage {
 /// object, for the classifier to read. `raw` keeps the body's text.
 pub fn decode_response(body: &[u8]) -> Result<Read<ChatResponse>, FormatError> {
     let Obj(a) = wire::read::<Obj<Answer<'_>>>(body)?;
-    if a.error.is_some() || a.object.is_error() || a.kind.is_error() {
+    if wire::says_error(&a.error, &a.object, &a.kind) {
         return Ok(Read::Error);
     }
     let mut text = String::new();

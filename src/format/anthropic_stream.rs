@@ -117,7 +117,7 @@ struct MessageDelta<'a> {
 /// call, but not dense when text blocks come first.
 pub fn decode_event(named: Option<&str>, data: &[u8]) -> Result<Read<Vec<Delta>>, FormatError> {
     let Obj(ev) = wire::read::<Obj<Event<'_>>>(data)?;
-    if ev.error.is_some() || ev.object.is_error() || ev.kind.is_error() {
+    if wire::says_error(&ev.error, &ev.object, &ev.kind) {
         return Ok(Read::Error);
     }
     let mut out = Vec::new();

@@ -417,7 +417,7 @@ pub fn decode_response(body: &[u8]) -> Result<Read<ChatResponse>, FormatError> {
     let first = c.choices.as_ref().and_then(|f| f.0.as_ref());
     let choice_error = first
         .is_some_and(|Obj(ch)| ch.error.is_some() || wire::is_error(ch.finish_reason.as_ref()));
-    if c.error.is_some() || c.object.is_error() || c.kind.is_error() || choice_error {
+    if wire::says_error(&c.error, &c.object, &c.kind) || choice_error {
         return Ok(Read::Error);
     }
     let Obj(choice) = required(c.choices, || "choices".into())?

@@ -87,7 +87,7 @@ pub fn decode_chunk(data: &[u8]) -> Result<Read<Vec<Delta>>, FormatError> {
     let choice_error = first
         .as_ref()
         .is_some_and(|Obj(c)| c.error.is_some() || wire::is_error(c.finish_reason.as_ref()));
-    if chunk.error.is_some() || chunk.object.is_error() || chunk.kind.is_error() || choice_error {
+    if wire::says_error(&chunk.error, &chunk.object, &chunk.kind) || choice_error {
         return Ok(Read::Error);
     }
     let mut out = Vec::new();

@@ -165,6 +165,13 @@ impl Str<'_> {
     }
 }
 
+/// Whether a 200's body is an error by its own members: an `error`
+/// member, or `object` / `type` saying `"error"` (providers and proxies that
+/// answer a failure with status 200).
+pub(crate) fn says_error(error: &Option<IgnoredAny>, object: &Loose<'_>, kind: &Loose<'_>) -> bool {
+    error.is_some() || object.is_error() || kind.is_error()
+}
+
 /// Whether an optional string is `"error"`.
 pub(crate) fn is_error(s: Option<&Str<'_>>) -> bool {
     s.is_some_and(|s| s.as_str() == "error")
