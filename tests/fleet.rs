@@ -129,6 +129,58 @@ fn one_isolates_outage_teaches_the_fleet_and_recovery_takes_one_probe() {
     assert_eq!(b.request(&p), "primary");
 }
 
+#[test]
+fn a_request_warms_the_fleet_view_of_its_routes_entries_and_no_others() {
+    let p = FakePlatform::new().at(1_000);
+    let obj = FakeObject::new(&p, breaker());
+    let a = Isolate::new(&p, &obj, "a", 30_000);
+    for _ in 0..3 {
+        a.request(&p);
+    }
+    // A fresh isolate with a second route whose provider the first request
+    // does not use.
+    let primary = ScriptedProvider::new(&p, "primary", [ok("p")]);
+    let primary_calls = primary.calls();
+    let link = FakeLink::new(&obj);
+    let counts = link.counts();
+    let fresh = Client::builder(p.clone())
+        .upstream("primary", Upstream::Custom(Box::new(primary)))
+        .upstream(
+            "backup",
+            Upstream::Custom(Box::new(ScriptedProvider::new(&p, "backup", [ok("b")]))),
+        )
+        .upstream(
+            "other",
+            Upstream::Custom(Box::new(ScriptedProvider::new(&p, "other", [ok("o")]))),
+        )
+        .route(
+            "default",
+            vec![Entry::new("primary", "big"), Entry::new("backup", "small")],
+        )
+        .route("elsewhere", vec![Entry::new("other", "m")])
+        .build_with_store(FleetStore::new(link, "fresh", breaker()));
+    let ask = || {
+        let reply = block_on(&p, fresh.chat(ChatRequest::new(vec![Message::user("hi")])));
+        fresh.store().flush_due(p.now());
+        fresh.store().link().pump();
+        reply.expect("an answer").served_by.provider
+    };
+    // Its first request decides locally (no view yet: it calls the primary,
+    // which answers it) and starts learning both entries of its route, the
+    // backup it did not call too, but not the other route's provider.
+    assert_eq!(ask(), "primary");
+    assert_eq!(counts.refreshes.get(), 2, "primary and backup");
+    assert!(fresh.store().view("backup").is_some());
+    assert!(fresh.store().view("other").is_none());
+    assert!(matches!(
+        fresh.store().view("primary").map(|v| v.state),
+        Some(resilient_llm::State::Open { .. })
+    ));
+    // The next one knows the fleet's open primary and does not call it.
+    assert_eq!(ask(), "backup");
+    assert_eq!(primary_calls.get(), 1);
+}
+
 /// `tests/fixtures/fleet/<name>.json`: bytes the Worker sent to or stored in
 /// the breaker Durable Object before the protocol was derived by serde.
 fn stored(name: &str) -> String {

@@ -78,6 +78,9 @@ impl<'c> Cursor<'c> {
             .deadline
             .map_or(policy.deadline, |d| d.min(policy.deadline));
         client.budget.borrow_mut().deposit(start);
+        client
+            .store
+            .warm(chain.iter().map(|e| e.provider.as_str()), start);
         Ok(Cursor {
             chain,
             index: 0,

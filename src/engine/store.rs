@@ -35,6 +35,12 @@ pub trait BreakerStore {
 
     /// The breaker's current state, if it has been used.
     fn snapshot(&self, key: &str) -> Option<Snapshot>;
+
+    /// A request is about to walk `keys` (its route): a store that learns
+    /// state from elsewhere starts fetching what it does not know yet, so
+    /// that a failover finds it there. Never awaits. A store in memory
+    /// already knows everything.
+    fn warm<'k>(&self, _keys: impl IntoIterator<Item = &'k str>, _now: UnixMillis) {}
 }
 
 /// Breakers in this process's memory.

@@ -190,28 +190,6 @@ impl<L: FleetLink> FleetStore<L> {
         self.slots.borrow().slots.get(key).and_then(|s| s.view)
     }
 
-    /// Starts a background refresh of every key in `keys` this isolate has
-    /// no view of yet (and is not already fetching): a fresh isolate learns
-    /// the fleet's state without waiting for a request to each provider.
-    pub fn warm<'k>(&self, keys: impl IntoIterator<Item = &'k str>, now: UnixMillis) {
-        let ttl = self.policy.ttl;
-        let cold: Vec<&str> = keys
-            .into_iter()
-            .filter(|key| {
-                self.with(key, |s| {
-                    let cold = s.view.is_none() && s.is_stale(ttl, now);
-                    if cold {
-                        s.refreshing_since = Some(now);
-                    }
-                    cold
-                })
-            })
-            .collect();
-        for key in cold {
-            self.link.refresh(key, self.inbox());
-        }
-    }
-
     /// Sends every queued batch that is due (full, or old enough). The host
     /// calls it once a request is done.
     pub fn flush_due(&self, now: UnixMillis) {
@@ -449,5 +427,28 @@ impl<L: FleetLink> BreakerStore for FleetStore<L> {
             snap.consecutive_failures = snap.consecutive_failures.max(view.consecutive_failures);
         }
         Some(snap)
+    }
+
+    /// Starts a background refresh of every key in `keys` this isolate has
+    /// no view of yet (and is not already fetching): the first request of a
+    /// route learns the fleet's state of all its entries, not only of the
+    /// one it calls first.
+    fn warm<'k>(&self, keys: impl IntoIterator<Item = &'k str>, now: UnixMillis) {
+        let ttl = self.policy.ttl;
+        let cold: Vec<&str> = keys
+            .into_iter()
+            .filter(|key| {
+                self.with(key, |s| {
+                    let cold = s.view.is_none() && s.is_stale(ttl, now);
+                    if cold {
+                        s.refreshing_since = Some(now);
+                    }
+                    cold
+                })
+            })
+            .collect();
+        for key in cold {
+            self.link.refresh(key, self.inbox());
+        }
     }
 }

@@ -151,12 +151,9 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> Result<web_sys:
                 headers,
                 body,
             };
-            let store = gw.client().store();
-            let now = worker::js_sys::Date::now() as u64;
-            let providers = gw.client().routes().values().flatten();
-            store.warm(providers.map(|e| e.provider.as_str()), now);
             let out = gw.handle(inbound).await;
-            store.flush_due(worker::js_sys::Date::now() as u64);
+            let now = worker::js_sys::Date::now() as u64;
+            gw.client().store().flush_due(now);
             background.hand_to(&ctx);
             out
         }
