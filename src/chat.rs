@@ -126,6 +126,31 @@ pub enum ToolChoice {
     Tool(String),
 }
 
+/// A wire format that clients and providers both speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Dialect {
+    /// OpenAI Chat Completions (`/v1/chat/completions`).
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// Anthropic Messages (`/v1/messages`).
+    #[serde(rename = "anthropic")]
+    Anthropic,
+}
+
+/// The client's request as it sent it, kept beside its neutral reading: a
+/// provider that speaks the same dialect is sent this body (every field,
+/// known, unknown and future), not a translation of the neutral one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Native {
+    /// The dialect the body is written in.
+    pub dialect: Dialect,
+    /// The body's top-level object.
+    pub body: serde_json::Map<String, Value>,
+    /// Request headers meant for the provider (lower-case names), from the
+    /// gateway's allow-list; never the client's credentials.
+    pub headers: Vec<(String, String)>,
+}
+
 /// A chat request, independent of any provider's format.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -160,6 +185,9 @@ pub struct ChatRequest {
     /// Caller metadata, passed through where the provider accepts it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
+    /// The client's own body, when it came in a provider dialect.
+    #[serde(skip)]
+    pub native: Option<Box<Native>>,
 }
 
 impl ChatRequest {
@@ -219,6 +247,9 @@ pub struct ChatResponse {
     /// from a provider without one). [`ChatResponse::raw_value`] parses it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw: Option<RawJson>,
+    /// The dialect `raw` is written in (`None` for a custom provider's).
+    #[serde(skip)]
+    pub dialect: Option<Dialect>,
 }
 
 impl ChatResponse {

@@ -75,8 +75,8 @@ pub mod web;
 mod worker;
 
 pub use chat::{
-    ChatRequest, ChatResponse, Delta, FinishReason, Message, Part, RawJson, Role, Tool, ToolCall,
-    ToolChoice, Usage,
+    ChatRequest, ChatResponse, Delta, Dialect, FinishReason, Message, Native, Part, RawJson, Role,
+    Tool, ToolCall, ToolChoice, Usage,
 };
 pub use config::{
     BreakerConfig, BudgetConfig, Config, EntryConfig, GatewayConfig, LimitsConfig, Policies,

@@ -660,6 +660,7 @@ impl CustomProvider for ScriptedProvider {
                                 output_tokens: 1,
                             }),
                             raw: None,
+                            dialect: None,
                         })
                     }
                     Step::Fail(e) => return Err(e),

@@ -45,6 +45,7 @@ impl Provider for Plain {
             finish_reason: None,
             usage: None,
             raw: None,
+            dialect: None,
         })
     }
 

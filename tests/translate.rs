@@ -248,6 +248,7 @@ fn finish_reasons_translate_both_ways() {
                 output_tokens: 2,
             }),
             raw: None,
+            dialect: None,
         };
         let o = to_value(openai::render_response(&resp, "id", 0));
         assert_eq!(o["choices"][0]["finish_reason"], oa);
@@ -371,6 +372,7 @@ fn what_a_provider_cannot_express_is_unsupported_not_a_panic() {
         finish_reason: Some(FinishReason::ToolCalls),
         usage: None,
         raw: None,
+        dialect: None,
     };
     let e = anthropic::render_response(&resp, "id").unwrap_err();
     assert_eq!(e.to_string(), "tool_calls[0].arguments: not a JSON object");

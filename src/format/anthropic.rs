@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::wire::{self, required, Loose, Obj, Str};
 use super::{index, join, parse_json, Fields, FormatError, Read};
 use crate::chat::{
-    ChatRequest, ChatResponse, FinishReason, Message, Part, RawJson, Role, Tool, ToolCall,
+    ChatRequest, ChatResponse, Dialect, FinishReason, Message, Part, RawJson, Role, Tool, ToolCall,
     ToolChoice, Usage,
 };
 
@@ -312,6 +312,7 @@ pub fn decode_response(body: &[u8]) -> Result<Read<ChatResponse>, FormatError> {
         raw: Some(
             RawJson::from_slice(body).map_err(|e| FormatError::malformed("", e.to_string()))?,
         ),
+        dialect: Some(Dialect::Anthropic),
     }))
 }
 
@@ -448,6 +449,7 @@ pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
         tool_choice,
         stream: f.bool("stream")?.unwrap_or(false),
         metadata,
+        native: None,
     })
 }
 

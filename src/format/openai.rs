@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use super::wire::{self, required, Arguments, First, Loose, Obj, Str};
 use super::{index, join, parse_json, Fields, FormatError, Read};
 use crate::chat::{
-    ChatRequest, ChatResponse, FinishReason, Message, Part, RawJson, Role, Tool, ToolCall,
+    ChatRequest, ChatResponse, Dialect, FinishReason, Message, Part, RawJson, Role, Tool, ToolCall,
     ToolChoice, Usage,
 };
 
@@ -450,6 +450,7 @@ pub fn decode_response(body: &[u8]) -> Result<Read<ChatResponse>, FormatError> {
         raw: Some(
             RawJson::from_slice(body).map_err(|e| FormatError::malformed("", e.to_string()))?,
         ),
+        dialect: Some(Dialect::OpenAi),
     }))
 }
 
@@ -615,6 +616,7 @@ pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
         tool_choice: parse_tool_choice(f.get("tool_choice"))?,
         stream: f.bool("stream")?.unwrap_or(false),
         metadata: f.str("user")?.map(|u| json!({"user_id": u})),
+        native: None,
     })
 }
 

@@ -137,6 +137,7 @@ impl From<JsRequest> for ChatRequest {
             tool_choice: r.tool_choice,
             stream: false,
             metadata: r.metadata,
+            native: None,
         }
     }
 }
@@ -215,6 +216,7 @@ pub(crate) fn provider_response(v: &JsValue, model: &str) -> Result<ChatResponse
         raw: stringify(&raw)
             .ok()
             .and_then(|s| crate::chat::RawJson::from_string(s).ok()),
+        dialect: None,
     })
 }
 

@@ -14,7 +14,7 @@ use super::{
     decode_success, event_error, event_json, event_shape_error, named_error_event, Capabilities,
     Models, Provider,
 };
-use crate::chat::{ChatRequest, ChatResponse, Delta};
+use crate::chat::{ChatRequest, ChatResponse, Delta, Dialect};
 use crate::error::{ErrorKind, ProviderError};
 use crate::format::anthropic::{decode_response, encode_request};
 use crate::format::anthropic_stream::{decode_event, EVENTS};
@@ -172,5 +172,9 @@ impl Provider for Anthropic {
 
     fn capabilities(&self, model: &str) -> Capabilities {
         self.models.get(model)
+    }
+
+    fn dialect(&self) -> Option<Dialect> {
+        Some(Dialect::Anthropic)
     }
 }

@@ -20,7 +20,7 @@ use std::pin::Pin;
 
 use serde_json::Value;
 
-use crate::chat::{ChatRequest, ChatResponse, Delta};
+use crate::chat::{ChatRequest, ChatResponse, Delta, Dialect};
 use crate::error::{ErrorKind, ProviderError};
 use crate::format::{FormatError, Read};
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
@@ -250,6 +250,12 @@ pub trait Provider {
 
     /// What `model` can do.
     fn capabilities(&self, model: &str) -> Capabilities;
+
+    /// The dialect this provider's API speaks, if it is one a client may
+    /// speak too.
+    fn dialect(&self) -> Option<Dialect> {
+        None
+    }
 }
 
 /// A boxed, non-`Send` future.

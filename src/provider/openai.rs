@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::classify::ErrorBody;
 use super::preset::{AuthStyle, Preset, PresetName};
 use super::{decode_data, decode_success, named_error_event, Capabilities, Models, Provider};
-use crate::chat::{ChatRequest, ChatResponse, Delta};
+use crate::chat::{ChatRequest, ChatResponse, Delta, Dialect};
 use crate::error::{ErrorKind, ProviderError};
 use crate::format::openai::{decode_response, encode_request, EncodeOptions, MaxTokensField};
 use crate::format::openai_stream::decode_chunk;
@@ -210,6 +210,10 @@ impl Provider for OpenAi {
 
     fn capabilities(&self, model: &str) -> Capabilities {
         self.models.get(model)
+    }
+
+    fn dialect(&self) -> Option<Dialect> {
+        Some(Dialect::OpenAi)
     }
 }
 
