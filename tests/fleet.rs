@@ -181,6 +181,33 @@ fn a_request_warms_the_fleet_view_of_its_routes_entries_and_no_others() {
     assert_eq!(primary_calls.get(), 1);
 }
 
+#[test]
+fn looking_at_health_warms_every_providers_fleet_view() {
+    let p = FakePlatform::new().at(1_000);
+    let obj = FakeObject::new(&p, breaker());
+    let a = Isolate::new(&p, &obj, "a", 30_000);
+    for _ in 0..3 {
+        a.request(&p);
+    }
+    // An isolate that has served nothing yet (as after a restart): its
+    // first /health cannot know, but starts learning, and the next one does.
+    let fresh = Isolate::new(&p, &obj, "fresh", 30_000);
+    let primary = |c: &Client<FakePlatform, FleetStore<FakeLink>>| {
+        c.health()
+            .into_iter()
+            .find(|h| h.provider == "primary")
+            .map(|h| h.state)
+    };
+    assert_eq!(
+        primary(&fresh.client),
+        Some(resilient_llm::StateName::Closed)
+    );
+    assert_eq!(fresh.counts.refreshes.get(), 2, "primary and backup");
+    fresh.client.store().link().pump();
+    assert_eq!(primary(&fresh.client), Some(resilient_llm::StateName::Open));
+    assert_eq!(fresh.primary.get(), 0, "without a call to it");
+}
+
 /// `tests/fixtures/fleet/<name>.json`: bytes the Worker sent to or stored in
 /// the breaker Durable Object before the protocol was derived by serde.
 fn stored(name: &str) -> String {

@@ -427,6 +427,11 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
 
     /// Every configured provider's health, in id order.
     pub fn health(&self) -> Vec<Health> {
+        // What it reports on, the store learns: a fleet-wide store starts
+        // fetching the views it does not have, for the next look.
+        let now = self.platform.now();
+        self.store
+            .warm(self.upstreams.keys().map(String::as_str), now);
         let stats = self.stats.borrow();
         self.upstreams
             .keys()
