@@ -343,9 +343,9 @@ where
         let mut req = self.req.clone();
         if prefill && !self.sent.text.is_empty() {
             match req.messages.last_mut() {
-                Some(last) if last.role == Role::Assistant => last.content.push(Part::Text {
-                    text: self.sent.text.clone(),
-                }),
+                Some(last) if last.role == Role::Assistant => {
+                    last.content.push(Part::text(self.sent.text.clone()))
+                }
                 _ => req
                     .messages
                     .push(Message::assistant(self.sent.text.clone())),
@@ -525,6 +525,15 @@ where
                     name,
                     arguments,
                 });
+            }
+            // Reasoning commits like content; a continuation's new
+            // reasoning is not the delivered answer's, and is not repeated.
+            Delta::Thinking(t) => {
+                conn.first_content.get_or_insert(self.client.platform.now());
+                if conn.mode == Mode::Forward {
+                    self.commit(conn);
+                    self.sent.out.push_back(Delta::Thinking(t));
+                }
             }
             Delta::Finish { reason } => {
                 if conn.mode != Mode::Forward {
@@ -791,6 +800,7 @@ fn whole_answer(resp: ChatResponse) -> VecDeque<Delta> {
     d.push_back(Delta::Start {
         model: Some(resp.model),
     });
+    d.extend(resp.thinking.into_iter().map(Delta::Thinking));
     if !resp.text.is_empty() {
         d.push_back(Delta::Text { text: resp.text });
     }
