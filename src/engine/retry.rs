@@ -235,7 +235,11 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                             headers: resp.headers,
                             body,
                         };
-                        (provider.decode(&buffered, self.platform.now()), true)
+                        let mut result = provider.decode(&buffered, self.platform.now());
+                        if let Ok(answer) = &mut result {
+                            crate::format::structured::unwrap_answer(req, answer);
+                        }
+                        (result, true)
                     }
                     Err(t) if t.kind == TransportErrorKind::TimedOut => (
                         Err(ProviderError::new(

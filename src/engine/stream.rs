@@ -23,6 +23,7 @@ use crate::engine::store::BreakerStore;
 use crate::engine::timeout::timeout;
 use crate::error::{Attempt, Error, ErrorKind, ProviderError};
 use crate::event::Event;
+use crate::format::structured::AnswerStream;
 use crate::platform::{Body, BufferedResponse, Platform, UnixMillis};
 use crate::policy::breaker::{Permit, PermitKind};
 use crate::provider::Upstream;
@@ -54,6 +55,8 @@ struct Conn {
     model: Option<String>,
     /// Malformed chunks skipped.
     malformed: usize,
+    /// A structured answer's forced tool, given back as text.
+    answer: AnswerStream,
 }
 
 /// The entry being tried: its breaker permit and its attempts so far.
@@ -318,6 +321,7 @@ where
                         usage: None,
                         model: None,
                         malformed: 0,
+                        answer: AnswerStream::new(&req),
                     });
                     return Ok(());
                 }
@@ -478,6 +482,9 @@ where
 
     /// Applies one delta of the attempt in flight.
     fn take(&mut self, conn: &mut Conn, delta: Delta) -> Read {
+        let Some(delta) = conn.answer.map(delta) else {
+            return Read::More;
+        };
         match delta {
             Delta::Start { model } => conn.model = model.or(conn.model.take()),
             Delta::Text { text } if text.is_empty() => {}
