@@ -896,6 +896,15 @@ const KEYS: &[&str] = &[
     "code",
     "object",
     "input",
+    "thinking",
+    "signature",
+    "data",
+    "reasoning_content",
+    "reasoning",
+    "thinking_blocks",
+    "cache_read_input_tokens",
+    "prompt_tokens_details",
+    "cached_tokens",
 ];
 
 const WORDS: &[&str] = &[
@@ -912,6 +921,9 @@ const WORDS: &[&str] = &[
     "text_delta",
     "input_json_delta",
     "thinking_delta",
+    "signature_delta",
+    "thinking",
+    "redacted_thinking",
     "assistant",
     "stop",
     "end_turn",

@@ -497,6 +497,15 @@ fn arb_json() -> impl Strategy<Value = Value> {
             Just("tool_use".to_string()),
             Just("tool_result".to_string()),
             Just("function".to_string()),
+            Just("image_url".to_string()),
+            Just("image".to_string()),
+            Just("thinking".to_string()),
+            Just("redacted_thinking".to_string()),
+            Just("json_schema".to_string()),
+            Just("enabled".to_string()),
+            Just("base64".to_string()),
+            Just("data:image/png;base64,AA".to_string()),
+            Just("high".to_string()),
             ".{0,6}"
         ]
         .prop_map(Value::String),
@@ -516,6 +525,21 @@ fn arb_json() -> impl Strategy<Value = Value> {
             Just("system".to_string()),
             Just("input".to_string()),
             Just("stop".to_string()),
+            Just("image_url".to_string()),
+            Just("url".to_string()),
+            Just("source".to_string()),
+            Just("thinking".to_string()),
+            Just("thinking_blocks".to_string()),
+            Just("signature".to_string()),
+            Just("budget_tokens".to_string()),
+            Just("reasoning_effort".to_string()),
+            Just("response_format".to_string()),
+            Just("json_schema".to_string()),
+            Just("output_format".to_string()),
+            Just("schema".to_string()),
+            Just("cache_control".to_string()),
+            Just("max_tokens".to_string()),
+            Just("parallel_tool_calls".to_string()),
             ".{0,6}"
         ];
         prop_oneof![
