@@ -350,12 +350,17 @@ pub struct JsonSchema {
 }
 
 /// A piece of the client's request with no place in the neutral request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Untranslated {
     /// Where it was, as `messages[1].content[0]` or `logprobs`.
     pub path: String,
     /// Why it is not translated.
     pub gap: Gap,
+    /// The dialect it was written in.
+    pub dialect: Dialect,
+    /// A top-level field's value, which an encoder of the same dialect
+    /// sends as it came (`None` for a piece inside the messages or tools).
+    pub value: Option<Value>,
 }
 
 /// Why a piece of a request is not translated.

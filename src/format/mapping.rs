@@ -3,7 +3,9 @@
 //! service tiers, image data URLs, and what an encoder does with the
 //! pieces of a request the neutral form does not hold.
 
-use crate::chat::{ChatRequest, Gap, ImageSource};
+use serde_json::{Map, Value};
+
+use crate::chat::{ChatRequest, Dialect, Gap, ImageSource};
 
 use super::FormatError;
 
@@ -86,26 +88,37 @@ pub fn image_url(source: &ImageSource) -> String {
 }
 
 /// Checks what the neutral request does not hold against an encoder for
-/// `target`: an unknown field or one without equivalent is refused as
-/// [`FormatError::unsupported`] (the chain's "this entry cannot serve
-/// it"); a hint is named in `omitted`.
+/// `target`. A top-level field the client wrote in `target`'s own dialect
+/// goes into `extra`, to be sent as it came. Otherwise an unknown field or
+/// one without equivalent is refused as [`FormatError::unsupported`] (the
+/// chain's "this entry cannot serve it"), and a hint is named in
+/// `omitted`.
 pub fn check_untranslated(
     req: &ChatRequest,
-    target: &str,
+    target: Dialect,
     omitted: &mut Vec<String>,
+    extra: &mut Map<String, Value>,
 ) -> Result<(), FormatError> {
+    let name = match target {
+        Dialect::OpenAi => "openai",
+        Dialect::Anthropic => "anthropic",
+    };
     for u in &req.untranslated {
+        if let (true, Some(value)) = (u.dialect == target, &u.value) {
+            extra.insert(u.path.clone(), value.clone());
+            continue;
+        }
         match u.gap {
             Gap::Unknown => {
                 return Err(FormatError::unsupported(
                     &u.path,
-                    format!("unknown field, cannot be translated for {target}"),
+                    format!("unknown field, cannot be translated for {name}"),
                 ))
             }
             Gap::NoEquivalent => {
                 return Err(FormatError::unsupported(
                     &u.path,
-                    format!("not available from {target}"),
+                    format!("not available from {name}"),
                 ))
             }
             Gap::Hint => omitted.push(u.path.clone()),

@@ -286,6 +286,18 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// `gaps` with the values of those that are top-level fields of `f`, for
+/// an encoder of the same dialect to send as they came.
+pub(crate) fn with_values(
+    mut gaps: Vec<crate::chat::Untranslated>,
+    f: &Fields<'_>,
+) -> Vec<crate::chat::Untranslated> {
+    for u in &mut gaps {
+        u.value = f.get(&u.path).cloned();
+    }
+    gaps
+}
+
 /// The neutral `metadata.user_id`, the one piece of caller metadata every
 /// format carries.
 pub(crate) fn user_id(metadata: Option<&Value>) -> Option<&str> {

@@ -1,11 +1,11 @@
 //! Outbound: a neutral request as a Messages API body.
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::{EncodeOptions, StructuredOutput};
 use crate::chat::{
-    ChatRequest, ImageSource, Message, Part, Reasoning, ResponseFormat, Role, ToolChoice,
+    ChatRequest, Dialect, ImageSource, Message, Part, Reasoning, ResponseFormat, Role, ToolChoice,
 };
 use crate::format::mapping::{self, effort_budget, MIN_BUDGET};
 use crate::format::structured::answer_tool;
@@ -56,6 +56,10 @@ pub struct RequestBody<'a> {
     /// `x-omitted-fields` header.
     #[serde(skip)]
     pub omitted: Vec<String>,
+    /// Top-level fields the client wrote in this dialect that the neutral
+    /// request does not hold, sent as they came.
+    #[serde(flatten)]
+    extra: Map<String, Value>,
     /// `anthropic-beta` values the body needs: the adapter adds each to
     /// the header (comma-separated, after any configured ones).
     #[serde(skip)]
@@ -174,7 +178,8 @@ pub fn encode_request<'a>(
     opts: EncodeOptions,
 ) -> Result<RequestBody<'a>, FormatError> {
     let mut omitted = Vec::new();
-    mapping::check_untranslated(req, "anthropic", &mut omitted)?;
+    let mut extra = Map::new();
+    mapping::check_untranslated(req, Dialect::Anthropic, &mut omitted, &mut extra)?;
     let mut system_blocks: Vec<Block<'a>> = Vec::new();
     let mut system_texts: Vec<String> = Vec::new();
     let mut messages: Vec<Turn<'a>> = Vec::new();
@@ -412,6 +417,7 @@ pub fn encode_request<'a>(
         stream: req.stream,
         metadata: crate::format::user_id(req.metadata.as_ref())
             .map(|user_id| OutMetadata { user_id }),
+        extra,
         omitted,
         beta,
     })

@@ -3,10 +3,10 @@
 use serde_json::{json, Value};
 
 use crate::chat::{
-    ChatRequest, Gap, Image, ImageSource, JsonSchema, Message, Part, Reasoning, ResponseFormat,
-    Role, Thinking, Tool, ToolCall, ToolChoice, Untranslated,
+    ChatRequest, Dialect, Gap, Image, ImageSource, JsonSchema, Message, Part, Reasoning,
+    ResponseFormat, Role, Thinking, Tool, ToolCall, ToolChoice, Untranslated,
 };
-use crate::format::{index, parse_json, Fields, FormatError};
+use crate::format::{index, parse_json, with_values, Fields, FormatError};
 
 /// Fields read into the neutral request.
 const READ: &[&str] = &[
@@ -48,7 +48,14 @@ pub fn parse_request(body: &[u8]) -> Result<ChatRequest, FormatError> {
 pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
     let f = Fields::of(v, "")?;
     let mut gaps = Vec::new();
-    let mut gap = |path: String, gap: Gap| gaps.push(Untranslated { path, gap });
+    let mut gap = |path: String, gap: Gap| {
+        gaps.push(Untranslated {
+            path,
+            gap,
+            dialect: Dialect::Anthropic,
+            value: None,
+        })
+    };
     for key in f.keys() {
         if f.get(key).is_none() || READ.contains(&key) {
             continue;
@@ -170,7 +177,7 @@ pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
         service_tier: f.str("service_tier")?.map(str::to_string),
         reasoning,
         response_format,
-        untranslated: gaps,
+        untranslated: with_values(gaps, &f),
         ..ChatRequest::default()
     })
 }

@@ -3,10 +3,12 @@
 use std::borrow::Cow;
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::{EncodeOptions, MaxTokensField, OutCall};
-use crate::chat::{ChatRequest, Image, Message, Part, Reasoning, ResponseFormat, Role, ToolChoice};
+use crate::chat::{
+    ChatRequest, Dialect, Image, Message, Part, Reasoning, ResponseFormat, Role, ToolChoice,
+};
 use crate::format::mapping::{self, budget_effort};
 use crate::format::{index, join, FormatError};
 
@@ -58,6 +60,10 @@ pub struct RequestBody<'a> {
     /// For the log line and the `x-omitted-fields` header.
     #[serde(skip)]
     pub omitted: Vec<String>,
+    /// Top-level fields the client wrote in this dialect that the neutral
+    /// request does not hold, sent as they came.
+    #[serde(flatten)]
+    extra: Map<String, Value>,
 }
 
 #[derive(Debug, Serialize)]
@@ -188,7 +194,8 @@ pub fn encode_request<'a>(
     opts: EncodeOptions,
 ) -> Result<RequestBody<'a>, FormatError> {
     let mut omitted = Vec::new();
-    mapping::check_untranslated(req, "openai", &mut omitted)?;
+    let mut extra = Map::new();
+    mapping::check_untranslated(req, Dialect::OpenAi, &mut omitted, &mut extra)?;
     let mut messages = Vec::with_capacity(req.messages.len());
     for (i, m) in req.messages.iter().enumerate() {
         encode_message(m, &index("messages", i), &mut messages, &mut omitted)?;
@@ -284,6 +291,7 @@ pub fn encode_request<'a>(
             include_usage: true,
         }),
         user: crate::format::user_id(req.metadata.as_ref()),
+        extra,
         omitted,
     })
 }

@@ -3,11 +3,11 @@
 use serde_json::{json, Value};
 
 use crate::chat::{
-    ChatRequest, Gap, Image, JsonSchema, Message, Part, Reasoning, ResponseFormat, Role, Thinking,
-    Tool, ToolCall, ToolChoice, Untranslated,
+    ChatRequest, Dialect, Gap, Image, JsonSchema, Message, Part, Reasoning, ResponseFormat, Role,
+    Thinking, Tool, ToolCall, ToolChoice, Untranslated,
 };
 use crate::format::mapping;
-use crate::format::{index, parse_json, Fields, FormatError};
+use crate::format::{index, parse_json, with_values, Fields, FormatError};
 
 /// Fields read into the neutral request (`stream_options` is the
 /// gateway's to read).
@@ -64,7 +64,14 @@ pub fn parse_request(body: &[u8]) -> Result<ChatRequest, FormatError> {
 pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
     let f = Fields::of(v, "")?;
     let mut gaps = Vec::new();
-    let mut gap = |path: String, gap: Gap| gaps.push(Untranslated { path, gap });
+    let mut gap = |path: String, gap: Gap| {
+        gaps.push(Untranslated {
+            path,
+            gap,
+            dialect: Dialect::OpenAi,
+            value: None,
+        })
+    };
     for key in f.keys() {
         if f.get(key).is_none() || READ.contains(&key) {
             continue;
@@ -147,7 +154,7 @@ pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
         }),
     };
     let tool_choice = parse_tool_choice(f.get("tool_choice"), &mut gap)?;
-    let response_format = parse_response_format(&f)?;
+    let response_format = parse_response_format(&f, &mut gap)?;
     Ok(ChatRequest {
         model: Some(f.req_str("model")?.to_string()),
         messages,
@@ -168,12 +175,15 @@ pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
         reasoning,
         response_format,
         prompt_cache_key: f.str("prompt_cache_key")?.map(str::to_string),
-        untranslated: gaps,
+        untranslated: with_values(gaps, &f),
         native: None,
     })
 }
 
-fn parse_response_format(f: &Fields<'_>) -> Result<Option<ResponseFormat>, FormatError> {
+fn parse_response_format(
+    f: &Fields<'_>,
+    gap: &mut GapFn<'_>,
+) -> Result<Option<ResponseFormat>, FormatError> {
     let Some(rf) = f.object("response_format")? else {
         return Ok(None);
     };
@@ -194,11 +204,9 @@ fn parse_response_format(f: &Fields<'_>) -> Result<Option<ResponseFormat>, Forma
                 strict: s.bool("strict")?,
             })
         }
-        other => {
-            return Err(FormatError::malformed(
-                rf.path("type"),
-                format!("unknown response format \"{other}\""),
-            ))
+        _ => {
+            gap(rf.path("type"), Gap::Unknown);
+            return Ok(None);
         }
     }))
 }
