@@ -103,3 +103,36 @@ fn when_no_entry_can_serve_it_the_error_names_the_field() {
     let text = format!("{e} {}", serde_json::to_string(e.attempts()).unwrap());
     assert!(text.contains("n: not available from anthropic"), "{text}");
 }
+
+#[test]
+fn a_known_field_with_an_unknown_value_goes_as_it_came_to_its_own_dialect() {
+    let req = anthropic::parse_request(
+        br#"{"model":"r","max_tokens":50,"messages":[{"role":"user","content":"hi"}],
+            "thinking":{"type":"adaptive"}}"#,
+    )
+    .unwrap();
+    let opts = anthropic::EncodeOptions {
+        default_max_tokens: 50,
+        structured_output: anthropic::StructuredOutput::Tool,
+    };
+    let b = serde_json::to_value(anthropic::encode_request(&req, "m", opts).unwrap()).unwrap();
+    assert_eq!(b["thinking"], json!({"type": "adaptive"}));
+    let e = openai::encode_request(&req, "m", openai::EncodeOptions::default()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "thinking: unknown field, cannot be translated for openai"
+    );
+    let req = openai::parse_request(
+        br#"{"model":"r","messages":[{"role":"user","content":"hi"}],
+            "tools":[{"type":"function","function":{"name":"f"}}],
+            "tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"auto","tools":[]}}}"#,
+    )
+    .unwrap();
+    let b = serde_json::to_value(
+        openai::encode_request(&req, "m", openai::EncodeOptions::default()).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(b["tool_choice"]["type"], "allowed_tools");
+    let e = anthropic::encode_request(&req, "m", opts).unwrap_err();
+    assert_eq!(e.to_string(), "tool_choice: not available from anthropic");
+}

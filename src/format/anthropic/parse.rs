@@ -77,7 +77,7 @@ pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
                     .ok_or_else(|| FormatError::malformed(t.path("budget_tokens"), "required"))?,
             }),
             _ => {
-                gap(t.path("type"), Gap::Unknown);
+                gap("thinking".into(), Gap::Unknown);
                 None
             }
         },
@@ -156,7 +156,7 @@ pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
                 strict: Some(true),
             })),
             _ => {
-                gap(o.path("type"), Gap::Unknown);
+                gap("output_format".into(), Gap::Unknown);
                 None
             }
         },

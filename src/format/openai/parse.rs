@@ -205,7 +205,7 @@ fn parse_response_format(
             })
         }
         _ => {
-            gap(rf.path("type"), Gap::Unknown);
+            gap("response_format".into(), Gap::Unknown);
             return Ok(None);
         }
     }))
@@ -428,7 +428,7 @@ fn parse_tool_choice(
         Some(obj) => {
             let f = Fields::of(obj, path)?;
             if f.req_str("type")? != "function" {
-                gap(f.path("type"), Gap::NoEquivalent);
+                gap(path.into(), Gap::NoEquivalent);
                 return Ok(None);
             }
             let function = f
