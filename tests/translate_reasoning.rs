@@ -324,3 +324,19 @@ fn streamed_reasoning_content_reaches_an_anthropic_client_as_a_thinking_block() 
     );
     assert_eq!(events[3]["delta"]["thinking"], "18 and 24.");
 }
+
+#[test]
+fn a_tool_turn_sent_back_without_its_thinking_is_asked_without_thinking() {
+    // Anthropic refuses thinking when the last assistant tool turn does
+    // not open with its thinking block: left out, and named.
+    let b = anthropic_body(
+        r#"{"model":"r","reasoning_effort":"low","messages":[
+            {"role":"user","content":"Weather in Rome?"},
+            {"role":"assistant","content":null,
+             "tool_calls":[{"id":"toolu_1","type":"function","function":{"name":"weather","arguments":"{}"}}]},
+            {"role":"tool","tool_call_id":"toolu_1","content":"24C"}],
+          "tools":[{"type":"function","function":{"name":"weather","parameters":{"type":"object"}}}]}"#,
+    );
+    assert_eq!(b.get("thinking"), None);
+    assert_eq!(b["omitted"], json!(["reasoning_effort"]));
+}

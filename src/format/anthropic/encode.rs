@@ -171,7 +171,8 @@ struct OutMetadata<'a> {
 /// `reasoning_effort` becomes a thinking budget
 /// ([`mapping::effort_budget`]), kept under `max_tokens`; thinking is left
 /// out (and named in `omitted`) where it cannot be had: a budget under
-/// Anthropic's least, or a forced tool.
+/// Anthropic's least, a forced tool, or a tool turn sent back without its
+/// thinking blocks.
 pub fn encode_request<'a>(
     req: &'a ChatRequest,
     model: &'a str,
@@ -358,7 +359,7 @@ pub fn encode_request<'a>(
                     budget
                 }
             };
-            if budget < MIN_BUDGET || forced {
+            if budget < MIN_BUDGET || forced || unthought_tool_turn(&messages) {
                 omitted.push("reasoning_effort".into());
                 None
             } else {
@@ -421,6 +422,25 @@ pub fn encode_request<'a>(
         omitted,
         beta,
     })
+}
+
+/// Whether the last assistant turn calls tools without opening with its
+/// reasoning: Anthropic refuses thinking for such a conversation (an
+/// OpenAI client that did not send `thinking_blocks` back), so it is
+/// asked without.
+fn unthought_tool_turn(messages: &[Turn<'_>]) -> bool {
+    let Some(last) = messages.iter().rev().find(|t| t.role == "assistant") else {
+        return false;
+    };
+    let calls = last
+        .content
+        .iter()
+        .any(|b| matches!(b, Block::ToolUse { .. }));
+    let thought = matches!(
+        last.content.first(),
+        Some(Block::Thinking { .. } | Block::RedactedThinking { .. })
+    );
+    calls && !thought
 }
 
 /// The input schema of a `json_object` answer's tool.
