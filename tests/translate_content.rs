@@ -240,3 +240,98 @@ fn an_answer_without_usage_renders_no_invented_zeros() {
     let o = serde_json::to_value(openai::render_response(&resp, "c", 0)).unwrap();
     assert_eq!(o.get("usage"), None);
 }
+
+fn sse_deltas(p: &dyn Provider, bytes: &[u8]) -> Vec<resilient_llm::Delta> {
+    let mut d = resilient_llm::SseDecoder::default();
+    let mut events = Vec::new();
+    d.feed(bytes, &mut events).unwrap();
+    events.extend(d.finish());
+    events
+        .iter()
+        .flat_map(|e| p.decode_event(e).unwrap())
+        .collect()
+}
+
+#[test]
+fn streamed_cache_usage_reaches_either_client() {
+    use resilient_llm::format::anthropic_stream::AnthropicStreamEncoder;
+    use resilient_llm::format::openai_stream::OpenAiStreamEncoder;
+    let anthropic_sse = concat!(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",",
+        "\"role\":\"assistant\",\"content\":[],\"model\":\"claude-x\",\"usage\":{\"input_tokens\":5,",
+        "\"cache_read_input_tokens\":100,\"cache_creation_input_tokens\":20,\"output_tokens\":1}}}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n",
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":7}}\n\n",
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    );
+    let deltas = sse_deltas(&anthropic_provider(), anthropic_sse.as_bytes());
+    let mut e = OpenAiStreamEncoder::new("c".into(), 0, "claude-x".into(), true);
+    let mut out = Vec::new();
+    for d in &deltas {
+        out.extend(e.delta(d));
+    }
+    out.extend(e.finish());
+    let text = String::from_utf8(out).unwrap();
+    let usage_chunk: Value = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str::<Value>(d).unwrap())
+        .find(|v| v["usage"].is_object())
+        .unwrap();
+    assert_eq!(
+        usage_chunk["usage"],
+        json!({"prompt_tokens": 125, "completion_tokens": 7, "total_tokens": 132,
+               "prompt_tokens_details": {"cached_tokens": 100}})
+    );
+    // An OpenAI stream's cached tokens, to an Anthropic client.
+    let chunk = |v: Value| format!("data: {v}\n\n");
+    let openai_sse = [
+        chunk(json!({"model": "gpt-x", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}}]})),
+        chunk(json!({"model": "gpt-x", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})),
+        chunk(json!({"model": "gpt-x", "choices": [], "usage": {"prompt_tokens": 2006, "completion_tokens": 300,
+            "prompt_tokens_details": {"cached_tokens": 1920}}})),
+        "data: [DONE]\n\n".to_string(),
+    ]
+    .concat();
+    let deltas = sse_deltas(&openai_provider(), openai_sse.as_bytes());
+    let mut e = AnthropicStreamEncoder::new("m".into(), "gpt-x".into());
+    let mut out = Vec::new();
+    for d in &deltas {
+        out.extend(e.delta(d));
+    }
+    out.extend(e.finish());
+    let text = String::from_utf8(out).unwrap();
+    let message_delta: Value = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str::<Value>(d).unwrap())
+        .find(|v| v["type"] == "message_delta")
+        .unwrap();
+    assert_eq!(
+        message_delta["usage"],
+        json!({"input_tokens": 86, "output_tokens": 300, "cache_read_input_tokens": 1920})
+    );
+}
+
+#[test]
+fn a_json_answer_from_openai_reaches_an_anthropic_client_as_text() {
+    let body = br#"{"model":"gpt-x","choices":[{"message":{"content":"{\"c\":24}"},"finish_reason":"stop"}]}"#;
+    let resp = openai_provider()
+        .decode(
+            &BufferedResponse {
+                status: 200,
+                headers: Headers::new(),
+                body: body.to_vec(),
+            },
+            0,
+        )
+        .unwrap();
+    let a = serde_json::to_value(anthropic::render_response(&resp, "m").unwrap()).unwrap();
+    assert_eq!(
+        a["content"],
+        json!([{"type": "text", "text": "{\"c\":24}"}])
+    );
+    assert_eq!(a["stop_reason"], "end_turn");
+}
