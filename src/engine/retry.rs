@@ -253,7 +253,12 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             }
             Upstream::Custom(custom) => {
                 match timeout(self.platform.sleep(limit), custom.chat(req, model)).await {
-                    Ok(result) => (result, true),
+                    Ok(mut result) => {
+                        if let Ok(answer) = &mut result {
+                            crate::format::structured::unwrap_answer(req, answer);
+                        }
+                        (result, true)
+                    }
                     Err(_) => (Err(ProviderError::timeout(limit)), true),
                 }
             }
