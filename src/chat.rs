@@ -29,7 +29,13 @@ pub enum Part {
     Text {
         /// The text.
         text: String,
+        /// A prompt-cache breakpoint after this part, as the client wrote
+        /// it (Anthropic's `{"type": "ephemeral", "ttl": …}`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cache_control: Option<Value>,
     },
+    /// An image, in a user message or a tool result.
+    Image(Image),
     /// A tool call made by the assistant.
     ToolCall(ToolCall),
     /// The answer to an earlier tool call.
@@ -38,10 +44,76 @@ pub enum Part {
         tool_call_id: String,
         /// The tool's output as text.
         content: String,
+        /// Images the tool returned beside its text.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<Image>,
         /// Whether the tool failed.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
+        /// A prompt-cache breakpoint after this result.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cache_control: Option<Value>,
     },
+    /// The model's reasoning in an earlier assistant turn, sent back so a
+    /// provider that signed it can go on from it.
+    Thinking(Thinking),
+}
+
+impl Part {
+    /// A text part without a cache breakpoint.
+    pub fn text(text: impl Into<String>) -> Self {
+        Part::Text {
+            text: text.into(),
+            cache_control: None,
+        }
+    }
+}
+
+/// An image and where its bytes are.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Image {
+    /// The bytes, or where to fetch them.
+    pub source: ImageSource,
+    /// OpenAI's `detail` (`low`, `high`, `auto`), where the client set it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// A prompt-cache breakpoint after this image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<Value>,
+}
+
+/// Where an image's bytes are.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ImageSource {
+    /// Inline: base64 `data` of `media_type` (`image/png`, …).
+    Base64 {
+        /// The MIME type.
+        media_type: String,
+        /// The bytes in base64.
+        data: String,
+    },
+    /// An http(s) URL the provider fetches.
+    Url {
+        /// The URL.
+        url: String,
+    },
+}
+
+/// A block of the model's reasoning. Anthropic signs each block; the
+/// signature (or the encrypted `redacted` data) must come back unchanged
+/// for a later turn to be accepted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Thinking {
+    /// The reasoning text (empty for a redacted block).
+    #[serde(default)]
+    pub text: String,
+    /// The provider's signature of the block, when it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+    /// Anthropic's `redacted_thinking` data: encrypted reasoning, no text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redacted: Option<String>,
 }
 
 /// A message: a role and its parts.
@@ -58,7 +130,7 @@ impl Message {
     pub fn text(role: Role, text: impl Into<String>) -> Self {
         Message {
             role,
-            content: vec![Part::Text { text: text.into() }],
+            content: vec![Part::text(text)],
         }
     }
 
@@ -82,8 +154,11 @@ impl Message {
         self.content
             .iter()
             .filter_map(|p| match p {
-                Part::Text { text } => Some(text.as_str()),
-                Part::ToolCall(_) | Part::ToolResult { .. } => None,
+                Part::Text { text, .. } => Some(text.as_str()),
+                Part::Image(_)
+                | Part::ToolCall(_)
+                | Part::ToolResult { .. }
+                | Part::Thinking(_) => None,
             })
             .collect()
     }
@@ -110,6 +185,9 @@ pub struct Tool {
     pub description: Option<String>,
     /// JSON Schema of the arguments, passed through as is.
     pub parameters: Value,
+    /// A prompt-cache breakpoint after this tool's definition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<Value>,
 }
 
 /// How the model may use tools.
@@ -185,9 +263,119 @@ pub struct ChatRequest {
     /// Caller metadata, passed through where the provider accepts it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
+    /// Sampling seed (OpenAI dialect only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    /// Frequency penalty (OpenAI dialect only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency_penalty: Option<f64>,
+    /// Presence penalty (OpenAI dialect only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presence_penalty: Option<f64>,
+    /// Top-k sampling (Anthropic dialect only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<u32>,
+    /// Whether the model may call several tools in one turn (`None`: the
+    /// provider's default, which is yes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
+    /// The service tier, in the client's words (`auto`, `default`, `flex`,
+    /// `priority` from OpenAI clients; `auto`, `standard_only` from
+    /// Anthropic ones); each encoder maps or omits it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_tier: Option<String>,
+    /// How much the model should reason before answering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<Reasoning>,
+    /// The shape the answer must take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<ResponseFormat>,
+    /// OpenAI's `prompt_cache_key` (OpenAI dialect only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache_key: Option<String>,
+    /// What the client sent that the neutral request does not hold: an
+    /// encoder for another dialect refuses or omits each, by its gap.
+    #[serde(skip)]
+    pub untranslated: Vec<Untranslated>,
     /// The client's own body, when it came in a provider dialect.
     #[serde(skip)]
     pub native: Option<Box<Native>>,
+}
+
+/// How much the model should reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Reasoning {
+    /// No reasoning (Anthropic `thinking: {"type": "disabled"}`, OpenAI
+    /// `reasoning_effort: "none"`).
+    Disabled,
+    /// OpenAI's `reasoning_effort`: `minimal`, `low`, `medium`, `high`, or
+    /// a level this crate does not know, kept as sent.
+    Effort {
+        /// The level.
+        effort: String,
+    },
+    /// Anthropic's `thinking: {"type": "enabled", "budget_tokens"}`.
+    Budget {
+        /// Tokens the model may spend thinking.
+        budget_tokens: u32,
+    },
+}
+
+/// The shape of the answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ResponseFormat {
+    /// Free text (the default).
+    Text,
+    /// Any JSON object.
+    JsonObject,
+    /// JSON matching a schema.
+    JsonSchema(JsonSchema),
+}
+
+/// A named JSON Schema the answer must match.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JsonSchema {
+    /// The schema's name (a tool name where a forced tool carries it).
+    pub name: String,
+    /// What the schema is for, for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The schema.
+    pub schema: Value,
+    /// OpenAI's `strict`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
+}
+
+/// A piece of the client's request with no place in the neutral request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Untranslated {
+    /// Where it was, as `messages[1].content[0]` or `logprobs`.
+    pub path: String,
+    /// Why it is not translated.
+    pub gap: Gap,
+    /// The dialect it was written in.
+    pub dialect: Dialect,
+    /// A top-level field's value, which an encoder of the same dialect
+    /// sends as it came (`None` for a piece inside the messages or tools).
+    pub value: Option<Value>,
+}
+
+/// Why a piece of a request is not translated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gap {
+    /// A field or content part this crate does not know: refused by an
+    /// encoder for another dialect.
+    Unknown,
+    /// Known, but it changes the answer and the other dialect has no
+    /// equivalent (`n > 1`, `logprobs`, server tools, …): refused.
+    NoEquivalent,
+    /// Known, only tunes or labels the request (`store`, `verbosity`, …),
+    /// and the other dialect has no equivalent: left out, and named in the
+    /// encoder's `omitted` list.
+    Hint,
 }
 
 impl ChatRequest {
@@ -216,14 +404,31 @@ pub enum FinishReason {
     Other(String),
 }
 
-/// Token counts.
+/// Token counts, as the provider reported them.
+///
+/// One convention whatever the provider: `input_tokens` counts every input
+/// token, cached ones included, as OpenAI's `prompt_tokens` does. An
+/// Anthropic answer's `input_tokens`, `cache_read_input_tokens` and
+/// `cache_creation_input_tokens` are added up into it on the way in (the
+/// last two also kept as `cached_input_tokens` and
+/// `cache_write_input_tokens`), and taken apart again on the way out.
+/// `output_tokens` includes reasoning tokens, as both providers count it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
-    /// Prompt tokens.
+    /// Every input token, cached ones included.
     pub input_tokens: u64,
-    /// Completion tokens.
+    /// Every output token, reasoning included.
     pub output_tokens: u64,
+    /// Input tokens read from the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens: Option<u64>,
+    /// Input tokens written to the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_input_tokens: Option<u64>,
+    /// Output tokens spent reasoning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
 }
 
 /// A provider's answer, in the neutral format.
@@ -235,6 +440,9 @@ pub struct ChatResponse {
     /// Tool calls, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
+    /// The model's reasoning before the answer, block by block.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thinking: Vec<Thinking>,
     /// The model that actually answered, as the provider named it.
     pub model: String,
     /// The provider id that answered (set by the chain).
@@ -329,6 +537,10 @@ pub enum Delta {
         /// A fragment of the JSON arguments.
         arguments: String,
     },
+    /// Part of the model's reasoning: `text` extends the current block; a
+    /// `signature` ends it (the next text starts a new block); `redacted`
+    /// is a whole redacted block of its own.
+    Thinking(Thinking),
     /// Why the model stopped.
     Finish {
         /// The reason.

@@ -75,8 +75,9 @@ pub mod web;
 mod worker;
 
 pub use chat::{
-    ChatRequest, ChatResponse, Delta, Dialect, FinishReason, Message, Native, Part, RawJson, Role,
-    Tool, ToolCall, ToolChoice, Usage,
+    ChatRequest, ChatResponse, Delta, Dialect, FinishReason, Gap, Image, ImageSource, JsonSchema,
+    Message, Native, Part, RawJson, Reasoning, ResponseFormat, Role, Thinking, Tool, ToolCall,
+    ToolChoice, Untranslated, Usage,
 };
 pub use config::{
     BreakerConfig, BudgetConfig, Config, EntryConfig, GatewayConfig, LimitsConfig, Policies,

@@ -652,12 +652,14 @@ impl CustomProvider for ScriptedProvider {
                         return Ok(ChatResponse {
                             text,
                             tool_calls: Vec::new(),
+                            thinking: Vec::new(),
                             model: model.to_string(),
                             provider: self.name.clone(),
                             finish_reason: Some(FinishReason::Stop),
                             usage: Some(Usage {
                                 input_tokens: 1,
                                 output_tokens: 1,
+                                ..Usage::default()
                             }),
                             raw: None,
                             dialect: None,

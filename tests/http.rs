@@ -40,6 +40,7 @@ impl Provider for Plain {
         Ok(ChatResponse {
             text: String::from_utf8_lossy(&resp.body).into_owned(),
             tool_calls: vec![],
+            thinking: vec![],
             model: "plain-model".into(),
             provider: String::new(),
             finish_reason: None,

@@ -153,7 +153,9 @@ fn representative_request() -> ChatRequest {
             content: vec![Part::ToolResult {
                 tool_call_id: "call_1".into(),
                 content: "18C, cloudy".into(),
+                images: Vec::new(),
                 is_error: false,
+                cache_control: None,
             }],
         },
     ]);
@@ -164,6 +166,7 @@ fn representative_request() -> ChatRequest {
         name: "get_weather".into(),
         description: Some("Current weather".into()),
         parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+        cache_control: None,
     }];
     req.tool_choice = Some(ToolChoice::Auto);
     req

@@ -11,7 +11,7 @@ use resilient_llm::format::anthropic_stream::AnthropicStreamEncoder;
 use resilient_llm::format::openai_stream::OpenAiStreamEncoder;
 use resilient_llm::{
     Anthropic, ChatRequest, Delta, ErrorKind, FinishReason, Message, PresetName, Provider,
-    ProviderError, Secret, Usage,
+    ProviderError, Secret, Thinking, Usage,
 };
 use resilient_llm::{OpenAi, SseDecoder, SseEvent};
 use serde_json::{json, Value};
@@ -81,6 +81,7 @@ struct Answer {
     usage: Usage,
     done: bool,
     error: Option<ErrorKind>,
+    thinking: Vec<Thinking>,
 }
 
 fn assemble(deltas: &[Delta], error: Option<&ProviderError>) -> Answer {
@@ -112,6 +113,20 @@ fn assemble(deltas: &[Delta], error: Option<&ProviderError>) -> Answer {
                 }
                 call.arguments.push_str(arguments);
             }
+            Delta::Thinking(t) => {
+                // Text extends the open block; a signature closes it.
+                let open = a
+                    .thinking
+                    .last()
+                    .is_some_and(|b| b.signature.is_none() && b.redacted.is_none());
+                if t.redacted.is_some() || !open {
+                    a.thinking.push(Thinking::default());
+                }
+                let block = a.thinking.last_mut().unwrap();
+                block.text.push_str(&t.text);
+                block.signature = t.signature.clone();
+                block.redacted = t.redacted.clone();
+            }
             Delta::Finish { reason } => a.finish = Some(reason.clone()),
             Delta::Usage { usage } => {
                 if usage.input_tokens > 0 {
@@ -119,6 +134,18 @@ fn assemble(deltas: &[Delta], error: Option<&ProviderError>) -> Answer {
                 }
                 if usage.output_tokens > 0 {
                     a.usage.output_tokens = usage.output_tokens;
+                }
+                for (to, from) in [
+                    (&mut a.usage.cached_input_tokens, usage.cached_input_tokens),
+                    (
+                        &mut a.usage.cache_write_input_tokens,
+                        usage.cache_write_input_tokens,
+                    ),
+                    (&mut a.usage.reasoning_tokens, usage.reasoning_tokens),
+                ] {
+                    if from.is_some() {
+                        *to = from;
+                    }
                 }
             }
             Delta::Done => a.done = true,
@@ -143,6 +170,18 @@ fn usage(input_tokens: u64, output_tokens: u64) -> Usage {
     Usage {
         input_tokens,
         output_tokens,
+        ..Usage::default()
+    }
+}
+
+/// Counts with the cache (and reasoning) details a provider reported as
+/// zero, as the recorded fixtures do.
+fn with_zero_details(u: Usage, reasoning: bool) -> Usage {
+    Usage {
+        cached_input_tokens: Some(0),
+        cache_write_input_tokens: (!reasoning).then_some(0),
+        reasoning_tokens: reasoning.then_some(0),
+        ..u
     }
 }
 
@@ -154,7 +193,7 @@ fn openai_fixtures() -> Vec<(&'static str, Answer)> {
                 model: Some("gpt-4o-mini-2024-07-18".into()),
                 text: "Hello! Grüße aus\nParis 🗼.".into(),
                 finish: Some(FinishReason::Stop),
-                usage: usage(19, 10),
+                usage: with_zero_details(usage(19, 10), true),
                 done: true,
                 ..Answer::default()
             },
@@ -230,7 +269,7 @@ fn anthropic_fixtures() -> Vec<(&'static str, Answer)> {
                 model: Some("claude-sonnet-4-5-20250929".into()),
                 text: "Hello! Grüße aus Paris 🗼.".into(),
                 finish: Some(FinishReason::Stop),
-                usage: usage(25, 15),
+                usage: with_zero_details(usage(25, 15), false),
                 done: true,
                 ..Answer::default()
             },
@@ -246,7 +285,7 @@ fn anthropic_fixtures() -> Vec<(&'static str, Answer)> {
                     r#"{"location": "San Francisco, CA", "unit": "fahrenheit"}"#,
                 )],
                 finish: Some(FinishReason::ToolCalls),
-                usage: usage(472, 89),
+                usage: with_zero_details(usage(472, 89), false),
                 done: true,
                 ..Answer::default()
             },
@@ -256,7 +295,7 @@ fn anthropic_fixtures() -> Vec<(&'static str, Answer)> {
             Answer {
                 model: Some("claude-sonnet-4-5-20250929".into()),
                 text: "Let me think".into(),
-                usage: usage(40, 1),
+                usage: with_zero_details(usage(40, 1), false),
                 error: Some(ErrorKind::Server),
                 ..Answer::default()
             },
@@ -266,8 +305,13 @@ fn anthropic_fixtures() -> Vec<(&'static str, Answer)> {
             Answer {
                 model: Some("claude-opus-4-1-20250805".into()),
                 text: "1, 2, 3, 4".into(),
+                thinking: vec![Thinking {
+                    text: "Counting: 1, 2, 3".into(),
+                    signature: Some("EqQBCgIYAhIM1gbcDa9GJwZA2b3h".into()),
+                    redacted: None,
+                }],
                 finish: Some(FinishReason::Length),
-                usage: usage(120, 32),
+                usage: with_zero_details(usage(120, 32), false),
                 done: true,
                 ..Answer::default()
             },
@@ -365,6 +409,12 @@ fn every_fixture_survives_translation_into_either_client_format() {
                     // OpenAI reports usage only in the last chunk before [DONE].
                     expected.usage = Usage::default();
                 }
+                // Each format lacks one detail: Anthropic reasoning tokens,
+                // OpenAI tokens written to the cache.
+                match target {
+                    Format::Anthropic => expected.usage.reasoning_tokens = None,
+                    Format::OpenAi => expected.usage.cache_write_input_tokens = None,
+                }
                 assert_eq!(
                     answer(&back),
                     expected,
@@ -413,7 +463,8 @@ fn anthropic_tool_blocks_become_dense_openai_tool_calls() {
     assert_eq!(last["choices"], json!([]));
     assert_eq!(
         last["usage"],
-        json!({"prompt_tokens": 472, "completion_tokens": 89, "total_tokens": 561})
+        json!({"prompt_tokens": 472, "completion_tokens": 89, "total_tokens": 561,
+               "prompt_tokens_details": {"cached_tokens": 0}})
     );
 }
 
@@ -759,12 +810,15 @@ fn check_anthropic(bytes: &[u8]) -> Result<(), String> {
             }
             "content_block_delta" => {
                 let (i, kind) = open.as_ref().ok_or("a delta outside any block")?;
-                let expected = if kind == "text" {
-                    "text_delta"
-                } else {
-                    "input_json_delta"
+                let expected: &[&str] = match kind.as_str() {
+                    "text" => &["text_delta"],
+                    "thinking" => &["thinking_delta", "signature_delta"],
+                    _ => &["input_json_delta"],
                 };
-                if v["index"] != *i || v["delta"]["type"] != expected {
+                let kind_ok = v["delta"]["type"]
+                    .as_str()
+                    .is_some_and(|t| expected.contains(&t));
+                if v["index"] != *i || !kind_ok {
                     return Err(format!("{v} in block {i} ({kind})"));
                 }
             }
@@ -842,6 +896,15 @@ const KEYS: &[&str] = &[
     "code",
     "object",
     "input",
+    "thinking",
+    "signature",
+    "data",
+    "reasoning_content",
+    "reasoning",
+    "thinking_blocks",
+    "cache_read_input_tokens",
+    "prompt_tokens_details",
+    "cached_tokens",
 ];
 
 const WORDS: &[&str] = &[
@@ -858,6 +921,9 @@ const WORDS: &[&str] = &[
     "text_delta",
     "input_json_delta",
     "thinking_delta",
+    "signature_delta",
+    "thinking",
+    "redacted_thinking",
     "assistant",
     "stop",
     "end_turn",

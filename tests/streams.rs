@@ -208,7 +208,8 @@ fn a_healthy_stream_is_delivered_with_model_finish_and_usage() {
         Delta::Usage {
             usage: Usage {
                 input_tokens: 11,
-                output_tokens: 22
+                output_tokens: 22,
+                ..Usage::default()
             }
         }
     );
@@ -255,7 +256,8 @@ fn a_cut_stream_is_continued_with_prefill_where_the_model_accepts_it() {
         usage,
         Some(Usage {
             input_tokens: 9,
-            output_tokens: 15
+            output_tokens: 15,
+            ..Usage::default()
         }),
         "only the answering attempt counts"
     );
@@ -452,7 +454,8 @@ fn a_body_ending_without_done_but_with_a_finish_is_final_at_once() {
     assert!(seen.deltas.contains(&Delta::Usage {
         usage: Usage {
             input_tokens: 11,
-            output_tokens: 22
+            output_tokens: 22,
+            ..Usage::default()
         }
     }));
 }

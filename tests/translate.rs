@@ -240,12 +240,14 @@ fn finish_reasons_translate_both_ways() {
         let resp = ChatResponse {
             text: "x".into(),
             tool_calls: vec![],
+            thinking: vec![],
             model: "m".into(),
             provider: "p".into(),
             finish_reason: Some(reason.clone()),
             usage: Some(Usage {
                 input_tokens: 1,
                 output_tokens: 2,
+                ..Usage::default()
             }),
             raw: None,
             dialect: None,
@@ -283,29 +285,78 @@ fn anthropic_err(body: &str) -> resilient_llm::FormatError {
     anthropic::parse_request(body.as_bytes()).unwrap_err()
 }
 
+/// A request the other dialect cannot be given is refused by that
+/// provider's encoder as Unsupported (the chain passes over the entry),
+/// naming the field and the provider: parsing itself refuses only what is
+/// malformed. (These were 400s at parse time before same-format
+/// passthrough: a provider of the client's own dialect can serve them.)
+fn refusal(p: &dyn Provider, req: &resilient_llm::ChatRequest) -> String {
+    let e = p.encode(req, "m").unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Unsupported, "{e}");
+    e.message
+}
+
 #[test]
-fn untranslatable_openai_input_is_a_clear_error() {
+fn untranslatable_openai_input_is_refused_by_the_other_provider() {
     let m = r#""messages":[{"role":"user","content":"hi"}]"#;
-    let e = openai_err(&format!(r#"{{"model":"x",{m},"n":2}}"#));
+    let parse = |extra: &str| {
+        openai::parse_request(format!(r#"{{"model":"x",{m},{extra}}}"#).as_bytes()).unwrap()
+    };
+    for (extra, message) in [
+        (r#""n":2"#, "n: not available from anthropic"),
+        (
+            r#""logprobs":true"#,
+            "logprobs: not available from anthropic",
+        ),
+        (
+            r#""logit_bias":{"50256":-100}"#,
+            "logit_bias: not available from anthropic",
+        ),
+        (
+            r#""audio":{"voice":"alloy","format":"wav"}"#,
+            "audio: not available from anthropic",
+        ),
+        (
+            r#""foo":1"#,
+            "foo: unknown field, cannot be translated for anthropic",
+        ),
+        (
+            r#""tools":[{"type":"custom","custom":{"name":"grammar"}}]"#,
+            "tools[0].type: not available from anthropic",
+        ),
+    ] {
+        assert_eq!(
+            refusal(&anthropic_provider(), &parse(extra)),
+            message,
+            "{extra}"
+        );
+    }
+    let req = openai::parse_request(
+        br#"{"model":"x","messages":[{"role":"user","content":[{"type":"text","text":"hear"},
+            {"type":"input_audio","input_audio":{"data":"AA==","format":"wav"}}]}]}"#,
+    )
+    .unwrap();
     assert_eq!(
-        (e.kind, e.path.as_str()),
-        (FormatErrorKind::Unsupported, "n")
+        refusal(&anthropic_provider(), &req),
+        "messages[0].content[1]: not available from anthropic"
     );
-    let e = openai_err(&format!(
-        r#"{{"model":"x",{m},"audio":{{"voice":"alloy","format":"wav"}}}}"#
-    ));
-    assert_eq!(e.path, "audio");
+    // n = 1 and logprobs = false ask for nothing special.
+    let req = parse(r#""n":1,"logprobs":false"#);
+    assert!(req.untranslated.is_empty());
+    assert!(anthropic_provider().encode(&req, "m").is_ok());
+}
+
+#[test]
+fn malformed_openai_input_is_a_clear_error() {
+    let m = r#""messages":[{"role":"user","content":"hi"}]"#;
     let e = openai_err(&format!(
         r#"{{"model":"x",{m},"response_format":{{"type":"json_schema"}}}}"#
     ));
-    assert_eq!(e.kind, FormatErrorKind::Unsupported);
-    let e = openai_err(
-        r#"{"model":"x","messages":[{"role":"user","content":"a"},{"role":"user","content":"b"},
-           {"role":"user","content":[{"type":"text","text":"see"},{"type":"image_url","image_url":{"url":"https://x/y.png"}}]}]}"#,
-    );
+    assert_eq!(e.to_string(), "response_format.json_schema: required");
+    let e = openai_err(&format!(r#"{{"model":"x",{m},"n":"two"}}"#));
     assert_eq!(
         e.to_string(),
-        "messages[2].content[1].type: image_url content cannot be translated"
+        "n: expected a non-negative integer, got a string"
     );
     let e = openai_err(r#"{"model":"x","messages":[{"role":"wizard","content":"hi"}]}"#);
     assert_eq!(e.to_string(), "messages[0].role: unknown role \"wizard\"");
@@ -324,26 +375,40 @@ fn untranslatable_openai_input_is_a_clear_error() {
 }
 
 #[test]
-fn untranslatable_anthropic_input_is_a_clear_error() {
-    let e = anthropic_err(
-        r#"{"model":"x","max_tokens":1,"messages":[{"role":"user","content":[
-            {"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}}]}]}"#,
+fn untranslatable_anthropic_input_is_refused_by_the_other_provider() {
+    let req = anthropic::parse_request(
+        br#"{"model":"x","max_tokens":1,"messages":[{"role":"user","content":[
+            {"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"AA=="}}]}]}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        refusal(&openai_provider(), &req),
+        "messages[0].content[0]: not available from openai"
     );
-    assert_eq!(e.kind, FormatErrorKind::Unsupported);
-    assert_eq!(e.path, "messages[0].content[0].type");
-    let e = anthropic_err(
-        r#"{"model":"x","max_tokens":1,"thinking":{"type":"enabled","budget_tokens":1024},
-            "messages":[{"role":"user","content":"hi"}]}"#,
-    );
-    assert_eq!(e.path, "thinking");
-    let e = anthropic_err(
-        r#"{"model":"x","max_tokens":1,"messages":[{"role":"user","content":"hi"}],
+    let req = anthropic::parse_request(
+        br#"{"model":"x","max_tokens":1,"messages":[{"role":"user","content":"hi"}],
             "tools":[{"type":"web_search_20250305","name":"web_search"}]}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        refusal(&openai_provider(), &req),
+        "tools[0].type: not available from openai"
     );
-    assert_eq!(e.path, "tools[0].type");
-    assert_eq!(e.clone().into_request_error().kind, ErrorKind::Unsupported);
+    let req = anthropic::parse_request(
+        br#"{"model":"x","max_tokens":1,"messages":[{"role":"user","content":"hi"}],
+            "mcp_servers":[{"type":"url","url":"https://m.example","name":"m"}],"future_field":{"a":1}}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        refusal(&openai_provider(), &req),
+        "future_field: unknown field, cannot be translated for openai"
+    );
     let e = anthropic_err(r#"{"model":"x","messages":[{"role":"system","content":"hi"}]}"#);
     assert_eq!(e.path, "messages[0].role");
+    let e = anthropic_err(
+        r#"{"model":"x","max_tokens":1,"thinking":{"type":"enabled"},"messages":[{"role":"user","content":"hi"}]}"#,
+    );
+    assert_eq!(e.to_string(), "thinking.budget_tokens: required");
 }
 
 #[test]
@@ -367,6 +432,7 @@ fn what_a_provider_cannot_express_is_unsupported_not_a_panic() {
             name: "f".into(),
             arguments: "[1,2]".into(),
         }],
+        thinking: vec![],
         model: "m".into(),
         provider: "p".into(),
         finish_reason: Some(FinishReason::ToolCalls),
@@ -431,6 +497,15 @@ fn arb_json() -> impl Strategy<Value = Value> {
             Just("tool_use".to_string()),
             Just("tool_result".to_string()),
             Just("function".to_string()),
+            Just("image_url".to_string()),
+            Just("image".to_string()),
+            Just("thinking".to_string()),
+            Just("redacted_thinking".to_string()),
+            Just("json_schema".to_string()),
+            Just("enabled".to_string()),
+            Just("base64".to_string()),
+            Just("data:image/png;base64,AA".to_string()),
+            Just("high".to_string()),
             ".{0,6}"
         ]
         .prop_map(Value::String),
@@ -450,6 +525,21 @@ fn arb_json() -> impl Strategy<Value = Value> {
             Just("system".to_string()),
             Just("input".to_string()),
             Just("stop".to_string()),
+            Just("image_url".to_string()),
+            Just("url".to_string()),
+            Just("source".to_string()),
+            Just("thinking".to_string()),
+            Just("thinking_blocks".to_string()),
+            Just("signature".to_string()),
+            Just("budget_tokens".to_string()),
+            Just("reasoning_effort".to_string()),
+            Just("response_format".to_string()),
+            Just("json_schema".to_string()),
+            Just("output_format".to_string()),
+            Just("schema".to_string()),
+            Just("cache_control".to_string()),
+            Just("max_tokens".to_string()),
+            Just("parallel_tool_calls".to_string()),
             ".{0,6}"
         ];
         prop_oneof![

@@ -235,7 +235,11 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                             headers: resp.headers,
                             body,
                         };
-                        (provider.decode(&buffered, self.platform.now()), true)
+                        let mut result = provider.decode(&buffered, self.platform.now());
+                        if let Ok(answer) = &mut result {
+                            crate::format::structured::unwrap_answer(req, answer);
+                        }
+                        (result, true)
                     }
                     Err(t) if t.kind == TransportErrorKind::TimedOut => (
                         Err(ProviderError::new(
@@ -249,7 +253,12 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             }
             Upstream::Custom(custom) => {
                 match timeout(self.platform.sleep(limit), custom.chat(req, model)).await {
-                    Ok(result) => (result, true),
+                    Ok(mut result) => {
+                        if let Ok(answer) = &mut result {
+                            crate::format::structured::unwrap_answer(req, answer);
+                        }
+                        (result, true)
+                    }
                     Err(_) => (Err(ProviderError::timeout(limit)), true),
                 }
             }

@@ -23,6 +23,7 @@ use crate::engine::store::BreakerStore;
 use crate::engine::timeout::timeout;
 use crate::error::{Attempt, Error, ErrorKind, ProviderError};
 use crate::event::Event;
+use crate::format::structured::AnswerStream;
 use crate::platform::{Body, BufferedResponse, Platform, UnixMillis};
 use crate::policy::breaker::{Permit, PermitKind};
 use crate::provider::Upstream;
@@ -54,6 +55,8 @@ struct Conn {
     model: Option<String>,
     /// Malformed chunks skipped.
     malformed: usize,
+    /// A structured answer's forced tool, given back as text.
+    answer: AnswerStream,
 }
 
 /// The entry being tried: its breaker permit and its attempts so far.
@@ -318,6 +321,7 @@ where
                         usage: None,
                         model: None,
                         malformed: 0,
+                        answer: AnswerStream::new(&req),
                     });
                     return Ok(());
                 }
@@ -343,9 +347,9 @@ where
         let mut req = self.req.clone();
         if prefill && !self.sent.text.is_empty() {
             match req.messages.last_mut() {
-                Some(last) if last.role == Role::Assistant => last.content.push(Part::Text {
-                    text: self.sent.text.clone(),
-                }),
+                Some(last) if last.role == Role::Assistant => {
+                    last.content.push(Part::text(self.sent.text.clone()))
+                }
                 _ => req
                     .messages
                     .push(Message::assistant(self.sent.text.clone())),
@@ -478,6 +482,9 @@ where
 
     /// Applies one delta of the attempt in flight.
     fn take(&mut self, conn: &mut Conn, delta: Delta) -> Read {
+        let Some(delta) = conn.answer.map(delta) else {
+            return Read::More;
+        };
         match delta {
             Delta::Start { model } => conn.model = model.or(conn.model.take()),
             Delta::Text { text } if text.is_empty() => {}
@@ -525,6 +532,15 @@ where
                     name,
                     arguments,
                 });
+            }
+            // Reasoning commits like content; a continuation's new
+            // reasoning is not the delivered answer's, and is not repeated.
+            Delta::Thinking(t) => {
+                conn.first_content.get_or_insert(self.client.platform.now());
+                if conn.mode == Mode::Forward {
+                    self.commit(conn);
+                    self.sent.out.push_back(Delta::Thinking(t));
+                }
             }
             Delta::Finish { reason } => {
                 if conn.mode != Mode::Forward {
@@ -791,6 +807,7 @@ fn whole_answer(resp: ChatResponse) -> VecDeque<Delta> {
     d.push_back(Delta::Start {
         model: Some(resp.model),
     });
+    d.extend(resp.thinking.into_iter().map(Delta::Thinking));
     if !resp.text.is_empty() {
         d.push_back(Delta::Text { text: resp.text });
     }

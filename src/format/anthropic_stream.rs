@@ -14,10 +14,10 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::anthropic::{finish_reason, stop_reason_name, WireUsage};
+use super::anthropic::{finish_reason, stop_reason_name, uncached_input, WireUsage};
 use super::wire::{self, member, required, Loose, Obj, Str};
 use super::{merge_usage, FormatError, Read};
-use crate::chat::{Delta, FinishReason, Usage};
+use crate::chat::{Delta, FinishReason, Thinking, Usage};
 use crate::error::{ErrorKind, ProviderError};
 
 // ---------------------------------------------------------------- outbound
@@ -76,6 +76,12 @@ struct EventBlock<'a> {
     name: Option<&'a RawValue>,
     #[serde(borrow)]
     input: Option<&'a RawValue>,
+    #[serde(borrow)]
+    thinking: Option<&'a RawValue>,
+    #[serde(borrow)]
+    signature: Option<&'a RawValue>,
+    #[serde(borrow)]
+    data: Option<&'a RawValue>,
 }
 
 /// The `delta` of `content_block_delta`.
@@ -87,6 +93,10 @@ struct BlockDelta<'a> {
     text: Option<&'a RawValue>,
     #[serde(borrow)]
     partial_json: Option<&'a RawValue>,
+    #[serde(borrow)]
+    thinking: Option<&'a RawValue>,
+    #[serde(borrow)]
+    signature: Option<&'a RawValue>,
 }
 
 /// The `delta` of `message_delta`.
@@ -104,13 +114,16 @@ struct MessageDelta<'a> {
 /// - `content_block_start`: a `tool_use` block's first [`Delta::ToolCall`]
 ///   part (`id`, `name`); a `text` block's text, if it starts with any;
 /// - `content_block_delta`: `text_delta` as [`Delta::Text`],
-///   `input_json_delta` as a [`Delta::ToolCall`] arguments fragment;
+///   `input_json_delta` as a [`Delta::ToolCall`] arguments fragment,
+///   `thinking_delta` and `signature_delta` as [`Delta::Thinking`] (text,
+///   then the signature that ends the block); a `redacted_thinking` block's
+///   start is one [`Delta::Thinking`] with its data;
 /// - `message_delta`: [`Delta::Finish`] with the stop reason mapped as in a
 ///   complete answer, and [`Delta::Usage`] (`input_tokens` left 0 when the
 ///   event does not repeat it);
 /// - `message_stop`: [`Delta::Done`];
-/// - `ping`, `content_block_stop`, thinking and citation deltas, and
-///   unknown events: nothing.
+/// - `ping`, `content_block_stop`, citation deltas, and unknown events:
+///   nothing.
 ///
 /// A tool call's `index` in [`Delta::ToolCall`] is its content block's index,
 /// the only number the later fragments carry: distinct and increasing per
@@ -161,7 +174,26 @@ pub fn decode_event(named: Option<&str>, data: &[u8]) -> Result<Read<Vec<Delta>>
                         arguments,
                     });
                 }
-                // Thinking and server-tool blocks have no neutral form.
+                "thinking" => {
+                    let text = member::<String>(b.thinking, "content_block.thinking")?;
+                    let signature = member::<String>(b.signature, "content_block.signature")?;
+                    let t = Thinking {
+                        text: text.unwrap_or_default(),
+                        signature: signature.filter(|s| !s.is_empty()),
+                        redacted: None,
+                    };
+                    if !t.text.is_empty() || t.signature.is_some() {
+                        out.push(Delta::Thinking(t));
+                    }
+                }
+                "redacted_thinking" => {
+                    let data = member::<String>(b.data, "content_block.data")?;
+                    out.push(Delta::Thinking(Thinking {
+                        redacted: Some(required(data, || "content_block.data".into())?),
+                        ..Thinking::default()
+                    }));
+                }
+                // Server-tool blocks have no neutral form.
                 _ => {}
             }
         }
@@ -176,6 +208,24 @@ pub fn decode_event(named: Option<&str>, data: &[u8]) -> Result<Read<Vec<Delta>>
                     if !text.is_empty() {
                         out.push(Delta::Text { text });
                     }
+                }
+                "thinking_delta" => {
+                    let text = member::<String>(d.thinking, "delta.thinking")?;
+                    let text = required(text, || "delta.thinking".into())?;
+                    if !text.is_empty() {
+                        out.push(Delta::Thinking(Thinking {
+                            text,
+                            ..Thinking::default()
+                        }));
+                    }
+                }
+                "signature_delta" => {
+                    let signature = member::<String>(d.signature, "delta.signature")?;
+                    let signature = required(signature, || "delta.signature".into())?;
+                    out.push(Delta::Thinking(Thinking {
+                        signature: Some(signature),
+                        ..Thinking::default()
+                    }));
                 }
                 "input_json_delta" => {
                     let fragment = member::<String>(d.partial_json, "delta.partial_json")?;
@@ -217,6 +267,7 @@ enum Block {
     Text,
     /// A tool call, by the provider's index.
     Tool(u32),
+    Thinking,
 }
 
 /// Renders neutral [`Delta`]s as the Messages API stream an Anthropic
@@ -226,6 +277,9 @@ enum Block {
 ///   [`finish`](Self::finish)), with the model of the latest
 ///   [`Delta::Start`] and the usage known by then. [`Delta::Start`] and
 ///   [`Delta::Usage`] write nothing themselves.
+/// - Reasoning goes into `thinking` blocks (a signature ends one; a block
+///   the provider did not sign ends with the next other block), redacted
+///   reasoning into a `redacted_thinking` block.
 /// - Text goes into a `text` block, each tool call into a `tool_use` block
 ///   (`id` `toolu_<n>` when the provider gave none); switching between them
 ///   stops the open block and starts the next, indices counting from 0.
@@ -349,6 +403,12 @@ impl AnthropicStreamEncoder {
                     );
                 }
             }
+            Delta::Thinking(t) => {
+                if self.finished {
+                    return out;
+                }
+                self.thinking(&mut out, t);
+            }
             Delta::Finish { reason } => {
                 if self.finished {
                     return out;
@@ -377,8 +437,18 @@ impl AnthropicStreamEncoder {
         self.closed = true;
         let u = self.usage.unwrap_or_default();
         let mut usage = json!({"output_tokens": u.output_tokens});
-        if let (true, Some(usage)) = (u.input_tokens > 0, usage.as_object_mut()) {
-            usage.insert("input_tokens".into(), json!(u.input_tokens));
+        if let Some(usage) = usage.as_object_mut() {
+            if u.input_tokens > 0 {
+                usage.insert("input_tokens".into(), json!(uncached_input(&u)));
+            }
+            for (key, n) in [
+                ("cache_read_input_tokens", u.cached_input_tokens),
+                ("cache_creation_input_tokens", u.cache_write_input_tokens),
+            ] {
+                if let Some(n) = n {
+                    usage.insert(key.into(), json!(n));
+                }
+            }
         }
         event(
             &mut out,
@@ -417,6 +487,49 @@ impl AnthropicStreamEncoder {
         out
     }
 
+    /// Reasoning: text into a `thinking` block (opened when another is
+    /// open or none), a signature as its `signature_delta`, which stops
+    /// it; a redacted block whole.
+    fn thinking(&mut self, out: &mut Vec<u8>, t: &Thinking) {
+        self.start(out);
+        if let Some(data) = &t.redacted {
+            let index = self.open_block(out, Block::Thinking);
+            event(
+                out,
+                "content_block_start",
+                &json!({
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "redacted_thinking", "data": data},
+                }),
+            );
+            self.stop_block(out);
+            return;
+        }
+        if t.text.is_empty() && t.signature.is_none() {
+            return;
+        }
+        if self.open.map(|(_, b)| b) != Some(Block::Thinking) {
+            let index = self.open_block(out, Block::Thinking);
+            event(
+                out,
+                "content_block_start",
+                &json!({
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+                }),
+            );
+        }
+        if !t.text.is_empty() {
+            self.block_delta(out, OutBlockDelta::ThinkingDelta { thinking: &t.text });
+        }
+        if let Some(signature) = &t.signature {
+            self.block_delta(out, OutBlockDelta::SignatureDelta { signature });
+            self.stop_block(out);
+        }
+    }
+
     /// Writes `message_start` once.
     fn start(&mut self, out: &mut Vec<u8>) {
         if self.started {
@@ -424,6 +537,18 @@ impl AnthropicStreamEncoder {
         }
         self.started = true;
         let u = self.usage.unwrap_or_default();
+        let mut usage =
+            json!({"input_tokens": uncached_input(&u), "output_tokens": u.output_tokens});
+        if let Some(usage) = usage.as_object_mut() {
+            for (key, n) in [
+                ("cache_read_input_tokens", u.cached_input_tokens),
+                ("cache_creation_input_tokens", u.cache_write_input_tokens),
+            ] {
+                if let Some(n) = n {
+                    usage.insert(key.into(), json!(n));
+                }
+            }
+        }
         event(
             out,
             "message_start",
@@ -437,7 +562,7 @@ impl AnthropicStreamEncoder {
                     "content": [],
                     "stop_reason": null,
                     "stop_sequence": null,
-                    "usage": {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens},
+                    "usage": usage,
                 },
             }),
         );
@@ -489,11 +614,15 @@ struct OutBlockDeltaEvent<'a> {
     delta: OutBlockDelta<'a>,
 }
 
+/// Named as the wire's `type`s are (`text_delta`, …).
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[allow(clippy::enum_variant_names)]
 enum OutBlockDelta<'a> {
     TextDelta { text: &'a str },
     InputJsonDelta { partial_json: &'a str },
+    ThinkingDelta { thinking: &'a str },
+    SignatureDelta { signature: &'a str },
 }
 
 /// `event: <name>`, `data: <json>` and the blank line that ends the event.

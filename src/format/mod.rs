@@ -20,14 +20,21 @@
 //! client's request is read from a [`serde_json::Value`] by a path-aware
 //! walker (`Fields`).
 //!
-//! Everything here is pure JSON work. What cannot be translated (images,
-//! audio, `n > 1`, unknown roles, …) is a [`FormatError`] naming the field,
-//! never a silent drop.
+//! Everything here is pure JSON work. Parsing a client's request fails only
+//! on malformed input; what the neutral request cannot hold is recorded on
+//! it ([`ChatRequest::untranslated`](crate::ChatRequest::untranslated)),
+//! and an encoder for the other dialect refuses it as a [`FormatError`]
+//! naming the field, or, for a mere hint, names it in its `omitted` list:
+//! never a silent drop. [`mapping`] holds the tables (reasoning effort and
+//! thinking budgets, service tiers, image URLs); [`structured`] turns the
+//! forced tool of a structured answer back into the answer's text.
 
 pub mod anthropic;
 pub mod anthropic_stream;
+pub mod mapping;
 pub mod openai;
 pub mod openai_stream;
+pub mod structured;
 pub(crate) mod wire;
 
 use serde_json::{Map, Value};
@@ -111,8 +118,9 @@ pub enum Read<T> {
 }
 
 /// Folds a streamed usage report into the counts so far: each non-zero
-/// count replaces the earlier one (Anthropic reports input tokens in
-/// `message_start` and output tokens in `message_delta`).
+/// count, and each detail given, replaces the earlier one (Anthropic
+/// reports input tokens in `message_start` and output tokens in
+/// `message_delta`).
 pub(crate) fn merge_usage(acc: &mut Option<Usage>, new: Usage) {
     let u = acc.get_or_insert_with(Usage::default);
     if new.input_tokens > 0 {
@@ -120,6 +128,18 @@ pub(crate) fn merge_usage(acc: &mut Option<Usage>, new: Usage) {
     }
     if new.output_tokens > 0 {
         u.output_tokens = new.output_tokens;
+    }
+    for (to, from) in [
+        (&mut u.cached_input_tokens, new.cached_input_tokens),
+        (
+            &mut u.cache_write_input_tokens,
+            new.cache_write_input_tokens,
+        ),
+        (&mut u.reasoning_tokens, new.reasoning_tokens),
+    ] {
+        if from.is_some() {
+            *to = from;
+        }
     }
 }
 
@@ -264,6 +284,18 @@ impl<'a> Fields<'a> {
             Some(v) => Fields::of(v, self.path(key)).map(Some),
         }
     }
+}
+
+/// `gaps` with the values of those that are top-level fields of `f`, for
+/// an encoder of the same dialect to send as they came.
+pub(crate) fn with_values(
+    mut gaps: Vec<crate::chat::Untranslated>,
+    f: &Fields<'_>,
+) -> Vec<crate::chat::Untranslated> {
+    for u in &mut gaps {
+        u.value = f.get(&u.path).cloned();
+    }
+    gaps
 }
 
 /// The neutral `metadata.user_id`, the one piece of caller metadata every

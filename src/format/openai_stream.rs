@@ -12,10 +12,12 @@ use serde_json::json;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
-use super::openai::{finish_reason, finish_reason_name, OutUsage, WireUsage};
+use super::openai::{
+    finish_reason, finish_reason_name, OutThinking, OutUsage, WireThinking, WireUsage,
+};
 use super::wire::{self, Arguments, First, Loose, Obj, Str};
 use super::{merge_usage, FormatError, Read};
-use crate::chat::{Delta, FinishReason, Usage};
+use crate::chat::{Delta, FinishReason, Thinking, Usage};
 use crate::error::{ErrorKind, ProviderError};
 
 // ---------------------------------------------------------------- outbound
@@ -52,6 +54,9 @@ struct ChunkDelta<'a> {
     role: Option<Str<'a>>,
     content: Option<String>,
     refusal: Option<String>,
+    reasoning_content: Option<String>,
+    reasoning: Option<String>,
+    thinking_blocks: Option<Vec<Obj<WireThinking>>>,
     #[serde(borrow)]
     tool_calls: Option<Vec<Obj<ChunkCall<'a>>>>,
 }
@@ -105,6 +110,29 @@ pub fn decode_chunk(data: &[u8]) -> Result<Read<Vec<Delta>>, FormatError> {
                     model: model.map(str::to_string),
                 });
             }
+            // Reasoning text from `reasoning_content` (or `reasoning`);
+            // `thinking_blocks` add only what the text lacks: signatures
+            // and redacted blocks.
+            if let Some(text) = d
+                .reasoning_content
+                .or(d.reasoning)
+                .filter(|t| !t.is_empty())
+            {
+                out.push(Delta::Thinking(Thinking {
+                    text,
+                    ..Thinking::default()
+                }));
+            }
+            for Obj(b) in d.thinking_blocks.unwrap_or_default() {
+                if let Some(t) = b.into_thinking() {
+                    if t.signature.is_some() || t.redacted.is_some() {
+                        out.push(Delta::Thinking(Thinking {
+                            text: String::new(),
+                            ..t
+                        }));
+                    }
+                }
+            }
             for text in [d.content, d.refusal].into_iter().flatten() {
                 if !text.is_empty() {
                     out.push(Delta::Text { text });
@@ -156,6 +184,10 @@ pub fn decode_chunk(data: &[u8]) -> Result<Read<Vec<Delta>>, FormatError> {
 ///   indices the provider used (Anthropic numbers content blocks, text
 ///   included); the first fragment of a call carries its `id`
 ///   (`call_<n>` when the provider gave none), `type` and `name`.
+/// - Reasoning ([`Delta::Thinking`]) goes out as `delta.reasoning_content`
+///   (the text) and `delta.thinking_blocks` (one entry per delta: the text
+///   fragment, or the block's closing `signature`, or a redacted block), as
+///   OpenAI-compatible gateways stream it.
 /// - Usage is held until [`finish`](Self::finish), which writes the usage
 ///   chunk (empty `choices`) when `include_usage` was asked and any usage
 ///   is known, then `data: [DONE]`.
@@ -230,6 +262,20 @@ impl OpenAiStreamEncoder {
                     return Vec::new();
                 }
                 self.tool_call(*index, id.as_deref(), name.as_deref(), arguments)
+            }
+            Delta::Thinking(t) => {
+                if self.finished {
+                    return Vec::new();
+                }
+                if t.redacted.is_none() && t.signature.is_none() && t.text.is_empty() {
+                    return Vec::new();
+                }
+                let delta = OutDelta {
+                    reasoning_content: (!t.text.is_empty()).then_some(t.text.as_str()),
+                    thinking_blocks: Some(vec![OutThinking::of(t)]),
+                    ..OutDelta::default()
+                };
+                self.chunk(delta, None)
             }
             Delta::Finish { reason } => {
                 if self.finished {
@@ -384,6 +430,10 @@ struct OutDelta<'a> {
     /// Absent, `null` (a first chunk of tool calls) or the text.
     #[serde(skip_serializing_if = "Option::is_none")]
     content: Option<Option<&'a str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking_blocks: Option<Vec<OutThinking<'a>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_calls: Option<[OutToolDelta<'a>; 1]>,
 }

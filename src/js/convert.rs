@@ -99,9 +99,7 @@ impl<'de> Deserialize<'de> for Content {
                 f.write_str("a string or an array of parts")
             }
             fn visit_str<E: de::Error>(self, text: &str) -> Result<Content, E> {
-                Ok(Content(vec![Part::Text {
-                    text: text.to_string(),
-                }]))
+                Ok(Content(vec![Part::text(text)]))
             }
             fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
                 let mut parts = Vec::new();
@@ -137,7 +135,7 @@ impl From<JsRequest> for ChatRequest {
             tool_choice: r.tool_choice,
             stream: false,
             metadata: r.metadata,
-            native: None,
+            ..ChatRequest::default()
         }
     }
 }
@@ -208,6 +206,7 @@ pub(crate) fn provider_response(v: &JsValue, model: &str) -> Result<ChatResponse
     Ok(ChatResponse {
         text: answer.text,
         tool_calls: answer.tool_calls,
+        thinking: Vec::new(),
         model: answer.model.unwrap_or_else(|| model.to_string()),
         provider: String::new(),
         finish_reason: answer.finish_reason.as_deref().map(finish_reason),

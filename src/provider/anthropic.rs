@@ -16,7 +16,7 @@ use super::{
 };
 use crate::chat::{ChatRequest, ChatResponse, Delta, Dialect};
 use crate::error::{ErrorKind, ProviderError};
-use crate::format::anthropic::{decode_response, encode_request};
+use crate::format::anthropic::{decode_response, encode_request, EncodeOptions};
 use crate::format::anthropic_stream::{decode_event, EVENTS};
 use crate::format::Read;
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
@@ -107,8 +107,12 @@ impl Provider for Anthropic {
 
     fn encode(&self, req: &ChatRequest, model: &str) -> Result<HttpRequest, ProviderError> {
         self.models.check(req, model)?;
-        let body = encode_request(req, model, self.default_max_tokens)
-            .map_err(|e| e.into_request_error())?;
+        let opts = EncodeOptions {
+            default_max_tokens: self.default_max_tokens,
+            structured_output: self.models.get(model).structured_output,
+        };
+        let body = encode_request(req, model, opts).map_err(|e| e.into_request_error())?;
+        let beta = body.beta.join(",");
         let url = format!("{}/v1/messages", self.base_url);
         let body = serde_json::to_vec(&body)
             .map_err(|e| ProviderError::new(ErrorKind::InvalidRequest, e.to_string()))?;
@@ -118,6 +122,13 @@ impl Provider for Anthropic {
         }
         http.headers
             .insert("anthropic-version", self.version.clone());
+        if !beta.is_empty() {
+            let value = match http.headers.get("anthropic-beta") {
+                Some(configured) => format!("{configured},{beta}"),
+                None => beta,
+            };
+            http.headers.insert("anthropic-beta", value);
+        }
         if let Some(key) = &self.key {
             http.headers.insert("x-api-key", key.expose());
         }

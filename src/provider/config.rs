@@ -21,6 +21,7 @@ use super::anthropic::Anthropic;
 use super::openai::OpenAi;
 use super::preset::PresetName;
 use super::{Capabilities, Models, Provider};
+use crate::format::anthropic::StructuredOutput;
 use crate::format::openai::MaxTokensField;
 use crate::issue::ConfigIssue;
 use crate::secret::Secret;
@@ -98,6 +99,12 @@ pub struct ModelConfig {
     /// US dollars per million output tokens.
     #[serde(default)]
     pub output_price_per_mtok: Option<f64>,
+    /// How an Anthropic model is asked for a structured answer
+    /// (`response_format` from an OpenAI client): `"tool"` (the default,
+    /// a forced tool whose input is the answer) or `"native"` (Anthropic's
+    /// `output_format`, for models that support it).
+    #[serde(default)]
+    pub structured_output: Option<StructuredOutput>,
 }
 
 /// `"kind": "anthropic"`.
@@ -476,6 +483,7 @@ impl Check<'_> {
                     context_window: m.context_window,
                     input_price_per_mtok: m.input_price_per_mtok,
                     output_price_per_mtok: m.output_price_per_mtok,
+                    structured_output: m.structured_output.unwrap_or_default(),
                 },
             );
         }

@@ -45,6 +45,9 @@ pub struct Capabilities {
     pub input_price_per_mtok: Option<f64>,
     /// US dollars per million output tokens, when known.
     pub output_price_per_mtok: Option<f64>,
+    /// How a structured answer is asked of an Anthropic model (unused by
+    /// other providers, which take `response_format` as it is).
+    pub structured_output: crate::format::anthropic::StructuredOutput,
 }
 
 /// The capabilities of a provider's models: a default, and per-model
