@@ -306,6 +306,15 @@ pub struct Attempt {
     pub reached: bool,
     /// How it ended.
     pub outcome: AttemptOutcome,
+    /// The tokens it consumed, as the provider reported them: the answer's
+    /// for the attempt that answered, and for one that did not become the
+    /// answer (a stream cut after it began) what it had reported by then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::chat::Usage>,
+    /// Sampling hints the request had that this provider has no setting
+    /// for, so were left out of what was sent (`seed`, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub omitted: Vec<String>,
 }
 
 impl Attempt {
@@ -552,6 +561,8 @@ mod tests {
             duration: Duration::from_millis(5),
             reached: true,
             outcome: AttemptOutcome::Failure { error },
+            usage: None,
+            omitted: Vec::new(),
         }
     }
 

@@ -48,6 +48,9 @@ pub struct RequestBody<'a> {
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     metadata: Option<OutMetadata<'a>>,
+    /// Hints left out for a provider without such a setting (never sent).
+    #[serde(skip)]
+    pub omitted: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -179,6 +182,7 @@ pub fn encode_request<'a>(
         tool_choice,
         stream: req.stream,
         metadata: super::user_id(req.metadata.as_ref()).map(|user_id| OutMetadata { user_id }),
+        omitted: Vec::new(),
     })
 }
 

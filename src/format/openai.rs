@@ -90,6 +90,9 @@ pub struct RequestBody<'a> {
     stream_options: Option<StreamOptions>,
     #[serde(skip_serializing_if = "Option::is_none")]
     user: Option<&'a str>,
+    /// Hints left out for a provider without such a setting (never sent).
+    #[serde(skip)]
+    pub omitted: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -229,6 +232,7 @@ pub fn encode_request<'a>(
             include_usage: true,
         }),
         user: super::user_id(req.metadata.as_ref()),
+        omitted: Vec::new(),
     })
 }
 

@@ -1003,6 +1003,8 @@ mod tests {
                 started_at: 3,
                 duration: Duration::from_millis(12),
                 reached: true,
+                usage: None,
+                omitted: Vec::new(),
                 outcome: AttemptOutcome::Failure {
                     error: crate::error::ProviderError::new(ErrorKind::RateLimited, "x")
                         .with_status(429),
@@ -1015,6 +1017,8 @@ mod tests {
                 started_at: 3,
                 duration: Duration::ZERO,
                 reached: false,
+                usage: None,
+                omitted: Vec::new(),
                 outcome: AttemptOutcome::Success,
             },
         ];
