@@ -317,6 +317,20 @@ pub struct Attempt {
     pub omitted: Vec<String>,
 }
 
+/// The tokens consumed by the attempts that did not become the answer
+/// (every failed one: a stream cut after it began, a continuation's earlier
+/// part), as their providers reported them; `None` when none reported any.
+pub(crate) fn discarded_usage(attempts: &[Attempt]) -> Option<crate::chat::Usage> {
+    attempts
+        .iter()
+        .filter(|a| a.error().is_some())
+        .filter_map(|a| a.usage)
+        .reduce(|a, b| crate::chat::Usage {
+            input_tokens: a.input_tokens.saturating_add(b.input_tokens),
+            output_tokens: a.output_tokens.saturating_add(b.output_tokens),
+        })
+}
+
 impl Attempt {
     /// The error, for a failed attempt.
     pub fn error(&self) -> Option<&ProviderError> {

@@ -375,11 +375,15 @@ impl AnthropicStreamEncoder {
         self.start(&mut out);
         self.stop_block(&mut out);
         self.closed = true;
-        let u = self.usage.unwrap_or_default();
-        let mut usage = json!({"output_tokens": u.output_tokens});
-        if let (true, Some(usage)) = (u.input_tokens > 0, usage.as_object_mut()) {
-            usage.insert("input_tokens".into(), json!(u.input_tokens));
-        }
+        // No counts the provider did not report: `null`, which the SDKs'
+        // accumulators take where a missing key would fail them.
+        let usage = match self.usage {
+            Some(u) if u.input_tokens > 0 => {
+                json!({"input_tokens": u.input_tokens, "output_tokens": u.output_tokens})
+            }
+            Some(u) => json!({"output_tokens": u.output_tokens}),
+            None => json!({"output_tokens": null}),
+        };
         event(
             &mut out,
             "message_delta",
@@ -423,7 +427,7 @@ impl AnthropicStreamEncoder {
             return;
         }
         self.started = true;
-        let u = self.usage.unwrap_or_default();
+        let u = self.usage;
         event(
             out,
             "message_start",
@@ -437,7 +441,10 @@ impl AnthropicStreamEncoder {
                     "content": [],
                     "stop_reason": null,
                     "stop_sequence": null,
-                    "usage": {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens},
+                    "usage": {
+                        "input_tokens": u.map(|u| u.input_tokens),
+                        "output_tokens": u.map(|u| u.output_tokens),
+                    },
                 },
             }),
         );
