@@ -218,4 +218,68 @@ mod tests {
             assert_eq!(v.as_object().map(|o| o.len()), Some(7), "{v}");
         }
     }
+
+    #[test]
+    fn omitted_hints_and_discarded_tokens_reach_the_headers_and_the_line() {
+        let usage = |i, o| {
+            Some(crate::chat::Usage {
+                input_tokens: i,
+                output_tokens: o,
+            })
+        };
+        let attempt = |outcome, usage, omitted: &[&str]| Attempt {
+            provider: "p".into(),
+            model: "m".into(),
+            number: 1,
+            started_at: 0,
+            duration: Duration::ZERO,
+            reached: true,
+            outcome,
+            usage,
+            omitted: omitted.iter().map(|s| s.to_string()).collect(),
+        };
+        let cut = AttemptOutcome::Failure {
+            error: crate::error::ProviderError::new(ErrorKind::Transport, "reset"),
+        };
+        let attempts = [
+            attempt(cut.clone(), usage(10, 3), &["top_k"]),
+            attempt(cut, usage(10, 0), &[]),
+            attempt(
+                AttemptOutcome::Success,
+                usage(12, 4),
+                &["seed", "frequency_penalty"],
+            ),
+        ];
+        let mut line = LogLine::default();
+        line.record_attempts(&attempts);
+        let mut out = super::super::render::json_response(200, &Value::Null);
+        line.answer_headers(&mut out);
+        assert_eq!(
+            out.headers.get("x-omitted-fields"),
+            Some("seed, frequency_penalty"),
+            "what was left out for the provider that answered"
+        );
+        assert_eq!(
+            out.headers.get("x-discarded-usage"),
+            Some("input_tokens=20, output_tokens=3")
+        );
+        let v: Value = serde_json::from_str(&log_line(&mut line)).unwrap();
+        assert_eq!(
+            v["omitted"],
+            serde_json::json!(["seed", "frequency_penalty"])
+        );
+        assert_eq!(
+            v["discardedUsage"],
+            serde_json::json!({"inputTokens": 20, "outputTokens": 3})
+        );
+        assert_eq!(v["trail"][2]["usage"]["outputTokens"], 4);
+
+        // Nothing left out, nothing discarded: no such headers.
+        let mut line = LogLine::default();
+        line.record_attempts(&attempts[2..2]);
+        let mut out = super::super::render::json_response(200, &Value::Null);
+        line.answer_headers(&mut out);
+        assert_eq!(out.headers.get("x-omitted-fields"), None);
+        assert_eq!(out.headers.get("x-discarded-usage"), None);
+    }
 }
