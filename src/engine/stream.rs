@@ -123,8 +123,9 @@ struct Sent {
 }
 
 /// A streamed answer. Pull items with [`ChatStream::next`]: deltas (the
-/// first a [`Delta::Start`] naming the answering model, the last three a
-/// `Finish`, a `Usage` and `Done`), then `None`; or one `Err`, then `None`.
+/// first a [`Delta::Start`] naming the answering model, the last a
+/// `Finish`, a `Usage` where the provider reported one, and `Done`), then
+/// `None`; or one `Err`, then `None`.
 ///
 /// An `Err` before any content ([`ChatStream::committed`] is false) is an
 /// ordinary failure a gateway can answer with an HTTP status; an `Err`

@@ -6,6 +6,10 @@
 //! failure, and the `anthropic-ratelimit-*-reset` headers are informational
 //! only: the wait comes from `retry-after`. In a stream, `event: error`
 //! (`overloaded_error` mid-stream) ends the stream as an error.
+//!
+//! A request that came as a Messages client's own body ([`crate::Native`])
+//! is sent as written, with only the changes `Anthropic::native_body` lists;
+//! any other is encoded from the neutral request.
 
 use super::classify::ErrorBody;
 use serde_json::{Map, Value};

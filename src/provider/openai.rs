@@ -7,6 +7,10 @@
 //! `retry-after-ms`, `x-should-retry`) is the classifier's. In a stream, an
 //! error object in a chunk (OpenAI), in its choice (OpenRouter) or in an
 //! `event: error` (some compatible servers) ends the stream as an error.
+//!
+//! A request that came as a Chat Completions client's own body
+//! ([`crate::Native`]) is sent as written, with only the changes
+//! `OpenAi::native_body` lists; any other is encoded from the neutral request.
 
 use serde_json::{Map, Value};
 
