@@ -599,6 +599,9 @@ fn a_cut_openai_stream_is_restarted_and_continued_under_the_same_id_and_model() 
     assert_eq!(usage["choices"], json!([]));
     assert_eq!(usage["usage"]["completion_tokens"], 6);
     assert_eq!(log.unwrap()["outcome"], "complete");
+    // A restart (no prefill for this model) asks the same body again.
+    let reqs = p.requests();
+    assert_eq!(sent(&reqs[1].body), sent(&reqs[0].body));
 }
 
 #[test]

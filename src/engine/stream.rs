@@ -960,3 +960,48 @@ fn diverged() -> ProviderError {
         "the restarted answer did not repeat the text already delivered, so it cannot continue it",
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn native(messages: serde_json::Value) -> Native {
+        let mut body = serde_json::Map::new();
+        body.insert("messages".into(), messages);
+        body.insert("future".into(), json!({"kept": true}));
+        Native {
+            dialect: Dialect::Anthropic,
+            body,
+            headers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_prefill_extends_the_clients_own_body_in_every_shape_of_content() {
+        let user = json!({"role": "user", "content": "q"});
+        for (last, want) in [
+            (None, json!({"role": "assistant", "content": "so far"})),
+            (
+                Some(json!({"role": "assistant", "content": "Start: "})),
+                json!({"role": "assistant", "content": "Start: so far"}),
+            ),
+            (
+                Some(json!({"role": "assistant", "content": [{"type": "text", "text": "A"}]})),
+                json!({"role": "assistant", "content": [
+                    {"type": "text", "text": "A"}, {"type": "text", "text": "so far"}]}),
+            ),
+            (
+                Some(json!({"role": "assistant", "content": null})),
+                json!({"role": "assistant", "content": "so far"}),
+            ),
+        ] {
+            let mut messages = vec![user.clone()];
+            messages.extend(last);
+            let mut n = native(json!(messages));
+            prefill_native(&mut n, "so far");
+            assert_eq!(n.body["messages"], json!([user.clone(), want]));
+            assert_eq!(n.body["future"], json!({"kept": true}));
+        }
+    }
+}
