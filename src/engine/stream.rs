@@ -16,16 +16,16 @@ use std::marker::PhantomData;
 use std::ops::Deref;
 use std::time::Duration;
 
-use crate::chat::{
-    ChatRequest, ChatResponse, Delta, Dialect, FinishReason, Message, Native, Part, Role, Usage,
-};
+use crate::chat::{ChatRequest, Delta, Dialect, FinishReason, Message, Part, Role, Usage};
 use crate::engine::client::{CallOptions, Client, Entry, ServedBy};
 use crate::engine::cursor::Cursor;
+use crate::engine::open::open;
+use crate::engine::prefill::prefill_native;
 use crate::engine::store::BreakerStore;
 use crate::engine::timeout::timeout;
 use crate::error::{Attempt, Error, ErrorKind, ProviderError};
 use crate::event::Event;
-use crate::platform::{Body, BufferedResponse, Platform, UnixMillis};
+use crate::platform::{Body, Platform, UnixMillis};
 use crate::policy::breaker::{Permit, PermitKind};
 use crate::provider::Upstream;
 use crate::sse::{SseDecoder, SseEvent};
@@ -834,124 +834,6 @@ where
     }
 }
 
-/// Opens one streaming attempt within `limit`: the body of a 2xx response,
-/// or (for a custom provider) its whole answer as deltas.
-async fn open<P: Platform, S: BreakerStore>(
-    client: &Client<P, S>,
-    upstream: &Upstream,
-    req: &ChatRequest,
-    model: &str,
-    limit: Duration,
-) -> Result<(Option<Body>, VecDeque<StreamItem>, Vec<String>), (ProviderError, bool)> {
-    let now = client.platform.now();
-    match upstream {
-        Upstream::Http(provider) => {
-            let mut http = provider.encode(req, model).map_err(|e| (e, false))?;
-            let omitted = std::mem::take(&mut http.omitted);
-            let resp =
-                match timeout(client.platform.sleep(limit), client.platform.fetch(http)).await {
-                    Err(_) => return Err((ProviderError::timeout(limit), true)),
-                    Ok(Err(t)) => {
-                        let reached = t.reached();
-                        return Err((t.into(), reached));
-                    }
-                    Ok(Ok(resp)) => resp,
-                };
-            if (200..300).contains(&resp.status) {
-                return Ok((Some(resp.body), VecDeque::new(), omitted));
-            }
-            // An error status: read its (short) body for the classifier.
-            let spent = Duration::from_millis(client.platform.now().saturating_sub(now));
-            let status = resp.status;
-            let headers = resp.headers;
-            let read = resp.body.read_to_end(64 << 10);
-            let body = match timeout(client.platform.sleep(limit.saturating_sub(spent)), read).await
-            {
-                Ok(Ok(b)) => b,
-                Ok(Err(_)) | Err(_) => Vec::new(),
-            };
-            let error = match provider.decode(
-                &BufferedResponse {
-                    status,
-                    headers,
-                    body,
-                },
-                client.platform.now(),
-            ) {
-                Err(e) => e,
-                Ok(_) => {
-                    ProviderError::new(ErrorKind::Decode, format!("HTTP {status} on a stream"))
-                        .with_status(status)
-                }
-            };
-            Err((error, true))
-        }
-        Upstream::Custom(custom) => {
-            match timeout(client.platform.sleep(limit), custom.chat(req, model)).await {
-                Err(_) => Err((ProviderError::timeout(limit), true)),
-                Ok(Err(e)) => Err((e, true)),
-                Ok(Ok(resp)) => Ok((None, whole_answer(resp), Vec::new())),
-            }
-        }
-    }
-}
-
-/// A complete answer as the deltas of a stream.
-fn whole_answer(resp: ChatResponse) -> VecDeque<StreamItem> {
-    let mut d = VecDeque::new();
-    d.push_back(Delta::Start {
-        model: Some(resp.model),
-    });
-    if !resp.text.is_empty() {
-        d.push_back(Delta::Text { text: resp.text });
-    }
-    for (i, call) in resp.tool_calls.into_iter().enumerate() {
-        d.push_back(Delta::ToolCall {
-            index: u32::try_from(i).unwrap_or(u32::MAX),
-            id: Some(call.id),
-            name: Some(call.name),
-            arguments: call.arguments,
-        });
-    }
-    d.push_back(Delta::Finish {
-        reason: resp.finish_reason.unwrap_or(FinishReason::Stop),
-    });
-    if let Some(usage) = resp.usage {
-        d.push_back(Delta::Usage { usage });
-    }
-    d.push_back(Delta::Done);
-    d.into_iter()
-        .map(|delta| StreamItem::Delta {
-            delta,
-            passed: false,
-        })
-        .collect()
-}
-
-/// Appends `text` to the client's own body as the start of the assistant's
-/// answer: to a last assistant message's content (text or blocks), or as a
-/// new assistant message. Both dialects write messages so.
-fn prefill_native(native: &mut Native, text: &str) {
-    let Some(messages) = native
-        .body
-        .get_mut("messages")
-        .and_then(serde_json::Value::as_array_mut)
-    else {
-        return;
-    };
-    let last_assistant = messages
-        .last_mut()
-        .filter(|m| m.get("role").and_then(serde_json::Value::as_str) == Some("assistant"))
-        .and_then(serde_json::Value::as_object_mut);
-    let block = serde_json::json!({"type": "text", "text": text});
-    match last_assistant.map(|m| m.entry("content").or_insert(serde_json::Value::Null)) {
-        Some(serde_json::Value::Array(blocks)) => blocks.push(block),
-        Some(serde_json::Value::String(s)) => s.push_str(text),
-        Some(content) => *content = serde_json::Value::from(text),
-        None => messages.push(serde_json::json!({"role": "assistant", "content": text})),
-    }
-}
-
 /// A restart that does not repeat the delivered text cannot continue it:
 /// not worth retrying here, worth trying elsewhere.
 fn diverged() -> ProviderError {
@@ -959,49 +841,4 @@ fn diverged() -> ProviderError {
         ErrorKind::Unsupported,
         "the restarted answer did not repeat the text already delivered, so it cannot continue it",
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn native(messages: serde_json::Value) -> Native {
-        let mut body = serde_json::Map::new();
-        body.insert("messages".into(), messages);
-        body.insert("future".into(), json!({"kept": true}));
-        Native {
-            dialect: Dialect::Anthropic,
-            body,
-            headers: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn a_prefill_extends_the_clients_own_body_in_every_shape_of_content() {
-        let user = json!({"role": "user", "content": "q"});
-        for (last, want) in [
-            (None, json!({"role": "assistant", "content": "so far"})),
-            (
-                Some(json!({"role": "assistant", "content": "Start: "})),
-                json!({"role": "assistant", "content": "Start: so far"}),
-            ),
-            (
-                Some(json!({"role": "assistant", "content": [{"type": "text", "text": "A"}]})),
-                json!({"role": "assistant", "content": [
-                    {"type": "text", "text": "A"}, {"type": "text", "text": "so far"}]}),
-            ),
-            (
-                Some(json!({"role": "assistant", "content": null})),
-                json!({"role": "assistant", "content": "so far"}),
-            ),
-        ] {
-            let mut messages = vec![user.clone()];
-            messages.extend(last);
-            let mut n = native(json!(messages));
-            prefill_native(&mut n, "so far");
-            assert_eq!(n.body["messages"], json!([user.clone(), want]));
-            assert_eq!(n.body["future"], json!({"kept": true}));
-        }
-    }
 }
