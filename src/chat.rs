@@ -386,6 +386,23 @@ impl ChatRequest {
             ..Default::default()
         }
     }
+
+    /// Whether the client asked for token counts at the end of a stream:
+    /// an Anthropic client always gets them, an OpenAI client when it set
+    /// `stream_options.include_usage`. Adapters then ask the provider for
+    /// them whatever their own default.
+    pub fn wants_usage(&self) -> bool {
+        match self.native.as_deref() {
+            Some(n) if n.dialect == Dialect::Anthropic => true,
+            Some(n) => n
+                .body
+                .get("stream_options")
+                .and_then(|o| o.get("include_usage"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            None => false,
+        }
+    }
 }
 
 /// Why the model stopped.

@@ -306,6 +306,41 @@ pub struct Attempt {
     pub reached: bool,
     /// How it ended.
     pub outcome: AttemptOutcome,
+    /// The tokens it consumed, as the provider reported them: the answer's
+    /// for the attempt that answered, and for one that did not become the
+    /// answer (a stream cut after it began) what it had reported by then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::chat::Usage>,
+    /// Sampling hints the request had that this provider has no setting
+    /// for, so were left out of what was sent (`seed`, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub omitted: Vec<String>,
+}
+
+/// The tokens consumed by the attempts that did not become the answer
+/// (every failed one: a stream cut after it began, a continuation's earlier
+/// part), as their providers reported them; `None` when none reported any.
+pub(crate) fn discarded_usage(attempts: &[Attempt]) -> Option<crate::chat::Usage> {
+    attempts
+        .iter()
+        .filter(|a| a.error().is_some())
+        .filter_map(|a| a.usage)
+        .reduce(|a, b| {
+            let sum = |x: Option<u64>, y: Option<u64>| match (x, y) {
+                (None, None) => None,
+                (x, y) => Some(x.unwrap_or(0).saturating_add(y.unwrap_or(0))),
+            };
+            crate::chat::Usage {
+                input_tokens: a.input_tokens.saturating_add(b.input_tokens),
+                output_tokens: a.output_tokens.saturating_add(b.output_tokens),
+                cached_input_tokens: sum(a.cached_input_tokens, b.cached_input_tokens),
+                cache_write_input_tokens: sum(
+                    a.cache_write_input_tokens,
+                    b.cache_write_input_tokens,
+                ),
+                reasoning_tokens: sum(a.reasoning_tokens, b.reasoning_tokens),
+            }
+        })
 }
 
 impl Attempt {
@@ -552,6 +587,8 @@ mod tests {
             duration: Duration::from_millis(5),
             reached: true,
             outcome: AttemptOutcome::Failure { error },
+            usage: None,
+            omitted: Vec::new(),
         }
     }
 

@@ -51,6 +51,10 @@ pub struct HttpRequest {
     /// a `setTimeout` whose callback is the `AbortController`'s own `abort`,
     /// not a Rust closure). `None` for no limit.
     pub timeout: Option<Duration>,
+    /// Sampling hints of the request that the provider has no setting
+    /// for, left out of `body` (never sent; the attempt's record names
+    /// them).
+    pub omitted: Vec<String>,
 }
 
 impl HttpRequest {
@@ -64,6 +68,7 @@ impl HttpRequest {
             headers,
             body,
             timeout: None,
+            omitted: Vec::new(),
         }
     }
 }
@@ -77,6 +82,7 @@ impl fmt::Debug for HttpRequest {
             .field("headers", &self.headers.names().collect::<Vec<_>>())
             .field("body_len", &self.body.len())
             .field("timeout", &self.timeout)
+            .field("omitted", &self.omitted)
             .finish()
     }
 }

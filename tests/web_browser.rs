@@ -29,6 +29,7 @@ async fn fetches_from_the_local_test_server() {
         headers: Default::default(),
         body: Vec::new(),
         timeout: None,
+        omitted: Vec::new(),
     };
     let resp = WebPlatform.fetch(req).await.unwrap();
     assert_eq!(resp.status, 200);

@@ -37,6 +37,8 @@ impl Run {
             duration: Duration::ZERO,
             reached: false,
             outcome: AttemptOutcome::Failure { error },
+            usage: None,
+            omitted: Vec::new(),
         });
     }
 }

@@ -5,6 +5,8 @@
 
 pub(crate) mod client;
 pub(crate) mod cursor;
+pub(crate) mod open;
+pub(crate) mod prefill;
 pub(crate) mod retry;
 pub(crate) mod store;
 pub(crate) mod stream;

@@ -50,8 +50,8 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 .timeout
                 .unwrap_or(self.policy.attempt_timeout)
                 .min(Duration::from_millis(left));
-            let (result, reached) = self.attempt(upstream, req, &entry.model, limit).await;
-            self.record_attempt(
+            let (result, reached, omitted) = self.attempt(upstream, req, &entry.model, limit).await;
+            let record = self.record_attempt(
                 run,
                 entry,
                 number,
@@ -59,6 +59,8 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 reached,
                 result.as_ref().map(|_| ()),
             );
+            record.omitted = omitted;
+            record.usage = result.as_ref().ok().and_then(|r| r.usage);
             let error = match result {
                 Ok(resp) => return Ok(resp),
                 Err(e) => e,
@@ -124,15 +126,15 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
 
     /// Records an attempt that ended now: in the request's attempts and the
     /// provider's statistics.
-    pub(crate) fn record_attempt(
+    pub(crate) fn record_attempt<'r>(
         &self,
-        run: &mut Run,
+        run: &'r mut Run,
         entry: &Entry,
         number: u32,
         started: UnixMillis,
         reached: bool,
         result: Result<(), &ProviderError>,
-    ) {
+    ) -> &'r mut Attempt {
         let ended = self.platform.now();
         let duration = Duration::from_millis(ended.saturating_sub(started));
         self.with_stats(&entry.provider, |s| {
@@ -151,7 +153,11 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                     error: error.clone(),
                 },
             },
+            usage: None,
+            omitted: Vec::new(),
         });
+        let last = run.attempts.len() - 1;
+        &mut run.attempts[last]
     }
 
     /// Whether to try the same entry again after `error`, and after how long:
@@ -199,21 +205,22 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         Some(delay)
     }
 
-    /// One attempt under `limit`. Returns the result and whether the request
-    /// reached the provider.
+    /// One attempt under `limit`. Returns the result, whether the request
+    /// reached the provider, and the hints its encoder left out.
     async fn attempt(
         &self,
         upstream: &Upstream,
         req: &ChatRequest,
         model: &str,
         limit: Duration,
-    ) -> (Result<ChatResponse, ProviderError>, bool) {
+    ) -> (Result<ChatResponse, ProviderError>, bool, Vec<String>) {
         match upstream {
             Upstream::Http(provider) => {
                 let mut http = match provider.encode(req, model) {
                     Ok(h) => h,
-                    Err(e) => return (Err(e), false),
+                    Err(e) => return (Err(e), false, Vec::new()),
                 };
+                let omitted = std::mem::take(&mut http.omitted);
                 // The platform's own timer aborts the request: its time
                 // running out before the status line is a silent provider,
                 // after it a stalled body.
@@ -221,11 +228,11 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 let resp = match self.platform.fetch(http).await {
                     Ok(resp) => resp,
                     Err(t) if t.kind == TransportErrorKind::TimedOut => {
-                        return (Err(ProviderError::timeout(limit)), true)
+                        return (Err(ProviderError::timeout(limit)), true, omitted)
                     }
                     Err(t) => {
                         let reached = t.reached();
-                        return (Err(t.into()), reached);
+                        return (Err(t.into()), reached, omitted);
                     }
                 };
                 match resp.body.read_to_end(self.policy.max_response_bytes).await {
@@ -239,7 +246,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                         if let Ok(answer) = &mut result {
                             crate::format::structured::unwrap_answer(req, answer);
                         }
-                        (result, true)
+                        (result, true, omitted)
                     }
                     Err(t) if t.kind == TransportErrorKind::TimedOut => (
                         Err(ProviderError::new(
@@ -247,8 +254,9 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                             format!("response body incomplete after {} ms", millis(limit)),
                         )),
                         true,
+                        omitted,
                     ),
-                    Err(t) => (Err(t.into()), true),
+                    Err(t) => (Err(t.into()), true, omitted),
                 }
             }
             Upstream::Custom(custom) => {
@@ -257,9 +265,9 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                         if let Ok(answer) = &mut result {
                             crate::format::structured::unwrap_answer(req, answer);
                         }
-                        (result, true)
+                        (result, true, Vec::new())
                     }
-                    Err(_) => (Err(ProviderError::timeout(limit)), true),
+                    Err(_) => (Err(ProviderError::timeout(limit)), true, Vec::new()),
                 }
             }
         }

@@ -16,18 +16,20 @@ use std::marker::PhantomData;
 use std::ops::Deref;
 use std::time::Duration;
 
-use crate::chat::{ChatRequest, ChatResponse, Delta, FinishReason, Message, Part, Role, Usage};
+use crate::chat::{ChatRequest, Delta, Dialect, FinishReason, Message, Part, Role, Usage};
 use crate::engine::client::{CallOptions, Client, Entry, ServedBy};
 use crate::engine::cursor::Cursor;
+use crate::engine::open::open;
+use crate::engine::prefill::prefill_native;
 use crate::engine::store::BreakerStore;
 use crate::engine::timeout::timeout;
 use crate::error::{Attempt, Error, ErrorKind, ProviderError};
 use crate::event::Event;
 use crate::format::structured::AnswerStream;
-use crate::platform::{Body, BufferedResponse, Platform, UnixMillis};
+use crate::platform::{Body, Platform, UnixMillis};
 use crate::policy::breaker::{Permit, PermitKind};
 use crate::provider::Upstream;
-use crate::sse::SseDecoder;
+use crate::sse::{SseDecoder, SseEvent};
 
 /// How the attempt in flight relates to text already delivered.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +41,21 @@ enum Mode {
     Match { skip: String, seen: String },
 }
 
+/// One item of a stream that passes the provider's events through.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum StreamItem {
+    /// A provider event, to be written as it arrived.
+    Raw(SseEvent),
+    /// A delta; `passed` when the event it came from went out as a
+    /// [`StreamItem::Raw`] (the delta is then only for bookkeeping).
+    Delta {
+        /// The delta.
+        delta: Delta,
+        /// Its event went out raw.
+        passed: bool,
+    },
+}
+
 /// The attempt in flight.
 struct Conn {
     started: UnixMillis,
@@ -46,7 +63,16 @@ struct Conn {
     /// `None` once the body has ended (or for a custom provider's answer).
     body: Option<Body>,
     decoder: SseDecoder,
-    pending: VecDeque<Delta>,
+    pending: VecDeque<StreamItem>,
+    /// The provider's events pass through to the caller: the stream opted
+    /// in, the provider speaks the client's dialect and the request went as
+    /// the client's own body, and this attempt is no continuation.
+    raw: bool,
+    /// Raw events read before the commit point, written at it (and dropped
+    /// with an attempt that fails before it).
+    held: Vec<SseEvent>,
+    /// Hints the attempt's encoder left out.
+    omitted: Vec<String>,
     mode: Mode,
     prefill: bool,
     finish: Option<FinishReason>,
@@ -84,8 +110,8 @@ impl Held {
 /// What the caller has been given.
 #[derive(Default)]
 struct Sent {
-    /// Deltas ready for the caller.
-    out: VecDeque<Delta>,
+    /// Items ready for the caller.
+    out: VecDeque<StreamItem>,
     /// The text delivered so far.
     text: String,
     /// A tool call was delivered (it cannot be continued from its middle).
@@ -100,8 +126,9 @@ struct Sent {
 }
 
 /// A streamed answer. Pull items with [`ChatStream::next`]: deltas (the
-/// first a [`Delta::Start`] naming the answering model, the last three a
-/// `Finish`, a `Usage` and `Done`), then `None`; or one `Err`, then `None`.
+/// first a [`Delta::Start`] naming the answering model, the last a
+/// `Finish`, a `Usage` where the provider reported one, and `Done`), then
+/// `None`; or one `Err`, then `None`.
 ///
 /// An `Err` before any content ([`ChatStream::committed`] is false) is an
 /// ordinary failure a gateway can answer with an HTTP status; an `Err`
@@ -136,6 +163,8 @@ where
     malformed: usize,
     /// The stream has ended (complete, or after its error).
     done: bool,
+    /// The client's dialect, when the caller takes provider events raw.
+    pass: Option<Dialect>,
     _types: PhantomData<fn() -> (P, S)>,
 }
 
@@ -189,6 +218,7 @@ where
             usage: None,
             malformed: 0,
             done: false,
+            pass: None,
             _types: PhantomData,
         })
     }
@@ -204,8 +234,28 @@ where
     /// error that ended it.
     pub async fn next(&mut self) -> Option<Result<Delta, Error>> {
         loop {
-            if let Some(d) = self.sent.out.pop_front() {
-                return Some(Ok(d));
+            match self.next_item().await? {
+                Ok(StreamItem::Delta { delta, .. }) => return Some(Ok(delta)),
+                Ok(StreamItem::Raw(_)) => {}
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+
+    /// Has the provider's events passed through, as [`StreamItem::Raw`],
+    /// when the answering provider speaks `dialect` and was sent the
+    /// client's own body: each raw event comes before the deltas read from
+    /// it. From a continuation on there are deltas only.
+    pub(crate) fn pass_through(&mut self, dialect: Dialect) {
+        self.pass = Some(dialect);
+    }
+
+    /// The next item: a raw event (only after [`Self::pass_through`]) or a
+    /// delta; as [`Self::next`] otherwise.
+    pub(crate) async fn next_item(&mut self) -> Option<Result<StreamItem, Error>> {
+        loop {
+            if let Some(item) = self.sent.out.pop_front() {
+                return Some(Ok(item));
             }
             if self.done {
                 return None;
@@ -259,6 +309,16 @@ where
         self.usage
     }
 
+    /// Whether an attempt is open (made a call, not yet recorded).
+    pub fn in_flight(&self) -> bool {
+        self.conn.is_some()
+    }
+
+    /// The hints the open attempt's encoder left out.
+    pub fn omitted(&self) -> &[String] {
+        self.conn.as_ref().map_or(&[], |c| &c.omitted)
+    }
+
     /// Opens an attempt at the current entry, or the next one that admits
     /// a call. `Err` ends the stream.
     async fn connect(&mut self) -> Result<(), Error> {
@@ -305,15 +365,35 @@ where
                 },
                 _ => Mode::Forward,
             };
+            let raw = match (self.pass, upstream) {
+                (Some(dialect), Upstream::Http(p)) => {
+                    !self.sent.committed
+                        && p.dialect() == Some(dialect)
+                        && req.native.as_ref().is_some_and(|n| n.dialect == dialect)
+                }
+                _ => false,
+            };
+            // A provider sent the client's own body was given no answer tool.
+            let native = matches!(upstream, Upstream::Http(p)
+                if p.dialect().is_some()
+                    && p.dialect() == req.native.as_ref().map(|n| n.dialect));
+            let answer = if native {
+                AnswerStream::default()
+            } else {
+                AnswerStream::new(&req)
+            };
             let limit = self.first_token_limit(&entry, now);
             match open(client, upstream, &req, &entry.model, limit).await {
-                Ok((body, pending)) => {
+                Ok((body, pending, omitted)) => {
                     self.conn = Some(Conn {
                         started: now,
                         first_content: None,
                         body,
                         decoder: SseDecoder::default(),
                         pending,
+                        raw,
+                        held: Vec::new(),
+                        omitted,
                         mode,
                         prefill,
                         finish: None,
@@ -321,7 +401,7 @@ where
                         usage: None,
                         model: None,
                         malformed: 0,
-                        answer: AnswerStream::new(&req),
+                        answer,
                     });
                     return Ok(());
                 }
@@ -342,10 +422,15 @@ where
 
     /// The request for the next attempt: as asked, or (continuing after
     /// the commit point with prefill) with the delivered text as the start
-    /// of the assistant's answer.
+    /// of the assistant's answer, in the neutral messages and in the
+    /// client's own body alike, so a provider sent that body continues the
+    /// same conversation with every field the client wrote.
     fn attempt_request(&self, prefill: bool) -> ChatRequest {
         let mut req = self.req.clone();
         if prefill && !self.sent.text.is_empty() {
+            if let Some(native) = req.native.as_deref_mut() {
+                prefill_native(native, &self.sent.text);
+            }
             match req.messages.last_mut() {
                 Some(last) if last.role == Role::Assistant => {
                     last.content.push(Part::text(self.sent.text.clone()))
@@ -383,7 +468,18 @@ where
         let client = self.client.clone();
         let client = &*client;
         loop {
-            while let Some(delta) = conn.pending.pop_front() {
+            while let Some(item) = conn.pending.pop_front() {
+                let delta = match item {
+                    StreamItem::Raw(ev) => {
+                        if self.sent.committed {
+                            self.sent.out.push_back(StreamItem::Raw(ev));
+                        } else {
+                            conn.held.push(ev);
+                        }
+                        continue;
+                    }
+                    StreamItem::Delta { delta, .. } => delta,
+                };
                 match self.take(conn, delta) {
                     Read::More => {}
                     other => return other,
@@ -455,18 +551,24 @@ where
 
     /// Decodes events into the attempt's pending deltas. A malformed chunk
     /// is skipped (and reported); an error event fails the attempt.
-    fn decode(
-        &self,
-        conn: &mut Conn,
-        events: &[crate::sse::SseEvent],
-    ) -> Result<(), ProviderError> {
+    fn decode(&self, conn: &mut Conn, events: &[SseEvent]) -> Result<(), ProviderError> {
         let entry = self.walk.entry();
         let Some(Upstream::Http(provider)) = self.client.upstreams.get(&entry.provider) else {
             return Ok(());
         };
         for ev in events {
             match provider.decode_event(ev) {
-                Ok(deltas) => conn.pending.extend(deltas),
+                Ok(deltas) => {
+                    if conn.raw {
+                        conn.pending.push_back(StreamItem::Raw(ev.clone()));
+                    }
+                    let passed = conn.raw;
+                    conn.pending.extend(
+                        deltas
+                            .into_iter()
+                            .map(|delta| StreamItem::Delta { delta, passed }),
+                    );
+                }
                 Err(e) if e.kind == ErrorKind::Decode => {
                     conn.malformed += 1;
                     self.client.emit(|| Event::MalformedChunk {
@@ -511,7 +613,7 @@ where
                 if !fresh.is_empty() {
                     self.commit(conn);
                     self.sent.text.push_str(&fresh);
-                    self.sent.out.push_back(Delta::Text { text: fresh });
+                    self.deliver(conn, Delta::Text { text: fresh });
                 }
             }
             Delta::ToolCall {
@@ -526,12 +628,15 @@ where
                 }
                 self.commit(conn);
                 self.sent.tool_calls = true;
-                self.sent.out.push_back(Delta::ToolCall {
-                    index,
-                    id,
-                    name,
-                    arguments,
-                });
+                self.deliver(
+                    conn,
+                    Delta::ToolCall {
+                        index,
+                        id,
+                        name,
+                        arguments,
+                    },
+                );
             }
             // Reasoning commits like content; a continuation's new
             // reasoning is not the delivered answer's, and is not repeated.
@@ -539,7 +644,7 @@ where
                 conn.first_content.get_or_insert(self.client.platform.now());
                 if conn.mode == Mode::Forward {
                     self.commit(conn);
-                    self.sent.out.push_back(Delta::Thinking(t));
+                    self.deliver(conn, Delta::Thinking(t));
                 }
             }
             Delta::Finish { reason } => {
@@ -563,30 +668,41 @@ where
         Read::More
     }
 
-    /// The commit point: the first content goes to the caller, after a
-    /// `Start` that names the answering model.
-    fn commit(&mut self, conn: &Conn) {
+    /// Hands `delta` of the attempt in flight to the caller.
+    fn deliver(&mut self, conn: &Conn, delta: Delta) {
+        self.sent.out.push_back(StreamItem::Delta {
+            delta,
+            passed: conn.raw,
+        });
+    }
+
+    /// The commit point: the first content goes to the caller, after the
+    /// raw events held until now and a `Start` that names the answering
+    /// model.
+    fn commit(&mut self, conn: &mut Conn) {
         if self.sent.committed {
             return;
         }
         self.sent.committed = true;
         let entry = self.walk.entry();
         self.sent.served_by = Some(self.walk.served_by());
-        self.sent.out.push_back(Delta::Start {
-            model: Some(conn.model.clone().unwrap_or_else(|| entry.model.clone())),
-        });
+        let model = conn.model.clone().unwrap_or_else(|| entry.model.clone());
+        self.sent
+            .out
+            .extend(conn.held.drain(..).map(StreamItem::Raw));
+        self.deliver(conn, Delta::Start { model: Some(model) });
     }
 
     /// The attempt in flight completed the answer.
     fn complete(&mut self) {
-        let Some(conn) = self.conn.take() else {
+        let Some(mut conn) = self.conn.take() else {
             return;
         };
         self.malformed += conn.malformed;
         let client = self.client.clone();
         let client = &*client;
         let entry = self.walk.entry().clone();
-        client.record_attempt(
+        let record = client.record_attempt(
             &mut self.walk.run,
             &entry,
             self.held.number,
@@ -594,6 +710,8 @@ where
             true,
             Ok(()),
         );
+        record.usage = conn.usage;
+        record.omitted = std::mem::take(&mut conn.omitted);
         let now = client.platform.now();
         if let Some(first) = conn.first_content {
             let ttft = first.saturating_sub(conn.started);
@@ -608,16 +726,15 @@ where
         if let Some(permit) = self.held.permit.take() {
             client.settle(&entry, permit, Ok(()));
         }
-        self.commit(&conn);
-        self.sent.out.push_back(Delta::Finish {
-            reason: conn.finish.unwrap_or(FinishReason::Stop),
-        });
-        // Usage is always reported (zeros where the provider gave none),
-        // and counts only the attempt that answered.
-        self.sent.out.push_back(Delta::Usage {
-            usage: conn.usage.unwrap_or_default(),
-        });
-        self.sent.out.push_back(Delta::Done);
+        self.commit(&mut conn);
+        let reason = conn.finish.clone().unwrap_or(FinishReason::Stop);
+        self.deliver(&conn, Delta::Finish { reason });
+        // Usage counts only the attempt that answered, and is reported only
+        // where the provider reported it: never a made-up zero.
+        if let Some(usage) = conn.usage {
+            self.deliver(&conn, Delta::Usage { usage });
+        }
+        self.deliver(&conn, Delta::Done);
         self.usage = conn.usage;
         self.done = true;
     }
@@ -630,7 +747,7 @@ where
         self.malformed += conn.malformed;
         drop(conn.body); // abort the transfer now
         let entry = self.walk.entry().clone();
-        self.client.record_attempt(
+        let record = self.client.record_attempt(
             &mut self.walk.run,
             &entry,
             self.held.number,
@@ -638,6 +755,8 @@ where
             true,
             Err(&error),
         );
+        record.usage = conn.usage;
+        record.omitted = conn.omitted;
         if self.sent.committed && self.sent.interruption.is_none() {
             self.sent.interruption = Some(error.clone());
         }
@@ -738,95 +857,6 @@ where
     fn drop(&mut self) {
         self.release_permit();
     }
-}
-
-/// Opens one streaming attempt within `limit`: the body of a 2xx response,
-/// or (for a custom provider) its whole answer as deltas.
-async fn open<P: Platform, S: BreakerStore>(
-    client: &Client<P, S>,
-    upstream: &Upstream,
-    req: &ChatRequest,
-    model: &str,
-    limit: Duration,
-) -> Result<(Option<Body>, VecDeque<Delta>), (ProviderError, bool)> {
-    let now = client.platform.now();
-    match upstream {
-        Upstream::Http(provider) => {
-            let http = provider.encode(req, model).map_err(|e| (e, false))?;
-            let resp =
-                match timeout(client.platform.sleep(limit), client.platform.fetch(http)).await {
-                    Err(_) => return Err((ProviderError::timeout(limit), true)),
-                    Ok(Err(t)) => {
-                        let reached = t.reached();
-                        return Err((t.into(), reached));
-                    }
-                    Ok(Ok(resp)) => resp,
-                };
-            if (200..300).contains(&resp.status) {
-                return Ok((Some(resp.body), VecDeque::new()));
-            }
-            // An error status: read its (short) body for the classifier.
-            let spent = Duration::from_millis(client.platform.now().saturating_sub(now));
-            let status = resp.status;
-            let headers = resp.headers;
-            let read = resp.body.read_to_end(64 << 10);
-            let body = match timeout(client.platform.sleep(limit.saturating_sub(spent)), read).await
-            {
-                Ok(Ok(b)) => b,
-                Ok(Err(_)) | Err(_) => Vec::new(),
-            };
-            let error = match provider.decode(
-                &BufferedResponse {
-                    status,
-                    headers,
-                    body,
-                },
-                client.platform.now(),
-            ) {
-                Err(e) => e,
-                Ok(_) => {
-                    ProviderError::new(ErrorKind::Decode, format!("HTTP {status} on a stream"))
-                        .with_status(status)
-                }
-            };
-            Err((error, true))
-        }
-        Upstream::Custom(custom) => {
-            match timeout(client.platform.sleep(limit), custom.chat(req, model)).await {
-                Err(_) => Err((ProviderError::timeout(limit), true)),
-                Ok(Err(e)) => Err((e, true)),
-                Ok(Ok(resp)) => Ok((None, whole_answer(resp))),
-            }
-        }
-    }
-}
-
-/// A complete answer as the deltas of a stream.
-fn whole_answer(resp: ChatResponse) -> VecDeque<Delta> {
-    let mut d = VecDeque::new();
-    d.push_back(Delta::Start {
-        model: Some(resp.model),
-    });
-    d.extend(resp.thinking.into_iter().map(Delta::Thinking));
-    if !resp.text.is_empty() {
-        d.push_back(Delta::Text { text: resp.text });
-    }
-    for (i, call) in resp.tool_calls.into_iter().enumerate() {
-        d.push_back(Delta::ToolCall {
-            index: u32::try_from(i).unwrap_or(u32::MAX),
-            id: Some(call.id),
-            name: Some(call.name),
-            arguments: call.arguments,
-        });
-    }
-    d.push_back(Delta::Finish {
-        reason: resp.finish_reason.unwrap_or(FinishReason::Stop),
-    });
-    if let Some(usage) = resp.usage {
-        d.push_back(Delta::Usage { usage });
-    }
-    d.push_back(Delta::Done);
-    d
 }
 
 /// A restart that does not repeat the delivered text cannot continue it:

@@ -435,21 +435,7 @@ impl AnthropicStreamEncoder {
         self.start(&mut out);
         self.stop_block(&mut out);
         self.closed = true;
-        let u = self.usage.unwrap_or_default();
-        let mut usage = json!({"output_tokens": u.output_tokens});
-        if let Some(usage) = usage.as_object_mut() {
-            if u.input_tokens > 0 {
-                usage.insert("input_tokens".into(), json!(uncached_input(&u)));
-            }
-            for (key, n) in [
-                ("cache_read_input_tokens", u.cached_input_tokens),
-                ("cache_creation_input_tokens", u.cache_write_input_tokens),
-            ] {
-                if let Some(n) = n {
-                    usage.insert(key.into(), json!(n));
-                }
-            }
-        }
+        let usage = usage_json(self.usage, false);
         event(
             &mut out,
             "message_delta",
@@ -536,19 +522,7 @@ impl AnthropicStreamEncoder {
             return;
         }
         self.started = true;
-        let u = self.usage.unwrap_or_default();
-        let mut usage =
-            json!({"input_tokens": uncached_input(&u), "output_tokens": u.output_tokens});
-        if let Some(usage) = usage.as_object_mut() {
-            for (key, n) in [
-                ("cache_read_input_tokens", u.cached_input_tokens),
-                ("cache_creation_input_tokens", u.cache_write_input_tokens),
-            ] {
-                if let Some(n) = n {
-                    usage.insert(key.into(), json!(n));
-                }
-            }
-        }
+        let usage = usage_json(self.usage, true);
         event(
             out,
             "message_start",
@@ -626,6 +600,35 @@ enum OutBlockDelta<'a> {
 }
 
 /// `event: <name>`, `data: <json>` and the blank line that ends the event.
+/// A stream's `usage` object: Anthropic's counts (input without the cached
+/// tokens, which have their own keys). Counts the provider did not report
+/// are `null`, never zeros: the SDKs' accumulators take `null` where a
+/// missing key would fail them. `with_input`: `message_start` names the
+/// input count even when it is unknown.
+fn usage_json(usage: Option<Usage>, with_input: bool) -> Value {
+    let Some(u) = usage else {
+        return if with_input {
+            json!({"input_tokens": null, "output_tokens": null})
+        } else {
+            json!({"output_tokens": null})
+        };
+    };
+    let mut out = serde_json::Map::new();
+    if with_input || u.input_tokens > 0 {
+        out.insert("input_tokens".into(), json!(uncached_input(&u)));
+    }
+    out.insert("output_tokens".into(), json!(u.output_tokens));
+    for (key, n) in [
+        ("cache_read_input_tokens", u.cached_input_tokens),
+        ("cache_creation_input_tokens", u.cache_write_input_tokens),
+    ] {
+        if let Some(n) = n {
+            out.insert(key.into(), json!(n));
+        }
+    }
+    Value::Object(out)
+}
+
 fn event(out: &mut Vec<u8>, name: &str, data: &impl Serialize) {
     out.extend_from_slice(b"event: ");
     out.extend_from_slice(name.as_bytes());

@@ -37,6 +37,11 @@ fn unwrappable(req: &ChatRequest) -> Option<&str> {
 /// it is replaced) and a `tool_calls` finish into `stop` when no other call
 /// is left.
 pub fn unwrap_answer(req: &ChatRequest, resp: &mut ChatResponse) {
+    // A provider sent the client's own body was given no answer tool.
+    let native = req.native.as_ref().map(|n| n.dialect);
+    if resp.dialect.is_some() && resp.dialect == native {
+        return;
+    }
     let Some(name) = unwrappable(req) else {
         return;
     };

@@ -4,6 +4,9 @@
 //! status; from the commit point on the response is `200 text/event-stream`,
 //! and an interrupted answer ends in the client's error event (OpenAI
 //! `data: {"error":…}`, Anthropic `event: error`), never a clean end.
+//!
+//! When the answering provider speaks the client's dialect, its own events
+//! go out as they came ([`PassWriter`]); otherwise the deltas are encoded.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,12 +16,13 @@ use std::task::{Context, Poll};
 use futures_core::Stream;
 use serde::Serialize;
 
+use super::pass::PassWriter;
 use super::Format;
 use crate::chat::{Delta, Usage};
 use crate::engine::client::Client;
 use crate::engine::store::BreakerStore;
-use crate::engine::stream::ChatStream;
-use crate::error::{Error, ErrorKind, ProviderError};
+use crate::engine::stream::{ChatStream, StreamItem};
+use crate::error::{discarded_usage, Error, ErrorKind, ProviderError};
 use crate::format::anthropic_stream::AnthropicStreamEncoder;
 use crate::format::openai_stream::OpenAiStreamEncoder;
 use crate::platform::Platform;
@@ -39,6 +43,8 @@ pub type PieceStream = Pin<Box<dyn Stream<Item = Piece>>>;
 pub(crate) enum Encoder {
     OpenAi(OpenAiStreamEncoder),
     Anthropic(AnthropicStreamEncoder),
+    /// The provider's own events, in the client's dialect.
+    Pass(PassWriter),
 }
 
 impl Encoder {
@@ -62,10 +68,14 @@ impl Encoder {
         }
     }
 
-    fn delta(&mut self, d: &Delta) -> Vec<u8> {
-        match self {
-            Encoder::OpenAi(e) => e.delta(d),
-            Encoder::Anthropic(e) => e.delta(d),
+    fn item(&mut self, item: &StreamItem) -> Vec<u8> {
+        match (self, item) {
+            (Encoder::Pass(w), StreamItem::Raw(ev)) => w.raw(ev),
+            (Encoder::Pass(w), StreamItem::Delta { delta, passed }) => w.delta(delta, *passed),
+            // Raw events come only to a stream that passes them through.
+            (Encoder::OpenAi(_) | Encoder::Anthropic(_), StreamItem::Raw(_)) => Vec::new(),
+            (Encoder::OpenAi(e), StreamItem::Delta { delta, .. }) => e.delta(delta),
+            (Encoder::Anthropic(e), StreamItem::Delta { delta, .. }) => e.delta(delta),
         }
     }
 
@@ -73,6 +83,7 @@ impl Encoder {
         match self {
             Encoder::OpenAi(e) => e.finish(),
             Encoder::Anthropic(e) => e.finish(),
+            Encoder::Pass(w) => w.finish(),
         }
     }
 
@@ -80,14 +91,15 @@ impl Encoder {
         match self {
             Encoder::OpenAi(enc) => enc.error(e),
             Encoder::Anthropic(enc) => enc.error(e),
+            Encoder::Pass(w) => w.error(e),
         }
     }
 }
 
 /// Where the stream is.
 enum Phase {
-    /// Deltas flow; `first` is the item read before answering.
-    Streaming(Option<Delta>),
+    /// Items flow; `first` is the item read before answering.
+    Streaming(Option<StreamItem>),
     /// The answer ended (complete or not); the log line is still due.
     Ending(String),
     /// Nothing more.
@@ -106,7 +118,7 @@ struct State<P: Platform, S: BreakerStore> {
 pub(crate) fn body<P: Platform + 'static, S: BreakerStore + 'static>(
     stream: ChatStream<Rc<Client<P, S>>, P, S>,
     encoder: Encoder,
-    first: Delta,
+    first: StreamItem,
     request_id: String,
     started: u64,
 ) -> PieceStream {
@@ -139,14 +151,17 @@ async fn next_piece<P: Platform, S: BreakerStore>(
         };
         let item = match first {
             Some(d) => Some(Ok(d)),
-            None => st.stream.next().await,
+            None => st.stream.next_item().await,
         };
         let bytes = match item {
-            Some(Ok(Delta::Done)) | None => {
+            Some(Ok(StreamItem::Delta {
+                delta: Delta::Done, ..
+            }))
+            | None => {
                 st.phase = Phase::Ending(end_line(&st, "complete", None));
                 st.encoder.finish()
             }
-            Some(Ok(d)) => st.encoder.delta(&d),
+            Some(Ok(item)) => st.encoder.item(&item),
             Some(Err(e)) => {
                 let cause = cause_of(&e);
                 st.phase = Phase::Ending(end_line(&st, "interrupted", Some(&cause)));
@@ -179,6 +194,9 @@ fn cause_of(e: &Error) -> ProviderError {
 #[serde(rename_all = "camelCase")]
 struct EndLine<'a> {
     attempts: usize,
+    /// Tokens consumed by attempts that did not become the answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    discarded_usage: Option<Usage>,
     error: Option<ErrorKind>,
     latency_ms: u64,
     level: &'static str,
@@ -198,7 +216,9 @@ fn end_line<P: Platform, S: BreakerStore>(
 ) -> String {
     let now = st.stream.client().platform().now();
     let line = EndLine {
-        attempts: st.stream.attempts().iter().filter(|a| a.number > 0).count(),
+        attempts: st.stream.attempts().iter().filter(|a| a.number > 0).count()
+            + usize::from(st.stream.in_flight()),
+        discarded_usage: discarded_usage(st.stream.attempts()),
         error: cause.map(|c| c.kind),
         latency_ms: now.saturating_sub(st.started),
         level: if cause.is_some() { "warn" } else { "info" },
@@ -212,7 +232,7 @@ fn end_line<P: Platform, S: BreakerStore>(
             .map(|s| format!("{}/{}", s.provider, s.model)),
         usage: st.stream.usage(),
     };
-    super::to_json_text(&line, 256)
+    super::render::to_json_text(&line, 256)
 }
 
 /// A stream from repeatedly running `step` on a state it hands back.

@@ -268,7 +268,7 @@ export interface ChatResult {
 
 // ---- Streams ----
 
-/** What `client.stream(…)` yields, in order: `start` (the answering model), then text and tool call parts, then `finish` and `usage`. */
+/** What `client.stream(…)` yields, in order: `start` (the answering model), then text and tool call parts, then `finish` and `usage` (only where the provider reported it: never zeros). */
 export type StreamEvent =
   | { type: "start"; model: string | null }
   | { type: "text"; text: string }

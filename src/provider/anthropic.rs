@@ -6,15 +6,19 @@
 //! failure, and the `anthropic-ratelimit-*-reset` headers are informational
 //! only: the wait comes from `retry-after`. In a stream, `event: error`
 //! (`overloaded_error` mid-stream) ends the stream as an error.
+//!
+//! A request that came as a Messages client's own body ([`crate::Native`])
+//! is sent as written, with only the changes `Anthropic::native_body` lists;
+//! any other is encoded from the neutral request.
 
 use super::classify::ErrorBody;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::{
-    decode_success, event_error, event_json, event_shape_error, named_error_event, Capabilities,
-    Models, Provider,
+    decode_success, event_error, event_json, event_shape_error, forward_headers, named_error_event,
+    native_base, native_bytes, native_in, Capabilities, Models, Provider,
 };
-use crate::chat::{ChatRequest, ChatResponse, Delta, Dialect};
+use crate::chat::{ChatRequest, ChatResponse, Delta, Dialect, Native};
 use crate::error::{ErrorKind, ProviderError};
 use crate::format::anthropic::{decode_response, encode_request, EncodeOptions};
 use crate::format::anthropic_stream::{decode_event, EVENTS};
@@ -100,6 +104,22 @@ impl Anthropic {
     }
 }
 
+impl Anthropic {
+    /// The client's own Messages body for `model`: every field as the
+    /// client sent it (content blocks with `cache_control`, thinking blocks
+    /// with their signatures, server tools, fields this crate does not
+    /// know), except `model`, the entry's; `stream`, as the request
+    /// streams; and `max_tokens`, which the API requires, set to the
+    /// adapter's default when the client sent none.
+    fn native_body(&self, native: &Native, model: &str, stream: bool) -> Map<String, Value> {
+        let mut body = native_base(native, model, stream);
+        if body.get("max_tokens").is_none_or(Value::is_null) {
+            body.insert("max_tokens".into(), Value::from(self.default_max_tokens));
+        }
+        body
+    }
+}
+
 impl Provider for Anthropic {
     fn id(&self) -> &str {
         &self.id
@@ -107,19 +127,30 @@ impl Provider for Anthropic {
 
     fn encode(&self, req: &ChatRequest, model: &str) -> Result<HttpRequest, ProviderError> {
         self.models.check(req, model)?;
-        let opts = EncodeOptions {
-            default_max_tokens: self.default_max_tokens,
-            structured_output: self.models.get(model).structured_output,
-        };
-        let body = encode_request(req, model, opts).map_err(|e| e.into_request_error())?;
-        let beta = body.beta.join(",");
         let url = format!("{}/v1/messages", self.base_url);
-        let body = serde_json::to_vec(&body)
-            .map_err(|e| ProviderError::new(ErrorKind::InvalidRequest, e.to_string()))?;
+        let (body, omitted, beta) = match native_in(req, Dialect::Anthropic) {
+            Some(native) => (
+                native_bytes(&self.native_body(native, model, req.stream))?,
+                Vec::new(),
+                String::new(),
+            ),
+            None => {
+                let opts = EncodeOptions {
+                    default_max_tokens: self.default_max_tokens,
+                    structured_output: self.models.get(model).structured_output,
+                };
+                let body = encode_request(req, model, opts).map_err(|e| e.into_request_error())?;
+                let bytes = serde_json::to_vec(&body)
+                    .map_err(|e| ProviderError::new(ErrorKind::InvalidRequest, e.to_string()))?;
+                (bytes, body.omitted, body.beta.join(","))
+            }
+        };
         let mut http = HttpRequest::post_json(url, body);
+        http.omitted = omitted;
         for (name, value) in self.headers.iter() {
             http.headers.insert(name, value);
         }
+        forward_headers(&mut http, req, &["anthropic-beta", "idempotency-key"]);
         http.headers
             .insert("anthropic-version", self.version.clone());
         if !beta.is_empty() {

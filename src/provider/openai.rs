@@ -7,13 +7,20 @@
 //! `retry-after-ms`, `x-should-retry`) is the classifier's. In a stream, an
 //! error object in a chunk (OpenAI), in its choice (OpenRouter) or in an
 //! `event: error` (some compatible servers) ends the stream as an error.
+//!
+//! A request that came as a Chat Completions client's own body
+//! ([`crate::Native`]) is sent as written, with only the changes
+//! `OpenAi::native_body` lists; any other is encoded from the neutral request.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::classify::ErrorBody;
 use super::preset::{AuthStyle, Preset, PresetName};
-use super::{decode_data, decode_success, named_error_event, Capabilities, Models, Provider};
-use crate::chat::{ChatRequest, ChatResponse, Delta, Dialect};
+use super::{
+    decode_data, decode_success, forward_headers, named_error_event, native_base, native_bytes,
+    native_in, Capabilities, Models, Provider,
+};
+use crate::chat::{ChatRequest, ChatResponse, Delta, Dialect, Native};
 use crate::error::{ErrorKind, ProviderError};
 use crate::format::openai::{decode_response, encode_request, EncodeOptions, MaxTokensField};
 use crate::format::openai_stream::decode_chunk;
@@ -143,6 +150,45 @@ impl OpenAi {
     }
 }
 
+impl OpenAi {
+    /// The client's own Chat Completions body for `model`: every field as
+    /// the client sent it, except
+    /// - `model`, the entry's; `stream`, as the request streams;
+    /// - on a stream, `stream_options.include_usage: true` merged into the
+    ///   client's `stream_options` (the gateway counts every answer's
+    ///   tokens), or `stream_options` removed for a preset that refuses it
+    ///   ([`super::Quirks::stream_options`]);
+    /// - the output token limit under the preset's field
+    ///   ([`MaxTokensField`]): `max_tokens` ↔ `max_completion_tokens`, as
+    ///   the neutral encoder writes it.
+    fn native_body(&self, native: &Native, model: &str, stream: bool) -> Map<String, Value> {
+        let mut body = native_base(native, model, stream);
+        if !self.preset.quirks.stream_options {
+            body.remove("stream_options");
+        } else if stream {
+            let options = body
+                .entry("stream_options")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if !options.is_object() {
+                *options = Value::Object(Map::new());
+            }
+            if let Some(options) = options.as_object_mut() {
+                options.insert("include_usage".into(), Value::Bool(true));
+            }
+        }
+        let (from, to) = match self.options.max_tokens_field {
+            MaxTokensField::MaxTokens => ("max_completion_tokens", "max_tokens"),
+            MaxTokensField::MaxCompletionTokens => ("max_tokens", "max_completion_tokens"),
+        };
+        if !body.contains_key(to) {
+            if let Some(limit) = body.remove(from) {
+                body.insert(to.into(), limit);
+            }
+        }
+        body
+    }
+}
+
 /// `s` percent-encoded for use as one path segment.
 fn path_segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -163,13 +209,28 @@ impl Provider for OpenAi {
 
     fn encode(&self, req: &ChatRequest, model: &str) -> Result<HttpRequest, ProviderError> {
         self.models.check(req, model)?;
-        let body = encode_request(req, model, self.options).map_err(|e| e.into_request_error())?;
-        let body = serde_json::to_vec(&body)
-            .map_err(|e| ProviderError::new(ErrorKind::InvalidRequest, e.to_string()))?;
+        let (body, omitted) = match native_in(req, Dialect::OpenAi) {
+            Some(native) => (
+                native_bytes(&self.native_body(native, model, req.stream))?,
+                Vec::new(),
+            ),
+            None => {
+                let mut options = self.options;
+                options.stream_usage = self.preset.quirks.stream_options
+                    && (options.stream_usage || req.wants_usage());
+                let body =
+                    encode_request(req, model, options).map_err(|e| e.into_request_error())?;
+                let bytes = serde_json::to_vec(&body)
+                    .map_err(|e| ProviderError::new(ErrorKind::InvalidRequest, e.to_string()))?;
+                (bytes, body.omitted)
+            }
+        };
         let mut http = HttpRequest::post_json(self.url(model), body);
+        http.omitted = omitted;
         for (name, value) in self.headers.iter() {
             http.headers.insert(name, value);
         }
+        forward_headers(&mut http, req, &["openai-beta", "idempotency-key"]);
         if let Some(key) = &self.key {
             match self.preset.auth {
                 AuthStyle::Bearer => http

@@ -20,8 +20,17 @@ pub enum AuthStyle {
 pub struct Quirks {
     /// Which field carries the output token limit.
     pub max_tokens_field: MaxTokensField,
-    /// Accepts `stream_options.include_usage` on streamed requests.
+    /// Asks for usage on streamed requests by default
+    /// (`stream_options.include_usage`). A request whose client asked for
+    /// usage ([`crate::ChatRequest::wants_usage`]), and every request sent
+    /// in the client's own body, asks regardless, where `stream_options`
+    /// is taken at all.
     pub stream_usage: bool,
+    /// Takes a `stream_options` field at all. Mistral refuses it (422,
+    /// "extra inputs are not permitted") and reports usage in its last
+    /// chunk unasked: it is never sent there, not even from a client's
+    /// own body.
+    pub stream_options: bool,
     /// Needs an `api-version` query parameter; this is its default.
     pub api_version: Option<&'static str>,
 }
@@ -83,6 +92,7 @@ pub struct Preset {
 const PLAIN: Quirks = Quirks {
     max_tokens_field: MaxTokensField::MaxTokens,
     stream_usage: true,
+    stream_options: true,
     api_version: None,
 };
 
@@ -121,6 +131,12 @@ const NO_STREAM_USAGE: Quirks = Quirks {
     ..PLAIN
 };
 
+const NO_STREAM_OPTIONS: Quirks = Quirks {
+    stream_usage: false,
+    stream_options: false,
+    ..PLAIN
+};
+
 /// Every preset, in the order of [`PresetName`].
 pub(crate) const PRESETS: [Preset; 13] = [
     hosted(
@@ -152,7 +168,7 @@ pub(crate) const PRESETS: [Preset; 13] = [
         "https://api.mistral.ai",
         "/v1/chat/completions",
         "MISTRAL_API_KEY",
-        NO_STREAM_USAGE,
+        NO_STREAM_OPTIONS,
     ),
     hosted(
         PresetName::Together,
@@ -192,6 +208,7 @@ pub(crate) const PRESETS: [Preset; 13] = [
         quirks: Quirks {
             max_tokens_field: MaxTokensField::MaxCompletionTokens,
             stream_usage: true,
+            stream_options: true,
             api_version: Some("2024-10-21"),
         },
     },

@@ -44,12 +44,24 @@ async function collect(iterable) {
 
 test("a healthy stream yields start, text, finish and usage", async () => {
   await mock.reset();
-  const { events, text, error } = await collect(client().stream(user("hello there")));
+  // The custom preset asks for no usage by default: asked here, it is reported.
+  const asking = client();
+  const withUsage = new ResilientClient({
+    providers: { a: { kind: "openai-compatible", preset: "custom", baseUrl: mock.providerUrl("a"), streamUsage: true } },
+    routes: { default: [{ provider: "a", model: "m-a" }] },
+    retry: { maxAttempts: 1 },
+  });
+  const { events, text, error } = await collect(withUsage.stream(user("hello there")));
   assert.equal(error, undefined);
   assert.equal(text, "[a] echo: hello there");
   assert.deepEqual(events[0], { type: "start", model: "m-a" });
   assert.deepEqual(events.slice(-2).map((e) => e.type), ["finish", "usage"]);
   assert.equal(events.at(-2).reason, "stop");
+  assert.ok(events.at(-1).usage.outputTokens > 0, JSON.stringify(events.at(-1)));
+  // Not asked, none reported: no usage event rather than invented zeros.
+  const plain = await collect(asking.stream(user("hello there")));
+  assert.equal(plain.events.at(-1).type, "finish");
+  assert.ok(plain.events.every((e) => e.type !== "usage"));
 });
 
 test("a provider failing before the first token is failed over", async () => {

@@ -16,6 +16,7 @@ fn get(url: &str) -> HttpRequest {
         headers: Default::default(),
         body: Vec::new(),
         timeout: None,
+        omitted: Vec::new(),
     }
 }
 

@@ -1,0 +1,98 @@
+//! Gateway auth: the client keys accepted, compared in constant time.
+
+use crate::config::Secret;
+use crate::platform::Headers;
+
+/// Gateway auth: the client keys accepted, or the explicit opt-out.
+#[derive(Clone)]
+pub struct Auth {
+    keys: Vec<Secret>,
+    open: bool,
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Auth")
+            .field("keys", &self.keys.len())
+            .field("open", &self.open)
+            .finish()
+    }
+}
+
+impl Auth {
+    /// Accepts any of `keys`.
+    pub fn keys(keys: Vec<Secret>) -> Self {
+        Auth { keys, open: false }
+    }
+
+    /// Accepts every request. For local demos only.
+    pub fn open() -> Self {
+        Auth {
+            keys: Vec::new(),
+            open: true,
+        }
+    }
+
+    /// Whether auth is switched off.
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+
+    /// Whether the request carries an accepted key, as
+    /// `Authorization: Bearer <key>` or `x-api-key: <key>`. Every key is
+    /// compared in constant time, all of them every time.
+    pub fn check(&self, headers: &Headers) -> bool {
+        if self.open {
+            return true;
+        }
+        let bearer = headers
+            .get("authorization")
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .map(str::trim);
+        let offered = [bearer, headers.get("x-api-key").map(str::trim)];
+        let mut ok = false;
+        for candidate in offered.into_iter().flatten() {
+            for key in &self.keys {
+                ok |= ct_eq(candidate.as_bytes(), key.expose().as_bytes());
+            }
+        }
+        ok
+    }
+}
+
+/// Compares two byte strings in time that depends only on their lengths.
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = u8::from(a.len() != b.len());
+    for i in 0..a.len().max(b.len()) {
+        diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
+    }
+    diff == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constant_time_comparison_is_still_a_comparison() {
+        assert!(ct_eq(b"abc", b"abc"));
+        assert!(!ct_eq(b"abc", b"abd"));
+        assert!(!ct_eq(b"abc", b"abcd"));
+        assert!(!ct_eq(b"", b"a"));
+        assert!(ct_eq(b"", b""));
+    }
+
+    #[test]
+    fn keys_in_either_header() {
+        let auth = Auth::keys(vec![Secret::new("k1"), Secret::new("k2")]);
+        let h = |n: &str, v: &str| [(n, v)].into_iter().collect::<Headers>();
+        assert!(auth.check(&h("authorization", "Bearer k2")));
+        assert!(auth.check(&h("x-api-key", "k1")));
+        assert!(!auth.check(&h("authorization", "k1")));
+        assert!(!auth.check(&h("x-api-key", "k3")));
+        assert!(!Auth::keys(vec![]).check(&h("x-api-key", "")));
+    }
+}

@@ -1,0 +1,309 @@
+//! A same-dialect stream: the provider's events go to the client as they
+//! arrived, unknown event types and fields included. The deltas read from
+//! them serve only the gateway's bookkeeping. When a continuation takes
+//! over (the provider's stream was cut after the commit point), its deltas
+//! are encoded so they extend what already went out: OpenAI chunks under
+//! the same id, creation time and model; Anthropic content blocks numbered
+//! after the last one passed through, and no second `message_start`.
+
+use serde_json::{json, Value};
+
+use super::Format;
+use crate::chat::{Delta, FinishReason, Usage};
+use crate::format::anthropic::stop_reason_name;
+use crate::format::openai_stream::OpenAiStreamEncoder;
+use crate::format::{anthropic_stream::AnthropicStreamEncoder, merge_usage};
+use crate::sse::SseEvent;
+
+/// The writer of a same-dialect stream.
+#[derive(Debug)]
+pub(crate) struct PassWriter {
+    format: Format,
+    /// The client asked for usage (OpenAI `stream_options.include_usage`):
+    /// the usage-only chunk the gateway asked for reaches it only then.
+    client_usage: bool,
+    /// The provider's stream end (`[DONE]`, `message_stop`) went out.
+    ended: bool,
+    closed: bool,
+    openai: OpenAiSeen,
+    anthropic: AnthropicSeen,
+    /// The continuation's OpenAI encoder, from its first delta on.
+    continued: Option<OpenAiStreamEncoder>,
+    /// A continuation's finish reason and usage (Anthropic writes both at
+    /// the end, in `message_delta`).
+    finish: Option<FinishReason>,
+    usage: Option<Usage>,
+}
+
+/// What the OpenAI chunks passed through said about the completion.
+#[derive(Debug, Default)]
+struct OpenAiSeen {
+    id: String,
+    created: u64,
+    model: String,
+}
+
+/// What the Anthropic events passed through said about the blocks.
+#[derive(Debug, Default)]
+struct AnthropicSeen {
+    /// The index after the highest block index seen.
+    next: u32,
+    /// The block started and not yet stopped: its index, and whether it
+    /// holds text.
+    open: Option<(u32, bool)>,
+    /// `message_delta` went out.
+    message_delta: bool,
+}
+
+impl PassWriter {
+    /// A writer for a stream in `format`; `client_usage` as the OpenAI
+    /// client's `stream_options.include_usage`.
+    pub(crate) fn new(format: Format, client_usage: bool) -> Self {
+        PassWriter {
+            format,
+            client_usage,
+            ended: false,
+            closed: false,
+            openai: OpenAiSeen::default(),
+            anthropic: AnthropicSeen::default(),
+            continued: None,
+            finish: None,
+            usage: None,
+        }
+    }
+
+    /// The bytes of a provider event: the event as it arrived, or nothing
+    /// for the usage-only chunk of an OpenAI client that did not ask for it.
+    pub(crate) fn raw(&mut self, ev: &SseEvent) -> Vec<u8> {
+        if self.closed || self.ended {
+            return Vec::new();
+        }
+        let data = ev.data.trim();
+        match self.format {
+            Format::OpenAi if data == "[DONE]" => self.ended = true,
+            Format::OpenAi => {
+                let v: Value = serde_json::from_str(data).unwrap_or(Value::Null);
+                if let Some(id) = v.get("id").and_then(Value::as_str) {
+                    self.openai.id = id.to_string();
+                }
+                if let Some(model) = v.get("model").and_then(Value::as_str) {
+                    self.openai.model = model.to_string();
+                }
+                if let Some(created) = v.get("created").and_then(Value::as_u64) {
+                    self.openai.created = created;
+                }
+                let usage_only = v
+                    .get("choices")
+                    .and_then(Value::as_array)
+                    .is_some_and(Vec::is_empty)
+                    && v.get("usage").is_some_and(Value::is_object);
+                if usage_only && !self.client_usage {
+                    return Vec::new();
+                }
+            }
+            Format::Anthropic => self.seen_anthropic(ev.event.as_deref(), data),
+        }
+        write_event(ev)
+    }
+
+    fn seen_anthropic(&mut self, name: Option<&str>, data: &str) {
+        let v: Value = serde_json::from_str(data).unwrap_or(Value::Null);
+        let kind = name.or_else(|| v.get("type").and_then(Value::as_str));
+        let index = v
+            .get("index")
+            .and_then(Value::as_u64)
+            .and_then(|i| u32::try_from(i).ok());
+        let seen = &mut self.anthropic;
+        match (kind, index) {
+            (Some("content_block_start"), Some(i)) => {
+                let text = v.pointer("/content_block/type").and_then(Value::as_str) == Some("text");
+                seen.open = Some((i, text));
+                seen.next = seen.next.max(i.saturating_add(1));
+            }
+            (Some("content_block_stop"), Some(i)) if seen.open.is_some_and(|(o, _)| o == i) => {
+                seen.open = None;
+            }
+            (Some("message_delta"), _) => seen.message_delta = true,
+            (Some("message_stop"), _) => self.ended = true,
+            _ => {}
+        }
+    }
+
+    /// The bytes for a delta: nothing for one whose event went out raw;
+    /// a continuation's, encoded to extend what went out.
+    pub(crate) fn delta(&mut self, d: &Delta, passed: bool) -> Vec<u8> {
+        if passed || self.closed || self.ended {
+            return Vec::new();
+        }
+        match self.format {
+            Format::OpenAi => {
+                let seen = &self.openai;
+                let client_usage = self.client_usage;
+                self.continued
+                    .get_or_insert_with(|| {
+                        OpenAiStreamEncoder::new(
+                            seen.id.clone(),
+                            seen.created,
+                            seen.model.clone(),
+                            client_usage,
+                        )
+                    })
+                    .delta(d)
+            }
+            Format::Anthropic => self.anthropic_delta(d),
+        }
+    }
+
+    fn anthropic_delta(&mut self, d: &Delta) -> Vec<u8> {
+        let mut out = Vec::new();
+        match d {
+            Delta::Text { text } if !text.is_empty() && self.finish.is_none() => {
+                let index = match self.anthropic.open {
+                    Some((i, true)) => i,
+                    _ => self.open_block(&mut out, json!({"type": "text", "text": ""})),
+                };
+                event(
+                    &mut out,
+                    "content_block_delta",
+                    &json!({"type": "content_block_delta", "index": index,
+                            "delta": {"type": "text_delta", "text": text}}),
+                );
+            }
+            Delta::ToolCall {
+                id,
+                name,
+                arguments,
+                ..
+            } if self.finish.is_none() => {
+                let index = match (self.anthropic.open, id) {
+                    (Some((i, false)), None) => i,
+                    _ => {
+                        let at = self.anthropic.next;
+                        let block = json!({"type": "tool_use",
+                            "id": id.clone().unwrap_or_else(|| format!("toolu_{at}")),
+                            "name": name.as_deref().unwrap_or_default(), "input": {}});
+                        self.open_block(&mut out, block)
+                    }
+                };
+                if !arguments.is_empty() {
+                    event(
+                        &mut out,
+                        "content_block_delta",
+                        &json!({"type": "content_block_delta", "index": index,
+                                "delta": {"type": "input_json_delta", "partial_json": arguments}}),
+                    );
+                }
+            }
+            Delta::Finish { reason } => {
+                self.finish.get_or_insert_with(|| reason.clone());
+            }
+            Delta::Usage { usage } => merge_usage(&mut self.usage, *usage),
+            _ => {}
+        }
+        out
+    }
+
+    /// Stops the open block, starts `block` after the last index; its index.
+    fn open_block(&mut self, out: &mut Vec<u8>, block: Value) -> u32 {
+        self.stop_block(out);
+        let index = self.anthropic.next;
+        self.anthropic.next = index.saturating_add(1);
+        self.anthropic.open = Some((index, block["type"] == "text"));
+        event(
+            out,
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": index, "content_block": block}),
+        );
+        index
+    }
+
+    fn stop_block(&mut self, out: &mut Vec<u8>) {
+        if let Some((index, _)) = self.anthropic.open.take() {
+            event(
+                out,
+                "content_block_stop",
+                &json!({"type": "content_block_stop", "index": index}),
+            );
+        }
+    }
+
+    /// Ends a complete stream with what the provider's own end did not
+    /// already say.
+    pub(crate) fn finish(&mut self) -> Vec<u8> {
+        if self.closed {
+            return Vec::new();
+        }
+        self.closed = true;
+        if self.ended {
+            return Vec::new();
+        }
+        match self.format {
+            Format::OpenAi => match &mut self.continued {
+                Some(enc) => enc.finish(),
+                None => b"data: [DONE]\n\n".to_vec(),
+            },
+            Format::Anthropic => {
+                let mut out = Vec::new();
+                self.stop_block(&mut out);
+                if !self.anthropic.message_delta {
+                    let usage = match self.usage {
+                        Some(u) => json!({"input_tokens": u.input_tokens,
+                                          "output_tokens": u.output_tokens}),
+                        None => json!({"output_tokens": null}),
+                    };
+                    event(
+                        &mut out,
+                        "message_delta",
+                        &json!({"type": "message_delta",
+                                "delta": {"stop_reason": self.finish.as_ref().map(stop_reason_name),
+                                          "stop_sequence": null},
+                                "usage": usage}),
+                    );
+                }
+                event(&mut out, "message_stop", &json!({"type": "message_stop"}));
+                out
+            }
+        }
+    }
+
+    /// Ends an interrupted stream with the client format's error event.
+    pub(crate) fn error(&mut self, e: &crate::error::ProviderError) -> Vec<u8> {
+        if self.closed {
+            return Vec::new();
+        }
+        self.closed = true;
+        match self.format {
+            Format::OpenAi => {
+                OpenAiStreamEncoder::new(String::new(), 0, String::new(), false).error(e)
+            }
+            Format::Anthropic => AnthropicStreamEncoder::new(String::new(), String::new()).error(e),
+        }
+    }
+}
+
+/// A provider event written back as server-sent event lines.
+fn write_event(ev: &SseEvent) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ev.data.len() + 32);
+    if let Some(name) = &ev.event {
+        out.extend_from_slice(b"event: ");
+        out.extend_from_slice(name.as_bytes());
+        out.push(b'\n');
+    }
+    for line in ev.data.split('\n') {
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(line.as_bytes());
+        out.push(b'\n');
+    }
+    out.push(b'\n');
+    out
+}
+
+/// An Anthropic event of the gateway's own.
+fn event(out: &mut Vec<u8>, name: &str, data: &Value) {
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\ndata: ");
+    // Serializing a Value into a Vec cannot fail: no I/O, string keys.
+    let _ = serde_json::to_writer(&mut *out, data);
+    out.extend_from_slice(b"\n\n");
+}

@@ -1,0 +1,149 @@
+//! Reading a client's request: its body within the limit, the neutral
+//! request beside the client's own body, its id.
+
+use serde_json::Value;
+
+use super::Format;
+use crate::chat::{ChatRequest, Dialect, Native};
+use crate::format::{anthropic, openai, parse_json, FormatError};
+use crate::platform::{Body, Headers, Platform};
+
+/// Request headers that mean something to a provider, forwarded from the
+/// client to the providers that read them. Never a credential
+/// (`authorization`, `x-api-key`), a cookie or one of the gateway's own.
+pub const FORWARDED_HEADERS: &[&str] = &["anthropic-beta", "openai-beta", "idempotency-key"];
+
+/// Reads a chat request in the client's `format`: the body is parsed once,
+/// read into the neutral request, and kept as the request's native body
+/// (with the [`FORWARDED_HEADERS`] the client sent), which a provider of
+/// the same dialect is sent instead of a translation.
+pub(super) fn read_chat(
+    format: Format,
+    bytes: &[u8],
+    headers: &Headers,
+) -> Result<ChatRequest, FormatError> {
+    let value = parse_json(bytes)?;
+    let (dialect, mut request) = match format {
+        Format::OpenAi => (Dialect::OpenAi, openai::request_from_value(&value)?),
+        Format::Anthropic => (Dialect::Anthropic, anthropic::request_from_value(&value)?),
+    };
+    // The readers take only an object, so this is the body's own map.
+    if let Value::Object(body) = value {
+        let headers = FORWARDED_HEADERS
+            .iter()
+            .filter_map(|name| Some((name.to_string(), headers.get(name)?.to_string())))
+            .collect();
+        request.native = Some(Box::new(Native {
+            dialect,
+            body,
+            headers,
+        }));
+    }
+    Ok(request)
+}
+
+/// The most of an oversized body read (and thrown away) before answering
+/// 413: a client still sending when the answer comes may see a reset
+/// instead of the 413.
+pub(super) const DRAIN_CAP: usize = 16 << 20;
+
+pub(super) enum BodyError {
+    TooLarge,
+    Unreadable,
+}
+
+/// Reads the body up to `limit` bytes. Over it (or when `over` already),
+/// keeps nothing but reads on to the end (up to [`DRAIN_CAP`]) and fails
+/// with `TooLarge`.
+pub(super) async fn read_body(
+    mut body: Body,
+    limit: usize,
+    mut over: bool,
+) -> Result<Vec<u8>, BodyError> {
+    let mut buf = Vec::new();
+    let mut seen = 0usize;
+    while let Some(chunk) = body.chunk().await {
+        let Ok(chunk) = chunk else {
+            return Err(if over {
+                BodyError::TooLarge
+            } else {
+                BodyError::Unreadable
+            });
+        };
+        seen = seen.saturating_add(chunk.len());
+        if !over {
+            buf.extend_from_slice(&chunk);
+            if buf.len() > limit {
+                over = true;
+                buf = Vec::new();
+            }
+        }
+        if seen > DRAIN_CAP {
+            break;
+        }
+    }
+    if over {
+        Err(BodyError::TooLarge)
+    } else {
+        Ok(buf)
+    }
+}
+
+/// The client's `x-request-id` when it is short and plain, else a new one.
+pub(super) fn request_id(headers: &Headers, platform: &impl Platform) -> String {
+    if let Some(id) = headers.get("x-request-id") {
+        let plain = id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if plain && (8..=64).contains(&id.len()) {
+            return id.to_string();
+        }
+    }
+    let mut id = String::with_capacity(20);
+    for _ in 0..2 {
+        let n = (platform.random() * (1u64 << 40) as f64) as u64;
+        id.push_str(&format!("{n:010x}"));
+    }
+    id
+}
+
+/// The path of an absolute URL (`https://host/v1/messages?x` →
+/// `/v1/messages`), as a host hands over a request's URL; `/` when it has
+/// none. The URL is a serialized WHATWG URL already, so no parser needed.
+pub fn url_path(url: &str) -> &str {
+    let rest = match url.find("://") {
+        Some(i) => &url[i + 3..],
+        None => url,
+    };
+    let end = rest.find(['?', '#']).unwrap_or(rest.len());
+    let rest = &rest[..end];
+    match rest.find('/') {
+        Some(i) => &rest[i..],
+        None => "/",
+    }
+}
+
+pub(super) fn clip(s: &str, max: usize) -> String {
+    s.chars().take(max).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_of_urls() {
+        assert_eq!(
+            url_path("https://gw.example/v1/messages?beta=1"),
+            "/v1/messages"
+        );
+        assert_eq!(url_path("http://127.0.0.1:8787/"), "/");
+        assert_eq!(url_path("http://127.0.0.1:8787"), "/");
+        assert_eq!(url_path("http://h?q=/x"), "/");
+        assert_eq!(url_path("http://h/a/b#f"), "/a/b");
+        assert_eq!(
+            url_path("http://h/v1/chat/completions/"),
+            "/v1/chat/completions/"
+        );
+    }
+}
