@@ -4,7 +4,8 @@
 //   - structured output: `response_format` json_schema / json_object (OpenAI),
 //     `output_config.format` / `output_format` json_schema (Anthropic): JSON built from the schema;
 //   - tool calls: forced (`required`, a named function; `any`, a named tool) or, under `auto`,
-//     every tool whose name the last user message mentions; parallel unless the request says
+//     every tool whose name the last user message mentions (Anthropic: after the echo's text
+//     block, as Claude announces its calls); parallel unless the request says
 //     not (`parallel_tool_calls: false`, `disable_parallel_tool_use`); arguments from the
 //     tool's schema; never right after a tool result under `auto`;
 //   - reasoning: Anthropic `thinking` (enabled/adaptive) → a thinking block with a signature;
@@ -55,7 +56,7 @@ function splitChunks(text) {
 }
 
 /** Pieces of about `size` characters that join back into `text` (JSON arguments, signatures). */
-function slices(text, size = 12) {
+function slices(text, size = 6) {
   const out = [];
   for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
   return out.length ? out : [""];
@@ -120,31 +121,35 @@ export function exampleOf(schema, root = schema, depth = 0) {
 
 // ---------------------------------------------------------------- what the request asks for
 
-/** The tools to call as [{name, schema}], by the request's tools and tool_choice. */
+/**
+ * The tools to call as { calls: [{name, schema}], forced }, by the request's tools and
+ * tool_choice; `forced`: the request left the model no choice but a tool.
+ */
 function toolsToCall(format, body) {
   const tools = (Array.isArray(body.tools) ? body.tools : [])
     .map((t) => (format === "openai"
       ? (t?.type === "function" && t.function?.name ? { name: t.function.name, schema: t.function.parameters ?? {} } : null)
       : (t?.name && t.input_schema ? { name: t.name, schema: t.input_schema } : null)))
     .filter(Boolean);
-  if (!tools.length) return [];
+  const none = { calls: [], forced: false };
+  if (!tools.length) return none;
   const choice = body.tool_choice;
   const last = body.messages.at(-1);
   const afterResult = format === "openai" ? last?.role === "tool"
     : Array.isArray(last?.content) && last.content.some((b) => b?.type === "tool_result");
-  let picked;
+  const mentioned = () => (afterResult ? [] : tools.filter((t) => lastUserText(body.messages).includes(t.name)));
   if (format === "openai") {
-    if (choice === "none") return [];
-    if (choice?.type === "function") picked = tools.filter((t) => t.name === choice.function?.name);
-    else if (choice === "required") picked = tools;
-    else picked = afterResult ? [] : tools.filter((t) => lastUserText(body.messages).includes(t.name));
-    return body.parallel_tool_calls === false ? picked.slice(0, 1) : picked;
+    if (choice === "none") return none;
+    const forced = choice?.type === "function" || choice === "required";
+    const picked = choice?.type === "function" ? tools.filter((t) => t.name === choice.function?.name)
+      : choice === "required" ? tools : mentioned();
+    return { calls: body.parallel_tool_calls === false ? picked.slice(0, 1) : picked, forced };
   }
-  if (choice?.type === "none") return [];
-  if (choice?.type === "tool") picked = tools.filter((t) => t.name === choice.name);
-  else if (choice?.type === "any") picked = tools;
-  else picked = afterResult ? [] : tools.filter((t) => lastUserText(body.messages).includes(t.name));
-  return choice?.disable_parallel_tool_use === true ? picked.slice(0, 1) : picked;
+  if (choice?.type === "none") return none;
+  const forced = choice?.type === "tool" || choice?.type === "any";
+  const picked = choice?.type === "tool" ? tools.filter((t) => t.name === choice.name)
+    : choice?.type === "any" ? tools : mentioned();
+  return { calls: choice?.disable_parallel_tool_use === true ? picked.slice(0, 1) : picked, forced };
 }
 
 /** The JSON schema of a structured-output request: { schema } (json_schema), { schema: null } (JSON mode), or null. */
@@ -210,17 +215,23 @@ export function planAnswer(provider, ctx, body, maxTokens) {
     plan.reasoningTokens = countWords(plan.thinking);
     if (format === "anthropic") plan.signature = Buffer.from(`mock-signature:${provider.name}:${ctx.seq}`).toString("base64");
   }
-  const calls = toolsToCall(format, body);
+  const { calls, forced } = toolsToCall(format, body);
   const structured = structuredOutput(format, body);
   if (calls.length) {
     plan.tools = calls.map((t, i) => ({
       id: format === "openai" ? `call_mock_${ctx.seq}_${i}` : `toolu_mock_${ctx.seq}_${i}`,
       name: t.name, args: JSON.stringify(exampleOf(t.schema)),
     }));
-    plan.text = null;
-    plan.chunks = [];
+    const argTokens = plan.tools.reduce((n, t) => n + slices(t.args).length, 0);
+    // Claude says what it is about to do unless forced; OpenAI models answer with the calls alone.
+    if (forced || format === "openai") {
+      plan.text = null;
+      plan.chunks = [];
+      plan.outputTokens = argTokens;
+    } else {
+      plan.outputTokens += argTokens;
+    }
     plan.truncated = false;
-    plan.outputTokens = plan.tools.reduce((n, t) => n + slices(t.args).length, 0);
   } else if (structured) {
     plan.text = JSON.stringify(structured.schema ? exampleOf(structured.schema) : { answer: echo.text });
     plan.chunks = slices(plan.text);
