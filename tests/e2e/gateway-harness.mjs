@@ -11,11 +11,15 @@ import { startMock } from "./mock-provider.mjs";
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const GATEWAY_KEY = "e2e-client-key";
 
-/** The gateway configuration over `mock`: providers named after mock providers. */
+/**
+ * The gateway configuration over `mock`: providers named after mock providers, each given as
+ * its kind ("openai") or as its settings ({ kind: "openai", streamUsage: false }).
+ */
 export function gatewayConfig(mock, { providers, routes, breaker, retry, timeoutMs, deadlineMs, open } = {}) {
   const p = {};
-  for (const [name, kind] of Object.entries(providers)) {
-    p[name] = { kind, baseUrl: mock.providerUrl(name), apiKeyEnv: "MOCK_API_KEY" };
+  for (const [name, spec] of Object.entries(providers)) {
+    const settings = typeof spec === "string" ? { kind: spec } : spec;
+    p[name] = { baseUrl: mock.providerUrl(name), apiKeyEnv: "MOCK_API_KEY", ...settings };
   }
   return {
     providers: p,
