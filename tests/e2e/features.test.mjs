@@ -11,7 +11,8 @@ import Anthropic from "@anthropic-ai/sdk";
 import { zodOutputFormat } from "@anthropic-ai/sdk/helpers/zod";
 import { z } from "zod";
 import { z as z4 } from "zod/v4";
-import { eventually, GATEWAY_KEY } from "./gateway-harness.mjs";
+import { eventually, GATEWAY_KEY, MOCK_KEY } from "./gateway-harness.mjs";
+import { keyDigest } from "./mock-provider.mjs";
 import { IMAGE_URL, LONG_SYSTEM, mockSignature, PNG, startFeatures } from "./features-setup.mjs";
 
 const user = (content) => [{ role: "user", content }];
@@ -308,14 +309,15 @@ describe("features through the edge, official Node SDKs", { timeout: 180000 }, (
   test("an unknown future field is forwarded untouched to an OpenAI provider; the answer keeps all its fields", async () => {
     const future = { some_future_param: { mode: "x", weights: [1, 2, 3] } };
     const messages = user([{ type: "text", text: "hi", future_part_field: { keep: true } }]);
+    const headers = { "openai-beta": "future=v1", "idempotency-key": "idem-1" };
     const { data, response } = await openai.chat.completions
-      .create({ model: "gpt-future", messages, n: 2, logprobs: true, top_logprobs: 1, ...future }, { headers: { "openai-beta": "future=v1" } })
+      .create({ model: "gpt-future", messages, n: 2, logprobs: true, top_logprobs: 1, ...future }, { headers })
       .withResponse();
     const got = last("oai-fut");
     assert.deepEqual(got.body.some_future_param, future.some_future_param);
     assert.deepEqual(got.body.messages, messages);
-    assert.equal(got.headers["openai-beta"], "future=v1");
-    assert.notEqual(got.headers.authorization, undefined, "the provider's own key is sent");
+    assert.deepEqual([got.headers["openai-beta"], got.headers["idempotency-key"]], ["future=v1", "idem-1"]);
+    assert.deepEqual(got.keyDigests, { authorization: keyDigest(`Bearer ${MOCK_KEY}`) }, "the provider's key, never the client's");
     assert.ok(data.mock_future_field, "an unknown answer field comes back");
     assert.equal(data.choices.length, 2);
     assert.equal(data.system_fingerprint, "fp_mock");
@@ -330,6 +332,7 @@ describe("features through the edge, official Node SDKs", { timeout: 180000 }, (
     const got = last("ant-fut");
     assert.deepEqual(got.body.some_future_param, { level: 3 });
     assert.equal(got.headers["anthropic-beta"], "future-2026-01-01");
+    assert.deepEqual(got.keyDigests, { "x-api-key": keyDigest(MOCK_KEY) }, "the provider's key, never the client's");
     assert.ok(r.mock_future_field, "an unknown answer field comes back");
     const types = [];
     for await (const ev of await anthropic.messages.create({ ...body, stream: true })) types.push(ev.type);
@@ -376,13 +379,14 @@ describe("features through the edge, official Node SDKs", { timeout: 180000 }, (
     assert.ok(skipped, `the skipped entry is in the attempts: ${JSON.stringify(line)}`);
     assert.equal(skipped.number, 0, "it did not reach the provider");
     assert.notEqual(skipped.outcome, "ok");
+    assert.match(JSON.stringify(line), /logprobs: not available from anthropic/, "the reason is recorded");
   });
 
   test("n > 1 and logprobs with no entry able to serve them: 400 naming the field", async () => {
     await assert.rejects(openai.chat.completions.create({ model: "claude", messages: user("hi"), logprobs: true }),
-      (e) => e.status === 400 && /logprobs/.test(e.message));
+      (e) => e.status === 400 && /logprobs: not available from anthropic/.test(e.message));
     await assert.rejects(openai.chat.completions.create({ model: "claude", messages: user("hi"), n: 2 }),
-      (e) => e.status === 400 && /\bn\b/.test(e.message));
+      (e) => e.status === 400 && /\bn: not available from anthropic/.test(e.message));
     assert.equal(received("ant").length, 0);
     const { data } = await openai.chat.completions.create({ model: "mixed", messages: user("hi"), n: 2 }).withResponse();
     assert.equal(data.choices.length, 2);

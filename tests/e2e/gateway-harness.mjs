@@ -10,6 +10,8 @@ import { startMock } from "./mock-provider.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const GATEWAY_KEY = "e2e-client-key";
+/** The key the gateway sends every mock provider (its MOCK_API_KEY secret). */
+export const MOCK_KEY = "mock-key";
 
 /**
  * The gateway configuration over `mock`: providers named after mock providers, each given as
@@ -40,7 +42,7 @@ function workerOptions(config, name) {
     scriptPath: path.join(ROOT, "build/index.js"),
     modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
     compatibilityDate: "2026-08-01",
-    bindings: { CONFIG: JSON.stringify(config), MOCK_API_KEY: "mock-key", GATEWAY_KEY },
+    bindings: { CONFIG: JSON.stringify(config), MOCK_API_KEY: MOCK_KEY, GATEWAY_KEY },
   };
 }
 

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { exampleOf } from "./mock-answers.mjs";
-import { startMock } from "./mock-provider.mjs";
+import { keyDigest, startMock } from "./mock-provider.mjs";
 
 const post = (url, body, headers = {}) => fetch(url, {
   method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body),
@@ -35,6 +35,7 @@ describe("the mock records what it receives", () => {
     assert.deepEqual(got.body, body);
     assert.equal(got.headers["openai-beta"], "x=1");
     assert.equal(got.headers.authorization, "[redacted]");
+    assert.deepEqual(got.keyDigests, { authorization: keyDigest("Bearer sk-secret") });
     const viaHttp = await (await fetch(`${mock.url}/admin/rec/received`)).json();
     assert.deepEqual(viaHttp.received, [got]);
     assert.doesNotMatch(JSON.stringify(viaHttp), /sk-secret/);

@@ -19,8 +19,9 @@
 //   GET  /health
 //   GET  /admin/stats                    every provider's counters
 //   GET  /admin/<name>/stats             one provider's counters and last request
-//   GET  /admin/<name>/received          {received: [{seq, at, method, path, format, headers, body}]}:
-//                                        its last 200 chat requests, oldest first (keys redacted)
+//   GET  /admin/<name>/received          {received: [{seq, at, method, path, format, headers,
+//                                        keyDigests, body}]}: its last 200 chat requests, oldest
+//                                        first (keys redacted; keyDigests: their SHA-256, 12 hex)
 //   DELETE /admin/<name>/received        forgets them
 //   GET  /admin/<name>/fault             its current settings
 //   POST /admin/<name>/fault             change its settings (body below)
@@ -59,6 +60,7 @@
 //              content: the fault then hits before the finish chunk.
 // POST /admin/<name>/fault takes a RULE (the rules become [RULE]) or a PROVIDER whose given
 // fields replace the current ones; either way rule counters start again.
+import { createHash } from "node:crypto";
 import http from "node:http";
 import { readFileSync } from "node:fs";
 import { setTimeout as delay } from "node:timers/promises";
@@ -296,6 +298,20 @@ function redactHeaders(headers) {
   return out;
 }
 
+/**
+ * The first 12 hex digits of each key header's SHA-256, so a test can tell which key came
+ * (the provider's own, not the client's) without the key itself in any output.
+ */
+export function keyDigests(headers) {
+  const out = {};
+  for (const [key, value] of Object.entries(headers)) if (AUTH_HEADERS.has(key)) out[key] = keyDigest(value);
+  return out;
+}
+
+export function keyDigest(value) {
+  return createHash("sha256").update(String(value)).digest("hex").slice(0, 12);
+}
+
 function hasKey(headers) {
   const bearer = /^Bearer\s+\S+/i.test(headers.authorization ?? "");
   return bearer || (headers["x-api-key"] ?? "").trim() !== "";
@@ -473,7 +489,7 @@ async function handleChat(state, ctx) {
   if (!body || typeof body !== "object" || Array.isArray(body)) return replyError(ctx, 400, "invalid_request", "The request body must be a JSON object.");
   stats.lastRequest.body = body;
   provider.received.push({ seq: ctx.seq, at: stats.lastRequest.at, method: req.method, path: ctx.path, format: ctx.format,
-    headers: stats.lastRequest.headers, body });
+    headers: stats.lastRequest.headers, keyDigests: keyDigests(req.headers), body });
   if (provider.received.length > MAX_RECEIVED) provider.received.shift();
   if (provider.settings.requireKey && !hasKey(req.headers)) {
     return replyError(ctx, 401, "auth", "Missing API key: send Authorization: Bearer <key> or x-api-key.");

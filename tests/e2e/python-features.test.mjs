@@ -10,7 +10,7 @@ import { existsSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { GATEWAY_KEY } from "./gateway-harness.mjs";
+import { GATEWAY_KEY, MOCK_KEY } from "./gateway-harness.mjs";
 import { startFeatures } from "./features-setup.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -27,7 +27,7 @@ test("the official Python openai and anthropic SDKs (tests/e2e/python, unittest)
   assert.ok(existsSync(python), `${python} is missing: run scripts/setup-python.sh`);
   const child = spawn(python, ["-m", "unittest", "-v", "test_features"], {
     cwd: path.join(HERE, "python"),
-    env: { ...process.env, GATEWAY_URL: f.gw.url, GATEWAY_KEY, MOCK_URL: f.mock.url, PYTHONDONTWRITEBYTECODE: "1" },
+    env: { ...process.env, GATEWAY_URL: f.gw.url, GATEWAY_KEY, MOCK_URL: f.mock.url, MOCK_KEY, PYTHONDONTWRITEBYTECODE: "1" },
     stdio: ["ignore", "inherit", "inherit"],
   });
   const timer = setTimeout(() => child.kill("SIGKILL"), TIMEOUT_MS);

@@ -2,12 +2,14 @@
 
 The `openai` and `anthropic` packages (pinned in requirements.txt) talk to the built Worker in
 workerd, in front of the mock provider; tests/e2e/python-features.test.mjs starts both (the
-routes are those of tests/e2e/features-setup.mjs) and runs this module with
-GATEWAY_URL, GATEWAY_KEY and MOCK_URL in the environment. Each test asserts on what the mock
-received (GET /admin/<provider>/received) and on what the SDK returned.
+routes are those of tests/e2e/features-setup.mjs) and runs this module with GATEWAY_URL,
+GATEWAY_KEY, MOCK_URL and MOCK_KEY (the key the gateway sends the mock) in the environment.
+Each test asserts on what the mock received (GET /admin/<provider>/received) and on what the
+SDK returned.
 """
 
 import base64
+import hashlib
 import json
 import os
 import unittest
@@ -20,6 +22,7 @@ from pydantic import BaseModel
 GATEWAY_URL = os.environ["GATEWAY_URL"]
 GATEWAY_KEY = os.environ["GATEWAY_KEY"]
 MOCK_URL = os.environ["MOCK_URL"]
+MOCK_KEY = os.environ["MOCK_KEY"]
 
 PNG = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
@@ -74,6 +77,11 @@ def clear_received():
 
 def signature(provider, seq):
     return base64.b64encode(f"mock-signature:{provider}:{seq}".encode()).decode()
+
+
+def key_digest(value):
+    """As the mock records a key header: the first 12 hex digits of its SHA-256."""
+    return hashlib.sha256(value.encode()).hexdigest()[:12]
 
 
 def user(content):
@@ -309,6 +317,7 @@ class Features(unittest.TestCase):
         got = last("oai-fut")
         self.assertEqual(got["body"]["some_future_param"], future)
         self.assertEqual(got["headers"]["openai-beta"], "future=v1")
+        self.assertEqual(got["keyDigests"], {"authorization": key_digest(f"Bearer {MOCK_KEY}")}, "never the client's key")
         self.assertIsNotNone(r.model_extra.get("mock_future_field"))
         self.assertEqual(r.system_fingerprint, "fp_mock")
 
@@ -323,6 +332,7 @@ class Features(unittest.TestCase):
         got = last("ant-fut")
         self.assertEqual(got["body"]["some_future_param"], {"level": 3})
         self.assertEqual(got["headers"]["anthropic-beta"], "future-2026-01-01")
+        self.assertEqual(got["keyDigests"], {"x-api-key": key_digest(MOCK_KEY)}, "never the client's key")
         self.assertIsNotNone(r.model_extra.get("mock_future_field"))
 
     # ------------------------------------------------------------ stream usage
@@ -359,7 +369,7 @@ class Features(unittest.TestCase):
     def test_no_entry_can_serve_logprobs_400_naming_the_field(self):
         with self.assertRaises(openai.BadRequestError) as caught:
             self.openai.chat.completions.create(model="claude", messages=user("hi"), logprobs=True)
-        self.assertIn("logprobs", str(caught.exception))
+        self.assertIn("logprobs: not available from anthropic", str(caught.exception))
         self.assertEqual(received("ant"), [])
 
 
