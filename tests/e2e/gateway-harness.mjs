@@ -21,7 +21,7 @@ export function gatewayConfig(mock, { providers, routes, breaker, retry, timeout
   const p = {};
   for (const [name, spec] of Object.entries(providers)) {
     const settings = typeof spec === "string" ? { kind: spec } : spec;
-    p[name] = { baseUrl: mock.providerUrl(name), apiKeyEnv: "MOCK_API_KEY", ...settings };
+    p[name] = { kind: settings.kind, baseUrl: mock.providerUrl(name), apiKeyEnv: "MOCK_API_KEY", ...settings };
   }
   return {
     providers: p,
