@@ -11,13 +11,15 @@ export const ROUTES = {
   "gpt-silent": [["oai-silent", "gpt-silent"]],
   "gpt-future": [["oai-fut", "gpt-future"]],
   "claude-future": [["ant-fut", "claude-future"]],
+  "claude-redacted": [["ant-red", "claude-redacted"]],
   mixed: [["ant", "claude-mixed"], ["oai", "gpt-mixed"]],
 };
 
 /** Starts the mock and the gateway; `close()` stops both. */
 export async function startFeatures({ log = false } = {}) {
   const mock = await startMock({
-    config: { providers: { "oai-silent": { streamUsage: "never" }, "oai-fut": { future: true }, "ant-fut": { future: true } } },
+    config: { providers: { "oai-silent": { streamUsage: "never" }, "oai-fut": { future: true }, "ant-fut": { future: true },
+      "ant-red": { redactThinking: true } } },
   });
   const config = gatewayConfig(mock, {
     providers: {
@@ -29,6 +31,8 @@ export async function startFeatures({ log = false } = {}) {
       "oai-silent": "openai",
       "oai-fut": "openai",
       "ant-fut": "anthropic",
+      // Its thinking comes as redacted_thinking blocks.
+      "ant-red": "anthropic",
     },
     routes: Object.fromEntries(Object.entries(ROUTES).map(([name, entries]) => [name, entries.map(([provider, model]) => ({ provider, model }))])),
     retry: { maxAttempts: 1, baseDelayMs: 20, maxDelayMs: 200 },

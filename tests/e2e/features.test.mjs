@@ -190,6 +190,24 @@ describe("features through the edge, official Node SDKs", { timeout: 180000 }, (
     assert.ok(out.thinkingBlocks.some((b) => b.signature === signature), `the signature is streamed: ${JSON.stringify(out.thinkingBlocks)}`);
   });
 
+  test("reasoning: redacted thinking comes back as a redacted_thinking block and goes back as one", async () => {
+    const first = await openai.chat.completions.create({ model: "claude-redacted", messages: user("secret plan"), reasoning_effort: "low" });
+    const m = first.choices[0].message;
+    const data = Buffer.from(`mock-redacted:ant-red:${last("ant-red").seq}`).toString("base64");
+    assert.deepEqual(m.thinking_blocks, [{ type: "redacted_thinking", data }]);
+    const messages = [...user("secret plan"), { role: "assistant", content: m.content, thinking_blocks: m.thinking_blocks }, ...user("next")];
+    await openai.chat.completions.create({ model: "claude-redacted", messages, reasoning_effort: "low" });
+    assert.deepEqual(last("ant-red").body.messages[1].content[0], { type: "redacted_thinking", data });
+  });
+
+  test("reasoning: an OpenAI-format stream passes reasoning_content deltas and unknown chunk fields through", async () => {
+    const out = await readOpenAiStream(await openai.chat.completions.create({ model: "gpt-future", stream: true, messages: user("stream thoughts"), reasoning_effort: "low" }));
+    assert.equal(last("oai-fut").body.reasoning_effort, "low");
+    assert.equal(out.reasoning, "Considering: stream thoughts");
+    assert.equal(out.text, "[oai-fut] echo: stream thoughts");
+    assert.ok(out.chunks.some((c) => c.mock_future_field), "an unknown chunk field comes through");
+  });
+
   test("thinking: Anthropic thinking passthrough, whole and streamed, and sent back as it came", async () => {
     const thinking = { type: "enabled", budget_tokens: 2048 };
     const r = await anthropic.messages.create({ model: "claude", max_tokens: 4096, thinking, messages: user("ponder this") });
@@ -219,6 +237,25 @@ describe("features through the edge, official Node SDKs", { timeout: 180000 }, (
     stream.on("streamEvent", (ev) => { if (ev.type === "content_block_delta" && ev.delta.type === "thinking_delta") streamed += ev.delta.thinking; });
     await stream.finalMessage();
     assert.equal(streamed, "Considering: ponder more");
+  });
+
+  // ------------------------------------------------------------ roles and stop reasons
+
+  test("system and developer messages become Anthropic's system; a max_tokens stop is length", async () => {
+    const r = await openai.chat.completions.create({
+      model: "claude", max_completion_tokens: 2,
+      messages: [{ role: "system", content: "be brief" }, { role: "developer", content: "be kind" }, ...user("one two three four")],
+    });
+    const sent = last("ant").body;
+    const system = typeof sent.system === "string" ? sent.system : sent.system.map((b) => b.text).join("\n");
+    assert.match(system, /be brief/);
+    assert.match(system, /be kind/);
+    assert.deepEqual(sent.messages.map((m) => m.role), ["user"]);
+    assert.equal(sent.max_tokens, 2);
+    assert.equal(r.choices[0].finish_reason, "length");
+    const a = await anthropic.messages.create({ model: "gpt", max_tokens: 2, system: "be brief", messages: user("one two three four") });
+    assert.deepEqual(last("oai").body.messages[0], { role: "system", content: "be brief" });
+    assert.equal(a.stop_reason, "max_tokens");
   });
 
   // ------------------------------------------------------------ prompt caching

@@ -8,7 +8,8 @@
 //     block, as Claude announces its calls); parallel unless the request says
 //     not (`parallel_tool_calls: false`, `disable_parallel_tool_use`); arguments from the
 //     tool's schema; never right after a tool result under `auto`;
-//   - reasoning: Anthropic `thinking` (enabled/adaptive) → a thinking block with a signature;
+//   - reasoning: Anthropic `thinking` (enabled/adaptive) → a thinking block with a signature
+//     (a redacted_thinking block under the provider setting `redactThinking`);
 //     OpenAI `reasoning_effort` → `message.reasoning_content` (as OpenAI-compatible servers
 //     answer) and `completion_tokens_details.reasoning_tokens`;
 //   - prompt caching: Anthropic blocks marked `cache_control` are written to the cache on first
@@ -201,19 +202,20 @@ function cacheUse(provider, format, body) {
 
 /**
  * The answer to a valid request, in neither format yet: { text, chunks, truncated, tools:
- * [{id, name, args}], thinking, signature, finish ("stop" | "length" | "tools"), inputTokens,
+ * [{id, name, args}], thinking, signature, redacted (a redacted_thinking block's data), finish ("stop" | "length" | "tools"), inputTokens,
  * outputTokens, reasoningTokens, cache: {written, read}, choices }.
  */
 export function planAnswer(provider, ctx, body, maxTokens) {
   const { format } = ctx;
   const echo = makeEcho(provider, body, maxTokens);
-  const plan = { text: echo.text, chunks: echo.chunks, truncated: echo.truncated, tools: [], thinking: null, signature: null,
+  const plan = { text: echo.text, chunks: echo.chunks, truncated: echo.truncated, tools: [], thinking: null, signature: null, redacted: null,
     inputTokens: promptTokens(body), outputTokens: echo.tokens, reasoningTokens: 0, cache: cacheUse(provider, format, body),
     choices: format === "openai" ? Math.min(MAX_CHOICES, Math.max(1, Number.isInteger(body.n) ? body.n : 1)) : 1 };
   if (wantsReasoning(format, body)) {
     plan.thinking = `Considering: ${lastUserText(body.messages)}`;
     plan.reasoningTokens = countWords(plan.thinking);
     if (format === "anthropic") plan.signature = Buffer.from(`mock-signature:${provider.name}:${ctx.seq}`).toString("base64");
+    if (format === "anthropic" && provider.settings.redactThinking) plan.redacted = Buffer.from(`mock-redacted:${provider.name}:${ctx.seq}`).toString("base64");
   }
   const { calls, forced } = toolsToCall(format, body);
   const structured = structuredOutput(format, body);
@@ -372,7 +374,8 @@ export const anthropic = {
   },
   blocks(plan) {
     const blocks = [];
-    if (plan.thinking) blocks.push({ type: "thinking", thinking: plan.thinking, signature: plan.signature });
+    if (plan.redacted) blocks.push({ type: "redacted_thinking", data: plan.redacted });
+    else if (plan.thinking) blocks.push({ type: "thinking", thinking: plan.thinking, signature: plan.signature });
     if (plan.text !== null) blocks.push({ type: "text", text: plan.text });
     for (const t of plan.tools) blocks.push({ type: "tool_use", id: t.id, name: t.name, input: JSON.parse(t.args) });
     return blocks;
@@ -393,7 +396,10 @@ export const anthropic = {
     const start = { id: ctx.id, type: "message", role: "assistant", model: ctx.model, content: [],
       stop_reason: null, stop_sequence: null, usage: { ...anthropic.usage(plan), output_tokens: 1 } };
     const blocks = [];
-    if (plan.thinking) {
+    if (plan.redacted) {
+      // A redacted block comes whole in its start event, with no deltas.
+      blocks.push({ start: { type: "redacted_thinking", data: plan.redacted }, deltas: [] });
+    } else if (plan.thinking) {
       blocks.push({ start: { type: "thinking", thinking: "", signature: "" }, deltas: [
         ...splitChunks(plan.thinking).map((thinking) => ({ type: "thinking_delta", thinking })),
         { type: "signature_delta", signature: plan.signature }] });

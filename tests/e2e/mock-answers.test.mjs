@@ -137,7 +137,7 @@ describe("OpenAI answers", () => {
 
 describe("Anthropic answers", () => {
   let mock;
-  before(async () => { mock = await startMock({ config: { providers: { fut: { future: true } } } }); });
+  before(async () => { mock = await startMock({ config: { providers: { fut: { future: true }, red: { redactThinking: true } } } }); });
   after(() => mock.close());
   const send = (name, body) => post(`${mock.url}/p/${name}/v1/messages`, { model: "claude-x", max_tokens: 2048, ...body });
   const msg = async (name, body) => (await send(name, body)).json();
@@ -148,6 +148,18 @@ describe("Anthropic answers", () => {
     assert.equal(r.content[0].thinking, "Considering: ponder");
     assert.ok(r.content[0].signature.length > 10);
     assert.equal(r.usage.output_tokens, 2 + 3);
+  });
+
+  test("redactThinking: a redacted_thinking block, whole and at the start of a stream", async () => {
+    const thinking = { type: "enabled", budget_tokens: 1024 };
+    const r = await msg("red", { messages: user("secret"), thinking });
+    assert.deepEqual(r.content.map((b) => b.type), ["redacted_thinking", "text"]);
+    assert.ok(r.content[0].data.length > 10);
+    const evs = events(await (await send("red", { stream: true, messages: user("secret"), thinking })).text());
+    const starts = evs.filter((e) => e.event === "content_block_start").map((e) => e.data.content_block);
+    assert.equal(starts[0].type, "redacted_thinking");
+    assert.ok(starts[0].data);
+    assert.ok(evs.filter((e) => e.event === "content_block_delta").every((e) => e.data.index === 1));
   });
 
   test("thinking is validated as the real API does", async () => {

@@ -32,11 +32,12 @@
 // PROVIDER: { "latencyMs": 0, "requireKey": false, "prefill": "accept" | "reject",
 //             "models": ["…"] (others get 404), "chunkDelayMs": 0, "faults": [RULE, …],
 //             "answerTokens": n, "tokensPerChunk": 1, "streamUsage": "asked" | "never",
-//             "future": false }
+//             "future": false, "redactThinking": false }
 //   answerTokens: the answer's words repeated to exactly n tokens (one word = one token), for
 //   long answers from short prompts; tokensPerChunk: tokens per streamed content chunk;
 //   streamUsage "never": no usage chunk even when a stream asks for one; future: fields and
-//   event types no current client knows (tests/e2e/mock-answers.mjs: what answers hold).
+//   event types no current client knows; redactThinking: Anthropic thinking comes as
+//   redacted_thinking blocks (tests/e2e/mock-answers.mjs: what answers hold).
 // RULE: { "mode": "ok" | "status" | "hang" | "slow" | "reset" | "malformed" | "stall" | "stream",
 //         "firstN": n, "p": 0..1, "latencyMs": ms, …mode options }
 //   The first rule that takes a request decides it; none: a normal answer. A rule takes a
@@ -72,7 +73,7 @@ const MAX_BODY_BYTES = 8 * 1024 * 1024;
 const DEFAULT_HOLD_MS = 10 * 60 * 1000;
 const AUTH_HEADERS = new Set(["authorization", "x-api-key", "api-key", "proxy-authorization", "cookie"]);
 const PROVIDER_KEYS = new Set(["latencyMs", "requireKey", "prefill", "models", "chunkDelayMs", "faults", "fault",
-  "answerTokens", "tokensPerChunk", "streamUsage", "future"]);
+  "answerTokens", "tokensPerChunk", "streamUsage", "future", "redactThinking"]);
 const MAX_RECEIVED = 200;
 const RULE_KEYS = {
   common: ["mode", "firstN", "p", "latencyMs"],
@@ -139,14 +140,15 @@ function normalizeProvider(raw, where, base = defaultProvider()) {
     check(raw[key] === undefined || (Number.isInteger(raw[key]) && raw[key] >= 1 && raw[key] <= 1_000_000), `${where}.${key}: must be a whole number in 1..1000000`);
   }
   check(raw.streamUsage === undefined || ["asked", "never"].includes(raw.streamUsage), `${where}.streamUsage: "asked" or "never"`);
-  check(raw.future === undefined || typeof raw.future === "boolean", `${where}.future: true or false`);
+  for (const key of ["future", "redactThinking"]) check(raw[key] === undefined || typeof raw[key] === "boolean", `${where}.${key}: true or false`);
   check(raw.prefill === undefined || ["accept", "reject"].includes(raw.prefill), `${where}.prefill: "accept" or "reject"`);
   check(raw.models === undefined || (Array.isArray(raw.models) && raw.models.every((m) => typeof m === "string")), `${where}.models: a list of names`);
   check(!(raw.faults && raw.fault), `${where}: give "faults" or "fault", not both`);
   const rules = raw.fault ? [raw.fault] : raw.faults;
   check(rules === undefined || Array.isArray(rules), `${where}.faults: must be a list`);
   const next = { ...base };
-  for (const key of ["latencyMs", "requireKey", "prefill", "models", "chunkDelayMs", "answerTokens", "tokensPerChunk", "streamUsage", "future"]) {
+  for (const key of ["latencyMs", "requireKey", "prefill", "models", "chunkDelayMs", "answerTokens", "tokensPerChunk", "streamUsage", "future",
+    "redactThinking"]) {
     if (raw[key] !== undefined) next[key] = raw[key];
   }
   next.requireKey = Boolean(next.requireKey);
@@ -156,7 +158,7 @@ function normalizeProvider(raw, where, base = defaultProvider()) {
 
 function defaultProvider() {
   return { latencyMs: 0, requireKey: false, prefill: "accept", models: null, chunkDelayMs: 0, faults: [], answerTokens: null, tokensPerChunk: 1,
-    streamUsage: "asked", future: false };
+    streamUsage: "asked", future: false, redactThinking: false };
 }
 
 function normalizeConfig(raw) {

@@ -69,7 +69,7 @@ def last(provider):
 
 
 def clear_received():
-    for provider in ("oai", "ant", "oai-nousage", "oai-silent", "oai-fut", "ant-fut"):
+    for provider in ("oai", "ant", "oai-nousage", "oai-silent", "oai-fut", "ant-fut", "ant-red"):
         req = urllib.request.Request(f"{MOCK_URL}/admin/{provider}/received", method="DELETE")
         with urllib.request.urlopen(req, timeout=10):
             pass
