@@ -12,6 +12,7 @@ export const ROUTES = {
   "gpt-future": [["oai-fut", "gpt-future"]],
   "claude-future": [["ant-fut", "claude-future"]],
   "claude-redacted": [["ant-red", "claude-redacted"]],
+  "claude-cut": [["ant-cut", "claude-cut"]],
   mixed: [["ant", "claude-mixed"], ["oai", "gpt-mixed"]],
 };
 
@@ -19,7 +20,9 @@ export const ROUTES = {
 export async function startFeatures({ log = false } = {}) {
   const mock = await startMock({
     config: { providers: { "oai-silent": { streamUsage: "never" }, "oai-fut": { future: true }, "ant-fut": { future: true },
-      "ant-red": { redactThinking: true } } },
+      "ant-red": { redactThinking: true },
+      // Its first stream is cut after two deltas (the gateway continues it).
+      "ant-cut": { faults: [{ mode: "stream", cutAfterChunks: 2, firstN: 1 }] } } },
   });
   const config = gatewayConfig(mock, {
     providers: {
@@ -33,9 +36,10 @@ export async function startFeatures({ log = false } = {}) {
       "ant-fut": "anthropic",
       // Its thinking comes as redacted_thinking blocks.
       "ant-red": "anthropic",
+      "ant-cut": "anthropic",
     },
     routes: Object.fromEntries(Object.entries(ROUTES).map(([name, entries]) => [name, entries.map(([provider, model]) => ({ provider, model }))])),
-    retry: { maxAttempts: 1, baseDelayMs: 20, maxDelayMs: 200 },
+    retry: { maxAttempts: 2, baseDelayMs: 20, maxDelayMs: 200 },
     breaker: { failureThreshold: 1000, cooldownMs: 60000, maxCooldownMs: 60000 },
     timeoutMs: 5000,
     deadlineMs: 15000,
@@ -50,14 +54,17 @@ export async function startFeatures({ log = false } = {}) {
   return {
     mock,
     gw,
-    /** The gateway's log line for the answer with this x-request-id, parsed. */
-    logLine(requestId) {
+    /**
+     * The gateway's log line `msg` ("request"; a stream's last one: "stream end") for the
+     * answer with this x-request-id, parsed.
+     */
+    logLine(requestId, msg = "request") {
       for (const line of gw.logs) {
         const start = line.indexOf("{");
         if (start < 0) continue;
         try {
           const entry = JSON.parse(line.slice(start));
-          if (entry.requestId === requestId && entry.msg === "request") return entry;
+          if (entry.requestId === requestId && entry.msg === msg) return entry;
         } catch {
           // not a JSON line (workerd's own output)
         }

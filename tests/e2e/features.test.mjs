@@ -404,6 +404,20 @@ describe("features through the edge, official Node SDKs", { timeout: 180000 }, (
     assert.deepEqual(numbers, [], "the provider reported no usage");
   });
 
+  test("usage of an attempt that did not become the answer is reported: a cut stream, continued", async () => {
+    const { data: stream, response } = await anthropic.messages
+      .create({ model: "claude-cut", max_tokens: 256, stream: true, messages: user("a story about a resilient fox") })
+      .withResponse();
+    let text = "";
+    for await (const ev of stream) if (ev.type === "content_block_delta" && ev.delta.type === "text_delta") text += ev.delta.text;
+    assert.equal(text, "[ant-cut] echo: a story about a resilient fox");
+    assert.equal(received("ant-cut").length, 2, "cut once, then continued");
+    const line = await eventually(() => f.logLine(response.headers.get("x-request-id"), "stream end")).catch(() => null);
+    // The cut attempt's message_start reported its input tokens (6 words) and one output token.
+    assert.equal(line?.discardedUsage?.inputTokens, 6, JSON.stringify(line));
+    assert.ok(line.discardedUsage.outputTokens >= 1);
+  });
+
   // ------------------------------------------------------------ mixed routes
 
   test("a mixed route: logprobs only the OpenAI entry can serve; the Anthropic entry is skipped, in the attempts", async () => {
