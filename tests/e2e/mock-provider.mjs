@@ -10,7 +10,9 @@
 //
 //   import { startMock } from "./mock-provider.mjs";
 //   const mock = await startMock({ config: { providers: { primary: {} } } });
-//   await fetch(`${mock.url}/p/primary/v1/chat/completions`, …); await mock.close();
+//   await fetch(`${mock.url}/p/primary/v1/chat/completions`, …);
+//   mock.received("primary");   // what it received (as GET /admin/primary/received); clearReceived()
+//   await mock.close();
 //
 // Routes (any provider name works; unconfigured ones answer normally):
 //   POST /p/<name>/v1/chat/completions   OpenAI format  (SDK baseURL: <url>/p/<name>/v1)
