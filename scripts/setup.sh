@@ -3,10 +3,11 @@
 # clone, and skips whatever is already at the right version. Safe to run again and again:
 # a second run on a set-up machine takes a few seconds and changes nothing.
 #
-# Usage: scripts/setup.sh [--no-browser] [--no-npm] [--jobs N] [--help]
+# Usage: scripts/setup.sh [--no-browser] [--no-npm] [--no-python] [--jobs N] [--help]
 #
 #   --no-browser   skip Chromium + chromedriver (same as RESILIENT_LLM_NO_BROWSER=1)
 #   --no-npm       skip `npm ci` (same as RESILIENT_LLM_NO_NPM=1)
+#   --no-python    skip the Python virtualenv (same as RESILIENT_LLM_NO_PYTHON=1)
 #   --jobs N       parallel jobs for `cargo install` (same as RESILIENT_LLM_JOBS=N;
 #                  default: cargo's own, i.e. one per core)
 #
@@ -18,6 +19,9 @@
 #                  clone (npm's own cache makes a fresh clone's `npm ci` quick: ~20 s).
 #                  Note: node_modules/.bin/node is that Node 22, so `npm run` / `npx` run
 #                  Node 22; plain `node` stays the system's Node 20.
+#   $TOOLS/venv-py the official Python `openai` and `anthropic` clients and `pydantic`, pinned in
+#                  tests/e2e/python/requirements.txt, for the end-to-end suite
+#                  (scripts/setup-python.sh; python3 makes the venv)
 #   /usr/bin       chromium, chromedriver (Debian packages)
 #   $TOOLS/env.sh  the environment for everything above; other scripts source it:
 #                    . "$TOOLS/env.sh"          # from anywhere inside the clone
@@ -45,6 +49,7 @@ CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/resilient-llm
 TOOLS=${RESILIENT_LLM_TOOLS:-$CACHE/tools}
 NO_BROWSER=${RESILIENT_LLM_NO_BROWSER:-0}
 NO_NPM=${RESILIENT_LLM_NO_NPM:-0}
+NO_PYTHON=${RESILIENT_LLM_NO_PYTHON:-0}
 JOBS=${RESILIENT_LLM_JOBS:-}
 
 log() { printf 'setup: %s\n' "$*" >&2; }
@@ -57,6 +62,7 @@ parse_args() {
     case $1 in
       --no-browser) NO_BROWSER=1 ;;
       --no-npm) NO_NPM=1 ;;
+      --no-python) NO_PYTHON=1 ;;
       --jobs) [[ $# -ge 2 ]] || die "--jobs needs a number"; JOBS=$2; shift ;;
       --jobs=*) JOBS=${1#--jobs=} ;;
       -h | --help) usage; exit 0 ;;
@@ -191,6 +197,7 @@ main() {
   ensure_wasm_target
   ensure_cargo_tools
   if [[ $NO_NPM == 1 ]]; then log "npm packages: skipped (--no-npm)"; else ensure_npm_packages; fi
+  if [[ $NO_PYTHON == 1 ]]; then log "python venv: skipped (--no-python)"; else RESILIENT_LLM_TOOLS=$TOOLS "$ROOT/scripts/setup-python.sh"; fi
   if [[ $NO_BROWSER == 1 ]]; then log "browser: skipped (--no-browser)"; else ensure_browser; fi
   write_env_file
   log "done in $((SECONDS - start)) s. Use the tools with:"

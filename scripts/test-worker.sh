@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Worker's checks, from a fresh clone: tools (scripts/setup.sh), wasm32 lints with the
 # `worker` feature, the build, its size, `wrangler deploy --dry-run`, and the end-to-end tests
-# (Miniflare + real Durable Object + mock provider + the official SDKs, all on 127.0.0.1).
+# (Miniflare + real Durable Object + mock provider + the official Node and Python SDKs, all on
+# 127.0.0.1; the Python ones in the virtualenv of scripts/setup-python.sh).
 #   scripts/test-worker.sh [--no-setup]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,5 +29,9 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 rl_wrangler deploy --dry-run --outdir "$out" 2>&1 | tail -n 15
 
-step "end-to-end tests (Miniflare, mock provider, official SDKs)"
-node --test --test-concurrency=1 tests/e2e/worker.test.mjs tests/e2e/stream.test.mjs
+step "Python clients of the end-to-end tests (pinned, in a virtualenv; skipped when present)"
+scripts/setup-python.sh
+
+step "end-to-end tests (Miniflare, mock provider, official Node and Python SDKs)"
+node --test --test-concurrency=1 tests/e2e/worker.test.mjs tests/e2e/stream.test.mjs \
+  tests/e2e/features.test.mjs tests/e2e/python-features.test.mjs

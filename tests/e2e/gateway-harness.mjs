@@ -10,12 +10,18 @@ import { startMock } from "./mock-provider.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const GATEWAY_KEY = "e2e-client-key";
+/** The key the gateway sends every mock provider (its MOCK_API_KEY secret). */
+export const MOCK_KEY = "mock-key";
 
-/** The gateway configuration over `mock`: providers named after mock providers. */
+/**
+ * The gateway configuration over `mock`: providers named after mock providers, each given as
+ * its kind ("openai") or as its settings ({ kind: "openai", streamUsage: false }).
+ */
 export function gatewayConfig(mock, { providers, routes, breaker, retry, timeoutMs, deadlineMs, open } = {}) {
   const p = {};
-  for (const [name, kind] of Object.entries(providers)) {
-    p[name] = { kind, baseUrl: mock.providerUrl(name), apiKeyEnv: "MOCK_API_KEY" };
+  for (const [name, spec] of Object.entries(providers)) {
+    const settings = typeof spec === "string" ? { kind: spec } : spec;
+    p[name] = { kind: settings.kind, baseUrl: mock.providerUrl(name), apiKeyEnv: "MOCK_API_KEY", ...settings };
   }
   return {
     providers: p,
@@ -36,7 +42,7 @@ function workerOptions(config, name) {
     scriptPath: path.join(ROOT, "build/index.js"),
     modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
     compatibilityDate: "2026-08-01",
-    bindings: { CONFIG: JSON.stringify(config), MOCK_API_KEY: "mock-key", GATEWAY_KEY },
+    bindings: { CONFIG: JSON.stringify(config), MOCK_API_KEY: MOCK_KEY, GATEWAY_KEY },
   };
 }
 

@@ -10,7 +10,9 @@
 //
 //   import { startMock } from "./mock-provider.mjs";
 //   const mock = await startMock({ config: { providers: { primary: {} } } });
-//   await fetch(`${mock.url}/p/primary/v1/chat/completions`, …); await mock.close();
+//   await fetch(`${mock.url}/p/primary/v1/chat/completions`, …);
+//   mock.received("primary");   // what it received (as GET /admin/primary/received); clearReceived()
+//   await mock.close();
 //
 // Routes (any provider name works; unconfigured ones answer normally):
 //   POST /p/<name>/v1/chat/completions   OpenAI format  (SDK baseURL: <url>/p/<name>/v1)
@@ -19,6 +21,10 @@
 //   GET  /health
 //   GET  /admin/stats                    every provider's counters
 //   GET  /admin/<name>/stats             one provider's counters and last request
+//   GET  /admin/<name>/received          {received: [{seq, at, method, path, format, headers,
+//                                        keyDigests, body}]}: its last 200 chat requests, oldest
+//                                        first (keys redacted; keyDigests: their SHA-256, 12 hex)
+//   DELETE /admin/<name>/received        forgets them
 //   GET  /admin/<name>/fault             its current settings
 //   POST /admin/<name>/fault             change its settings (body below)
 //   POST /admin/<name>/reset             its startup settings back, counters and RNG reset
@@ -27,9 +33,13 @@
 // Config: { "seed": 1, "providers": { "<name>": PROVIDER, … } }   (keys starting with $ are comments)
 // PROVIDER: { "latencyMs": 0, "requireKey": false, "prefill": "accept" | "reject",
 //             "models": ["…"] (others get 404), "chunkDelayMs": 0, "faults": [RULE, …],
-//             "answerTokens": n, "tokensPerChunk": 1 }
+//             "answerTokens": n, "tokensPerChunk": 1, "streamUsage": "asked" | "never",
+//             "future": false, "redactThinking": false }
 //   answerTokens: the answer's words repeated to exactly n tokens (one word = one token), for
-//   long answers from short prompts; tokensPerChunk: tokens per streamed content chunk.
+//   long answers from short prompts; tokensPerChunk: tokens per streamed content chunk;
+//   streamUsage "never": no usage chunk even when a stream asks for one; future: fields and
+//   event types no current client knows; redactThinking: Anthropic thinking comes as
+//   redacted_thinking blocks (tests/e2e/mock-answers.mjs: what answers hold).
 // RULE: { "mode": "ok" | "status" | "hang" | "slow" | "reset" | "malformed" | "stall" | "stream",
 //         "firstN": n, "p": 0..1, "latencyMs": ms, …mode options }
 //   The first rule that takes a request decides it; none: a normal answer. A rule takes a
@@ -53,17 +63,20 @@
 //              content: the fault then hits before the finish chunk.
 // POST /admin/<name>/fault takes a RULE (the rules become [RULE]) or a PROVIDER whose given
 // fields replace the current ones; either way rule counters start again.
+import { createHash } from "node:crypto";
 import http from "node:http";
 import { readFileSync } from "node:fs";
 import { setTimeout as delay } from "node:timers/promises";
 import { pathToFileURL } from "node:url";
+import { FORMATS, planAnswer } from "./mock-answers.mjs";
 
 const HOST = "127.0.0.1";
 const MAX_BODY_BYTES = 8 * 1024 * 1024;
 const DEFAULT_HOLD_MS = 10 * 60 * 1000;
 const AUTH_HEADERS = new Set(["authorization", "x-api-key", "api-key", "proxy-authorization", "cookie"]);
 const PROVIDER_KEYS = new Set(["latencyMs", "requireKey", "prefill", "models", "chunkDelayMs", "faults", "fault",
-  "answerTokens", "tokensPerChunk"]);
+  "answerTokens", "tokensPerChunk", "streamUsage", "future", "redactThinking"]);
+const MAX_RECEIVED = 200;
 const RULE_KEYS = {
   common: ["mode", "firstN", "p", "latencyMs"],
   ok: [],
@@ -128,13 +141,16 @@ function normalizeProvider(raw, where, base = defaultProvider()) {
   for (const key of ["answerTokens", "tokensPerChunk"]) {
     check(raw[key] === undefined || (Number.isInteger(raw[key]) && raw[key] >= 1 && raw[key] <= 1_000_000), `${where}.${key}: must be a whole number in 1..1000000`);
   }
+  check(raw.streamUsage === undefined || ["asked", "never"].includes(raw.streamUsage), `${where}.streamUsage: "asked" or "never"`);
+  for (const key of ["future", "redactThinking"]) check(raw[key] === undefined || typeof raw[key] === "boolean", `${where}.${key}: true or false`);
   check(raw.prefill === undefined || ["accept", "reject"].includes(raw.prefill), `${where}.prefill: "accept" or "reject"`);
   check(raw.models === undefined || (Array.isArray(raw.models) && raw.models.every((m) => typeof m === "string")), `${where}.models: a list of names`);
   check(!(raw.faults && raw.fault), `${where}: give "faults" or "fault", not both`);
   const rules = raw.fault ? [raw.fault] : raw.faults;
   check(rules === undefined || Array.isArray(rules), `${where}.faults: must be a list`);
   const next = { ...base };
-  for (const key of ["latencyMs", "requireKey", "prefill", "models", "chunkDelayMs", "answerTokens", "tokensPerChunk"]) {
+  for (const key of ["latencyMs", "requireKey", "prefill", "models", "chunkDelayMs", "answerTokens", "tokensPerChunk", "streamUsage", "future",
+    "redactThinking"]) {
     if (raw[key] !== undefined) next[key] = raw[key];
   }
   next.requireKey = Boolean(next.requireKey);
@@ -143,7 +159,8 @@ function normalizeProvider(raw, where, base = defaultProvider()) {
 }
 
 function defaultProvider() {
-  return { latencyMs: 0, requireKey: false, prefill: "accept", models: null, chunkDelayMs: 0, faults: [], answerTokens: null, tokensPerChunk: 1 };
+  return { latencyMs: 0, requireKey: false, prefill: "accept", models: null, chunkDelayMs: 0, faults: [], answerTokens: null, tokensPerChunk: 1,
+    streamUsage: "asked", future: false, redactThinking: false };
 }
 
 function normalizeConfig(raw) {
@@ -198,6 +215,8 @@ class Provider {
     this.random = seededRandom(hashString(`${this.seed}:${this.name}`));
     this.stats = emptyStats();
     this.seq = 0;
+    this.received = [];
+    this.cacheSeen = new Set();
   }
 
   setSettings(settings) {
@@ -222,60 +241,6 @@ class Provider {
     const table = this.stats[field];
     table[key] = (table[key] ?? 0) + 1;
   }
-}
-
-// ---------------------------------------------------------------- message helpers
-
-function textOf(content) {
-  if (typeof content === "string") return content;
-  if (!Array.isArray(content)) return "";
-  return content.filter((p) => p && p.type === "text" && typeof p.text === "string").map((p) => p.text).join("");
-}
-
-function lastUserText(messages) {
-  for (let i = messages.length - 1; i >= 0; i--) {
-    if (messages[i]?.role === "user") return textOf(messages[i].content);
-  }
-  return "";
-}
-
-function countWords(text) {
-  return text.split(/\s+/).filter(Boolean).length;
-}
-
-function promptTokens(body) {
-  const system = typeof body.system === "string" ? body.system : textOf(body.system);
-  const words = body.messages.reduce((n, m) => n + countWords(textOf(m?.content)), countWords(system));
-  return Math.max(1, words);
-}
-
-/** Word-sized pieces that join back into the text: "[p] echo: hi" -> ["[p] ", "echo: ", "hi"]. */
-function splitChunks(text) {
-  return text.match(/\S+\s*|\s+/g) ?? [""];
-}
-
-/** The deterministic answer, cut to max tokens (one word = one token). */
-function makeAnswer(provider, body, maxTokens) {
-  const full = `[${provider.name}] echo: ${lastUserText(body.messages)}`;
-  // A trailing assistant message is a prefill: the answer continues it, as real models do.
-  const last = body.messages.at(-1);
-  const prefill = last?.role === "assistant" ? textOf(last.content) : "";
-  const tokens = padTokens(splitChunks(prefill && full.startsWith(prefill) ? full.slice(prefill.length) : full),
-    provider.settings.answerTokens);
-  const truncated = Number.isInteger(maxTokens) && maxTokens < tokens.length;
-  const kept = truncated ? tokens.slice(0, maxTokens) : tokens;
-  const per = provider.settings.tokensPerChunk ?? 1;
-  const chunks = [];
-  for (let i = 0; i < kept.length; i += per) chunks.push(kept.slice(i, i + per).join(""));
-  return { chunks, text: kept.join(""), truncated, inputTokens: promptTokens(body), outputTokens: kept.length };
-}
-
-/** The tokens repeated in order to exactly n (a space between words), or as they are when n is null. */
-function padTokens(tokens, n) {
-  if (!n) return tokens;
-  const words = tokens.map((t) => t.trim()).filter(Boolean);
-  if (words.length === 0) words.push("word");
-  return Array.from({ length: n }, (_, i) => `${words[i % words.length]}${i < n - 1 ? " " : ""}`);
 }
 
 // ---------------------------------------------------------------- the two wire formats
@@ -310,84 +275,6 @@ function errorBody(format, kind, message) {
   return { error: { message: text, type, param, code } };
 }
 
-const openai = {
-  validate(body) {
-    if (typeof body.model !== "string" || !body.model) return "model: a model name is required";
-    if (!Array.isArray(body.messages) || body.messages.length === 0) return "messages: must be a non-empty array";
-    const roles = ["system", "developer", "user", "assistant", "tool", "function"];
-    const bad = body.messages.findIndex((m) => !roles.includes(m?.role));
-    return bad >= 0 ? `messages[${bad}].role: must be one of ${roles.join(", ")}` : null;
-  },
-  maxTokens: (body) => body.max_completion_tokens ?? body.max_tokens,
-  completion(ctx) {
-    const { answer } = ctx;
-    return {
-      id: ctx.id, object: "chat.completion", created: ctx.created, model: ctx.model,
-      choices: [{ index: 0, message: { role: "assistant", content: answer.text, refusal: null, annotations: [] },
-        logprobs: null, finish_reason: answer.truncated ? "length" : "stop" }],
-      usage: openai.usage(answer), service_tier: "default", system_fingerprint: "fp_mock",
-    };
-  },
-  usage(answer) {
-    return { prompt_tokens: answer.inputTokens, completion_tokens: answer.outputTokens,
-      total_tokens: answer.inputTokens + answer.outputTokens,
-      prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
-      completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 } };
-  },
-  /** { preamble, content, finish, done } lists of SSE events {event?, data}. */
-  streamEvents(ctx, body) {
-    const withUsage = body.stream_options?.include_usage === true;
-    const chunk = (choices, extra = {}) => ({ data: JSON.stringify({ id: ctx.id, object: "chat.completion.chunk",
-      created: ctx.created, model: ctx.model, service_tier: "default", system_fingerprint: "fp_mock", choices,
-      ...(withUsage ? { usage: null } : {}), ...extra }) });
-    const choice = (delta, finish = null) => [{ index: 0, delta, logprobs: null, finish_reason: finish }];
-    const finish = [chunk(choice({}, ctx.answer.truncated ? "length" : "stop"))];
-    if (withUsage) finish.push(chunk([], { usage: openai.usage(ctx.answer) }));
-    return {
-      preamble: [chunk(choice({ role: "assistant", content: "", refusal: null }))],
-      content: ctx.answer.chunks.map((text) => chunk(choice({ content: text }))),
-      finish,
-      done: [{ data: "[DONE]" }],
-    };
-  },
-};
-
-const anthropic = {
-  validate(body) {
-    if (typeof body.model !== "string" || !body.model) return "model: Field required";
-    if (!Number.isInteger(body.max_tokens) || body.max_tokens < 1) return "max_tokens: Field required (an integer >= 1)";
-    if (!Array.isArray(body.messages) || body.messages.length === 0) return "messages: at least one message is required";
-    const bad = body.messages.findIndex((m) => m?.role !== "user" && m?.role !== "assistant");
-    return bad >= 0 ? `messages.${bad}.role: Input should be 'user' or 'assistant'` : null;
-  },
-  maxTokens: (body) => body.max_tokens,
-  usage(answer) {
-    return { input_tokens: answer.inputTokens, output_tokens: answer.outputTokens,
-      cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
-  },
-  stopReason: (answer) => (answer.truncated ? "max_tokens" : "end_turn"),
-  completion(ctx) {
-    return { id: ctx.id, type: "message", role: "assistant", model: ctx.model,
-      content: [{ type: "text", text: ctx.answer.text }], stop_reason: anthropic.stopReason(ctx.answer),
-      stop_sequence: null, usage: anthropic.usage(ctx.answer) };
-  },
-  streamEvents(ctx) {
-    const ev = (event, data) => ({ event, data: JSON.stringify({ type: event, ...data }) });
-    const start = { id: ctx.id, type: "message", role: "assistant", model: ctx.model, content: [],
-      stop_reason: null, stop_sequence: null, usage: { ...anthropic.usage(ctx.answer), output_tokens: 1 } };
-    const content = ctx.answer.chunks.map((text) => ev("content_block_delta", { index: 0, delta: { type: "text_delta", text } }));
-    if (content.length > 2) content.splice(2, 0, ev("ping", {})); // pings may come between deltas
-    return {
-      preamble: [ev("message_start", { message: start }), ev("content_block_start", { index: 0, content_block: { type: "text", text: "" } }), ev("ping", {})],
-      content,
-      finish: [ev("content_block_stop", { index: 0 }),
-        ev("message_delta", { delta: { stop_reason: anthropic.stopReason(ctx.answer), stop_sequence: null }, usage: { output_tokens: ctx.answer.outputTokens } })],
-      done: [ev("message_stop", {})],
-    };
-  },
-};
-
-const FORMATS = { openai, anthropic };
 
 // ---------------------------------------------------------------- HTTP plumbing
 
@@ -413,6 +300,20 @@ function redactHeaders(headers) {
   const out = {};
   for (const [key, value] of Object.entries(headers)) out[key] = AUTH_HEADERS.has(key) ? "[redacted]" : value;
   return out;
+}
+
+/**
+ * The first 12 hex digits of each key header's SHA-256, so a test can tell which key came
+ * (the provider's own, not the client's) without the key itself in any output.
+ */
+export function keyDigests(headers) {
+  const out = {};
+  for (const [key, value] of Object.entries(headers)) if (AUTH_HEADERS.has(key)) out[key] = keyDigest(value);
+  return out;
+}
+
+export function keyDigest(value) {
+  return createHash("sha256").update(String(value)).digest("hex").slice(0, 12);
 }
 
 function hasKey(headers) {
@@ -478,12 +379,12 @@ async function answer(ctx, body) {
     return replyError(ctx, 400, "invalid_request", "This model does not support assistant message prefill. The conversation must end with a user message.");
   }
   ctx.model = body.model;
-  ctx.answer = makeAnswer(provider, body, wire.maxTokens(body));
+  ctx.plan = planAnswer(provider, ctx, body, wire.maxTokens(body));
   ctx.id = format === "anthropic" ? `msg_mock_${provider.name}_${ctx.seq}` : `chatcmpl-mock-${provider.name}-${ctx.seq}`;
   ctx.created = Math.floor(Date.now() / 1000);
   if (body.stream === true) return stream(ctx, body, ctx.rule?.mode === "stream" ? ctx.rule : {});
   ctx.status = 200;
-  sendJson(ctx.res, 200, wire.completion(ctx), responseHeaders(ctx, format));
+  sendJson(ctx.res, 200, wire.completion(ctx, body), responseHeaders(ctx, format));
 }
 
 async function stream(ctx, body, fault) {
@@ -497,7 +398,7 @@ async function stream(ctx, body, fault) {
   await wait(fault.slowFirstTokenMs ?? 0, ctx.signal);
   let sent = 0;
   for (const ev of events.content) {
-    const isDelta = ev.event !== "ping";
+    const isDelta = ev.count !== false && ev.event !== "ping";
     if (isDelta && (await streamFaultAt(ctx, fault, sent))) return;
     const bad = isDelta && sent === fault.malformedChunkAt;
     await writeEvent(ctx, bad ? { event: ev.event, data: ev.data.slice(0, Math.ceil(ev.data.length * 0.6)) } : ev);
@@ -591,6 +492,9 @@ async function handleChat(state, ctx) {
   }
   if (!body || typeof body !== "object" || Array.isArray(body)) return replyError(ctx, 400, "invalid_request", "The request body must be a JSON object.");
   stats.lastRequest.body = body;
+  provider.received.push({ seq: ctx.seq, at: stats.lastRequest.at, method: req.method, path: ctx.path, format: ctx.format,
+    headers: stats.lastRequest.headers, keyDigests: keyDigests(req.headers), body });
+  if (provider.received.length > MAX_RECEIVED) provider.received.shift();
   if (provider.settings.requireKey && !hasKey(req.headers)) {
     return replyError(ctx, 401, "auth", "Missing API key: send Authorization: Bearer <key> or x-api-key.");
   }
@@ -649,6 +553,11 @@ async function handleAdmin(state, req, res, parts) {
   const provider = providerFor(state, name);
   if (action === "stats" && req.method === "GET") return sendJson(res, 200, statsOf(provider));
   if (action === "fault" && req.method === "GET") return sendJson(res, 200, provider.settings);
+  if (action === "received" && req.method === "GET") return sendJson(res, 200, { received: provider.received });
+  if (action === "received" && req.method === "DELETE") {
+    provider.received = [];
+    return sendJson(res, 200, { cleared: [name] });
+  }
   if (action === "reset" && req.method === "POST") {
     provider.reset();
     return sendJson(res, 200, { reset: [name] });
@@ -697,7 +606,8 @@ async function route(state, req, res) {
  * @param {{ port?: number, config?: object, seed?: number, log?: boolean | ((entry: object) => void) }} options
  * @returns {Promise<{ url: string, port: number, providerUrl(name: string): string,
  *   openaiBaseUrl(name: string): string, setFault(name: string, spec: object): object,
- *   stats(name?: string): object, reset(name?: string): void, close(): Promise<void> }>}
+ *   stats(name?: string): object, reset(name?: string): void, received(name: string): object[],
+ *   clearReceived(name?: string): void, close(): Promise<void> }>}
  */
 export async function startMock(options = {}) {
   const config = normalizeConfig(options.config);
@@ -732,6 +642,12 @@ export async function startMock(options = {}) {
       : statsOf(providerFor(state, name))),
     reset(name) {
       for (const p of state.providers.values()) if (name === undefined || p.name === name) p.reset();
+    },
+    /** The chat requests `name` received, oldest first (the last MAX_RECEIVED). */
+    received: (name) => [...providerFor(state, name).received],
+    /** Forgets the requests received by `name`, or by every provider. */
+    clearReceived(name) {
+      for (const p of state.providers.values()) if (name === undefined || p.name === name) p.received = [];
     },
     close() {
       state.closing = true;
