@@ -1,8 +1,9 @@
 //! Structured outputs across dialects: an OpenAI client's `response_format`
 //! served by an Anthropic model (a forced tool, or Anthropic's own
-//! `output_format`, chosen per model in config), the answer given back as
-//! the JSON text with finish reason `stop`, whole and streamed; an
-//! Anthropic client's `output_format` served by an OpenAI model.
+//! `output_config.format`, chosen per model in config), the answer given
+//! back as the JSON text with finish reason `stop`, whole and streamed; an
+//! Anthropic client's `output_config` (or beta `output_format`) served by an
+//! OpenAI model.
 
 use resilient_llm::format::{anthropic, openai, openai_stream::OpenAiStreamEncoder};
 use resilient_llm::testing::{block_on, reply, FakePlatform};
@@ -67,7 +68,7 @@ fn a_json_schema_answer_from_anthropic_comes_back_as_the_message_text() {
 }
 
 #[test]
-fn a_model_configured_native_gets_output_format_and_the_beta_header() {
+fn a_model_configured_native_gets_output_config_format() {
     let p = FakePlatform::new();
     let text = serde_json::to_vec(&json!({
         "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x",
@@ -80,16 +81,13 @@ fn a_model_configured_native_gets_output_format_and_the_beta_header() {
     let req = openai::parse_request(OPENAI_REQUEST.as_bytes()).unwrap();
     let r = block_on(&p, c.chat(req)).unwrap();
     let b = sent(&p);
-    assert_eq!(b["output_format"]["type"], "json_schema");
+    assert_eq!(b["output_config"]["format"]["type"], "json_schema");
     assert_eq!(
-        b["output_format"]["schema"]["required"],
+        b["output_config"]["format"]["schema"]["required"],
         json!(["city", "celsius"])
     );
     assert_eq!(b.get("tools"), None);
-    assert_eq!(
-        p.requests()[0].headers.get("anthropic-beta"),
-        Some(anthropic::STRUCTURED_OUTPUTS_BETA)
-    );
+    assert_eq!(p.requests()[0].headers.get("anthropic-beta"), None);
     assert_eq!(r.response.text, "{\"city\":\"Rome\",\"celsius\":24}");
     assert_eq!(r.response.finish_reason, Some(FinishReason::Stop));
 }
@@ -215,4 +213,31 @@ fn an_anthropic_output_format_becomes_an_openai_json_schema() {
         json!({"type": "json_schema", "json_schema": {"name": "output", "strict": true,
                "schema": {"type": "object", "properties": {"c": {"type": "number"}}}}})
     );
+}
+
+#[test]
+fn an_anthropic_output_config_becomes_an_openai_json_schema_and_effort() {
+    let req = anthropic::parse_request(
+        br#"{"model":"r","max_tokens":200,"messages":[{"role":"user","content":"Weather?"}],
+            "output_config":{"effort":"high","format":{"type":"json_schema","schema":{"type":"object"}}}}"#,
+    )
+    .unwrap();
+    let b = serde_json::to_value(
+        openai::encode_request(&req, "gpt", openai::EncodeOptions::default()).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        b["response_format"],
+        json!({"type": "json_schema", "json_schema": {"name": "output", "strict": true,
+               "schema": {"type": "object"}}})
+    );
+    assert_eq!(b["reasoning_effort"], "high");
+    // A setting of output_config this crate does not know is not dropped.
+    let req = anthropic::parse_request(
+        br#"{"model":"r","max_tokens":200,"messages":[{"role":"user","content":"x"}],
+            "output_config":{"verbosity":"low"}}"#,
+    )
+    .unwrap();
+    let e = openai::encode_request(&req, "gpt", openai::EncodeOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("output_config.verbosity"), "{e}");
 }

@@ -68,6 +68,11 @@ impl LogLine<'_> {
                     AttemptOutcome::Success => Outcome::Ok,
                     AttemptOutcome::Failure { error } => Outcome::Failed(error.kind),
                 },
+                reached: (!a.reached).then_some(false),
+                reason: a
+                    .error()
+                    .filter(|e| e.kind == ErrorKind::Unsupported)
+                    .map(|e| e.message.clone()),
                 status: a.error().and_then(|e| e.status),
                 usage: a.usage,
             })
@@ -108,6 +113,14 @@ pub(super) struct TrailItem {
     number: u32,
     outcome: Outcome,
     provider: String,
+    /// `false` for an attempt that never reached its provider; left out
+    /// for one that did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reached: Option<bool>,
+    /// Why this entry could not serve the request at all (a field it cannot
+    /// be given): the gateway's own words, so safe to log.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<u16>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -199,7 +212,8 @@ mod tests {
                 r#""route":"default","servedBy":"p/m","status":503,"stream":true,"trail":["#,
                 r#"{"durationMs":12,"model":"m","number":1,"outcome":"rate_limited","#,
                 r#""provider":"p","status":429},"#,
-                r#"{"durationMs":0,"model":"m","number":0,"outcome":"ok","provider":"q\""}]}"#,
+                r#"{"durationMs":0,"model":"m","number":0,"outcome":"ok","provider":"q\"","#,
+                r#""reached":false}]}"#,
             )
         );
         for (level, status, want) in [

@@ -128,11 +128,10 @@ impl Provider for Anthropic {
     fn encode(&self, req: &ChatRequest, model: &str) -> Result<HttpRequest, ProviderError> {
         self.models.check(req, model)?;
         let url = format!("{}/v1/messages", self.base_url);
-        let (body, omitted, beta) = match native_in(req, Dialect::Anthropic) {
+        let (body, omitted) = match native_in(req, Dialect::Anthropic) {
             Some(native) => (
                 native_bytes(&self.native_body(native, model, req.stream))?,
                 Vec::new(),
-                String::new(),
             ),
             None => {
                 let opts = EncodeOptions {
@@ -142,7 +141,7 @@ impl Provider for Anthropic {
                 let body = encode_request(req, model, opts).map_err(|e| e.into_request_error())?;
                 let bytes = serde_json::to_vec(&body)
                     .map_err(|e| ProviderError::new(ErrorKind::InvalidRequest, e.to_string()))?;
-                (bytes, body.omitted, body.beta.join(","))
+                (bytes, body.omitted)
             }
         };
         let mut http = HttpRequest::post_json(url, body);
@@ -153,13 +152,6 @@ impl Provider for Anthropic {
         forward_headers(&mut http, req, &["anthropic-beta", "idempotency-key"]);
         http.headers
             .insert("anthropic-version", self.version.clone());
-        if !beta.is_empty() {
-            let value = match http.headers.get("anthropic-beta") {
-                Some(configured) => format!("{configured},{beta}"),
-                None => beta,
-            };
-            http.headers.insert("anthropic-beta", value);
-        }
         if let Some(key) = &self.key {
             http.headers.insert("x-api-key", key.expose());
         }

@@ -15,9 +15,6 @@ use crate::format::{index, join, FormatError};
 /// answer's tool is named after the schema).
 pub const ANSWER_TOOL: &str = "json_answer";
 
-/// The `anthropic-beta` value that enables `output_format`.
-pub const STRUCTURED_OUTPUTS_BETA: &str = "structured-outputs-2025-11-13";
-
 /// A Messages API request body, as [`encode_request`] renders it;
 /// serialize it to send it.
 #[derive(Debug, Serialize)]
@@ -42,7 +39,7 @@ pub struct RequestBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     thinking: Option<OutThinking>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    output_format: Option<OutputFormat<'a>>,
+    output_config: Option<OutputConfig<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     service_tier: Option<&'a str>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -60,10 +57,6 @@ pub struct RequestBody<'a> {
     /// request does not hold, sent as they came.
     #[serde(flatten)]
     extra: Map<String, Value>,
-    /// `anthropic-beta` values the body needs: the adapter adds each to
-    /// the header (comma-separated, after any configured ones).
-    #[serde(skip)]
-    pub beta: Vec<&'static str>,
 }
 
 /// `system`: a string, or text blocks when some carry `cache_control`.
@@ -149,6 +142,11 @@ struct OutToolChoice<'a> {
 enum OutThinking {
     Enabled { budget_tokens: u32 },
     Disabled,
+}
+
+#[derive(Debug, Serialize)]
+struct OutputConfig<'a> {
+    format: OutputFormat<'a>,
 }
 
 #[derive(Debug, Serialize)]
@@ -270,16 +268,16 @@ pub fn encode_request<'a>(
             disable_parallel_tool_use: false,
         }
     });
-    let mut beta = Vec::new();
-    let mut output_format = None;
+    let mut output_config = None;
     match (&req.response_format, opts.structured_output) {
         (None | Some(ResponseFormat::Text), _) => {}
         (Some(ResponseFormat::JsonSchema(s)), StructuredOutput::Native) => {
-            output_format = Some(OutputFormat {
-                kind: "json_schema",
-                schema: &s.schema,
+            output_config = Some(OutputConfig {
+                format: OutputFormat {
+                    kind: "json_schema",
+                    schema: &s.schema,
+                },
             });
-            beta.push(STRUCTURED_OUTPUTS_BETA);
         }
         (Some(format), _) => {
             let (name, schema, description) = match format {
@@ -413,14 +411,13 @@ pub fn encode_request<'a>(
         tools,
         tool_choice,
         thinking,
-        output_format,
+        output_config,
         service_tier,
         stream: req.stream,
         metadata: crate::format::user_id(req.metadata.as_ref())
             .map(|user_id| OutMetadata { user_id }),
         extra,
         omitted,
-        beta,
     })
 }
 

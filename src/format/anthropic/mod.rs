@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 
 use crate::chat::{FinishReason, Usage};
 
-pub use encode::{encode_request, RequestBody, ANSWER_TOOL, STRUCTURED_OUTPUTS_BETA};
+pub use encode::{encode_request, RequestBody, ANSWER_TOOL};
 pub use parse::{parse_request, request_from_value};
 pub use response::{decode_response, render_response, ResponseBody};
 
@@ -36,9 +36,8 @@ pub enum StructuredOutput {
     /// (every model; the default). The answer is given back as text.
     #[default]
     Tool,
-    /// Anthropic's own `output_format: {"type": "json_schema", "schema"}`,
-    /// behind the `anthropic-beta` header [`STRUCTURED_OUTPUTS_BETA`]
-    /// (models that support it). A `json_object` request has no schema to
+    /// Anthropic's own `output_config: {"format": {"type": "json_schema",
+    /// "schema"}}` (models that support it). A `json_object` request has no schema to
     /// give and still uses the tool.
     Native,
 }

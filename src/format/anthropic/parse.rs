@@ -23,6 +23,7 @@ const READ: &[&str] = &[
     "tool_choice",
     "metadata",
     "thinking",
+    "output_config",
     "output_format",
     "service_tier",
 ];
@@ -30,7 +31,7 @@ const READ: &[&str] = &[
 /// Features with no equivalent in the other dialect.
 const NO_EQUIVALENT: &[&str] = &["mcp_servers", "container", "context_management"];
 
-/// The name a client's `output_format` schema gets where a name is needed
+/// The name a client's `output_config.format` schema gets where a name is needed
 /// (OpenAI's `json_schema.name`).
 const OUTPUT_NAME: &str = "output";
 
@@ -146,7 +147,15 @@ pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
         Some(m) => m.str("user_id")?.map(|u| json!({"user_id": u})),
         None => None,
     };
-    let response_format = match f.object("output_format")? {
+    // `output_config` is the API's; `output_format` the same format under
+    // its earlier beta.
+    let config = f.object("output_config")?;
+    let (format, format_path) = match (&config, f.object("output_format")?) {
+        (Some(c), _) if c.get("format").is_some() => (c.object("format")?, "output_config.format"),
+        (_, Some(o)) => (Some(o), "output_format"),
+        _ => (None, ""),
+    };
+    let response_format = match format {
         None => None,
         Some(o) => match o.req_str("type")? {
             "json_schema" => Some(ResponseFormat::JsonSchema(JsonSchema {
@@ -156,11 +165,25 @@ pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
                 strict: Some(true),
             })),
             _ => {
-                gap("output_format".into(), Gap::Unknown);
+                gap(format_path.into(), Gap::Unknown);
                 None
             }
         },
     };
+    let mut reasoning = reasoning;
+    if let Some(c) = &config {
+        for key in c.keys() {
+            if key != "format" && key != "effort" && c.get(key).is_some() {
+                gap(c.path(key), Gap::Unknown);
+            }
+        }
+        // An effort level is the reasoning setting when `thinking` names none.
+        if let Some(effort) = c.str("effort")? {
+            reasoning.get_or_insert(Reasoning::Effort {
+                effort: effort.to_string(),
+            });
+        }
+    }
     Ok(ChatRequest {
         model: Some(f.req_str("model")?.to_string()),
         messages,
