@@ -320,6 +320,14 @@ pub enum Reasoning {
         /// Tokens the model may spend thinking.
         budget_tokens: u32,
     },
+    /// Anthropic's `thinking: {"type": "adaptive"}`: the model decides
+    /// whether and how much to think, at `effort` (`output_config.effort`)
+    /// when one is given.
+    Adaptive {
+        /// The effort level, as sent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        effort: Option<String>,
+    },
 }
 
 /// The shape of the answer.

@@ -122,6 +122,39 @@ fn a_thinking_budget_becomes_reasoning_effort() {
 }
 
 #[test]
+fn adaptive_thinking_keeps_its_effort_level_across_dialects() {
+    let to_openai = |body: &str| -> Value {
+        let req = anthropic::parse_request(body.as_bytes()).unwrap();
+        serde_json::from_slice(&openai_provider().encode(&req, "o3").unwrap().body).unwrap()
+    };
+    // The model decides; a level, when given, is the OpenAI effort.
+    let b = to_openai(&format!(
+        r#"{{"model":"r","max_tokens":900,{HI},"thinking":{{"type":"adaptive"}},"output_config":{{"effort":"high"}}}}"#
+    ));
+    assert_eq!(b["reasoning_effort"], "high");
+    let b = to_openai(&format!(
+        r#"{{"model":"r","max_tokens":900,{HI},"thinking":{{"type":"adaptive"}}}}"#
+    ));
+    assert_eq!(b.get("reasoning_effort"), None, "the provider's default");
+    // Through the neutral form back to Anthropic: adaptive, its effort in
+    // output_config.
+    let req = anthropic::parse_request(
+        format!(
+            r#"{{"model":"r","max_tokens":900,{HI},"thinking":{{"type":"adaptive"}},"output_config":{{"effort":"low"}}}}"#
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let opts = anthropic::EncodeOptions {
+        default_max_tokens: 4096,
+        structured_output: anthropic::StructuredOutput::Tool,
+    };
+    let b = serde_json::to_value(anthropic::encode_request(&req, "m", opts).unwrap()).unwrap();
+    assert_eq!(b["thinking"], json!({"type": "adaptive"}));
+    assert_eq!(b["output_config"], json!({"effort": "low"}));
+}
+
+#[test]
 fn thinking_blocks_reach_an_openai_client_with_their_signatures() {
     let resp = anthropic_provider()
         .decode(&fixture("anthropic/ok_thinking_cached.json"), 0)

@@ -108,7 +108,7 @@ fn when_no_entry_can_serve_it_the_error_names_the_field() {
 fn a_known_field_with_an_unknown_value_goes_as_it_came_to_its_own_dialect() {
     let req = anthropic::parse_request(
         br#"{"model":"r","max_tokens":50,"messages":[{"role":"user","content":"hi"}],
-            "thinking":{"type":"adaptive"}}"#,
+            "thinking":{"type":"between_tools"}}"#,
     )
     .unwrap();
     let opts = anthropic::EncodeOptions {
@@ -116,7 +116,7 @@ fn a_known_field_with_an_unknown_value_goes_as_it_came_to_its_own_dialect() {
         structured_output: anthropic::StructuredOutput::Tool,
     };
     let b = serde_json::to_value(anthropic::encode_request(&req, "m", opts).unwrap()).unwrap();
-    assert_eq!(b["thinking"], json!({"type": "adaptive"}));
+    assert_eq!(b["thinking"], json!({"type": "between_tools"}));
     let e = openai::encode_request(&req, "m", openai::EncodeOptions::default()).unwrap_err();
     assert_eq!(
         e.to_string(),

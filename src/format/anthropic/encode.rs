@@ -141,12 +141,16 @@ struct OutToolChoice<'a> {
 #[serde(tag = "type", rename_all = "snake_case")]
 enum OutThinking {
     Enabled { budget_tokens: u32 },
+    Adaptive,
     Disabled,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Default, Serialize)]
 struct OutputConfig<'a> {
-    format: OutputFormat<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    effort: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    format: Option<OutputFormat<'a>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -273,10 +277,11 @@ pub fn encode_request<'a>(
         (None | Some(ResponseFormat::Text), _) => {}
         (Some(ResponseFormat::JsonSchema(s)), StructuredOutput::Native) => {
             output_config = Some(OutputConfig {
-                format: OutputFormat {
+                effort: None,
+                format: Some(OutputFormat {
                     kind: "json_schema",
                     schema: &s.schema,
-                },
+                }),
             });
         }
         (Some(format), _) => {
@@ -341,6 +346,14 @@ pub fn encode_request<'a>(
         Some(Reasoning::Budget { budget_tokens }) => Some(OutThinking::Enabled {
             budget_tokens: *budget_tokens,
         }),
+        Some(Reasoning::Adaptive { effort }) => {
+            if let Some(effort) = effort {
+                output_config
+                    .get_or_insert_with(OutputConfig::default)
+                    .effort = Some(effort);
+            }
+            Some(OutThinking::Adaptive)
+        }
         Some(Reasoning::Effort { effort }) => {
             let budget = effort_budget(effort).ok_or_else(|| {
                 FormatError::unsupported(

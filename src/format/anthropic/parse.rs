@@ -72,6 +72,7 @@ pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
         None => None,
         Some(t) => match t.req_str("type")? {
             "disabled" => Some(Reasoning::Disabled),
+            "adaptive" => Some(Reasoning::Adaptive { effort: None }),
             "enabled" => Some(Reasoning::Budget {
                 budget_tokens: t
                     .u32("budget_tokens")?
@@ -177,11 +178,18 @@ pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
                 gap(c.path(key), Gap::Unknown);
             }
         }
-        // An effort level is the reasoning setting when `thinking` names none.
-        if let Some(effort) = c.str("effort")? {
-            reasoning.get_or_insert(Reasoning::Effort {
-                effort: effort.to_string(),
-            });
+        // An effort level sets adaptive thinking's effort, or is the
+        // reasoning setting when `thinking` names none.
+        if let Some(level) = c.str("effort")? {
+            match &mut reasoning {
+                Some(Reasoning::Adaptive { effort }) => *effort = Some(level.to_string()),
+                Some(_) => {}
+                None => {
+                    reasoning = Some(Reasoning::Effort {
+                        effort: level.to_string(),
+                    })
+                }
+            }
         }
     }
     Ok(ChatRequest {

@@ -237,6 +237,8 @@ pub fn encode_request<'a>(
         None => None,
         Some(Reasoning::Effort { effort }) => Some(effort.as_str()),
         Some(Reasoning::Budget { budget_tokens }) => Some(budget_effort(*budget_tokens)),
+        // The model decides: the provider's default, unless a level was set.
+        Some(Reasoning::Adaptive { effort }) => effort.as_deref(),
         Some(Reasoning::Disabled) => {
             omitted.push("thinking".into());
             None
