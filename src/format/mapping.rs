@@ -7,7 +7,35 @@ use serde_json::{Map, Value};
 
 use crate::chat::{ChatRequest, Dialect, Gap, ImageSource};
 
-use super::FormatError;
+use super::{Fields, FormatError};
+
+/// Where a reader records a piece of the request it cannot translate.
+pub(crate) type GapFn<'g> = dyn FnMut(String, Gap) + 'g;
+
+/// Records each top-level field of `f` its reader does not `read`: a
+/// sampling or labelling hint (left out elsewhere), one that has
+/// `no_equivalent` (refused elsewhere), or one this crate does not know.
+pub(crate) fn unread_fields(
+    f: &Fields<'_>,
+    read: &[&str],
+    hints: &[&str],
+    no_equivalent: &[&str],
+    gap: &mut GapFn<'_>,
+) {
+    for key in f.keys() {
+        if f.get(key).is_none() || read.contains(&key) {
+            continue;
+        }
+        let kind = if hints.contains(&key) {
+            Gap::Hint
+        } else if no_equivalent.contains(&key) {
+            Gap::NoEquivalent
+        } else {
+            Gap::Unknown
+        };
+        gap(key.to_string(), kind);
+    }
+}
 
 /// The thinking budget for an OpenAI `reasoning_effort`, `None` for a
 /// level without one (`none` is no thinking at all, handled apart).

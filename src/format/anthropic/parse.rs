@@ -6,6 +6,7 @@ use crate::chat::{
     ChatRequest, Dialect, Gap, Image, ImageSource, JsonSchema, Message, Part, Reasoning,
     ResponseFormat, Role, Thinking, Tool, ToolCall, ToolChoice, Untranslated,
 };
+use crate::format::mapping::{self, GapFn};
 use crate::format::{index, parse_json, with_values, Fields, FormatError};
 
 /// Fields read into the neutral request.
@@ -35,8 +36,6 @@ const NO_EQUIVALENT: &[&str] = &["mcp_servers", "container", "context_management
 /// (OpenAI's `json_schema.name`).
 const OUTPUT_NAME: &str = "output";
 
-type GapFn<'g> = dyn FnMut(String, Gap) + 'g;
-
 /// Reads a client's Messages API request body.
 pub fn parse_request(body: &[u8]) -> Result<ChatRequest, FormatError> {
     request_from_value(&parse_json(body)?)
@@ -57,17 +56,7 @@ pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
             value: None,
         })
     };
-    for key in f.keys() {
-        if f.get(key).is_none() || READ.contains(&key) {
-            continue;
-        }
-        let kind = if NO_EQUIVALENT.contains(&key) {
-            Gap::NoEquivalent
-        } else {
-            Gap::Unknown
-        };
-        gap(key.to_string(), kind);
-    }
+    mapping::unread_fields(&f, READ, &[], NO_EQUIVALENT, &mut gap);
     let reasoning = match f.object("thinking")? {
         None => None,
         Some(t) => match t.req_str("type")? {

@@ -6,7 +6,7 @@ use crate::chat::{
     ChatRequest, Dialect, Gap, Image, JsonSchema, Message, Part, Reasoning, ResponseFormat, Role,
     Thinking, Tool, ToolCall, ToolChoice, Untranslated,
 };
-use crate::format::mapping;
+use crate::format::mapping::{self, GapFn};
 use crate::format::{index, parse_json, with_values, Fields, FormatError};
 
 /// Fields read into the neutral request (`stream_options` is the
@@ -72,18 +72,7 @@ pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
             value: None,
         })
     };
-    for key in f.keys() {
-        if f.get(key).is_none() || READ.contains(&key) {
-            continue;
-        }
-        if HINTS.contains(&key) {
-            gap(key.to_string(), Gap::Hint);
-        } else if NO_EQUIVALENT.contains(&key) {
-            gap(key.to_string(), Gap::NoEquivalent);
-        } else {
-            gap(key.to_string(), Gap::Unknown);
-        }
-    }
+    mapping::unread_fields(&f, READ, HINTS, NO_EQUIVALENT, &mut gap);
     if f.u32("n")?.is_some_and(|n| n != 1) {
         gap("n".into(), Gap::NoEquivalent);
     }
@@ -210,8 +199,6 @@ fn parse_response_format(
         }
     }))
 }
-
-type GapFn<'g> = dyn FnMut(String, Gap) + 'g;
 
 /// One message, or `None` for one the neutral request cannot hold (its
 /// gap recorded).
