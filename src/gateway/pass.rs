@@ -6,6 +6,10 @@
 //! the same id, creation time and model; Anthropic content blocks numbered
 //! after the last one passed through, and no second `message_start`.
 
+use std::borrow::Cow;
+
+use serde::de::IgnoredAny;
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::Format;
@@ -33,6 +37,39 @@ pub(crate) struct PassWriter {
     /// the end, in `message_delta`).
     finish: Option<FinishReason>,
     usage: Option<Usage>,
+}
+
+/// What the writer reads of a chunk passed through (the provider's decoder
+/// has read the rest): borrowed, the rest of the chunk skipped, no tree.
+#[derive(Deserialize)]
+struct ChunkHead<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(default)]
+    created: Option<u64>,
+    #[serde(default)]
+    choices: Option<Vec<IgnoredAny>>,
+    #[serde(default)]
+    usage: Option<IgnoredAny>,
+}
+
+/// What the writer reads of an Anthropic event passed through.
+#[derive(Deserialize)]
+struct EventHead<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(borrow, default)]
+    content_block: Option<BlockHead<'a>>,
+}
+
+#[derive(Deserialize)]
+struct BlockHead<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Cow<'a, str>>,
 }
 
 /// What the OpenAI chunks passed through said about the completion.
@@ -82,23 +119,24 @@ impl PassWriter {
         match self.format {
             Format::OpenAi if data == "[DONE]" => self.ended = true,
             Format::OpenAi => {
-                let v: Value = serde_json::from_str(data).unwrap_or(Value::Null);
-                if let Some(id) = v.get("id").and_then(Value::as_str) {
-                    self.openai.id = id.to_string();
-                }
-                if let Some(model) = v.get("model").and_then(Value::as_str) {
-                    self.openai.model = model.to_string();
-                }
-                if let Some(created) = v.get("created").and_then(Value::as_u64) {
-                    self.openai.created = created;
-                }
-                let usage_only = v
-                    .get("choices")
-                    .and_then(Value::as_array)
-                    .is_some_and(Vec::is_empty)
-                    && v.get("usage").is_some_and(Value::is_object);
-                if usage_only && !self.client_usage {
-                    return Vec::new();
+                // A chunk that does not read as one (the decoder skipped it
+                // as malformed) goes out as it came.
+                if let Ok(head) = serde_json::from_str::<ChunkHead<'_>>(data) {
+                    let seen = &mut self.openai;
+                    if let Some(id) = head.id.filter(|id| *id != seen.id) {
+                        seen.id = id.into_owned();
+                    }
+                    if let Some(model) = head.model.filter(|m| *m != seen.model) {
+                        seen.model = model.into_owned();
+                    }
+                    if let Some(created) = head.created {
+                        seen.created = created;
+                    }
+                    let usage_only =
+                        head.choices.is_some_and(|c| c.is_empty()) && head.usage.is_some();
+                    if usage_only && !self.client_usage {
+                        return Vec::new();
+                    }
                 }
             }
             Format::Anthropic => self.seen_anthropic(ev.event.as_deref(), data),
@@ -107,16 +145,16 @@ impl PassWriter {
     }
 
     fn seen_anthropic(&mut self, name: Option<&str>, data: &str) {
-        let v: Value = serde_json::from_str(data).unwrap_or(Value::Null);
-        let kind = name.or_else(|| v.get("type").and_then(Value::as_str));
-        let index = v
-            .get("index")
-            .and_then(Value::as_u64)
-            .and_then(|i| u32::try_from(i).ok());
+        let head = serde_json::from_str::<EventHead<'_>>(data).ok();
+        let kind = name.or_else(|| head.as_ref()?.kind.as_deref());
+        let index = head.as_ref().and_then(|h| h.index);
         let seen = &mut self.anthropic;
         match (kind, index) {
             (Some("content_block_start"), Some(i)) => {
-                let text = v.pointer("/content_block/type").and_then(Value::as_str) == Some("text");
+                let text = head
+                    .as_ref()
+                    .and_then(|h| h.content_block.as_ref()?.kind.as_deref())
+                    == Some("text");
                 seen.open = Some((i, text));
                 seen.next = seen.next.max(i.saturating_add(1));
             }
