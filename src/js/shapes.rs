@@ -7,7 +7,7 @@
 use serde::ser::{Serialize, Serializer};
 use serde_json::Value;
 
-use crate::chat::{ChatRequest, FinishReason, Message, Part, Role, Thinking, ToolCall};
+use crate::chat::{ChatRequest, Dialect, FinishReason, Message, Part, Role, Thinking, ToolCall};
 use crate::chat::{ToolChoice, Usage};
 use crate::config::ConfigIssue;
 use crate::engine::client::{Reply, ServedBy};
@@ -180,7 +180,8 @@ impl Serialize for Messages<'_> {
 }
 
 /// What a JS provider's `chat(request, signal)` receives: the request with
-/// the entry's `model`, and text-only messages as plain strings.
+/// the entry's `model`, text-only messages as plain strings, and the
+/// caller's native body when it gave one.
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ProviderRequest<'a> {
@@ -218,6 +219,26 @@ pub(crate) struct ProviderRequest<'a> {
     prompt_cache_key: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     metadata: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    native: Option<NativeOut<'a>>,
+}
+
+/// The caller's native body, as it gave it: what the neutral fields could
+/// not hold is there, so a JS provider loses nothing.
+#[derive(serde::Serialize)]
+struct NativeOut<'a> {
+    dialect: Dialect,
+    body: &'a serde_json::Map<String, Value>,
+    headers: Headers<'a>,
+}
+
+/// Header pairs as a `{ name: value }` object.
+struct Headers<'a>(&'a [(String, String)]);
+
+impl Serialize for Headers<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
 }
 
 fn is_no_tools(t: &ToolsOut<'_>) -> bool {
@@ -245,6 +266,11 @@ impl<'a> ProviderRequest<'a> {
             service_tier: req.service_tier.as_deref(),
             prompt_cache_key: req.prompt_cache_key.as_deref(),
             metadata: req.metadata.as_ref(),
+            native: req.native.as_deref().map(|n| NativeOut {
+                dialect: n.dialect,
+                body: &n.body,
+                headers: Headers(&n.headers),
+            }),
         }
     }
 }

@@ -412,6 +412,11 @@ export type StreamEvent =
 export interface ProviderRequest extends Omit<NeutralRequest, "model" | "user"> {
   /** The model of the route entry being tried. */
   model: string;
+  /**
+   * The caller's native body, when it gave one (the fields above are read
+   * from it): what they cannot hold — unknown and future fields — is there.
+   */
+  native?: NativeRequest & { headers: Partial<Record<ForwardedHeader, string>> };
 }
 
 /** What a JS provider's `chat` resolves with (`{ text, model }` and what else it knows). */

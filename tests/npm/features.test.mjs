@@ -293,3 +293,23 @@ test("a JS provider receives the request's new fields in the same camelCase shap
   assert.deepEqual(seen[0].reasoning, { effort: "low" });
   assert.equal(seen[0].seed, 1);
 });
+
+test("a JS provider given a native body sees it whole beside its neutral reading", async () => {
+  const seen = [];
+  const js = new ResilientClient({}, { providers: [{ name: "js", chat: async (req) => { seen.push(req); return { text: "ok" }; } }] });
+  const body = { model: "default", messages: [{ role: "user", content: "hi" }], future_field: 1 };
+  await js.chat({ native: { dialect: "openai", body, headers: { "idempotency-key": "k-1" } } });
+  assert.deepEqual(seen[0].messages, [{ role: "user", content: "hi" }]);
+  assert.deepEqual(seen[0].native, { dialect: "openai", body, headers: { "idempotency-key": "k-1" } });
+});
+
+test("a native OpenAI body streams as written, asked for usage, which comes as reported", async () => {
+  const body = { model: "gpt", messages: [{ role: "user", content: "stream me" }], stream_options: { future_option: 1 } };
+  const events = [];
+  for await (const e of client.stream({ native: { dialect: "openai", body } })) events.push(e);
+  assert.equal(events.filter((e) => e.type === "text").map((e) => e.text).join(""), "[oai] echo: stream me");
+  const sent = last("oai").body;
+  assert.equal(sent.stream, true);
+  assert.deepEqual(sent.stream_options, { future_option: 1, include_usage: true });
+  assert.ok(events.at(-1).type === "usage" && events.at(-1).usage.inputTokens > 0, JSON.stringify(events.at(-1)));
+});
