@@ -82,8 +82,8 @@ pub(crate) struct ToolCallIn {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct ToolResultIn {
-    // The neutral names are accepted too: the package documented them once
-    // and callers keep working.
+    // Read under the core's snake_case names too, which code written
+    // against the neutral serde shape sends.
     #[serde(alias = "tool_call_id")]
     tool_call_id: String,
     content: String,

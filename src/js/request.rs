@@ -18,7 +18,7 @@ use crate::js::parts::{PartIn, ToolIn};
 
 /// The request: the neutral fields in camelCase, or `native` (with at
 /// most `model` beside it). `stream` is not the caller's to set.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct JsRequest {
     #[serde(default)]

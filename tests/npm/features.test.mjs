@@ -313,3 +313,33 @@ test("a native OpenAI body streams as written, asked for usage, which comes as r
   assert.deepEqual(sent.stream_options, { future_option: 1, include_usage: true });
   assert.ok(events.at(-1).type === "usage" && events.at(-1).usage.inputTokens > 0, JSON.stringify(events.at(-1)));
 });
+
+test("a tool result with an image and a cache breakpoint reaches Anthropic as a tool_result block", async () => {
+  const tools = [{ name: "snap", parameters: { type: "object" } }];
+  await client.chat({
+    model: "claude",
+    maxTokens: 128,
+    tools,
+    messages: [
+      { role: "user", content: "take a snap" },
+      { role: "assistant", content: [{ type: "tool_call", id: "toolu_1", name: "snap", arguments: "{}" }] },
+      { role: "tool", content: [{ type: "tool_result", toolCallId: "toolu_1", content: "here", images: [{ data: PNG, mediaType: "image/png" }],
+        cacheControl: { type: "ephemeral" } }] },
+    ],
+  });
+  const sent = last("ant").body;
+  assert.deepEqual(sent.messages[1].content, [{ type: "tool_use", id: "toolu_1", name: "snap", input: {} }]);
+  const result = sent.messages[2].content[0];
+  assert.equal(result.type, "tool_result");
+  assert.equal(result.tool_use_id, "toolu_1");
+  assert.deepEqual(result.cache_control, { type: "ephemeral" });
+  assert.deepEqual(result.content.find((b) => b.type === "image"),
+    { type: "image", source: { type: "base64", media_type: "image/png", data: PNG } });
+});
+
+test("a tool result under the core's snake_case names is read too", async () => {
+  const seen = [];
+  const js = new ResilientClient({}, { providers: [{ name: "js", chat: async (req) => { seen.push(req); return { text: "ok" }; } }] });
+  await js.chat({ messages: [{ role: "tool", content: [{ type: "tool_result", tool_call_id: "c1", content: "x", is_error: true }] }] });
+  assert.deepEqual(seen[0].messages[0].content, [{ type: "tool_result", toolCallId: "c1", content: "x", isError: true }]);
+});
