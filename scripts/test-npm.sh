@@ -2,7 +2,8 @@
 # Builds the npm package and tests it everywhere it runs:
 #   1. wasm-pack build --target nodejs|bundler|web (release, opt-level "s", wasm-opt -Os), and the size report
 #   2. node --test tests/npm/*.test.mjs against the nodejs build
-#   3. the examples: examples/node/*.mjs run; examples/ts type-checked (tsc --noEmit), then run
+#   3. the examples: examples/node/*.mjs run; examples/ts type-checked (tsc --noEmit), then run;
+#      tests/npm/types (the request and answer shapes as a caller writes them) type-checked
 #   4. wasm-bindgen tests: wasm-pack test --node (tests/web_node.rs) and
 #      --headless --chrome (tests/web_browser.rs)
 #
@@ -57,6 +58,9 @@ for f in "$ROOT"/examples/node/*.mjs; do
 done
 echo "-- tsc --noEmit -p examples/ts"
 (cd "$EX" && "$TSC" --noEmit -p ts)
+echo "-- tsc --noEmit -p tests/npm/types"
+cp -r "$ROOT/tests/npm/types" "$EX/types"
+(cd "$EX" && "$TSC" --noEmit -p types)
 echo "-- node examples/ts/chat.ts (compiled)"
 (cd "$EX" && "$TSC" -p ts --noEmit false --outDir ts/out && timeout 60 node ts/out/chat.js)
 

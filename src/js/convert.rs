@@ -7,20 +7,17 @@
 //! (`messages[0].role: unknown variant `admin``). Values go out as JSON
 //! text through `JSON.parse`.
 
-use std::fmt;
-
 use js_sys::{Object, Reflect, JSON};
-use serde::de::{self, DeserializeOwned};
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use serde_json::Value;
 use wasm_bindgen::prelude::*;
 
-use crate::chat::{ChatRequest, ChatResponse, FinishReason, Message, Part, Role, Tool};
-use crate::chat::{ToolCall, ToolChoice, Usage};
+use crate::chat::{ChatRequest, ChatResponse, FinishReason, Thinking, ToolCall, Usage};
 use crate::engine::client::Reply;
 use crate::error::{ErrorKind, ProviderError};
 use crate::issue::{parse_json, ConfigError, ConfigIssue};
 use crate::js::errors::{prop, to_js};
+use crate::js::request::JsRequest;
 use crate::web::error_message;
 
 /// `JSON.stringify(value)`, with the failure as a message.
@@ -56,93 +53,9 @@ pub(crate) fn without_position(mut e: ConfigError) -> ConfigError {
     e
 }
 
-/// `client.chat(request)`: the core's request, but a message's content may
-/// be a string, and `stream` is not the caller's to set.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct JsRequest {
-    #[serde(default)]
-    model: Option<String>,
-    messages: Vec<JsMessage>,
-    #[serde(default)]
-    max_tokens: Option<u32>,
-    #[serde(default)]
-    temperature: Option<f64>,
-    #[serde(default)]
-    top_p: Option<f64>,
-    #[serde(default)]
-    stop: Vec<String>,
-    #[serde(default)]
-    tools: Vec<Tool>,
-    #[serde(default)]
-    tool_choice: Option<ToolChoice>,
-    #[serde(default)]
-    metadata: Option<Value>,
-}
-
-/// `{ role, content }`; other fields are ignored.
-#[derive(Deserialize)]
-struct JsMessage {
-    role: Role,
-    content: Content,
-}
-
-/// A message's content: a string or an array of parts.
-struct Content(Vec<Part>);
-
-impl<'de> Deserialize<'de> for Content {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> de::Visitor<'de> for Visit {
-            type Value = Content;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string or an array of parts")
-            }
-            fn visit_str<E: de::Error>(self, text: &str) -> Result<Content, E> {
-                Ok(Content(vec![Part::text(text)]))
-            }
-            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
-                let mut parts = Vec::new();
-                while let Some(p) = seq.next_element()? {
-                    parts.push(p);
-                }
-                Ok(Content(parts))
-            }
-        }
-        // JSON says what it holds; anything but a string or an array is
-        // refused with what it was.
-        d.deserialize_any(Visit)
-    }
-}
-
-impl From<JsRequest> for ChatRequest {
-    fn from(r: JsRequest) -> Self {
-        ChatRequest {
-            model: r.model,
-            messages: r
-                .messages
-                .into_iter()
-                .map(|m| Message {
-                    role: m.role,
-                    content: m.content.0,
-                })
-                .collect(),
-            max_tokens: r.max_tokens,
-            temperature: r.temperature,
-            top_p: r.top_p,
-            stop: r.stop,
-            tools: r.tools,
-            tool_choice: r.tool_choice,
-            stream: false,
-            metadata: r.metadata,
-            ..ChatRequest::default()
-        }
-    }
-}
-
 /// The request of `client.chat(request)` / `client.stream(request)`.
 pub(crate) fn read_request(value: &JsValue) -> Result<ChatRequest, ConfigError> {
-    from_js::<JsRequest>(value).map(ChatRequest::from)
+    from_js::<JsRequest>(value)?.into_request()
 }
 
 /// What a JS provider's `chat(request, signal)` receives.
@@ -151,7 +64,7 @@ pub(crate) fn provider_request(req: &ChatRequest, model: &str) -> JsValue {
 }
 
 /// What a JS provider resolves with: `{ text, model }`, plus optional tool
-/// calls, finish reason and usage. Other fields (`provider`, `raw`) are
+/// calls, finish reason, usage and thinking. Other fields (`provider`, `raw`) are
 /// allowed; `raw` is read apart from these.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -166,10 +79,19 @@ struct JsAnswer {
     finish_reason: Option<String>,
     #[serde(default)]
     usage: Option<Usage>,
+    #[serde(default)]
+    thinking: Vec<Thinking>,
 }
 
 /// The fields of [`JsAnswer`], as JS names them.
-const ANSWER_FIELDS: [&str; 5] = ["text", "model", "toolCalls", "finishReason", "usage"];
+const ANSWER_FIELDS: [&str; 6] = [
+    "text",
+    "model",
+    "toolCalls",
+    "finishReason",
+    "usage",
+    "thinking",
+];
 
 /// A finish reason in OpenAI's or Anthropic's words.
 fn finish_reason(s: &str) -> FinishReason {
@@ -206,7 +128,7 @@ pub(crate) fn provider_response(v: &JsValue, model: &str) -> Result<ChatResponse
     Ok(ChatResponse {
         text: answer.text,
         tool_calls: answer.tool_calls,
-        thinking: Vec::new(),
+        thinking: answer.thinking,
         model: answer.model.unwrap_or_else(|| model.to_string()),
         provider: String::new(),
         finish_reason: answer.finish_reason.as_deref().map(finish_reason),

@@ -20,7 +20,9 @@
 mod config;
 mod convert;
 mod errors;
+mod parts;
 mod provider;
+mod request;
 mod shapes;
 mod stream;
 
@@ -260,7 +262,7 @@ impl ResilientClient {
     }
 
     /// Streams the answer to `request` as an async iterable of events
-    /// (`start`, `text`, `tool_call`, `finish`, `usage`). Failover happens
+    /// (`start`, `thinking`, `text`, `tool_call`, `finish`, `usage`). Failover happens
     /// until the first content; after it an interrupted answer rejects the
     /// iterator's `next()` with an `LLMError` of kind `interrupted`, never a
     /// clean end. Breaking out of the loop, or `options.signal`, aborts the

@@ -7,12 +7,13 @@
 use serde::ser::{Serialize, Serializer};
 use serde_json::Value;
 
-use crate::chat::{
-    ChatRequest, FinishReason, Message, Part, Role, Tool, ToolCall, ToolChoice, Usage,
-};
+use crate::chat::{ChatRequest, Dialect, FinishReason, Message, Part, Role, Thinking, ToolCall};
+use crate::chat::{ToolChoice, Usage};
 use crate::config::ConfigIssue;
 use crate::engine::client::{Reply, ServedBy};
 use crate::error::{Attempt, ErrorKind, ProviderError};
+use crate::js::parts::{PartsOut, ToolsOut};
+use crate::js::request::{JsReasoning, JsResponseFormat};
 use crate::platform::millis;
 
 /// One attempt, as `result.attempts[i]` and `error.failures[i]` show it.
@@ -38,6 +39,10 @@ struct AttemptJs<'a> {
     duration_ms: u64,
     started_at: u64,
     reached: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<&'a Usage>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    omitted: &'a [String],
 }
 
 impl<'a> AttemptJs<'a> {
@@ -57,6 +62,8 @@ impl<'a> AttemptJs<'a> {
             duration_ms: millis(a.duration),
             started_at: a.started_at,
             reached: a.reached,
+            usage: a.usage.as_ref(),
+            omitted: &a.omitted,
         }
     }
 }
@@ -148,7 +155,7 @@ impl Serialize for Issues<'_> {
 #[serde(untagged)]
 enum Content<'a> {
     Text(String),
-    Parts(&'a [Part]),
+    Parts(PartsOut<'a>),
 }
 
 #[derive(serde::Serialize)]
@@ -166,14 +173,15 @@ impl Serialize for Messages<'_> {
             content: if m.content.iter().all(|p| matches!(p, Part::Text { .. })) {
                 Content::Text(m.joined_text())
             } else {
-                Content::Parts(&m.content)
+                Content::Parts(PartsOut(&m.content))
             },
         }))
     }
 }
 
 /// What a JS provider's `chat(request, signal)` receives: the request with
-/// the entry's `model`, and text-only messages as plain strings.
+/// the entry's `model`, text-only messages as plain strings, and the
+/// caller's native body when it gave one.
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ProviderRequest<'a> {
@@ -185,14 +193,56 @@ pub(crate) struct ProviderRequest<'a> {
     temperature: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_k: Option<u32>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     stop: &'a [String],
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    tools: &'a [Tool],
+    #[serde(skip_serializing_if = "is_no_tools")]
+    tools: ToolsOut<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<&'a ToolChoice>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<JsResponseFormat>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning: Option<JsReasoning>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    frequency_penalty: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    presence_penalty: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service_tier: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     metadata: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    native: Option<NativeOut<'a>>,
+}
+
+/// The caller's native body, as it gave it: what the neutral fields could
+/// not hold is there, so a JS provider loses nothing.
+#[derive(serde::Serialize)]
+struct NativeOut<'a> {
+    dialect: Dialect,
+    body: &'a serde_json::Map<String, Value>,
+    headers: Headers<'a>,
+}
+
+/// Header pairs as a `{ name: value }` object.
+struct Headers<'a>(&'a [(String, String)]);
+
+impl Serialize for Headers<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
+}
+
+fn is_no_tools(t: &ToolsOut<'_>) -> bool {
+    t.0.is_empty()
 }
 
 impl<'a> ProviderRequest<'a> {
@@ -203,10 +253,24 @@ impl<'a> ProviderRequest<'a> {
             max_tokens: req.max_tokens,
             temperature: req.temperature,
             top_p: req.top_p,
+            top_k: req.top_k,
             stop: &req.stop,
-            tools: &req.tools,
+            tools: ToolsOut(&req.tools),
             tool_choice: req.tool_choice.as_ref(),
+            parallel_tool_calls: req.parallel_tool_calls,
+            response_format: req.response_format.as_ref().map(Into::into),
+            reasoning: req.reasoning.as_ref().map(Into::into),
+            seed: req.seed,
+            frequency_penalty: req.frequency_penalty,
+            presence_penalty: req.presence_penalty,
+            service_tier: req.service_tier.as_deref(),
+            prompt_cache_key: req.prompt_cache_key.as_deref(),
             metadata: req.metadata.as_ref(),
+            native: req.native.as_deref().map(|n| NativeOut {
+                dialect: n.dialect,
+                body: &n.body,
+                headers: Headers(&n.headers),
+            }),
         }
     }
 }
@@ -223,6 +287,7 @@ pub(crate) struct ChatResult<'a> {
     usage: Option<&'a Usage>,
     finish_reason: Option<&'a str>,
     tool_calls: &'a [ToolCall],
+    thinking: &'a [Thinking],
     raw: Option<&'a crate::chat::RawJson>,
 }
 
@@ -238,6 +303,7 @@ impl<'a> ChatResult<'a> {
             usage: r.usage.as_ref(),
             finish_reason: r.finish_reason.as_ref().map(finish_reason_name),
             tool_calls: &r.tool_calls,
+            thinking: &r.thinking,
             raw: r.raw.as_ref(),
         }
     }

@@ -157,14 +157,54 @@ export interface ToolCall {
   arguments: string;
 }
 
+/**
+ * A prompt-cache breakpoint after this part or tool, as Anthropic writes it
+ * (`{ type: "ephemeral" }`, optionally with `ttl: "1h"`). Sent to providers
+ * that take one; OpenAI caches on its own and ignores it.
+ */
+export type CacheControl = { type: "ephemeral"; ttl?: string } | Record<string, unknown>;
+
+/** Where an image's bytes are: an http(s) URL (or a base64 `data:` URL), or inline base64. */
+export type ImageSource =
+  | { url: string; data?: never; mediaType?: never }
+  | { data: string; mediaType: string; url?: never };
+
+/** An image; `detail` is OpenAI's (`low`, `high`, `auto`), left out for Anthropic. */
+export type Image = ImageSource & { detail?: "low" | "high" | "auto" | (string & {}); cacheControl?: CacheControl };
+
+/**
+ * A block of the model's reasoning, as `ChatResult.thinking` holds it. Send
+ * it back unchanged in the assistant message of a later turn: Anthropic
+ * checks the `signature` (or takes the `redacted` data) to go on from it.
+ */
+export interface Thinking {
+  /** The reasoning text (empty for a redacted block). */
+  text: string;
+  /** The provider's signature of the block. */
+  signature?: string;
+  /** Encrypted reasoning (Anthropic `redacted_thinking`), no text. */
+  redacted?: string;
+}
+
 export type ContentPart =
-  | { type: "text"; text: string }
+  | { type: "text"; text: string; cacheControl?: CacheControl }
+  | ({ type: "image" } & Image)
   | ({ type: "tool_call" } & ToolCall)
-  | { type: "tool_result"; tool_call_id: string; content: string; is_error?: boolean };
+  | {
+      type: "tool_result";
+      toolCallId: string;
+      /** The tool's output as text. */
+      content: string;
+      /** Images the tool returned beside its text. */
+      images?: Image[];
+      isError?: boolean;
+      cacheControl?: CacheControl;
+    }
+  | ({ type: "thinking"; text?: string } & Partial<Omit<Thinking, "text">>);
 
 export interface ChatMessage {
   role: Role;
-  /** Text, or parts (tool calls and results). */
+  /** Text, or parts (images, tool calls and results, thinking sent back). */
   content: string | ContentPart[];
 }
 
@@ -173,6 +213,7 @@ export interface Tool {
   description?: string;
   /** JSON Schema of the arguments. */
   parameters: unknown;
+  cacheControl?: CacheControl;
 }
 
 export type ToolChoice =
@@ -181,17 +222,82 @@ export type ToolChoice =
   | { type: "required" }
   | { type: "tool"; name: string };
 
-export interface ChatRequest {
+/**
+ * The shape of the answer. Through an Anthropic provider, `json_schema`
+ * becomes its structured output (or a forced tool, per the model's config)
+ * and the answer's `text` is the JSON either way.
+ */
+export type ResponseFormat =
+  | { type: "text" }
+  | { type: "json_object" }
+  | { type: "json_schema"; name: string; schema: unknown; strict?: boolean; description?: string };
+
+/**
+ * How much the model reasons before answering: one of an OpenAI effort
+ * level (a thinking budget for Anthropic), a thinking budget in tokens (an
+ * effort level for OpenAI), or no reasoning.
+ */
+export type Reasoning =
+  | { effort: "minimal" | "low" | "medium" | "high" | (string & {}) }
+  | { budgetTokens: number }
+  | { disabled: true };
+
+/** Request headers a native body may carry to its provider; no other (credentials never). */
+export type ForwardedHeader = "anthropic-beta" | "openai-beta" | "idempotency-key";
+
+/**
+ * A request written in a provider's own format. An entry whose provider
+ * speaks `dialect` is sent `body` as it is, every field included (known,
+ * unknown, future), with only `model` (the entry's), `stream` and, on a
+ * stream, the usage setting changed. Other entries are sent the translation
+ * of the body, read as the gateway reads a client's: a field with no
+ * equivalent there makes that entry pass (the next one is tried), a
+ * sampling hint is left out and named in the attempt's `omitted`.
+ */
+export interface NativeRequest {
+  dialect: "openai" | "anthropic";
+  /** The provider-format body (`messages`, `max_tokens`, …). Its `model` names the route unless `ChatRequest.model` does. */
+  body: Record<string, unknown>;
+  headers?: Partial<Record<ForwardedHeader, string>>;
+}
+
+/**
+ * A request: the neutral fields below, or `native` (with at most `model`
+ * beside it). Unknown fields are refused with their path, so a typo is an
+ * error rather than a setting silently never sent.
+ */
+export type ChatRequest = NeutralRequest | { native: NativeRequest; model?: string };
+
+export interface NeutralRequest {
   messages: ChatMessage[];
   /** A route name (`default`, `fast`, …); the route's entries pick the models. */
   model?: string;
   maxTokens?: number;
   temperature?: number;
   topP?: number;
+  /** Top-k sampling (Anthropic; left out for OpenAI, named in `omitted`). */
+  topK?: number;
   stop?: string[];
   tools?: Tool[];
   toolChoice?: ToolChoice;
-  metadata?: unknown;
+  /** `false`: at most one tool call per turn. */
+  parallelToolCalls?: boolean;
+  responseFormat?: ResponseFormat;
+  reasoning?: Reasoning;
+  /** Sampling seed (OpenAI; left out for Anthropic, named in `omitted`). */
+  seed?: number;
+  /** OpenAI; left out for Anthropic, named in `omitted`. */
+  frequencyPenalty?: number;
+  /** OpenAI; left out for Anthropic, named in `omitted`. */
+  presencePenalty?: number;
+  /** `auto`, `default`, `flex`, `priority` (OpenAI) or `standard_only` (Anthropic); mapped where there is an equivalent. */
+  serviceTier?: string;
+  /** OpenAI's prompt cache key. */
+  promptCacheKey?: string;
+  /** Provider metadata; its `user_id` reaches both providers. */
+  metadata?: Record<string, unknown>;
+  /** The end user's id: `metadata.user_id` (OpenAI `user`). */
+  user?: string;
 }
 
 /** Options of one call. */
@@ -239,11 +345,26 @@ export interface AttemptRecord {
   startedAt: number;
   /** Whether the request reached the provider. */
   reached: boolean;
+  /** The tokens it consumed, where the provider reported them (a failed stream's too). */
+  usage?: Usage;
+  /** Sampling hints of the request this provider has no setting for, left out of what was sent (`seed`, …). */
+  omitted?: string[];
 }
 
+/**
+ * Token counts as the provider reported them; a count it did not report is
+ * absent, never 0. `inputTokens` counts every input token, cached ones
+ * included; `outputTokens` includes reasoning.
+ */
 export interface Usage {
   inputTokens: number;
   outputTokens: number;
+  /** Input tokens read from the prompt cache. */
+  cachedInputTokens?: number;
+  /** Input tokens written to the prompt cache (Anthropic). */
+  cacheWriteInputTokens?: number;
+  /** Output tokens spent reasoning. */
+  reasoningTokens?: number;
 }
 
 export type FinishReason = "stop" | "length" | "tool_calls" | "content_filter" | (string & {});
@@ -262,15 +383,24 @@ export interface ChatResult {
   usage: Usage | null;
   finishReason: FinishReason | null;
   toolCalls: ToolCall[];
+  /** The model's reasoning, block by block (empty when it gave none); send it back in the next turn. */
+  thinking: Thinking[];
   /** The provider's own response (JSON), or null. */
   raw: unknown;
 }
 
 // ---- Streams ----
 
-/** What `client.stream(…)` yields, in order: `start` (the answering model), then text and tool call parts, then `finish` and `usage` (only where the provider reported it: never zeros). */
+/**
+ * What `client.stream(…)` yields, in order: `start` (the answering model),
+ * then thinking, text and tool call parts, then `finish` and `usage` (only
+ * where the provider reported it: never zeros). A `thinking` event's `text`
+ * extends the current block; one with a `signature` ends it; one with
+ * `redacted` is a whole redacted block.
+ */
 export type StreamEvent =
   | { type: "start"; model: string | null }
+  | { type: "thinking"; text: string; signature?: string; redacted?: string }
   | { type: "text"; text: string }
   | { type: "tool_call"; index: number; id: string | null; name: string | null; arguments: string }
   | { type: "finish"; reason: FinishReason }
@@ -278,18 +408,15 @@ export type StreamEvent =
 
 // ---- JS providers ----
 
-/** What a JS provider's `chat` receives: text-only messages have string content. */
-export interface ProviderRequest {
+/** What a JS provider's `chat` receives: the neutral request, the entry's model, text-only messages as strings. */
+export interface ProviderRequest extends Omit<NeutralRequest, "model" | "user"> {
   /** The model of the route entry being tried. */
   model: string;
-  messages: ChatMessage[];
-  maxTokens?: number;
-  temperature?: number;
-  topP?: number;
-  stop?: string[];
-  tools?: Tool[];
-  toolChoice?: ToolChoice;
-  metadata?: unknown;
+  /**
+   * The caller's native body, when it gave one (the fields above are read
+   * from it): what they cannot hold — unknown and future fields — is there.
+   */
+  native?: NativeRequest & { headers: Partial<Record<ForwardedHeader, string>> };
 }
 
 /** What a JS provider's `chat` resolves with (`{ text, model }` and what else it knows). */
@@ -299,6 +426,7 @@ export interface ProviderResponse {
   toolCalls?: ToolCall[];
   finishReason?: FinishReason;
   usage?: Usage;
+  thinking?: Thinking[];
   /** Kept when it is JSON. */
   raw?: unknown;
 }
