@@ -45,7 +45,7 @@ enum Mode {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum StreamItem {
     /// A provider event, to be written as it arrived.
-    Raw(SseEvent),
+    Raw(RawEvent),
     /// A delta; `passed` when the event it came from went out as a
     /// [`StreamItem::Raw`] (the delta is then only for bookkeeping).
     Delta {
@@ -54,6 +54,16 @@ pub(crate) enum StreamItem {
         /// Its event went out raw.
         passed: bool,
     },
+}
+
+/// A provider event passed through, with what its decoded deltas say of it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RawEvent {
+    /// The event as it arrived.
+    pub(crate) event: SseEvent,
+    /// It reported usage and nothing else (OpenAI's last chunk when usage
+    /// was asked for).
+    pub(crate) usage_only: bool,
 }
 
 /// The attempt in flight.
@@ -70,7 +80,7 @@ struct Conn {
     raw: bool,
     /// Raw events read before the commit point, written at it (and dropped
     /// with an attempt that fails before it).
-    held: Vec<SseEvent>,
+    held: Vec<RawEvent>,
     /// Hints the attempt's encoder left out.
     omitted: Vec<String>,
     mode: Mode,
@@ -534,14 +544,14 @@ where
                     if let Err(e) = conn.decoder.feed(&bytes, &mut events) {
                         return Read::Failed(ProviderError::new(ErrorKind::Decode, e.to_string()));
                     }
-                    if let Err(e) = self.decode(conn, &events) {
+                    if let Err(e) = self.decode(conn, events) {
                         return Read::Failed(e);
                     }
                 }
                 Ok(None) => {
                     conn.body = None; // ended: drop it now, pending deltas decide
                     let last: Vec<_> = conn.decoder.finish().into_iter().collect();
-                    if let Err(e) = self.decode(conn, &last) {
+                    if let Err(e) = self.decode(conn, last) {
                         return Read::Failed(e);
                     }
                 }
@@ -551,16 +561,21 @@ where
 
     /// Decodes events into the attempt's pending deltas. A malformed chunk
     /// is skipped (and reported); an error event fails the attempt.
-    fn decode(&self, conn: &mut Conn, events: &[SseEvent]) -> Result<(), ProviderError> {
+    fn decode(&self, conn: &mut Conn, events: Vec<SseEvent>) -> Result<(), ProviderError> {
         let entry = self.walk.entry();
         let Some(Upstream::Http(provider)) = self.client.upstreams.get(&entry.provider) else {
             return Ok(());
         };
         for ev in events {
-            match provider.decode_event(ev) {
+            match provider.decode_event(&ev) {
                 Ok(deltas) => {
                     if conn.raw {
-                        conn.pending.push_back(StreamItem::Raw(ev.clone()));
+                        let usage_only = !deltas.is_empty()
+                            && deltas.iter().all(|d| matches!(d, Delta::Usage { .. }));
+                        conn.pending.push_back(StreamItem::Raw(RawEvent {
+                            event: ev,
+                            usage_only,
+                        }));
                     }
                     let passed = conn.raw;
                     conn.pending.extend(

@@ -8,12 +8,12 @@
 
 use std::borrow::Cow;
 
-use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::Format;
 use crate::chat::{Delta, FinishReason, Usage};
+use crate::engine::stream::RawEvent;
 use crate::format::anthropic::stop_reason_name;
 use crate::format::openai_stream::OpenAiStreamEncoder;
 use crate::format::{anthropic_stream::AnthropicStreamEncoder, merge_usage};
@@ -29,7 +29,8 @@ pub(crate) struct PassWriter {
     /// The provider's stream end (`[DONE]`, `message_stop`) went out.
     ended: bool,
     closed: bool,
-    openai: OpenAiSeen,
+    /// The data of the first OpenAI chunk passed through.
+    openai_first: Option<String>,
     anthropic: AnthropicSeen,
     /// The continuation's OpenAI encoder, from its first delta on.
     continued: Option<OpenAiStreamEncoder>,
@@ -39,8 +40,8 @@ pub(crate) struct PassWriter {
     usage: Option<Usage>,
 }
 
-/// What the writer reads of a chunk passed through (the provider's decoder
-/// has read the rest): borrowed, the rest of the chunk skipped, no tree.
+/// What a continuation needs of the first chunk passed through: borrowed,
+/// the rest of the chunk skipped, no tree.
 #[derive(Deserialize)]
 struct ChunkHead<'a> {
     #[serde(borrow, default)]
@@ -49,10 +50,6 @@ struct ChunkHead<'a> {
     model: Option<Cow<'a, str>>,
     #[serde(default)]
     created: Option<u64>,
-    #[serde(default)]
-    choices: Option<Vec<IgnoredAny>>,
-    #[serde(default)]
-    usage: Option<IgnoredAny>,
 }
 
 /// What the writer reads of an Anthropic event passed through.
@@ -101,7 +98,7 @@ impl PassWriter {
             client_usage,
             ended: false,
             closed: false,
-            openai: OpenAiSeen::default(),
+            openai_first: None,
             anthropic: AnthropicSeen::default(),
             continued: None,
             finish: None,
@@ -111,32 +108,24 @@ impl PassWriter {
 
     /// The bytes of a provider event: the event as it arrived, or nothing
     /// for the usage-only chunk of an OpenAI client that did not ask for it.
-    pub(crate) fn raw(&mut self, ev: &SseEvent) -> Vec<u8> {
+    /// Only what a continuation would need is kept, and read only then
+    /// (OpenAI: the first chunk, for its id, creation time and model) or
+    /// from the few events that carry it (Anthropic: block starts and
+    /// stops), so the bulk of the events is not parsed a second time.
+    pub(crate) fn raw(&mut self, raw: &RawEvent) -> Vec<u8> {
         if self.closed || self.ended {
             return Vec::new();
         }
+        let ev = &raw.event;
         let data = ev.data.trim();
         match self.format {
             Format::OpenAi if data == "[DONE]" => self.ended = true,
             Format::OpenAi => {
-                // A chunk that does not read as one (the decoder skipped it
-                // as malformed) goes out as it came.
-                if let Ok(head) = serde_json::from_str::<ChunkHead<'_>>(data) {
-                    let seen = &mut self.openai;
-                    if let Some(id) = head.id.filter(|id| *id != seen.id) {
-                        seen.id = id.into_owned();
-                    }
-                    if let Some(model) = head.model.filter(|m| *m != seen.model) {
-                        seen.model = model.into_owned();
-                    }
-                    if let Some(created) = head.created {
-                        seen.created = created;
-                    }
-                    let usage_only =
-                        head.choices.is_some_and(|c| c.is_empty()) && head.usage.is_some();
-                    if usage_only && !self.client_usage {
-                        return Vec::new();
-                    }
+                if raw.usage_only && !self.client_usage {
+                    return Vec::new();
+                }
+                if self.openai_first.is_none() {
+                    self.openai_first = Some(data.to_string());
                 }
             }
             Format::Anthropic => self.seen_anthropic(ev.event.as_deref(), data),
@@ -144,7 +133,38 @@ impl PassWriter {
         write_event(ev)
     }
 
+    /// The id, creation time and model the chunks passed through carried.
+    fn openai_seen(&self) -> OpenAiSeen {
+        let head = self
+            .openai_first
+            .as_deref()
+            .and_then(|d| serde_json::from_str::<ChunkHead<'_>>(d).ok());
+        match head {
+            Some(h) => OpenAiSeen {
+                id: h.id.map(Cow::into_owned).unwrap_or_default(),
+                created: h.created.unwrap_or(0),
+                model: h.model.map(Cow::into_owned).unwrap_or_default(),
+            },
+            None => OpenAiSeen::default(),
+        }
+    }
+
     fn seen_anthropic(&mut self, name: Option<&str>, data: &str) {
+        // Only block starts and stops say anything of the blocks: deltas,
+        // pings and the rest are known by their name and not read again.
+        // An unnamed event is read for its type.
+        match name {
+            Some("message_delta") => {
+                self.anthropic.message_delta = true;
+                return;
+            }
+            Some("message_stop") => {
+                self.ended = true;
+                return;
+            }
+            Some("content_block_start" | "content_block_stop") | None => {}
+            Some(_) => return,
+        }
         let head = serde_json::from_str::<EventHead<'_>>(data).ok();
         let kind = name.or_else(|| head.as_ref()?.kind.as_deref());
         let index = head.as_ref().and_then(|h| h.index);
@@ -175,18 +195,18 @@ impl PassWriter {
         }
         match self.format {
             Format::OpenAi => {
-                let seen = &self.openai;
-                let client_usage = self.client_usage;
+                if self.continued.is_none() {
+                    let seen = self.openai_seen();
+                    self.continued = Some(OpenAiStreamEncoder::new(
+                        seen.id,
+                        seen.created,
+                        seen.model,
+                        self.client_usage,
+                    ));
+                }
                 self.continued
-                    .get_or_insert_with(|| {
-                        OpenAiStreamEncoder::new(
-                            seen.id.clone(),
-                            seen.created,
-                            seen.model.clone(),
-                            client_usage,
-                        )
-                    })
-                    .delta(d)
+                    .as_mut()
+                    .map_or_else(Vec::new, |c| c.delta(d))
             }
             Format::Anthropic => self.anthropic_delta(d),
         }

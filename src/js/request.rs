@@ -150,8 +150,9 @@ impl From<&ResponseFormat> for JsResponseFormat {
     }
 }
 
-/// `{ effort }` (OpenAI's levels), `{ budgetTokens }` (a thinking budget)
-/// or `{ disabled: true }`: exactly one.
+/// `{ effort }` (OpenAI's levels), `{ budgetTokens }` (a thinking budget),
+/// `{ adaptive: true, effort? }` (the model decides, Anthropic's adaptive
+/// thinking) or `{ disabled: true }`: exactly one.
 #[derive(Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct JsReasoning {
@@ -160,17 +161,26 @@ pub(crate) struct JsReasoning {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     budget_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    adaptive: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     disabled: Option<bool>,
 }
 
 impl JsReasoning {
     fn into_neutral(self) -> Result<Reasoning, String> {
-        match (self.effort, self.budget_tokens, self.disabled) {
-            (Some(effort), None, None) => Ok(Reasoning::Effort { effort }),
-            (None, Some(budget_tokens), None) => Ok(Reasoning::Budget { budget_tokens }),
-            (None, None, Some(true)) => Ok(Reasoning::Disabled),
-            (None, None, Some(false)) => Err("disabled: only `true` means anything".into()),
-            _ => Err("give one of effort, budgetTokens, disabled".into()),
+        match (
+            self.effort,
+            self.budget_tokens,
+            self.adaptive,
+            self.disabled,
+        ) {
+            (Some(effort), None, None, None) => Ok(Reasoning::Effort { effort }),
+            (None, Some(budget_tokens), None, None) => Ok(Reasoning::Budget { budget_tokens }),
+            (effort, None, Some(true), None) => Ok(Reasoning::Adaptive { effort }),
+            (None, None, None, Some(true)) => Ok(Reasoning::Disabled),
+            (_, _, Some(false), _) => Err("adaptive: only `true` means anything".into()),
+            (None, None, None, Some(false)) => Err("disabled: only `true` means anything".into()),
+            _ => Err("give one of effort, budgetTokens, adaptive (with effort), disabled".into()),
         }
     }
 }
@@ -188,6 +198,11 @@ impl From<&Reasoning> for JsReasoning {
             },
             Reasoning::Budget { budget_tokens } => JsReasoning {
                 budget_tokens: Some(*budget_tokens),
+                ..JsReasoning::default()
+            },
+            Reasoning::Adaptive { effort } => JsReasoning {
+                adaptive: Some(true),
+                effort: effort.clone(),
                 ..JsReasoning::default()
             },
         }

@@ -235,11 +235,14 @@ export type ResponseFormat =
 /**
  * How much the model reasons before answering: one of an OpenAI effort
  * level (a thinking budget for Anthropic), a thinking budget in tokens (an
- * effort level for OpenAI), or no reasoning.
+ * effort level for OpenAI), adaptive thinking (the model decides; Anthropic's
+ * `thinking: {type: "adaptive"}` with `output_config.effort`, the effort
+ * level or the provider's default for OpenAI), or no reasoning.
  */
 export type Reasoning =
   | { effort: "minimal" | "low" | "medium" | "high" | (string & {}) }
   | { budgetTokens: number }
+  | { adaptive: true; effort?: "low" | "medium" | "high" | (string & {}) }
   | { disabled: true };
 
 /** Request headers a native body may carry to its provider; no other (credentials never). */

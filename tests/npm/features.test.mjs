@@ -133,6 +133,17 @@ test("reasoning through an OpenAI provider: reasoning_effort sent, reasoning tok
   assert.ok(r.usage.reasoningTokens > 0, JSON.stringify(r.usage));
 });
 
+test("adaptive reasoning: Anthropic's adaptive thinking with its effort, OpenAI's effort level", async () => {
+  await client.chat({ model: "claude", maxTokens: 2000, reasoning: { adaptive: true, effort: "high" }, messages: [{ role: "user", content: "think" }] });
+  const sent = last("ant").body;
+  assert.deepEqual(sent.thinking, { type: "adaptive" });
+  assert.deepEqual(sent.output_config, { effort: "high" });
+  await client.chat({ model: "gpt", reasoning: { adaptive: true, effort: "low" }, messages: [{ role: "user", content: "think" }] });
+  assert.equal(last("oai").body.reasoning_effort, "low");
+  await client.chat({ model: "gpt", reasoning: { adaptive: true }, messages: [{ role: "user", content: "think" }] });
+  assert.equal(last("oai").body.reasoning_effort, undefined, "the provider's default");
+});
+
 test("cacheControl reaches Anthropic; cache writes then reads are reported in usage", async () => {
   const long = "the same long system prompt ".repeat(40);
   const request = {
