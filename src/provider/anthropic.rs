@@ -12,11 +12,12 @@
 //! any other is encoded from the neutral request.
 
 use super::classify::ErrorBody;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
+use super::native::{forward_headers, native_in, NativeBody};
 use super::{
-    decode_success, event_error, event_json, event_shape_error, forward_headers, named_error_event,
-    native_base, native_bytes, native_in, Capabilities, Models, Provider,
+    decode_success, event_error, event_json, event_shape_error, named_error_event, Capabilities,
+    Models, Provider,
 };
 use crate::chat::{ChatRequest, ChatResponse, Delta, Dialect, Native};
 use crate::error::{ErrorKind, ProviderError};
@@ -111,10 +112,10 @@ impl Anthropic {
     /// know), except `model`, the entry's; `stream`, as the request
     /// streams; and `max_tokens`, which the API requires, set to the
     /// adapter's default when the client sent none.
-    fn native_body(&self, native: &Native, model: &str, stream: bool) -> Map<String, Value> {
-        let mut body = native_base(native, model, stream);
+    fn native_body<'a>(&self, native: &'a Native, model: &'a str, stream: bool) -> NativeBody<'a> {
+        let mut body = NativeBody::new(native, model, stream);
         if body.get("max_tokens").is_none_or(Value::is_null) {
-            body.insert("max_tokens".into(), Value::from(self.default_max_tokens));
+            body.set("max_tokens", Value::from(self.default_max_tokens));
         }
         body
     }
@@ -130,7 +131,7 @@ impl Provider for Anthropic {
         let url = format!("{}/v1/messages", self.base_url);
         let (body, omitted) = match native_in(req, Dialect::Anthropic) {
             Some(native) => (
-                native_bytes(&self.native_body(native, model, req.stream))?,
+                self.native_body(native, model, req.stream).to_vec()?,
                 Vec::new(),
             ),
             None => {

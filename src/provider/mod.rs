@@ -11,6 +11,7 @@
 pub(crate) mod anthropic;
 pub mod classify;
 pub(crate) mod config;
+pub(crate) mod native;
 pub(crate) mod openai;
 pub(crate) mod preset;
 
@@ -20,7 +21,7 @@ use std::pin::Pin;
 
 use serde_json::Value;
 
-use crate::chat::{ChatRequest, ChatResponse, Delta, Dialect, Native};
+use crate::chat::{ChatRequest, ChatResponse, Delta, Dialect};
 use crate::error::{ErrorKind, ProviderError};
 use crate::format::{FormatError, Read};
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
@@ -204,59 +205,6 @@ pub(crate) fn event_json(data: &str) -> Result<Value, ProviderError> {
 /// [`ErrorKind::Decode`].
 pub(crate) fn event_shape_error(e: FormatError) -> ProviderError {
     ProviderError::new(ErrorKind::Decode, format!("malformed stream event: {e}"))
-}
-
-/// The client's own body, when it is written in `dialect`: a provider of
-/// that dialect is sent it (with the few changes its adapter lists)
-/// instead of a translation of the neutral request.
-pub(crate) fn native_in(req: &ChatRequest, dialect: Dialect) -> Option<&Native> {
-    req.native.as_deref().filter(|n| n.dialect == dialect)
-}
-
-/// `body` with the entry's `model` and the request's `stream`: the two
-/// fields the gateway always decides. `stream` is written when streaming,
-/// and kept (as `false`) only where the client wrote it.
-pub(crate) fn native_base(
-    native: &Native,
-    model: &str,
-    stream: bool,
-) -> serde_json::Map<String, Value> {
-    let mut body = native.body.clone();
-    body.insert("model".into(), Value::from(model));
-    if stream || body.contains_key("stream") {
-        body.insert("stream".into(), Value::Bool(stream));
-    }
-    body
-}
-
-/// A native body as the bytes to send.
-pub(crate) fn native_bytes(
-    body: &serde_json::Map<String, Value>,
-) -> Result<Vec<u8>, ProviderError> {
-    serde_json::to_vec(body)
-        .map_err(|e| ProviderError::new(ErrorKind::InvalidRequest, e.to_string()))
-}
-
-/// Adds the client's forwarded request headers named in `meaningful` (the
-/// ones this provider reads), after the adapter's own and before its
-/// credentials, which are written last so nothing forwarded can replace
-/// them. A beta list the adapter sets itself is extended, not replaced;
-/// any other header the adapter sets keeps the adapter's value.
-pub(crate) fn forward_headers(http: &mut HttpRequest, req: &ChatRequest, meaningful: &[&str]) {
-    let Some(native) = req.native.as_deref() else {
-        return;
-    };
-    for (name, value) in &native.headers {
-        if !meaningful.contains(&name.as_str()) {
-            continue;
-        }
-        let joined = match http.headers.get(name) {
-            None => value.clone(),
-            Some(own) if name.ends_with("-beta") => format!("{own},{value}"),
-            Some(_) => continue,
-        };
-        http.headers.insert(name, joined);
-    }
 }
 
 /// A sans-IO HTTP adapter for one provider.

@@ -15,11 +15,9 @@
 use serde_json::{Map, Value};
 
 use super::classify::ErrorBody;
+use super::native::{forward_headers, native_in, NativeBody};
 use super::preset::{AuthStyle, Preset, PresetName};
-use super::{
-    decode_data, decode_success, forward_headers, named_error_event, native_base, native_bytes,
-    native_in, Capabilities, Models, Provider,
-};
+use super::{decode_data, decode_success, named_error_event, Capabilities, Models, Provider};
 use crate::chat::{ChatRequest, ChatResponse, Delta, Dialect, Native};
 use crate::error::{ErrorKind, ProviderError};
 use crate::format::openai::{decode_response, encode_request, EncodeOptions, MaxTokensField};
@@ -161,30 +159,23 @@ impl OpenAi {
     /// - the output token limit under the preset's field
     ///   ([`MaxTokensField`]): `max_tokens` ↔ `max_completion_tokens`, as
     ///   the neutral encoder writes it.
-    fn native_body(&self, native: &Native, model: &str, stream: bool) -> Map<String, Value> {
-        let mut body = native_base(native, model, stream);
+    fn native_body<'a>(&self, native: &'a Native, model: &'a str, stream: bool) -> NativeBody<'a> {
+        let mut body = NativeBody::new(native, model, stream);
         if !self.preset.quirks.stream_options {
             body.remove("stream_options");
         } else if stream {
-            let options = body
-                .entry("stream_options")
-                .or_insert_with(|| Value::Object(Map::new()));
-            if !options.is_object() {
-                *options = Value::Object(Map::new());
-            }
-            if let Some(options) = options.as_object_mut() {
-                options.insert("include_usage".into(), Value::Bool(true));
-            }
+            let mut options = match body.get("stream_options") {
+                Some(Value::Object(o)) => o.clone(),
+                _ => Map::new(),
+            };
+            options.insert("include_usage".into(), Value::Bool(true));
+            body.set("stream_options", Value::Object(options));
         }
         let (from, to) = match self.options.max_tokens_field {
             MaxTokensField::MaxTokens => ("max_completion_tokens", "max_tokens"),
             MaxTokensField::MaxCompletionTokens => ("max_tokens", "max_completion_tokens"),
         };
-        if !body.contains_key(to) {
-            if let Some(limit) = body.remove(from) {
-                body.insert(to.into(), limit);
-            }
-        }
+        body.rename(from, to);
         body
     }
 }
@@ -211,7 +202,7 @@ impl Provider for OpenAi {
         self.models.check(req, model)?;
         let (body, omitted) = match native_in(req, Dialect::OpenAi) {
             Some(native) => (
-                native_bytes(&self.native_body(native, model, req.stream))?,
+                self.native_body(native, model, req.stream).to_vec()?,
                 Vec::new(),
             ),
             None => {
