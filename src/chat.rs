@@ -395,6 +395,13 @@ impl ChatRequest {
         }
     }
 
+    /// Whether a provider speaking `dialect` is sent the client's own body
+    /// rather than a translation of the neutral request: when it speaks the
+    /// body's dialect.
+    pub fn sends_native(&self, dialect: Option<Dialect>) -> bool {
+        dialect.is_some() && self.native.as_ref().map(|n| n.dialect) == dialect
+    }
+
     /// Whether the client asked for token counts at the end of a stream:
     /// an Anthropic client always gets them, an OpenAI client when it set
     /// `stream_options.include_usage`. Adapters then ask the provider for

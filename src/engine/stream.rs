@@ -375,18 +375,15 @@ where
                 },
                 _ => Mode::Forward,
             };
-            let raw = match (self.pass, upstream) {
-                (Some(dialect), Upstream::Http(p)) => {
-                    !self.sent.committed
-                        && p.dialect() == Some(dialect)
-                        && req.native.as_ref().is_some_and(|n| n.dialect == dialect)
-                }
-                _ => false,
+            let dialect = match upstream {
+                Upstream::Http(p) => p.dialect(),
+                Upstream::Custom(_) => None,
             };
+            let native = req.sends_native(dialect);
+            // Its events pass through when it was sent the client's own
+            // body in the dialect the gateway passes through.
+            let raw = native && !self.sent.committed && self.pass.is_some() && self.pass == dialect;
             // A provider sent the client's own body was given no answer tool.
-            let native = matches!(upstream, Upstream::Http(p)
-                if p.dialect().is_some()
-                    && p.dialect() == req.native.as_ref().map(|n| n.dialect));
             let answer = if native {
                 AnswerStream::default()
             } else {

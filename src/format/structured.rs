@@ -38,8 +38,7 @@ fn unwrappable(req: &ChatRequest) -> Option<&str> {
 /// is left.
 pub fn unwrap_answer(req: &ChatRequest, resp: &mut ChatResponse) {
     // A provider sent the client's own body was given no answer tool.
-    let native = req.native.as_ref().map(|n| n.dialect);
-    if resp.dialect.is_some() && resp.dialect == native {
+    if req.sends_native(resp.dialect) {
         return;
     }
     let Some(name) = unwrappable(req) else {

@@ -16,7 +16,9 @@ use crate::platform::HttpRequest;
 /// that dialect is sent it (with the few changes its adapter lists)
 /// instead of a translation of the neutral request.
 pub(crate) fn native_in(req: &ChatRequest, dialect: Dialect) -> Option<&Native> {
-    req.native.as_deref().filter(|n| n.dialect == dialect)
+    req.native
+        .as_deref()
+        .filter(|_| req.sends_native(Some(dialect)))
 }
 
 /// A client's body with an adapter's edits: keys set (replacing the
