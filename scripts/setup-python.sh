@@ -25,6 +25,17 @@ if [[ -f $stamp && $(<"$stamp") == "$want" ]] && "$VENV/bin/python" -c 'import o
   log "venv-py: matches tests/e2e/python/requirements.txt"
   exit 0
 fi
+# Debian ships `venv` (its ensurepip) apart from python3: install it as scripts/setup.sh
+# installs chromium.
+if ! "$PY" -c 'import ensurepip, venv' 2>/dev/null; then
+  command -v apt-get >/dev/null || { log "error: $PY has no venv module and there is no apt-get"; exit 1; }
+  sudo=()
+  ((EUID == 0)) || sudo=(sudo)
+  log "python3-venv: apt-get install"
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
+    python3-venv >/dev/null
+fi
 log "venv-py: installing tests/e2e/python/requirements.txt into $VENV"
 rm -rf "$VENV"
 "$PY" -m venv "$VENV"
