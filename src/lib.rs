@@ -104,10 +104,11 @@ pub use policy::breaker::{
 };
 pub use policy::budget::{BudgetPolicy, RetryBudget};
 pub use policy::stats::{Health, Latency};
+pub use provider::bedrock;
 pub use provider::{
-    build_provider, classify, Anthropic, AuthStyle, Capabilities, CustomProvider, ErrorBody,
-    LocalFuture, ModelConfig, Models, OpenAi, Preset, PresetName, Provider, ProviderConfig, Quirks,
-    Upstream,
+    build_provider, classify, Anthropic, AuthStyle, Bedrock, Capabilities, CustomProvider,
+    ErrorBody, LocalFuture, ModelConfig, Models, OpenAi, Preset, PresetName, Provider,
+    ProviderConfig, Quirks, StreamDecoder, Upstream,
 };
 pub use secret::Secret;
 pub use sse::{SseDecoder, SseEvent};

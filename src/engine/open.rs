@@ -27,6 +27,7 @@ pub(crate) async fn open<P: Platform, S: BreakerStore>(
     match upstream {
         Upstream::Http(provider) => {
             let mut http = provider.encode(req, model).map_err(|e| (e, false))?;
+            provider.sign(&mut http, now).map_err(|e| (e, false))?;
             let omitted = std::mem::take(&mut http.omitted);
             let resp =
                 match timeout(client.platform.sleep(limit), client.platform.fetch(http)).await {

@@ -220,6 +220,9 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                     Ok(h) => h,
                     Err(e) => return (Err(e), false, Vec::new()),
                 };
+                if let Err(e) = provider.sign(&mut http, self.platform.now()) {
+                    return (Err(e), false, Vec::new());
+                }
                 let omitted = std::mem::take(&mut http.omitted);
                 // The platform's own timer aborts the request: its time
                 // running out before the status line is a silent provider,

@@ -28,7 +28,7 @@ use crate::event::Event;
 use crate::format::structured::AnswerStream;
 use crate::platform::{Body, Platform, UnixMillis};
 use crate::policy::breaker::{Permit, PermitKind};
-use crate::provider::Upstream;
+use crate::provider::{StreamDecoder, Upstream};
 use crate::sse::{SseDecoder, SseEvent};
 
 /// How the attempt in flight relates to text already delivered.
@@ -72,7 +72,7 @@ struct Conn {
     first_content: Option<UnixMillis>,
     /// `None` once the body has ended (or for a custom provider's answer).
     body: Option<Body>,
-    decoder: SseDecoder,
+    decoder: Box<dyn StreamDecoder>,
     pending: VecDeque<StreamItem>,
     /// The provider's events pass through to the caller: the stream opted
     /// in, the provider speaks the client's dialect and the request went as
@@ -376,7 +376,7 @@ where
                 _ => Mode::Forward,
             };
             let dialect = match upstream {
-                Upstream::Http(p) => p.dialect(),
+                Upstream::Http(p) => p.dialect_for(&entry.model),
                 Upstream::Custom(_) => None,
             };
             let native = req.sends_native(dialect);
@@ -396,7 +396,10 @@ where
                         started: now,
                         first_content: None,
                         body,
-                        decoder: SseDecoder::default(),
+                        decoder: match upstream {
+                            Upstream::Http(p) => p.stream_decoder(),
+                            Upstream::Custom(_) => Box::new(SseDecoder::default()),
+                        },
                         pending,
                         raw,
                         held: Vec::new(),
@@ -538,17 +541,23 @@ where
                 Ok(Some(Err(e))) => return Read::Failed(e.into()),
                 Ok(Some(Ok(bytes))) => {
                     let mut events = Vec::new();
-                    if let Err(e) = conn.decoder.feed(&bytes, &mut events) {
-                        return Read::Failed(ProviderError::new(ErrorKind::Decode, e.to_string()));
-                    }
+                    // Events before a failure in the same chunk still count.
+                    let fed = conn.decoder.feed(&bytes, &mut events);
                     if let Err(e) = self.decode(conn, events) {
+                        return Read::Failed(e);
+                    }
+                    if let Err(e) = fed {
                         return Read::Failed(e);
                     }
                 }
                 Ok(None) => {
                     conn.body = None; // ended: drop it now, pending deltas decide
-                    let last: Vec<_> = conn.decoder.finish().into_iter().collect();
+                    let mut last = Vec::new();
+                    let finished = conn.decoder.finish(&mut last);
                     if let Err(e) = self.decode(conn, last) {
+                        return Read::Failed(e);
+                    }
+                    if let Err(e) = finished {
                         return Read::Failed(e);
                     }
                 }

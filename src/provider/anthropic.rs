@@ -112,7 +112,12 @@ impl Anthropic {
     /// know), except `model`, the entry's; `stream`, as the request
     /// streams; and `max_tokens`, which the API requires, set to the
     /// adapter's default when the client sent none.
-    fn native_body<'a>(&self, native: &'a Native, model: &'a str, stream: bool) -> NativeBody<'a> {
+    pub(crate) fn native_body<'a>(
+        &self,
+        native: &'a Native,
+        model: &'a str,
+        stream: bool,
+    ) -> NativeBody<'a> {
         let mut body = NativeBody::new(native, model, stream);
         if body.get("max_tokens").is_none_or(Value::is_null) {
             body.set("max_tokens", Value::from(self.default_max_tokens));

@@ -89,7 +89,9 @@ impl ErrorBody {
     fn fields(e: &Value) -> ErrorBody {
         let get = |key: &str| e.get(key).and_then(text_of);
         ErrorBody {
-            kind: get("type").or_else(|| get("status")),
+            kind: get("type")
+                .or_else(|| get("status"))
+                .or_else(|| get("__type").map(|t| aws_type_name(&t).to_string())),
             code: get("code"),
             message: get("message").map(|m| truncate(&m)),
             param: get("param"),
@@ -196,6 +198,25 @@ impl ErrorBody {
             "not_found_error" | "model_not_found" | "NOT_FOUND" => ErrorKind::NotFound,
             "context_length_exceeded" => ErrorKind::ContextLength,
             "content_policy_violation" | "content_filter" => ErrorKind::ContentFilter,
+            // AWS (Bedrock) exception names, from `x-amzn-ErrorType`, a
+            // `__type` member or an event stream's `:exception-type`.
+            "ThrottlingException" => ErrorKind::RateLimited,
+            "ServiceUnavailableException"
+            | "ModelNotReadyException"
+            | "InternalServerException"
+            | "InternalFailure"
+            | "ModelTimeoutException"
+            | "ModelErrorException"
+            | "ModelStreamErrorException" => ErrorKind::Server,
+            "AccessDeniedException"
+            | "UnrecognizedClientException"
+            | "InvalidSignatureException"
+            | "IncompleteSignatureException"
+            | "ExpiredTokenException"
+            | "MissingAuthenticationTokenException" => ErrorKind::Auth,
+            "ResourceNotFoundException" => ErrorKind::NotFound,
+            "ServiceQuotaExceededException" => ErrorKind::QuotaExhausted,
+            "ValidationException" => self.request_kind(),
             "invalid_request_error"
             | "request_too_large"
             | "BadRequestError"
@@ -241,8 +262,33 @@ pub(crate) fn truncate(s: &str) -> String {
     out
 }
 
+/// An AWS error type as a bare exception name: `ThrottlingException`
+/// from `ThrottlingException:http://internal.amazon.com/coral/…` (the
+/// `x-amzn-ErrorType` header) or `com.amazon.coral.service#Throttling…`
+/// (a `__type` member); an event stream's `throttlingException` with its
+/// first letter raised.
+pub(crate) fn aws_type_name(t: &str) -> String {
+    let t = t.split(':').next().unwrap_or_default();
+    let t = t.rsplit('#').next().unwrap_or_default().trim();
+    let mut chars = t.chars();
+    match chars.next() {
+        Some(first) => first.to_ascii_uppercase().to_string() + chars.as_str(),
+        None => String::new(),
+    }
+}
+
 /// The kind for a status and error body: the failure table.
 pub fn kind_for(status: u16, body: &ErrorBody) -> ErrorKind {
+    // An AWS exception name is more specific than its status: AWS answers
+    // ModelNotReadyException (a server not yet up) with a 429, and
+    // ModelErrorException with a 424.
+    let aws = body
+        .kind
+        .as_deref()
+        .filter(|k| k.ends_with("Exception") || *k == "InternalFailure");
+    if let Some(kind) = aws.and_then(|k| body.kind_named(k)) {
+        return kind;
+    }
     match status {
         429 if body.is_quota() => ErrorKind::QuotaExhausted,
         429 => ErrorKind::RateLimited,
@@ -268,7 +314,15 @@ pub fn kind_for(status: u16, body: &ErrorBody) -> ErrorKind {
 /// Classifies a failed response: kind, status, the provider's code and
 /// message, Retry-After and `x-should-retry`.
 pub fn classify(status: u16, headers: &Headers, body: &[u8], now: UnixMillis) -> ProviderError {
-    classify_body(status, headers, ErrorBody::parse(body), now)
+    let mut body = ErrorBody::parse(body);
+    if body.kind.is_none() {
+        // AWS names the error in a header beside a `{"message"}` body.
+        body.kind = headers
+            .get("x-amzn-errortype")
+            .map(aws_type_name)
+            .filter(|t| !t.is_empty());
+    }
+    classify_body(status, headers, body, now)
 }
 
 /// [`classify`] for an error body already read.
@@ -389,6 +443,70 @@ mod tests {
         assert_eq!(e.should_retry, Some(false));
         let e = classify(503, &Headers::new(), b"", 0);
         assert_eq!(e.message, "HTTP 503 without an error message");
+    }
+
+    #[test]
+    fn aws_exceptions_are_named_by_header_member_or_stream_type() {
+        let aws = |status: u16, header: &str, body: &str| {
+            let h: Headers = [("x-amzn-ErrorType", header)].into_iter().collect();
+            classify(status, &h, body.as_bytes(), 0)
+        };
+        let e = aws(
+            429,
+            "ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/",
+            r#"{"message":"Too many requests, please wait before trying again."}"#,
+        );
+        assert_eq!(e.kind, ErrorKind::RateLimited);
+        assert_eq!(e.code.as_deref(), Some("ThrottlingException"));
+        assert_eq!(
+            e.message,
+            "Too many requests, please wait before trying again."
+        );
+        assert_eq!(
+            aws(429, "ModelNotReadyException", "{}").kind,
+            ErrorKind::Server
+        );
+        assert_eq!(
+            aws(424, "ModelErrorException", "{}").kind,
+            ErrorKind::Server
+        );
+        assert_eq!(
+            aws(503, "ServiceUnavailableException", "{}").kind,
+            ErrorKind::Server
+        );
+        assert_eq!(
+            aws(403, "AccessDeniedException", "{}").kind,
+            ErrorKind::Auth
+        );
+        assert_eq!(
+            aws(
+                400,
+                "ValidationException",
+                r#"{"message":"Input is too long for requested model."}"#
+            )
+            .kind,
+            ErrorKind::ContextLength
+        );
+        assert_eq!(
+            aws(
+                400,
+                "ValidationException",
+                r#"{"message":"temperature: bad"}"#
+            )
+            .kind,
+            ErrorKind::InvalidRequest
+        );
+        assert_eq!(
+            kind(
+                403,
+                r#"{"__type":"com.amazon.coral.service#UnrecognizedClientException","message":"The security token included in the request is invalid."}"#
+            ),
+            ErrorKind::Auth
+        );
+        assert_eq!(
+            aws_type_name("modelStreamErrorException"),
+            "ModelStreamErrorException"
+        );
     }
 
     #[test]

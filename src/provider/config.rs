@@ -8,7 +8,8 @@
 //!   "groq":      { "kind": "openai-compatible", "preset": "groq" },
 //!   "azure":     { "kind": "openai-compatible", "preset": "azure",
 //!                  "baseUrl": "https://my-resource.openai.azure.com", "deployment": "gpt-4o" },
-//!   "local":     { "kind": "openai-compatible", "preset": "ollama" }
+//!   "local":     { "kind": "openai-compatible", "preset": "ollama" },
+//!   "bedrock":   { "kind": "bedrock", "region": "us-east-1" }
 //! }
 //! ```
 
@@ -18,6 +19,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::anthropic::Anthropic;
+use super::bedrock::sigv4::Credentials;
+use super::bedrock::Bedrock;
 use super::openai::OpenAi;
 use super::preset::PresetName;
 use super::{Capabilities, Models, Provider};
@@ -39,6 +42,9 @@ pub enum ProviderConfig {
     /// `"kind": "openai-compatible"`: a preset's Chat Completions.
     #[serde(rename = "openai-compatible")]
     Compatible(CompatibleConfig),
+    /// `"kind": "bedrock"`: AWS Bedrock's runtime, SigV4-signed.
+    #[serde(rename = "bedrock")]
+    Bedrock(BedrockConfig),
 }
 
 impl ProviderConfig {
@@ -48,6 +54,7 @@ impl ProviderConfig {
             ProviderConfig::Anthropic(c) => &c.models,
             ProviderConfig::OpenAi(c) => &c.models,
             ProviderConfig::Compatible(c) => &c.models,
+            ProviderConfig::Bedrock(c) => &c.models,
         }
     }
 }
@@ -74,6 +81,7 @@ impl ProviderConfig {
             "openai-compatible" => {
                 serde_path_to_error::deserialize::<_, CompatibleConfig>(rest).err()
             }
+            "bedrock" => serde_path_to_error::deserialize::<_, BedrockConfig>(rest).err(),
             _ => None,
         }
     }
@@ -208,6 +216,50 @@ pub struct CompatibleConfig {
     pub stream_usage: Option<bool>,
 }
 
+/// `"kind": "bedrock"`. Each credential is given itself (the npm package)
+/// or as the name of the env var / Worker secret holding it.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BedrockConfig {
+    /// The AWS region (`us-east-1`): the signing scope and the default host.
+    pub region: String,
+    /// Base URL (default `https://bedrock-runtime.<region>.amazonaws.com`).
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// The access key id itself.
+    #[serde(default)]
+    pub access_key_id: Option<Secret>,
+    /// The secret holding the access key id (default `AWS_ACCESS_KEY_ID`).
+    #[serde(default)]
+    pub access_key_id_env: Option<String>,
+    /// The secret access key itself.
+    #[serde(default)]
+    pub secret_access_key: Option<Secret>,
+    /// The secret holding the secret access key (default
+    /// `AWS_SECRET_ACCESS_KEY`).
+    #[serde(default)]
+    pub secret_access_key_env: Option<String>,
+    /// A session token itself (temporary credentials).
+    #[serde(default)]
+    pub session_token: Option<Secret>,
+    /// The secret holding a session token (default `AWS_SESSION_TOKEN`,
+    /// used when set).
+    #[serde(default)]
+    pub session_token_env: Option<String>,
+    /// Per-model capabilities, by Bedrock model id or inference profile.
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelConfig>,
+    /// Extra, non-secret headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// `anthropic_version` in Messages bodies (default `bedrock-2023-05-31`).
+    #[serde(default)]
+    pub anthropic_version: Option<String>,
+    /// `max_tokens` when a request to an Anthropic model sets none (default 4096).
+    #[serde(default)]
+    pub default_max_tokens: Option<u32>,
+}
+
 /// Validates one provider entry and builds its adapter. `secret` looks up
 /// an environment variable or Worker secret by name; `path` is the entry's
 /// path (`providers.openai`). Every problem is pushed to `issues` with its
@@ -339,6 +391,70 @@ pub fn build_provider(
             }
             Box::new(p)
         }
+        ProviderConfig::Bedrock(c) => {
+            let region_ok = !c.region.is_empty()
+                && c.region
+                    .chars()
+                    .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '-');
+            if !region_ok {
+                v.issue("region", "must be an AWS region name such as us-east-1");
+            }
+            let fields = |value: &'static str, env: &'static str, default: &'static str| {
+                (value, env, default)
+            };
+            let key_id = v.key_at(
+                fields("accessKeyId", "accessKeyIdEnv", "AWS_ACCESS_KEY_ID"),
+                &c.access_key_id,
+                &c.access_key_id_env,
+                true,
+                secret,
+            );
+            let secret_key = v.key_at(
+                fields(
+                    "secretAccessKey",
+                    "secretAccessKeyEnv",
+                    "AWS_SECRET_ACCESS_KEY",
+                ),
+                &c.secret_access_key,
+                &c.secret_access_key_env,
+                true,
+                secret,
+            );
+            let token = v.key_at(
+                fields("sessionToken", "sessionTokenEnv", "AWS_SESSION_TOKEN"),
+                &c.session_token,
+                &c.session_token_env,
+                false,
+                secret,
+            );
+            let mut p = Bedrock::new(id, c.region.as_str()).models(v.models(&c.models, false));
+            if let Some(url) = c.base_url.as_deref() {
+                if let Some(url) = v.url(Some(url), None) {
+                    p = p.base_url(url);
+                }
+            }
+            for (name, value) in v.headers(&c.headers) {
+                p = p.header(name, value);
+            }
+            if let Some(version) = &c.anthropic_version {
+                v.non_empty("anthropicVersion", version);
+                p = p.anthropic_version(version.clone());
+            }
+            if let Some(n) = c.default_max_tokens {
+                if n == 0 {
+                    v.issue("defaultMaxTokens", "must be at least 1");
+                }
+                p = p.default_max_tokens(n);
+            }
+            if let (Some(access_key_id), Some(secret_access_key)) = (key_id, secret_key) {
+                p = p.credentials(Credentials {
+                    access_key_id,
+                    secret_access_key,
+                    session_token: token,
+                });
+            }
+            Box::new(p)
+        }
     };
     (issues.len() == before).then_some(provider)
 }
@@ -371,29 +487,71 @@ impl Check<'_> {
         required: bool,
         secret: &dyn Fn(&str) -> Option<String>,
     ) -> Option<Secret> {
+        self.credential(
+            ("apiKey", "apiKeyEnv", default_env),
+            api_key,
+            api_key_env,
+            required,
+            secret,
+        )
+    }
+
+    /// [`Check::key`] for a credential under other field names
+    /// (`(value field, env field, default secret name)`).
+    fn key_at(
+        &mut self,
+        (field, env_field, default_env): (&str, &str, &str),
+        value: &Option<Secret>,
+        env: &Option<String>,
+        required: bool,
+        secret: &dyn Fn(&str) -> Option<String>,
+    ) -> Option<Secret> {
+        self.credential(
+            (field, env_field, Some(default_env)),
+            value,
+            env,
+            required,
+            secret,
+        )
+    }
+
+    fn credential(
+        &mut self,
+        (field, env_field, default_env): (&str, &str, Option<&str>),
+        api_key: &Option<Secret>,
+        api_key_env: &Option<String>,
+        required: bool,
+        secret: &dyn Fn(&str) -> Option<String>,
+    ) -> Option<Secret> {
         if let Some(key) = api_key {
             if api_key_env.is_some() {
-                self.issue("apiKey", "set either apiKey or apiKeyEnv, not both");
+                self.issue(
+                    field,
+                    format!("set either {field} or {env_field}, not both"),
+                );
             }
             if key.expose().trim().is_empty() {
-                self.issue("apiKey", "must not be empty");
+                self.issue(field, "must not be empty");
             }
             return Some(key.clone());
         }
         let Some(name) = api_key_env.as_deref().or(default_env) else {
             if required {
-                self.issue("apiKeyEnv", "a key is required: set apiKeyEnv or apiKey");
+                self.issue(
+                    env_field,
+                    format!("a key is required: set {env_field} or {field}"),
+                );
             }
             return None;
         };
         if name.trim().is_empty() {
-            self.issue("apiKeyEnv", "must not be empty");
+            self.issue(env_field, "must not be empty");
             return None;
         }
         match secret(name).filter(|v| !v.trim().is_empty()) {
             Some(value) => Some(Secret::new(value)),
             None if required || api_key_env.is_some() => {
-                self.issue("apiKeyEnv", format!("secret \"{name}\" is not set"));
+                self.issue(env_field, format!("secret \"{name}\" is not set"));
                 None
             }
             None => None,

@@ -9,6 +9,7 @@
 //! a chat request (a JS object in the npm package, a scripted fake in tests).
 
 pub(crate) mod anthropic;
+pub mod bedrock;
 pub mod classify;
 pub(crate) mod config;
 pub(crate) mod native;
@@ -25,9 +26,10 @@ use crate::chat::{ChatRequest, ChatResponse, Delta, Dialect};
 use crate::error::{ErrorKind, ProviderError};
 use crate::format::{FormatError, Read};
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
-use crate::sse::SseEvent;
+use crate::sse::{SseDecoder, SseEvent};
 
 pub use anthropic::Anthropic;
+pub use bedrock::Bedrock;
 pub use classify::{classify, ErrorBody};
 pub use config::{build_provider, ModelConfig, ProviderConfig};
 pub use openai::OpenAi;
@@ -76,6 +78,11 @@ impl Models {
     /// Sets `model`'s capabilities.
     pub fn insert(&mut self, model: impl Into<String>, caps: Capabilities) {
         self.by_name.insert(model.into(), caps);
+    }
+
+    /// Whether `model` has an entry of its own.
+    pub(crate) fn has(&self, model: &str) -> bool {
+        self.by_name.contains_key(model)
     }
 
     /// What `model` can do.
@@ -259,6 +266,49 @@ pub trait Provider {
     /// speak too.
     fn dialect(&self) -> Option<Dialect> {
         None
+    }
+
+    /// The dialect this provider speaks for `model`: [`Provider::dialect`]
+    /// unless the API differs by model (Bedrock speaks Messages to
+    /// Anthropic models and Converse to the others).
+    fn dialect_for(&self, _model: &str) -> Option<Dialect> {
+        self.dialect()
+    }
+
+    /// Completes a request [`Provider::encode`] built, at `now` by the
+    /// platform's clock, just before it is sent: for a provider whose
+    /// credentials sign the request itself (AWS SigV4). Nothing by default.
+    fn sign(&self, _http: &mut HttpRequest, _now: UnixMillis) -> Result<(), ProviderError> {
+        Ok(())
+    }
+
+    /// A decoder of a streamed answer's body into the events
+    /// [`Provider::decode_event`] reads: Server-Sent Events by default.
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
+        Box::new(SseDecoder::default())
+    }
+}
+
+/// A streamed answer's framing: body bytes in, [`SseEvent`]s out. An error
+/// fails the attempt (an event stream's exception frame is a classified
+/// one; bytes that are not the framing are [`ErrorKind::Decode`]).
+pub trait StreamDecoder {
+    /// Feeds a chunk; complete events are appended to `out`.
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), ProviderError>;
+
+    /// The end of the body: any last event.
+    fn finish(&mut self, out: &mut Vec<SseEvent>) -> Result<(), ProviderError>;
+}
+
+impl StreamDecoder for SseDecoder {
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), ProviderError> {
+        SseDecoder::feed(self, chunk, out)
+            .map_err(|e| ProviderError::new(ErrorKind::Decode, e.to_string()))
+    }
+
+    fn finish(&mut self, out: &mut Vec<SseEvent>) -> Result<(), ProviderError> {
+        out.extend(SseDecoder::finish(self));
+        Ok(())
     }
 }
 
