@@ -98,11 +98,11 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    // In range by construction: 1..=31 and 1..=12.
+    // In range by construction: 1..=12 and 1..=31.
     (
         y,
-        u32::try_from(d).unwrap_or(1),
         u32::try_from(m).unwrap_or(1),
+        u32::try_from(d).unwrap_or(1),
     )
 }
 
