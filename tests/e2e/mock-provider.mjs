@@ -18,6 +18,8 @@
 //   POST /p/<name>/v1/chat/completions   OpenAI format  (SDK baseURL: <url>/p/<name>/v1)
 //   POST /p/<name>/v1/messages           Anthropic format (SDK baseURL: <url>/p/<name>)
 //   GET  /p/<name>/v1/models             model list (Anthropic shape with anthropic-version)
+//   POST /bedrock/<name>/model/<id>/{invoke,invoke-with-response-stream,converse,converse-stream}
+//                                        AWS Bedrock, SigV4-checked (tests/e2e/mock-bedrock.mjs)
 //   GET  /health
 //   GET  /admin/stats                    every provider's counters
 //   GET  /admin/<name>/stats             one provider's counters and last request
@@ -69,6 +71,7 @@ import { readFileSync } from "node:fs";
 import { setTimeout as delay } from "node:timers/promises";
 import { pathToFileURL } from "node:url";
 import { FORMATS, planAnswer } from "./mock-answers.mjs";
+import { bedrockBody, bedrockErrorBody, bedrockErrorHeaders, bedrockFormat, bedrockFrame, bedrockRoute, signatureProblem } from "./mock-bedrock.mjs";
 
 const HOST = "127.0.0.1";
 const MAX_BODY_BYTES = 8 * 1024 * 1024;
@@ -269,6 +272,7 @@ function kindForStatus(status) {
 
 function errorBody(format, kind, message) {
   const spec = ERROR_KINDS[kind];
+  if (format === "bedrock") return bedrockErrorBody(kind, message);
   const text = message ?? spec.message;
   if (format === "anthropic") return { type: "error", error: { type: spec.anthropic, message: text } };
   const [type, code, param = null] = spec.openai;
@@ -345,7 +349,8 @@ async function writeEvent(ctx, { event, data }) {
   signal.throwIfAborted();
   let written;
   ctx.flushed = new Promise((resolve) => { written = resolve; });
-  if (!res.write(`${event ? `event: ${event}\n` : ""}data: ${data}\n\n`, written)) {
+  const bytes = ctx.bedrock ? bedrockFrame(ctx.bedrock, { event, data }) : `${event ? `event: ${event}\n` : ""}data: ${data}\n\n`;
+  if (!res.write(bytes, written)) {
     await new Promise((resolve) => {
       const done = () => {
         res.off("drain", done);
@@ -363,12 +368,13 @@ async function writeEvent(ctx, { event, data }) {
 
 function responseHeaders(ctx, format) {
   const id = `req_mock_${ctx.provider.name}_${ctx.seq}`;
+  if (format === "bedrock") return { "x-amzn-requestid": id };
   return format === "anthropic" ? { "request-id": id } : { "x-request-id": id, "openai-processing-ms": "1" };
 }
 
 async function answer(ctx, body) {
   const { provider, format } = ctx;
-  const wire = FORMATS[format];
+  const wire = ctx.bedrock ? bedrockFormat(ctx.bedrock) : FORMATS[format];
   const invalid = wire.validate(body);
   if (invalid) return replyError(ctx, 400, "invalid_request", invalid);
   const models = provider.settings.models;
@@ -379,7 +385,8 @@ async function answer(ctx, body) {
     return replyError(ctx, 400, "invalid_request", "This model does not support assistant message prefill. The conversation must end with a user message.");
   }
   ctx.model = body.model;
-  ctx.plan = planAnswer(provider, ctx, body, wire.maxTokens(body));
+  // Bedrock plans its answers as the Messages format it carries (or Converse read as it).
+  ctx.plan = planAnswer(provider, ctx.bedrock ? { ...ctx, format: "anthropic" } : ctx, body, wire.maxTokens(body));
   ctx.id = format === "anthropic" ? `msg_mock_${provider.name}_${ctx.seq}` : `chatcmpl-mock-${provider.name}-${ctx.seq}`;
   ctx.created = Math.floor(Date.now() / 1000);
   if (body.stream === true) return stream(ctx, body, ctx.rule?.mode === "stream" ? ctx.rule : {});
@@ -388,11 +395,12 @@ async function answer(ctx, body) {
 }
 
 async function stream(ctx, body, fault) {
-  const events = FORMATS[ctx.format].streamEvents(ctx, body);
+  const events = (ctx.bedrock ? bedrockFormat(ctx.bedrock) : FORMATS[ctx.format]).streamEvents(ctx, body);
   const { res } = ctx;
   ctx.provider.stats.streams += 1;
   ctx.status = 200;
-  res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", ...responseHeaders(ctx, ctx.format) });
+  const type = ctx.bedrock ? "application/vnd.amazon.eventstream" : "text/event-stream; charset=utf-8";
+  res.writeHead(200, { "content-type": type, "cache-control": "no-cache", ...responseHeaders(ctx, ctx.format) });
   res.flushHeaders();
   for (const ev of events.preamble) await writeEvent(ctx, ev);
   await wait(fault.slowFirstTokenMs ?? 0, ctx.signal);
@@ -432,7 +440,8 @@ async function streamFaultAt(ctx, fault, sent, atEnd = false) {
 
 function replyError(ctx, status, kind, message, extraHeaders = {}) {
   ctx.status = status;
-  sendJson(ctx.res, status, errorBody(ctx.format, kind, message), { ...responseHeaders(ctx, ctx.format), ...extraHeaders });
+  const aws = ctx.format === "bedrock" ? bedrockErrorHeaders(kind) : {};
+  sendJson(ctx.res, status, errorBody(ctx.format, kind, message), { ...responseHeaders(ctx, ctx.format), ...aws, ...extraHeaders });
 }
 
 function retryHeaders(rule) {
@@ -495,7 +504,13 @@ async function handleChat(state, ctx) {
   provider.received.push({ seq: ctx.seq, at: stats.lastRequest.at, method: req.method, path: ctx.path, format: ctx.format,
     headers: stats.lastRequest.headers, keyDigests: keyDigests(req.headers), body });
   if (provider.received.length > MAX_RECEIVED) provider.received.shift();
-  if (provider.settings.requireKey && !hasKey(req.headers)) {
+  if (ctx.bedrock) {
+    const problem = signatureProblem(req, raw);
+    if (problem) return replyError(ctx, 403, "auth", problem, { "x-amzn-errortype": "InvalidSignatureException:http://internal.amazon.com/coral/com.amazon.coral.service/" });
+    const read = bedrockBody(ctx.bedrock, body);
+    if (read.invalid) return replyError(ctx, 400, "invalid_request", read.invalid);
+    body = read.body;
+  } else if (provider.settings.requireKey && !hasKey(req.headers)) {
     return replyError(ctx, 401, "auth", "Missing API key: send Authorization: Bearer <key> or x-api-key.");
   }
   const rule = provider.pickRule(body.stream === true);
@@ -506,9 +521,9 @@ async function handleChat(state, ctx) {
 }
 
 /** Tracks one chat request in the provider's counters for its whole life. */
-async function trackChat(state, provider, format, req, res, path) {
+async function trackChat(state, provider, format, req, res, path, bedrock = null) {
   const controller = new AbortController();
-  const ctx = { provider, format, req, res, path, signal: controller.signal, seq: ++provider.seq, status: null, destroyedByUs: false, rule: null, flushed: Promise.resolve() };
+  const ctx = { provider, format, req, res, path, bedrock, signal: controller.signal, seq: ++provider.seq, status: null, destroyedByUs: false, rule: null, flushed: Promise.resolve() };
   const stats = provider.stats;
   stats.total += 1;
   stats.inFlight += 1;
@@ -590,6 +605,11 @@ async function route(state, req, res) {
   const parts = path.split("/").filter(Boolean);
   if (path === "/health") return sendJson(res, 200, { ok: true });
   if (parts[0] === "admin" && (parts.length === 2 || parts.length === 3)) return handleAdmin(state, req, res, parts.slice(1));
+  const bedrock = bedrockRoute(path);
+  if (bedrock) {
+    if (req.method !== "POST") return sendJson(res, 405, bedrockErrorBody("invalid_request", `Method ${req.method} not allowed; use POST.`), { allow: "POST" });
+    return trackChat(state, providerFor(state, bedrock.name), "bedrock", req, res, path, bedrock);
+  }
   const m = /^\/p\/([A-Za-z0-9_.-]{1,64})\/v1\/(chat\/completions|messages|models)$/.exec(path);
   if (!m) return sendJson(res, 404, { error: { message: `no route for ${req.method} ${path}`, type: "invalid_request_error" } });
   const provider = providerFor(state, m[1]);

@@ -134,8 +134,12 @@ fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
 /// RFC 3986 percent-encoding of everything but the unreserved characters
 /// (and `/` where `keep_slash`), upper-case hex, as SigV4 asks.
 fn uri_encode(s: &str, keep_slash: bool) -> String {
-    let mut out = String::with_capacity(s.len());
-    for &b in s.as_bytes() {
+    encode_bytes(s.as_bytes(), keep_slash)
+}
+
+fn encode_bytes(bytes: &[u8], keep_slash: bool) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for &b in bytes {
         let unreserved = b.is_ascii_alphanumeric() || b"-._~".contains(&b);
         if unreserved || (keep_slash && b == b'/') {
             out.push(char::from(b));
@@ -146,15 +150,42 @@ fn uri_encode(s: &str, keep_slash: bool) -> String {
     out
 }
 
-/// The canonical query: each name and value encoded, sorted by name then
-/// value, joined by `&`.
+/// `%XX` escapes as the bytes they stand for (anything else as it is), so
+/// a query written encoded or not is encoded exactly once.
+fn percent_decode(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok());
+        match (b[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (other, _) => {
+                out.push(other);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The canonical query: each name and value encoded once, sorted by name
+/// then value, joined by `&`.
 fn canonical_query(query: &str) -> String {
     let mut pairs: Vec<(String, String)> = query
         .split('&')
         .filter(|p| !p.is_empty())
         .map(|p| {
             let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (uri_encode(k, false), uri_encode(v, false))
+            (
+                encode_bytes(&percent_decode(k), false),
+                encode_bytes(&percent_decode(v), false),
+            )
         })
         .collect();
     pairs.sort();

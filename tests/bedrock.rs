@@ -1,0 +1,713 @@
+//! The Bedrock adapter: SigV4 against AWS's published test vectors, the
+//! event-stream decoder against recorded frames and arbitrary bytes, and
+//! the adapter end to end on the fake platform (InvokeModel and Converse,
+//! whole and streamed, each error class).
+
+use std::fs;
+use std::path::Path;
+
+use proptest::prelude::*;
+use resilient_llm::bedrock::eventstream::{encode_frame, EventStreamDecoder, EventStreamError};
+use resilient_llm::bedrock::sigv4::{self, Credentials, Scope, SigningRequest};
+use resilient_llm::bedrock::{frame_event, is_anthropic};
+use resilient_llm::testing::{block_on, reply, FakePlatform};
+use resilient_llm::{
+    CallOptions, ChatRequest, Client, Config, Delta, Dialect, Error, ErrorKind, Message, Native,
+    Secret, Usage,
+};
+use serde_json::{json, Value};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/bedrock");
+
+fn read(path: impl AsRef<Path>) -> String {
+    fs::read_to_string(path.as_ref()).unwrap_or_else(|e| panic!("{:?}: {e}", path.as_ref()))
+}
+
+/// One case of the SigV4 suite: the request of `request.txt` signed with
+/// the context's credentials at its time gives the published canonical
+/// request, string to sign and signature.
+fn check_vector(case: &str) {
+    let dir = Path::new(FIXTURES).join("sigv4").join(case);
+    let ctx: Value = serde_json::from_str(&read(dir.join("context.json"))).unwrap();
+    let raw = read(dir.join("request.txt"));
+    let (head, body) = raw.split_once("\n\n").unwrap_or((raw.as_str(), ""));
+    let mut lines = head.lines();
+    let request_line = lines.next().unwrap();
+    let (method, rest) = request_line.split_once(' ').unwrap();
+    let target = rest.strip_suffix(" HTTP/1.1").unwrap();
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let mut headers: Vec<(String, String)> = lines
+        .map(|l| {
+            let (n, v) = l.split_once(':').unwrap();
+            (n.to_string(), v.to_string())
+        })
+        .collect();
+    let creds = &ctx["credentials"];
+    headers.push(("X-Amz-Date".into(), "20150830T123600Z".into()));
+    if let Some(token) = creds["token"].as_str() {
+        headers.push(("X-Amz-Security-Token".into(), token.into()));
+    }
+    if ctx["sign_body"] == true {
+        headers.push((
+            "x-amz-content-sha256".into(),
+            sigv4::sha256_hex(body.as_bytes()),
+        ));
+    }
+    let refs: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    let req = SigningRequest {
+        method,
+        path,
+        query,
+        headers: &refs,
+        payload: body.as_bytes(),
+    };
+    let scope = Scope {
+        region: ctx["region"].as_str().unwrap(),
+        service: ctx["service"].as_str().unwrap(),
+        amz_date: sigv4::amz_date(1_440_938_160_000),
+    };
+    let canonical = sigv4::canonical_request(&req);
+    assert_eq!(
+        canonical,
+        read(dir.join("header-canonical-request.txt")),
+        "{case}"
+    );
+    let sts = sigv4::string_to_sign(&scope, &canonical);
+    assert_eq!(sts, read(dir.join("header-string-to-sign.txt")), "{case}");
+    let secret = creds["secret_access_key"].as_str().unwrap();
+    let sig = sigv4::signature(secret, &scope, &sts);
+    assert_eq!(sig, read(dir.join("header-signature.txt")).trim(), "{case}");
+    let creds = Credentials {
+        access_key_id: Secret::new(creds["access_key_id"].as_str().unwrap()),
+        secret_access_key: Secret::new(secret),
+        session_token: None,
+    };
+    let auth = sigv4::authorization(&creds, &scope, &req);
+    assert!(auth.starts_with("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, SignedHeaders="), "{auth}");
+    assert!(auth.ends_with(&format!(", Signature={sig}")), "{auth}");
+}
+
+#[test]
+fn sigv4_matches_the_published_test_vectors() {
+    for case in [
+        "get-vanilla",
+        "post-vanilla",
+        "post-x-www-form-urlencoded",
+        "get-vanilla-query-order-key-case",
+        "get-vanilla-query-order-encoded",
+        "get-vanilla-with-session-token",
+        "get-utf8",
+        "get-space-normalized",
+        "get-header-value-trim",
+    ] {
+        check_vector(case);
+    }
+}
+
+#[test]
+fn model_ids_tell_anthropic_models_apart() {
+    assert!(is_anthropic("anthropic.claude-sonnet-4-5-20250929-v1:0"));
+    assert!(is_anthropic("us.anthropic.claude-sonnet-4-5-20250929-v1:0"));
+    assert!(is_anthropic(
+        "arn:aws:bedrock:us-east-1:123456789012:inference-profile/global.anthropic.claude-x"
+    ));
+    assert!(!is_anthropic("meta.llama3-70b-instruct-v1:0"));
+    assert!(!is_anthropic("us.amazon.nova-pro-v1:0"));
+    assert!(!is_anthropic("anthropicish.model"));
+}
+
+/// The recorded stream: frames written by the mock provider's own
+/// encoder (tests/e2e/mock-bedrock.mjs, node:zlib's CRC32), so the
+/// decoder is checked against bytes it did not make itself.
+fn recorded(name: &str) -> Vec<u8> {
+    fs::read(Path::new(FIXTURES).join(name)).unwrap()
+}
+
+#[test]
+fn recorded_invoke_stream_frames_decode_into_anthropic_events() {
+    let bytes = recorded("invoke-stream.bin");
+    let mut d = EventStreamDecoder::default();
+    let mut frames = Vec::new();
+    d.feed(&bytes, &mut frames).unwrap();
+    d.finish().unwrap();
+    let events: Vec<_> = frames
+        .iter()
+        .filter_map(|f| frame_event(f).unwrap())
+        .collect();
+    let names: Vec<_> = events.iter().map(|e| e.event.clone().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "message_start",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]
+    );
+    let start: Value = serde_json::from_str(&events[0].data).unwrap();
+    assert_eq!(start["type"], "message_start");
+}
+
+#[test]
+fn exception_frames_are_classified_errors() {
+    let cases = [
+        ("throttlingException", ErrorKind::RateLimited),
+        ("modelStreamErrorException", ErrorKind::Server),
+        ("serviceUnavailableException", ErrorKind::Server),
+        ("internalServerException", ErrorKind::Server),
+        ("validationException", ErrorKind::InvalidRequest),
+    ];
+    for (name, kind) in cases {
+        let bytes = encode_frame(
+            &[
+                (":message-type", "exception"),
+                (":exception-type", name),
+                (":content-type", "application/json"),
+            ],
+            br#"{"message":"went wrong"}"#,
+        );
+        let mut frames = Vec::new();
+        EventStreamDecoder::default()
+            .feed(&bytes, &mut frames)
+            .unwrap();
+        let e = frame_event(&frames[0]).unwrap_err();
+        assert_eq!(e.kind, kind, "{name}");
+        assert_eq!(e.message, "went wrong");
+    }
+}
+
+proptest! {
+    #[test]
+    fn the_decoder_never_panics_on_any_bytes(
+        chunks in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..64), 0..8)
+    ) {
+        let mut d = EventStreamDecoder::new(1 << 12);
+        let mut out = Vec::new();
+        for c in &chunks {
+            if d.feed(c, &mut out).is_err() {
+                break;
+            }
+        }
+        let _ = d.finish();
+        for f in &out {
+            let _ = frame_event(f);
+        }
+    }
+
+    #[test]
+    fn valid_frames_survive_any_split_and_any_bit_flip_is_refused(
+        payloads in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 1..5),
+        cut in any::<prop::sample::Index>(),
+        flip in any::<prop::sample::Index>(),
+    ) {
+        let mut bytes = Vec::new();
+        for p in &payloads {
+            bytes.extend(encode_frame(&[(":event-type", "x")], p));
+        }
+        let at = cut.index(bytes.len() + 1);
+        let mut d = EventStreamDecoder::default();
+        let mut out = Vec::new();
+        d.feed(&bytes[..at], &mut out).unwrap();
+        d.feed(&bytes[at..], &mut out).unwrap();
+        prop_assert!(d.finish().is_ok());
+        let got: Vec<_> = out.iter().map(|f| f.payload.clone()).collect();
+        prop_assert_eq!(&got, &payloads);
+        // One flipped bit anywhere fails a CRC or a length check, or
+        // leaves the stream short: never a wrong frame taken as good.
+        let mut bad = bytes.clone();
+        let i = flip.index(bad.len());
+        bad[i] ^= 1;
+        let mut d = EventStreamDecoder::default();
+        let mut out = Vec::new();
+        let fed = d.feed(&bad, &mut out).and_then(|()| d.finish());
+        prop_assert!(fed.is_err());
+        prop_assert!(out.len() < payloads.len());
+    }
+}
+
+#[test]
+fn a_frame_past_the_limit_is_refused_before_it_is_buffered() {
+    let big = encode_frame(&[], &vec![b'x'; 5000]);
+    let mut d = EventStreamDecoder::new(4096);
+    let e = d.feed(&big[..12], &mut Vec::new()).unwrap_err();
+    assert_eq!(
+        e,
+        EventStreamError::TooLong {
+            length: big.len(),
+            limit: 4096
+        }
+    );
+}
+
+// The adapter through the client, on the fake platform.
+
+const NOW: u64 = 1_764_590_400_000; // 2025-12-01T12:00:00Z
+const CLAUDE: &str = "anthropic.claude-sonnet-4-5-20250929-v1:0";
+const NOVA: &str = "us.amazon.nova-pro-v1:0";
+
+fn secret(name: &str) -> Option<String> {
+    match name {
+        "AWS_ACCESS_KEY_ID" => Some("AKIDEXAMPLE".into()),
+        "AWS_SECRET_ACCESS_KEY" => Some("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY".into()),
+        _ => None,
+    }
+}
+
+fn client(p: &FakePlatform, model: &str) -> Client<FakePlatform> {
+    let cfg = json!({
+        "providers": { "bedrock": { "kind": "bedrock", "region": "us-east-1",
+                                    "baseUrl": "https://bedrock.test" } },
+        "routes": { "default": [ { "provider": "bedrock", "model": model } ] },
+        "retry": { "maxAttempts": 1 }
+    });
+    Config::parse(&cfg.to_string())
+        .unwrap()
+        .client(p.clone(), vec![], &secret)
+        .unwrap()
+}
+
+fn req() -> ChatRequest {
+    ChatRequest::new(vec![Message::system("Be brief."), Message::user("Hello")])
+}
+
+fn chat(
+    p: &FakePlatform,
+    c: &Client<FakePlatform>,
+    r: ChatRequest,
+) -> Result<resilient_llm::Reply, Error> {
+    block_on(p, c.chat(r))
+}
+
+fn stream(
+    p: &FakePlatform,
+    c: &Client<FakePlatform>,
+    mut r: ChatRequest,
+) -> (Vec<Delta>, Option<Error>) {
+    r.stream = true;
+    block_on(p, async {
+        let mut s = match c.stream(r, CallOptions::default()) {
+            Ok(s) => s,
+            Err(e) => return (vec![], Some(e)),
+        };
+        let mut out = Vec::new();
+        while let Some(item) = s.next().await {
+            match item {
+                Ok(d) => out.push(d),
+                Err(e) => return (out, Some(e)),
+            }
+        }
+        (out, None)
+    })
+}
+
+fn text(deltas: &[Delta]) -> String {
+    deltas
+        .iter()
+        .filter_map(|d| match d {
+            Delta::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_anthropic_model_is_invoked_with_a_signed_messages_body() {
+    let p = FakePlatform::new().at(NOW);
+    let answer = read(Path::new(FIXTURES).join("invoke.json"));
+    p.script("https://bedrock.test/", [reply(200).body(answer)]);
+    let c = client(&p, CLAUDE);
+    let r = chat(&p, &c, req()).unwrap();
+    assert_eq!(r.response.text, "Hello from Claude on Bedrock.");
+    assert_eq!(r.response.usage.unwrap().output_tokens, 9);
+    let sent = &p.requests()[0];
+    assert_eq!(
+        sent.url,
+        "https://bedrock.test/model/anthropic.claude-sonnet-4-5-20250929-v1%3A0/invoke"
+    );
+    let body: Value = serde_json::from_slice(&sent.body).unwrap();
+    assert_eq!(body["anthropic_version"], "bedrock-2023-05-31");
+    assert!(
+        body.get("model").is_none() && body.get("stream").is_none(),
+        "{body}"
+    );
+    assert_eq!(body["system"], "Be brief.");
+    assert_eq!(sent.headers.get("x-amz-date"), Some("20251201T120000Z"));
+    let auth = sent.headers.get("authorization").unwrap();
+    assert!(auth.starts_with(
+        "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20251201/us-east-1/bedrock/aws4_request, SignedHeaders=accept;content-type;host;x-amz-date, Signature="
+    ), "{auth}");
+    // The signature is the one an independent signer computes over the
+    // request as sent: the path's %3A encoded again, as AWS expects.
+    let scope = Scope {
+        region: "us-east-1",
+        service: "bedrock",
+        amz_date: "20251201T120000Z".into(),
+    };
+    let headers = [
+        ("accept", "application/json"),
+        ("content-type", "application/json"),
+        ("host", "bedrock.test"),
+        ("x-amz-date", "20251201T120000Z"),
+    ];
+    let canonical = sigv4::canonical_request(&SigningRequest {
+        method: "POST",
+        path: "/model/anthropic.claude-sonnet-4-5-20250929-v1%3A0/invoke",
+        query: "",
+        headers: &headers,
+        payload: &sent.body,
+    });
+    assert!(canonical.contains("/model/anthropic.claude-sonnet-4-5-20250929-v1%253A0/invoke\n"));
+    let sig = sigv4::signature(
+        "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+        &scope,
+        &sigv4::string_to_sign(&scope, &canonical),
+    );
+    assert!(auth.ends_with(&sig));
+    // No secret in any header but the signature's derivation.
+    for (_, v) in sent.headers.iter() {
+        assert!(!v.contains("wJalrXUtnFEMI"));
+    }
+}
+
+#[test]
+fn a_messages_clients_own_body_reaches_bedrock_with_its_fields() {
+    let p = FakePlatform::new().at(NOW);
+    p.script(
+        "https://bedrock.test/",
+        [reply(200).body(read(Path::new(FIXTURES).join("invoke.json")))],
+    );
+    let c = client(&p, CLAUDE);
+    let body = json!({"model": "default", "max_tokens": 50, "x_future": [1],
+                      "messages": [{"role": "user", "content": [{"type": "text", "text": "hi",
+                                    "cache_control": {"type": "ephemeral"}}]}]});
+    let mut r = resilient_llm::format::anthropic::request_from_value(&body).unwrap();
+    let Value::Object(body) = body else {
+        unreachable!()
+    };
+    r.native = Some(Box::new(Native {
+        dialect: Dialect::Anthropic,
+        body,
+        headers: vec![("anthropic-beta".into(), "context-1m-2025-08-07".into())],
+    }));
+    let out = chat(&p, &c, r).unwrap();
+    // The answer is Bedrock's Messages body, for a Messages client as it came.
+    assert_eq!(out.response.dialect, Some(Dialect::Anthropic));
+    let sent: Value = serde_json::from_slice(&p.requests()[0].body).unwrap();
+    assert_eq!(
+        sent,
+        json!({"max_tokens": 50, "x_future": [1],
+               "messages": [{"role": "user", "content": [{"type": "text", "text": "hi",
+                             "cache_control": {"type": "ephemeral"}}]}],
+               "anthropic_beta": ["context-1m-2025-08-07"],
+               "anthropic_version": "bedrock-2023-05-31"})
+    );
+}
+
+#[test]
+fn other_models_go_through_converse_both_ways() {
+    let p = FakePlatform::new().at(NOW);
+    p.script(
+        "https://bedrock.test/",
+        [reply(200).body(read(Path::new(FIXTURES).join("converse.json")))],
+    );
+    let c = client(&p, NOVA);
+    let mut r = req();
+    r.max_tokens = Some(100);
+    r.temperature = Some(0.5);
+    r.seed = Some(7);
+    let out = chat(&p, &c, r).unwrap();
+    assert_eq!(out.response.text, "Hello from Nova.");
+    assert_eq!(
+        out.response.usage,
+        Some(Usage {
+            input_tokens: 15,
+            output_tokens: 5,
+            cached_input_tokens: Some(3),
+            cache_write_input_tokens: None,
+            reasoning_tokens: None
+        })
+    );
+    // Converse names no model: the entry's is the one that answered.
+    assert_eq!(out.response.model, "");
+    assert_eq!(out.served_by.model, NOVA);
+    let sent = &p.requests()[0];
+    assert_eq!(
+        sent.url,
+        "https://bedrock.test/model/us.amazon.nova-pro-v1%3A0/converse"
+    );
+    let body: Value = serde_json::from_slice(&sent.body).unwrap();
+    assert_eq!(
+        body,
+        json!({"messages": [{"role": "user", "content": [{"text": "Hello"}]}],
+               "system": [{"text": "Be brief."}],
+               "inferenceConfig": {"maxTokens": 100, "temperature": 0.5}})
+    );
+    assert_eq!(out.attempts[0].omitted, ["seed"]);
+}
+
+#[test]
+fn converse_carries_tools_and_their_results() {
+    let p = FakePlatform::new().at(NOW);
+    p.script(
+        "https://bedrock.test/",
+        [reply(200).body(read(Path::new(FIXTURES).join("converse-tool.json")))],
+    );
+    let c = client(&p, NOVA);
+    let body = json!({"model": "default", "messages": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "t1", "type": "function",
+            "function": {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "t1", "content": "sunny"},
+        {"role": "user", "content": "And Rome?"}],
+        "tools": [{"type": "function", "function": {"name": "weather", "description": "Weather",
+                   "parameters": {"type": "object"}}}]});
+    let r = resilient_llm::format::openai::parse_request(body.to_string().as_bytes()).unwrap();
+    let out = chat(&p, &c, r).unwrap();
+    assert_eq!(out.response.tool_calls[0].name, "weather");
+    assert_eq!(out.response.tool_calls[0].arguments, r#"{"city":"Rome"}"#);
+    let sent: Value = serde_json::from_slice(&p.requests()[0].body).unwrap();
+    assert_eq!(
+        sent["messages"],
+        json!([
+            {"role": "user", "content": [{"text": "Weather in Paris?"}]},
+            {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "weather", "input": {"city": "Paris"}}}]},
+            {"role": "user", "content": [{"toolResult": {"toolUseId": "t1", "content": [{"text": "sunny"}]}},
+                                         {"text": "And Rome?"}]}
+        ])
+    );
+    assert_eq!(
+        sent["toolConfig"],
+        json!({"tools": [{"toolSpec": {"name": "weather", "description": "Weather",
+                                       "inputSchema": {"json": {"type": "object"}}}}]})
+    );
+}
+
+/// A Bedrock event stream: each JSON payload a frame of `:event-type`.
+fn event_stream(events: &[(&str, Value)]) -> Vec<Vec<u8>> {
+    events
+        .iter()
+        .map(|(name, payload)| {
+            encode_frame(
+                &[
+                    (":event-type", name),
+                    (":content-type", "application/json"),
+                    (":message-type", "event"),
+                ],
+                payload.to_string().as_bytes(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn an_invoke_stream_is_read_by_the_anthropic_decoder() {
+    let p = FakePlatform::new().at(NOW);
+    let bytes = recorded("invoke-stream.bin");
+    // Cut in arbitrary places, not on frame boundaries.
+    let chunks: Vec<Vec<u8>> = bytes.chunks(37).map(<[u8]>::to_vec).collect();
+    p.script("https://bedrock.test/", [reply(200).chunks(chunks)]);
+    let c = client(&p, CLAUDE);
+    let (deltas, error) = stream(&p, &c, req());
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(text(&deltas), "Hello from Claude.");
+    assert_eq!(deltas.last(), Some(&Delta::Done));
+    assert!(p.requests()[0]
+        .url
+        .ends_with("/invoke-with-response-stream"));
+    assert_eq!(
+        p.requests()[0].headers.get("accept"),
+        Some("application/vnd.amazon.eventstream")
+    );
+}
+
+#[test]
+fn a_converse_stream_gives_text_tool_calls_and_usage() {
+    let p = FakePlatform::new().at(NOW);
+    let frames = event_stream(&[
+        ("messageStart", json!({"role": "assistant", "p": "abc"})),
+        (
+            "contentBlockDelta",
+            json!({"contentBlockIndex": 0, "delta": {"text": "Hi "}}),
+        ),
+        (
+            "contentBlockDelta",
+            json!({"contentBlockIndex": 0, "delta": {"text": "there."}}),
+        ),
+        ("contentBlockStop", json!({"contentBlockIndex": 0})),
+        (
+            "contentBlockStart",
+            json!({"contentBlockIndex": 1, "start": {"toolUse": {"toolUseId": "t9", "name": "f"}}}),
+        ),
+        (
+            "contentBlockDelta",
+            json!({"contentBlockIndex": 1, "delta": {"toolUse": {"input": "{\"a\":"}}}),
+        ),
+        (
+            "contentBlockDelta",
+            json!({"contentBlockIndex": 1, "delta": {"toolUse": {"input": "1}"}}}),
+        ),
+        ("messageStop", json!({"stopReason": "tool_use"})),
+        (
+            "metadata",
+            json!({"usage": {"inputTokens": 4, "outputTokens": 6, "totalTokens": 10}, "metrics": {"latencyMs": 9}}),
+        ),
+    ]);
+    p.script("https://bedrock.test/", [reply(200).chunks(frames)]);
+    let c = client(&p, NOVA);
+    let mut r = req();
+    r.tools = vec![resilient_llm::Tool {
+        name: "f".into(),
+        description: None,
+        parameters: json!({"type": "object"}),
+        cache_control: None,
+    }];
+    let (deltas, error) = stream(&p, &c, r);
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(text(&deltas), "Hi there.");
+    let args: String = deltas
+        .iter()
+        .filter_map(|d| match d {
+            Delta::ToolCall { arguments, .. } => Some(arguments.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(args, r#"{"a":1}"#);
+    assert!(deltas.contains(&Delta::Usage {
+        usage: Usage {
+            input_tokens: 4,
+            output_tokens: 6,
+            ..Usage::default()
+        }
+    }));
+    assert!(p.requests()[0].url.ends_with("/converse-stream"));
+}
+
+#[test]
+fn a_mid_stream_exception_fails_the_stream_after_what_was_delivered() {
+    let p = FakePlatform::new().at(NOW);
+    let mut frames = event_stream(&[
+        ("messageStart", json!({"role": "assistant"})),
+        (
+            "contentBlockDelta",
+            json!({"contentBlockIndex": 0, "delta": {"text": "Partial"}}),
+        ),
+    ]);
+    frames.push(encode_frame(
+        &[
+            (":message-type", "exception"),
+            (":exception-type", "modelStreamErrorException"),
+        ],
+        br#"{"message":"The model stream failed."}"#,
+    ));
+    p.script("https://bedrock.test/", [reply(200).chunks(frames)]);
+    let c = client(&p, NOVA);
+    let (deltas, error) = stream(&p, &c, req());
+    assert_eq!(text(&deltas), "Partial");
+    let error = error.expect("an interrupted stream");
+    let e = error.attempts().last().and_then(|a| a.error()).unwrap();
+    assert_eq!(e.kind, ErrorKind::Server);
+    assert!(e.message.contains("The model stream failed."), "{e:?}");
+}
+
+#[test]
+fn each_bedrock_error_class_is_classified() {
+    let cases: [(u16, &str, &str, ErrorKind); 7] = [
+        (
+            429,
+            "ThrottlingException",
+            "Too many requests, please wait before trying again.",
+            ErrorKind::RateLimited,
+        ),
+        (
+            503,
+            "ServiceUnavailableException",
+            "Service unavailable.",
+            ErrorKind::Server,
+        ),
+        (
+            429,
+            "ModelNotReadyException",
+            "Model is not ready.",
+            ErrorKind::Server,
+        ),
+        (
+            500,
+            "InternalServerException",
+            "Internal error.",
+            ErrorKind::Server,
+        ),
+        (
+            400,
+            "ValidationException",
+            "Input is too long for requested model.",
+            ErrorKind::ContextLength,
+        ),
+        (
+            403,
+            "AccessDeniedException",
+            "You don't have access to the model with the specified model ID.",
+            ErrorKind::Auth,
+        ),
+        (
+            403,
+            "UnrecognizedClientException",
+            "The security token included in the request is invalid.",
+            ErrorKind::Auth,
+        ),
+    ];
+    for (status, name, message, kind) in cases {
+        for model in [CLAUDE, NOVA] {
+            let p = FakePlatform::new().at(NOW);
+            p.script(
+                "https://bedrock.test/",
+                [reply(status)
+                    .header(
+                        "x-amzn-ErrorType",
+                        &format!("{name}:http://internal.amazon.com/coral/com.amazon.bedrock/"),
+                    )
+                    .header("retry-after", "2")
+                    .body(json!({ "message": message }).to_string())],
+            );
+            let c = client(&p, model);
+            let e = chat(&p, &c, req()).unwrap_err();
+            let last = e.attempts().last().and_then(|a| a.error()).unwrap();
+            assert_eq!(last.kind, kind, "{name} {model}");
+            assert_eq!(last.message, message);
+            assert_eq!(last.status, Some(status));
+            assert_eq!(last.retry_after, Some(std::time::Duration::from_secs(2)));
+        }
+    }
+}
+
+#[test]
+fn missing_credentials_and_bad_regions_are_config_issues() {
+    let cfg = json!({
+        "providers": { "b": { "kind": "bedrock", "region": "US East" } },
+        "routes": { "default": [ { "provider": "b", "model": "m" } ] }
+    });
+    let err = Config::parse(&cfg.to_string())
+        .unwrap()
+        .client(FakePlatform::new(), vec![], &|_| None)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        err.contains("providers.b.region: must be an AWS region name"),
+        "{err}"
+    );
+    assert!(
+        err.contains("providers.b.accessKeyIdEnv: secret \"AWS_ACCESS_KEY_ID\" is not set"),
+        "{err}"
+    );
+    assert!(
+        err.contains("providers.b.secretAccessKeyEnv: secret \"AWS_SECRET_ACCESS_KEY\" is not set"),
+        "{err}"
+    );
+    assert!(!err.contains("sessionToken"), "{err}");
+}
