@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { startMock } from "./mock-provider.mjs";
+import { TEST_CREDENTIALS } from "./mock-bedrock.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const GATEWAY_KEY = "e2e-client-key";
@@ -21,6 +22,11 @@ export function gatewayConfig(mock, { providers, routes, breaker, retry, timeout
   const p = {};
   for (const [name, spec] of Object.entries(providers)) {
     const settings = typeof spec === "string" ? { kind: spec } : spec;
+    if (settings.kind === "bedrock") {
+      // The mock's Bedrock runtime, signed for with the Worker's AWS_* secrets.
+      p[name] = { region: "us-east-1", baseUrl: `${mock.url}/bedrock/${name}`, ...settings };
+      continue;
+    }
     p[name] = { kind: settings.kind, baseUrl: mock.providerUrl(name), apiKeyEnv: "MOCK_API_KEY", ...settings };
   }
   return {
@@ -42,7 +48,8 @@ function workerOptions(config, name) {
     scriptPath: path.join(ROOT, "build/index.js"),
     modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
     compatibilityDate: "2026-08-01",
-    bindings: { CONFIG: JSON.stringify(config), MOCK_API_KEY: MOCK_KEY, GATEWAY_KEY },
+    bindings: { CONFIG: JSON.stringify(config), MOCK_API_KEY: MOCK_KEY, GATEWAY_KEY,
+      AWS_ACCESS_KEY_ID: TEST_CREDENTIALS.accessKeyId, AWS_SECRET_ACCESS_KEY: TEST_CREDENTIALS.secretAccessKey },
   };
 }
 
