@@ -74,7 +74,7 @@ export interface ModelConfig {
   outputPricePerMtok?: number;
 }
 
-/** A built-in HTTP provider (Anthropic, OpenAI, OpenAI-compatible presets). */
+/** A built-in HTTP provider (Anthropic, OpenAI, OpenAI-compatible presets, AWS Bedrock). */
 export type ProviderConfig =
   | {
       kind: "anthropic";
@@ -111,6 +111,22 @@ export type ProviderConfig =
       apiVersion?: string;
       maxTokensField?: "max_tokens" | "max_completion_tokens";
       streamUsage?: boolean;
+    }
+  | {
+      /** AWS Bedrock: each credential itself, or the name of the env var holding it. */
+      kind: "bedrock";
+      region: string;
+      baseUrl?: string;
+      accessKeyId?: string;
+      accessKeyIdEnv?: string;
+      secretAccessKey?: string;
+      secretAccessKeyEnv?: string;
+      sessionToken?: string;
+      sessionTokenEnv?: string;
+      models?: Record<string, ModelConfig>;
+      headers?: Record<string, string>;
+      anthropicVersion?: string;
+      defaultMaxTokens?: number;
     };
 
 /**
