@@ -711,3 +711,18 @@ fn missing_credentials_and_bad_regions_are_config_issues() {
     );
     assert!(!err.contains("sessionToken"), "{err}");
 }
+
+#[test]
+fn the_readme_bedrock_configuration_is_valid() {
+    let readme = include_str!("../README.md");
+    let section = readme.find("### AWS Bedrock").expect("the section");
+    let start =
+        section + readme[section..].find("```jsonc\n").expect("its block") + "```jsonc\n".len();
+    let end = start + readme[start..].find("```").expect("its end");
+    let cfg = Config::parse(&readme[start..end]).expect("parses");
+    let all_keys = |_: &str| Some("placeholder".to_string());
+    let client = cfg
+        .client(FakePlatform::new(), vec![], &all_keys)
+        .expect("valid");
+    assert_eq!(client.routes()["claude"].len(), 2);
+}
