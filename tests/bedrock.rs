@@ -617,72 +617,55 @@ fn a_mid_stream_exception_fails_the_stream_after_what_was_delivered() {
 
 #[test]
 fn each_bedrock_error_class_is_classified() {
-    let cases: [(u16, &str, &str, ErrorKind); 7] = [
-        (
-            429,
-            "ThrottlingException",
-            "Too many requests, please wait before trying again.",
-            ErrorKind::RateLimited,
-        ),
-        (
-            503,
-            "ServiceUnavailableException",
-            "Service unavailable.",
-            ErrorKind::Server,
-        ),
-        (
-            429,
-            "ModelNotReadyException",
-            "Model is not ready.",
-            ErrorKind::Server,
-        ),
-        (
-            500,
-            "InternalServerException",
-            "Internal error.",
-            ErrorKind::Server,
-        ),
-        (
-            400,
-            "ValidationException",
-            "Input is too long for requested model.",
-            ErrorKind::ContextLength,
-        ),
-        (
-            403,
-            "AccessDeniedException",
-            "You don't have access to the model with the specified model ID.",
-            ErrorKind::Auth,
-        ),
-        (
-            403,
-            "UnrecognizedClientException",
-            "The security token included in the request is invalid.",
-            ErrorKind::Auth,
-        ),
-    ];
-    for (status, name, message, kind) in cases {
+    // Recorded error answers: status, x-amzn-ErrorType, body, the kind it must be.
+    let cases: Vec<Value> =
+        serde_json::from_str(&read(Path::new(FIXTURES).join("errors.json"))).unwrap();
+    assert!(cases.len() >= 10);
+    for case in &cases {
+        let status = u16::try_from(case["status"].as_u64().unwrap()).unwrap();
+        let kind: ErrorKind = serde_json::from_value(case["kind"].clone()).unwrap();
+        let message = case["body"]["message"].as_str().unwrap();
         for model in [CLAUDE, NOVA] {
             let p = FakePlatform::new().at(NOW);
             p.script(
                 "https://bedrock.test/",
                 [reply(status)
-                    .header(
-                        "x-amzn-ErrorType",
-                        &format!("{name}:http://internal.amazon.com/coral/com.amazon.bedrock/"),
-                    )
+                    .header("x-amzn-ErrorType", case["type"].as_str().unwrap())
                     .header("retry-after", "2")
-                    .body(json!({ "message": message }).to_string())],
+                    .body(case["body"].to_string())],
             );
             let c = client(&p, model);
             let e = chat(&p, &c, req()).unwrap_err();
             let last = e.attempts().last().and_then(|a| a.error()).unwrap();
-            assert_eq!(last.kind, kind, "{name} {model}");
+            assert_eq!(last.kind, kind, "{case} {model}");
             assert_eq!(last.message, message);
             assert_eq!(last.status, Some(status));
             assert_eq!(last.retry_after, Some(std::time::Duration::from_secs(2)));
         }
     }
+}
+
+#[test]
+fn a_recorded_converse_stream_gives_its_text_finish_and_usage() {
+    let p = FakePlatform::new().at(NOW);
+    let bytes = recorded("converse-stream.bin");
+    let chunks: Vec<Vec<u8>> = bytes.chunks(29).map(<[u8]>::to_vec).collect();
+    p.script("https://bedrock.test/", [reply(200).chunks(chunks)]);
+    let c = client(&p, NOVA);
+    let (deltas, error) = stream(&p, &c, req());
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(text(&deltas), "Hello from Nova.");
+    assert!(deltas.contains(&Delta::Finish {
+        reason: resilient_llm::FinishReason::Stop
+    }));
+    assert!(deltas.contains(&Delta::Usage {
+        usage: Usage {
+            input_tokens: 11,
+            output_tokens: 4,
+            ..Usage::default()
+        }
+    }));
+    assert_eq!(deltas.last(), Some(&Delta::Done));
 }
 
 #[test]

@@ -180,7 +180,12 @@ impl Bedrock {
         };
         let encoded = encode_request(req, model, opts).map_err(|e| e.into_request_error())?;
         let omitted = encoded.omitted.clone();
-        let mut v = serde_json::to_value(&encoded)
+        // Written and read back rather than built with `to_value`, which
+        // would compile a second serializer for every Messages type (about
+        // 4 KB of the gzipped Worker).
+        let written = serde_json::to_vec(&encoded)
+            .map_err(|e| ProviderError::new(ErrorKind::InvalidRequest, e.to_string()))?;
+        let mut v: Value = serde_json::from_slice(&written)
             .map_err(|e| ProviderError::new(ErrorKind::InvalidRequest, e.to_string()))?;
         if let Some(map) = v.as_object_mut() {
             map.remove("model");
