@@ -105,9 +105,9 @@ pub use policy::breaker::{
 pub use policy::budget::{BudgetPolicy, RetryBudget};
 pub use policy::stats::{Health, Latency};
 pub use provider::{
-    build_provider, classify, Anthropic, AuthStyle, Capabilities, CustomProvider, ErrorBody,
-    LocalFuture, ModelConfig, Models, OpenAi, Preset, PresetName, Provider, ProviderConfig, Quirks,
-    Upstream,
+    build_provider, classify, Anthropic, AuthStyle, Capabilities, Credential, CustomProvider,
+    ErrorBody, LocalFuture, ModelConfig, Models, OpenAi, Preset, PresetName, Provider,
+    ProviderConfig, Publisher, Quirks, ServiceAccount, Upstream, Vertex,
 };
 pub use secret::Secret;
 pub use sse::{SseDecoder, SseEvent};

@@ -20,6 +20,7 @@ use serde_json::Value;
 use super::anthropic::Anthropic;
 use super::openai::OpenAi;
 use super::preset::PresetName;
+use super::vertex::config::VertexConfig;
 use super::{Capabilities, Models, Provider};
 use crate::format::anthropic::StructuredOutput;
 use crate::format::openai::MaxTokensField;
@@ -39,6 +40,9 @@ pub enum ProviderConfig {
     /// `"kind": "openai-compatible"`: a preset's Chat Completions.
     #[serde(rename = "openai-compatible")]
     Compatible(CompatibleConfig),
+    /// `"kind": "vertex"`: one publisher's models on Google Vertex AI.
+    #[serde(rename = "vertex")]
+    Vertex(VertexConfig),
 }
 
 impl ProviderConfig {
@@ -48,6 +52,7 @@ impl ProviderConfig {
             ProviderConfig::Anthropic(c) => &c.models,
             ProviderConfig::OpenAi(c) => &c.models,
             ProviderConfig::Compatible(c) => &c.models,
+            ProviderConfig::Vertex(c) => &c.models,
         }
     }
 }
@@ -74,6 +79,7 @@ impl ProviderConfig {
             "openai-compatible" => {
                 serde_path_to_error::deserialize::<_, CompatibleConfig>(rest).err()
             }
+            "vertex" => serde_path_to_error::deserialize::<_, VertexConfig>(rest).err(),
             _ => None,
         }
     }
@@ -339,23 +345,24 @@ pub fn build_provider(
             }
             Box::new(p)
         }
+        ProviderConfig::Vertex(c) => Box::new(super::vertex::config::build(id, c, secret, &mut v)?),
     };
     (issues.len() == before).then_some(provider)
 }
 
 /// Validation helpers writing issues under one entry's path.
-struct Check<'a> {
+pub(crate) struct Check<'a> {
     path: &'a str,
     issues: &'a mut Vec<ConfigIssue>,
 }
 
 impl Check<'_> {
-    fn issue(&mut self, field: &str, message: impl Into<String>) {
+    pub(crate) fn issue(&mut self, field: &str, message: impl Into<String>) {
         self.issues
             .push(ConfigIssue::new(format!("{}.{field}", self.path), message));
     }
 
-    fn non_empty(&mut self, field: &str, value: &str) {
+    pub(crate) fn non_empty(&mut self, field: &str, value: &str) {
         if value.trim().is_empty() {
             self.issue(field, "must not be empty");
         }
@@ -371,29 +378,50 @@ impl Check<'_> {
         required: bool,
         secret: &dyn Fn(&str) -> Option<String>,
     ) -> Option<Secret> {
-        if let Some(key) = api_key {
-            if api_key_env.is_some() {
-                self.issue("apiKey", "set either apiKey or apiKeyEnv, not both");
+        let fields = ("apiKey", "apiKeyEnv");
+        self.secret(fields, api_key, api_key_env, default_env, required, secret)
+    }
+
+    /// A secret given in the field `fields.0`, or read from the secret
+    /// named by the field `fields.1` (or the default name).
+    pub(crate) fn secret(
+        &mut self,
+        (field, env_field): (&str, &str),
+        value: &Option<Secret>,
+        env: &Option<String>,
+        default_env: Option<&str>,
+        required: bool,
+        secret: &dyn Fn(&str) -> Option<String>,
+    ) -> Option<Secret> {
+        if let Some(key) = value {
+            if env.is_some() {
+                self.issue(
+                    field,
+                    format!("set either {field} or {env_field}, not both"),
+                );
             }
             if key.expose().trim().is_empty() {
-                self.issue("apiKey", "must not be empty");
+                self.issue(field, "must not be empty");
             }
             return Some(key.clone());
         }
-        let Some(name) = api_key_env.as_deref().or(default_env) else {
+        let Some(name) = env.as_deref().or(default_env) else {
             if required {
-                self.issue("apiKeyEnv", "a key is required: set apiKeyEnv or apiKey");
+                self.issue(
+                    env_field,
+                    format!("a key is required: set {env_field} or {field}"),
+                );
             }
             return None;
         };
         if name.trim().is_empty() {
-            self.issue("apiKeyEnv", "must not be empty");
+            self.issue(env_field, "must not be empty");
             return None;
         }
         match secret(name).filter(|v| !v.trim().is_empty()) {
             Some(value) => Some(Secret::new(value)),
-            None if required || api_key_env.is_some() => {
-                self.issue("apiKeyEnv", format!("secret \"{name}\" is not set"));
+            None if required || env.is_some() => {
+                self.issue(env_field, format!("secret \"{name}\" is not set"));
                 None
             }
             None => None,
@@ -401,7 +429,7 @@ impl Check<'_> {
     }
 
     /// The base URL, checked: `http(s)://host[/prefix]`.
-    fn url(&mut self, url: Option<&str>, default: Option<&str>) -> Option<String> {
+    pub(crate) fn url(&mut self, url: Option<&str>, default: Option<&str>) -> Option<String> {
         let Some(url) = url.or(default) else {
             self.issue("baseUrl", "required for this provider");
             return None;
@@ -452,7 +480,11 @@ impl Check<'_> {
     }
 
     /// The model table, checked; `prefill` is the provider's default.
-    fn models(&mut self, models: &BTreeMap<String, ModelConfig>, prefill: bool) -> Models {
+    pub(crate) fn models(
+        &mut self,
+        models: &BTreeMap<String, ModelConfig>,
+        prefill: bool,
+    ) -> Models {
         let default = Capabilities {
             prefill,
             tools: true,

@@ -11,9 +11,11 @@
 pub(crate) mod anthropic;
 pub mod classify;
 pub(crate) mod config;
+pub(crate) mod credential;
 pub(crate) mod native;
 pub(crate) mod openai;
 pub(crate) mod preset;
+pub(crate) mod vertex;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -30,8 +32,10 @@ use crate::sse::SseEvent;
 pub use anthropic::Anthropic;
 pub use classify::{classify, ErrorBody};
 pub use config::{build_provider, ModelConfig, ProviderConfig};
+pub use credential::Credential;
 pub use openai::OpenAi;
 pub use preset::{AuthStyle, Preset, PresetName, Quirks};
+pub use vertex::{Publisher, ServiceAccount, Vertex};
 
 /// What a provider's model can do, from configuration.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -258,6 +262,12 @@ pub trait Provider {
     /// The dialect this provider's API speaks, if it is one a client may
     /// speak too.
     fn dialect(&self) -> Option<Dialect> {
+        None
+    }
+
+    /// The token this provider needs fetched before [`Provider::encode`]
+    /// (none, by default).
+    fn credential(&self) -> Option<&dyn Credential> {
         None
     }
 }
