@@ -35,32 +35,33 @@ export function gatewayConfig(mock, { providers, routes, breaker, retry, timeout
   };
 }
 
-function workerOptions(config, name) {
+function workerOptions(config, name, bindings = {}) {
   return {
     name,
     modules: true,
     scriptPath: path.join(ROOT, "build/index.js"),
     modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
     compatibilityDate: "2026-08-01",
-    bindings: { CONFIG: JSON.stringify(config), MOCK_API_KEY: MOCK_KEY, GATEWAY_KEY },
+    bindings: { CONFIG: JSON.stringify(config), MOCK_API_KEY: MOCK_KEY, GATEWAY_KEY, ...bindings },
   };
 }
 
 /**
  * Starts Miniflare serving the Worker on a free port. `persist`: a directory for Durable
  * Object storage (a second start on it is a restart). `isolates: 2`: two workers with their
- * own isolate memory sharing the first one's Durable Object namespace.
+ * own isolate memory sharing the first one's Durable Object namespace. `bindings`: more
+ * secrets, by name.
  */
-export async function startGateway(config, { persist, isolates = 1, log = false } = {}) {
+export async function startGateway(config, { persist, isolates = 1, log = false, bindings = {} } = {}) {
   const durableObjectsPersist = persist ?? false;
   const first = {
-    ...workerOptions(config, "a"),
+    ...workerOptions(config, "a", bindings),
     durableObjects: { BREAKERS: { className: "BreakerStore", useSQLite: true } },
   };
   const workers = [first];
   if (isolates === 2) {
     workers.push({
-      ...workerOptions(config, "b"),
+      ...workerOptions(config, "b", bindings),
       durableObjects: { BREAKERS: { className: "BreakerStore", scriptName: "a", useSQLite: true } },
     });
   }

@@ -18,6 +18,8 @@
 //   POST /p/<name>/v1/chat/completions   OpenAI format  (SDK baseURL: <url>/p/<name>/v1)
 //   POST /p/<name>/v1/messages           Anthropic format (SDK baseURL: <url>/p/<name>)
 //   GET  /p/<name>/v1/models             model list (Anthropic shape with anthropic-version)
+//   POST /vertex/…                       Google Vertex AI: token endpoint, rawPredict, generateContent
+//                                        (tests/e2e/mock-vertex.mjs says how)
 //   GET  /health
 //   GET  /admin/stats                    every provider's counters
 //   GET  /admin/<name>/stats             one provider's counters and last request
@@ -69,6 +71,7 @@ import { readFileSync } from "node:fs";
 import { setTimeout as delay } from "node:timers/promises";
 import { pathToFileURL } from "node:url";
 import { FORMATS, planAnswer } from "./mock-answers.mjs";
+import { routeVertex, vertexApi } from "./mock-vertex.mjs";
 
 const HOST = "127.0.0.1";
 const MAX_BODY_BYTES = 8 * 1024 * 1024;
@@ -379,7 +382,7 @@ async function answer(ctx, body) {
     return replyError(ctx, 400, "invalid_request", "This model does not support assistant message prefill. The conversation must end with a user message.");
   }
   ctx.model = body.model;
-  ctx.plan = planAnswer(provider, ctx, body, wire.maxTokens(body));
+  ctx.plan = (wire.plan ?? planAnswer)(provider, ctx, body, wire.maxTokens(body));
   ctx.id = format === "anthropic" ? `msg_mock_${provider.name}_${ctx.seq}` : `chatcmpl-mock-${provider.name}-${ctx.seq}`;
   ctx.created = Math.floor(Date.now() / 1000);
   if (body.stream === true) return stream(ctx, body, ctx.rule?.mode === "stream" ? ctx.rule : {});
@@ -432,7 +435,8 @@ async function streamFaultAt(ctx, fault, sent, atEnd = false) {
 
 function replyError(ctx, status, kind, message, extraHeaders = {}) {
   ctx.status = status;
-  sendJson(ctx.res, status, errorBody(ctx.format, kind, message), { ...responseHeaders(ctx, ctx.format), ...extraHeaders });
+  const body = ctx.errorBody ? ctx.errorBody(status, kind, message) : errorBody(ctx.format, kind, message);
+  sendJson(ctx.res, status, body, { ...responseHeaders(ctx, ctx.format), ...extraHeaders });
 }
 
 function retryHeaders(rule) {
@@ -495,6 +499,12 @@ async function handleChat(state, ctx) {
   provider.received.push({ seq: ctx.seq, at: stats.lastRequest.at, method: req.method, path: ctx.path, format: ctx.format,
     headers: stats.lastRequest.headers, keyDigests: keyDigests(req.headers), body });
   if (provider.received.length > MAX_RECEIVED) provider.received.shift();
+  if (ctx.adapt) {
+    // A reseller's wire (mock-vertex.mjs): its checks, then the body the answer is planned from.
+    const adapted = ctx.adapt(body, req.headers);
+    if (adapted.error) return replyError(ctx, adapted.error.status, adapted.error.kind, adapted.error.message);
+    body = adapted.body;
+  }
   if (provider.settings.requireKey && !hasKey(req.headers)) {
     return replyError(ctx, 401, "auth", "Missing API key: send Authorization: Bearer <key> or x-api-key.");
   }
@@ -506,9 +516,9 @@ async function handleChat(state, ctx) {
 }
 
 /** Tracks one chat request in the provider's counters for its whole life. */
-async function trackChat(state, provider, format, req, res, path) {
+async function trackChat(state, provider, format, req, res, path, extra = {}) {
   const controller = new AbortController();
-  const ctx = { provider, format, req, res, path, signal: controller.signal, seq: ++provider.seq, status: null, destroyedByUs: false, rule: null, flushed: Promise.resolve() };
+  const ctx = { provider, format, req, res, path, signal: controller.signal, seq: ++provider.seq, status: null, destroyedByUs: false, rule: null, flushed: Promise.resolve(), ...extra };
   const stats = provider.stats;
   stats.total += 1;
   stats.inFlight += 1;
@@ -590,6 +600,9 @@ async function route(state, req, res) {
   const parts = path.split("/").filter(Boolean);
   if (path === "/health") return sendJson(res, 200, { ok: true });
   if (parts[0] === "admin" && (parts.length === 2 || parts.length === 3)) return handleAdmin(state, req, res, parts.slice(1));
+  if (parts[0] === "vertex") {
+    return routeVertex(state, req, res, new URL(req.url ?? "/", "http://mock"), { sendJson, readBody, trackChat, providerFor });
+  }
   const m = /^\/p\/([A-Za-z0-9_.-]{1,64})\/v1\/(chat\/completions|messages|models)$/.exec(path);
   if (!m) return sendJson(res, 404, { error: { message: `no route for ${req.method} ${path}`, type: "invalid_request_error" } });
   const provider = providerFor(state, m[1]);
@@ -631,6 +644,8 @@ export async function startMock(options = {}) {
     url,
     port,
     providerUrl: (name) => `${url}/p/${name}`,
+    /** Vertex AI (mock-vertex.mjs): a provider's base URL, the token URL, token counters and faults. */
+    vertex: { baseUrl: (name) => `${url}/vertex/${name}`, tokenUri: `${url}/vertex/token`, ...vertexApi(state) },
     openaiBaseUrl: (name) => `${url}/p/${name}/v1`,
     setFault(name, spec) {
       const provider = providerFor(state, name);
