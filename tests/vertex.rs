@@ -817,3 +817,33 @@ fn stream_deltas(p: &dyn Provider, sse: &[u8]) -> Result<Vec<Delta>, resilient_l
     }
     Ok(out)
 }
+
+#[test]
+fn an_error_that_echoes_the_token_does_not_show_it() {
+    for p in [authorised(claude_provider()), authorised(gemini_provider())] {
+        let body = json!({"error": {"code": 401, "message": format!("bad token {TOKEN}"),
+                                    "status": "UNAUTHENTICATED"}});
+        let resp = BufferedResponse {
+            status: 401,
+            headers: Headers::new(),
+            body: body.to_string().into_bytes(),
+        };
+        let e = p.decode(&resp, NOW).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Auth);
+        assert!(!e.message.contains(TOKEN), "{e}");
+        let ev = resilient_llm::SseEvent {
+            data: body.to_string(),
+            ..Default::default()
+        };
+        let ev = if p.dialect().is_some() {
+            resilient_llm::SseEvent {
+                event: Some("error".into()),
+                ..ev
+            }
+        } else {
+            ev
+        };
+        let e = p.decode_event(&ev).unwrap_err();
+        assert!(!e.message.contains(TOKEN), "{e}");
+    }
+}

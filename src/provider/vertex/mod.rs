@@ -24,13 +24,14 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::anthropic::Anthropic;
-use super::classify::ErrorBody;
+use super::classify::{self, ErrorBody};
 use super::credential::Credential;
 use super::{decode_data, decode_success, Capabilities, Models, Provider};
 use crate::chat::{ChatRequest, ChatResponse, Delta, Dialect};
 use crate::error::{ErrorKind, ProviderError};
 use crate::format::gemini;
 use crate::platform::{BufferedResponse, HttpRequest, UnixMillis};
+use crate::secret::Secret;
 use crate::sse::SseEvent;
 
 pub use token::ServiceAccount;
@@ -214,13 +215,18 @@ impl Provider for Vertex {
         resp: &BufferedResponse,
         now: UnixMillis,
     ) -> Result<ChatResponse, ProviderError> {
+        let token = self.account.current();
+        let secret = token.as_ref().map(Secret::expose);
         match self.publisher {
-            Publisher::Anthropic => self.anthropic.decode(resp, now),
+            Publisher::Anthropic => self
+                .anthropic
+                .decode(resp, now)
+                .map_err(|e| classify::redact(e, secret)),
             Publisher::Google => {
                 let mut out = decode_success(
                     resp,
                     now,
-                    None,
+                    secret,
                     gemini::decode_response,
                     ErrorBody::from_value,
                 )?;
@@ -231,14 +237,19 @@ impl Provider for Vertex {
     }
 
     fn decode_event(&self, ev: &SseEvent) -> Result<Vec<Delta>, ProviderError> {
+        let token = self.account.current();
+        let secret = token.as_ref().map(Secret::expose);
         match self.publisher {
-            Publisher::Anthropic => self.anthropic.decode_event(ev),
+            Publisher::Anthropic => self
+                .anthropic
+                .decode_event(ev)
+                .map_err(|e| classify::redact(e, secret)),
             Publisher::Google => {
                 let data = ev.data.trim();
                 if data.is_empty() {
                     return Ok(Vec::new());
                 }
-                decode_data(data, None, gemini::decode_chunk, ErrorBody::from_value)
+                decode_data(data, secret, gemini::decode_chunk, ErrorBody::from_value)
             }
         }
     }
