@@ -847,3 +847,16 @@ fn an_error_that_echoes_the_token_does_not_show_it() {
         assert!(!e.message.contains(TOKEN), "{e}");
     }
 }
+
+#[test]
+fn the_readme_vertex_providers_are_valid() {
+    let readme = include_str!("../README.md");
+    let section = &readme[readme.find("### Google Vertex AI").unwrap()..];
+    let start = section.find("```jsonc\n").unwrap() + "```jsonc\n".len();
+    let end = start + section[start..].find("```").unwrap();
+    let cfg = Config::parse(&format!("{{{}}}", &section[start..end])).unwrap();
+    let key = |name: &str| (name == "VERTEX_SERVICE_ACCOUNT_KEY").then(key_json);
+    assert_eq!(cfg.providers.len(), 2);
+    cfg.client(FakePlatform::new(), vec![], &key)
+        .expect("valid, the key read from its secret");
+}

@@ -30,6 +30,10 @@ pub(crate) async fn open<P: Platform, S: BreakerStore>(
             authorize(&client.platform, provider.as_ref(), limit)
                 .await
                 .map_err(|e| (e, false))?;
+            // A token fetched first spends part of the attempt's time.
+            let spent = Duration::from_millis(client.platform.now().saturating_sub(now));
+            let limit = limit.saturating_sub(spent);
+            let now = client.platform.now();
             let mut http = provider.encode(req, model).map_err(|e| (e, false))?;
             let omitted = std::mem::take(&mut http.omitted);
             let resp =
