@@ -106,9 +106,9 @@ pub use policy::budget::{BudgetPolicy, RetryBudget};
 pub use policy::stats::{Health, Latency};
 pub use provider::bedrock;
 pub use provider::{
-    build_provider, classify, Anthropic, AuthStyle, Bedrock, Capabilities, CustomProvider,
-    ErrorBody, LocalFuture, ModelConfig, Models, OpenAi, Preset, PresetName, Provider,
-    ProviderConfig, Quirks, StreamDecoder, Upstream,
+    build_provider, classify, Anthropic, AuthStyle, Bedrock, Capabilities, Credential,
+    CustomProvider, ErrorBody, LocalFuture, ModelConfig, Models, OpenAi, Preset, PresetName,
+    Provider, ProviderConfig, Publisher, Quirks, ServiceAccount, StreamDecoder, Upstream, Vertex,
 };
 pub use secret::Secret;
 pub use sse::{SseDecoder, SseEvent};

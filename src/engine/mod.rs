@@ -3,6 +3,7 @@
 //! [`cursor`] the one walk over a route that whole answers ([`retry`]) and
 //! streams ([`stream`]) both drive, [`store`] where breakers live.
 
+pub(crate) mod authorize;
 pub(crate) mod client;
 pub(crate) mod cursor;
 pub(crate) mod open;

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::chat::{ChatRequest, ChatResponse, Delta, FinishReason};
+use crate::engine::authorize::authorize;
 use crate::engine::client::Client;
 use crate::engine::store::BreakerStore;
 use crate::engine::stream::StreamItem;
@@ -26,6 +27,13 @@ pub(crate) async fn open<P: Platform, S: BreakerStore>(
     let now = client.platform.now();
     match upstream {
         Upstream::Http(provider) => {
+            authorize(&client.platform, provider.as_ref(), limit)
+                .await
+                .map_err(|e| (e, false))?;
+            // A token fetched first spends part of the attempt's time.
+            let spent = Duration::from_millis(client.platform.now().saturating_sub(now));
+            let limit = limit.saturating_sub(spent);
+            let now = client.platform.now();
             let mut http = provider.encode(req, model).map_err(|e| (e, false))?;
             provider.sign(&mut http, now).map_err(|e| (e, false))?;
             let omitted = std::mem::take(&mut http.omitted);

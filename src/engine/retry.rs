@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::chat::{ChatRequest, ChatResponse};
+use crate::engine::authorize::authorize;
 use crate::engine::client::{Client, Entry};
 use crate::engine::cursor::Run;
 use crate::engine::store::BreakerStore;
@@ -216,6 +217,13 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     ) -> (Result<ChatResponse, ProviderError>, bool, Vec<String>) {
         match upstream {
             Upstream::Http(provider) => {
+                let started = self.platform.now();
+                if let Err(e) = authorize(&self.platform, provider.as_ref(), limit).await {
+                    return (Err(e), false, Vec::new());
+                }
+                // A token fetched first spends part of the attempt's time.
+                let spent = Duration::from_millis(self.platform.now().saturating_sub(started));
+                let limit = limit.saturating_sub(spent);
                 let mut http = match provider.encode(req, model) {
                     Ok(h) => h,
                     Err(e) => return (Err(e), false, Vec::new()),

@@ -31,6 +31,7 @@
 
 pub mod anthropic;
 pub mod anthropic_stream;
+pub mod gemini;
 pub mod mapping;
 pub mod openai;
 pub mod openai_stream;

@@ -74,7 +74,7 @@ export interface ModelConfig {
   outputPricePerMtok?: number;
 }
 
-/** A built-in HTTP provider (Anthropic, OpenAI, OpenAI-compatible presets, AWS Bedrock). */
+/** A built-in HTTP provider (Anthropic, OpenAI, OpenAI-compatible presets, AWS Bedrock, Vertex AI). */
 export type ProviderConfig =
   | {
       kind: "anthropic";
@@ -126,6 +126,21 @@ export type ProviderConfig =
       models?: Record<string, ModelConfig>;
       headers?: Record<string, string>;
       anthropicVersion?: string;
+      defaultMaxTokens?: number;
+    }
+  | {
+      /** Google Vertex AI: Claude (`publisher: "anthropic"`) or Gemini (`"google"`) models. */
+      kind: "vertex";
+      publisher: "anthropic" | "google";
+      project: string;
+      /** The location: `us-east5`, `europe-west1`, `global`, … */
+      region: string;
+      baseUrl?: string;
+      /** The service account's key file: its JSON text, or the parsed object. */
+      serviceAccountKey?: string | Record<string, unknown>;
+      /** The environment variable holding the key file's JSON (default `GOOGLE_SERVICE_ACCOUNT_KEY`). */
+      serviceAccountKeyEnv?: string;
+      models?: Record<string, ModelConfig>;
       defaultMaxTokens?: number;
     };
 

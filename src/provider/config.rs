@@ -23,6 +23,7 @@ use super::bedrock::sigv4::Credentials;
 use super::bedrock::Bedrock;
 use super::openai::OpenAi;
 use super::preset::PresetName;
+use super::vertex::config::VertexConfig;
 use super::{Capabilities, Models, Provider};
 use crate::format::anthropic::StructuredOutput;
 use crate::format::openai::MaxTokensField;
@@ -45,6 +46,9 @@ pub enum ProviderConfig {
     /// `"kind": "bedrock"`: AWS Bedrock's runtime, SigV4-signed.
     #[serde(rename = "bedrock")]
     Bedrock(BedrockConfig),
+    /// `"kind": "vertex"`: one publisher's models on Google Vertex AI.
+    #[serde(rename = "vertex")]
+    Vertex(VertexConfig),
 }
 
 impl ProviderConfig {
@@ -55,6 +59,7 @@ impl ProviderConfig {
             ProviderConfig::OpenAi(c) => &c.models,
             ProviderConfig::Compatible(c) => &c.models,
             ProviderConfig::Bedrock(c) => &c.models,
+            ProviderConfig::Vertex(c) => &c.models,
         }
     }
 }
@@ -82,6 +87,7 @@ impl ProviderConfig {
                 serde_path_to_error::deserialize::<_, CompatibleConfig>(rest).err()
             }
             "bedrock" => serde_path_to_error::deserialize::<_, BedrockConfig>(rest).err(),
+            "vertex" => serde_path_to_error::deserialize::<_, VertexConfig>(rest).err(),
             _ => None,
         }
     }
@@ -455,23 +461,24 @@ pub fn build_provider(
             }
             Box::new(p)
         }
+        ProviderConfig::Vertex(c) => Box::new(super::vertex::config::build(id, c, secret, &mut v)?),
     };
     (issues.len() == before).then_some(provider)
 }
 
 /// Validation helpers writing issues under one entry's path.
-struct Check<'a> {
+pub(crate) struct Check<'a> {
     path: &'a str,
     issues: &'a mut Vec<ConfigIssue>,
 }
 
 impl Check<'_> {
-    fn issue(&mut self, field: &str, message: impl Into<String>) {
+    pub(crate) fn issue(&mut self, field: &str, message: impl Into<String>) {
         self.issues
             .push(ConfigIssue::new(format!("{}.{field}", self.path), message));
     }
 
-    fn non_empty(&mut self, field: &str, value: &str) {
+    pub(crate) fn non_empty(&mut self, field: &str, value: &str) {
         if value.trim().is_empty() {
             self.issue(field, "must not be empty");
         }
@@ -487,13 +494,8 @@ impl Check<'_> {
         required: bool,
         secret: &dyn Fn(&str) -> Option<String>,
     ) -> Option<Secret> {
-        self.credential(
-            ("apiKey", "apiKeyEnv", default_env),
-            api_key,
-            api_key_env,
-            required,
-            secret,
-        )
+        let fields = ("apiKey", "apiKeyEnv");
+        self.secret(fields, api_key, api_key_env, default_env, required, secret)
     }
 
     /// [`Check::key`] for a credential under other field names
@@ -506,25 +508,22 @@ impl Check<'_> {
         required: bool,
         secret: &dyn Fn(&str) -> Option<String>,
     ) -> Option<Secret> {
-        self.credential(
-            (field, env_field, Some(default_env)),
-            value,
-            env,
-            required,
-            secret,
-        )
+        self.secret((field, env_field), value, env, Some(default_env), required, secret)
     }
 
-    fn credential(
+    /// A secret given in the field `fields.0`, or read from the secret
+    /// named by the field `fields.1` (or the default name).
+    pub(crate) fn secret(
         &mut self,
-        (field, env_field, default_env): (&str, &str, Option<&str>),
-        api_key: &Option<Secret>,
-        api_key_env: &Option<String>,
+        (field, env_field): (&str, &str),
+        value: &Option<Secret>,
+        env: &Option<String>,
+        default_env: Option<&str>,
         required: bool,
         secret: &dyn Fn(&str) -> Option<String>,
     ) -> Option<Secret> {
-        if let Some(key) = api_key {
-            if api_key_env.is_some() {
+        if let Some(key) = value {
+            if env.is_some() {
                 self.issue(
                     field,
                     format!("set either {field} or {env_field}, not both"),
@@ -535,7 +534,7 @@ impl Check<'_> {
             }
             return Some(key.clone());
         }
-        let Some(name) = api_key_env.as_deref().or(default_env) else {
+        let Some(name) = env.as_deref().or(default_env) else {
             if required {
                 self.issue(
                     env_field,
@@ -550,7 +549,7 @@ impl Check<'_> {
         }
         match secret(name).filter(|v| !v.trim().is_empty()) {
             Some(value) => Some(Secret::new(value)),
-            None if required || api_key_env.is_some() => {
+            None if required || env.is_some() => {
                 self.issue(env_field, format!("secret \"{name}\" is not set"));
                 None
             }
@@ -559,7 +558,7 @@ impl Check<'_> {
     }
 
     /// The base URL, checked: `http(s)://host[/prefix]`.
-    fn url(&mut self, url: Option<&str>, default: Option<&str>) -> Option<String> {
+    pub(crate) fn url(&mut self, url: Option<&str>, default: Option<&str>) -> Option<String> {
         let Some(url) = url.or(default) else {
             self.issue("baseUrl", "required for this provider");
             return None;
@@ -610,7 +609,11 @@ impl Check<'_> {
     }
 
     /// The model table, checked; `prefill` is the provider's default.
-    fn models(&mut self, models: &BTreeMap<String, ModelConfig>, prefill: bool) -> Models {
+    pub(crate) fn models(
+        &mut self,
+        models: &BTreeMap<String, ModelConfig>,
+        prefill: bool,
+    ) -> Models {
         let default = Capabilities {
             prefill,
             tools: true,

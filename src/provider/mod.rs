@@ -12,9 +12,11 @@ pub(crate) mod anthropic;
 pub mod bedrock;
 pub mod classify;
 pub(crate) mod config;
+pub(crate) mod credential;
 pub(crate) mod native;
 pub(crate) mod openai;
 pub(crate) mod preset;
+pub(crate) mod vertex;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -32,8 +34,10 @@ pub use anthropic::Anthropic;
 pub use bedrock::Bedrock;
 pub use classify::{classify, ErrorBody};
 pub use config::{build_provider, ModelConfig, ProviderConfig};
+pub use credential::Credential;
 pub use openai::OpenAi;
 pub use preset::{AuthStyle, Preset, PresetName, Quirks};
+pub use vertex::{Publisher, ServiceAccount, Vertex};
 
 /// What a provider's model can do, from configuration.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -286,6 +290,12 @@ pub trait Provider {
     /// [`Provider::decode_event`] reads: Server-Sent Events by default.
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
         Box::new(SseDecoder::default())
+    }
+
+    /// The token this provider needs fetched before [`Provider::encode`]
+    /// (none, by default).
+    fn credential(&self) -> Option<&dyn Credential> {
+        None
     }
 }
 

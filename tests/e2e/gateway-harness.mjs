@@ -41,7 +41,7 @@ export function gatewayConfig(mock, { providers, routes, breaker, retry, timeout
   };
 }
 
-function workerOptions(config, name) {
+function workerOptions(config, name, bindings = {}) {
   return {
     name,
     modules: true,
@@ -49,25 +49,26 @@ function workerOptions(config, name) {
     modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
     compatibilityDate: "2026-08-01",
     bindings: { CONFIG: JSON.stringify(config), MOCK_API_KEY: MOCK_KEY, GATEWAY_KEY,
-      AWS_ACCESS_KEY_ID: TEST_CREDENTIALS.accessKeyId, AWS_SECRET_ACCESS_KEY: TEST_CREDENTIALS.secretAccessKey },
+      AWS_ACCESS_KEY_ID: TEST_CREDENTIALS.accessKeyId, AWS_SECRET_ACCESS_KEY: TEST_CREDENTIALS.secretAccessKey, ...bindings },
   };
 }
 
 /**
  * Starts Miniflare serving the Worker on a free port. `persist`: a directory for Durable
  * Object storage (a second start on it is a restart). `isolates: 2`: two workers with their
- * own isolate memory sharing the first one's Durable Object namespace.
+ * own isolate memory sharing the first one's Durable Object namespace. `bindings`: more
+ * secrets, by name.
  */
-export async function startGateway(config, { persist, isolates = 1, log = false } = {}) {
+export async function startGateway(config, { persist, isolates = 1, log = false, bindings = {} } = {}) {
   const durableObjectsPersist = persist ?? false;
   const first = {
-    ...workerOptions(config, "a"),
+    ...workerOptions(config, "a", bindings),
     durableObjects: { BREAKERS: { className: "BreakerStore", useSQLite: true } },
   };
   const workers = [first];
   if (isolates === 2) {
     workers.push({
-      ...workerOptions(config, "b"),
+      ...workerOptions(config, "b", bindings),
       durableObjects: { BREAKERS: { className: "BreakerStore", scriptName: "a", useSQLite: true } },
     });
   }

@@ -20,6 +20,8 @@
 //   GET  /p/<name>/v1/models             model list (Anthropic shape with anthropic-version)
 //   POST /bedrock/<name>/model/<id>/{invoke,invoke-with-response-stream,converse,converse-stream}
 //                                        AWS Bedrock, SigV4-checked (tests/e2e/mock-bedrock.mjs)
+//   POST /vertex/…                       Google Vertex AI: token endpoint, rawPredict, generateContent
+//                                        (tests/e2e/mock-vertex.mjs says how)
 //   GET  /health
 //   GET  /admin/stats                    every provider's counters
 //   GET  /admin/<name>/stats             one provider's counters and last request
@@ -72,6 +74,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import { pathToFileURL } from "node:url";
 import { FORMATS, planAnswer } from "./mock-answers.mjs";
 import { bedrockBody, bedrockErrorBody, bedrockErrorHeaders, bedrockFormat, bedrockFrame, bedrockRoute, signatureProblem } from "./mock-bedrock.mjs";
+import { routeVertex, vertexApi } from "./mock-vertex.mjs";
 
 const HOST = "127.0.0.1";
 const MAX_BODY_BYTES = 8 * 1024 * 1024;
@@ -386,7 +389,7 @@ async function answer(ctx, body) {
   }
   ctx.model = body.model;
   // Bedrock plans its answers as the Messages format it carries (or Converse read as it).
-  ctx.plan = planAnswer(provider, ctx.bedrock ? { ...ctx, format: "anthropic" } : ctx, body, wire.maxTokens(body));
+  ctx.plan = (wire.plan ?? planAnswer)(provider, ctx.bedrock ? { ...ctx, format: "anthropic" } : ctx, body, wire.maxTokens(body));
   ctx.id = format === "anthropic" ? `msg_mock_${provider.name}_${ctx.seq}` : `chatcmpl-mock-${provider.name}-${ctx.seq}`;
   ctx.created = Math.floor(Date.now() / 1000);
   if (body.stream === true) return stream(ctx, body, ctx.rule?.mode === "stream" ? ctx.rule : {});
@@ -441,7 +444,8 @@ async function streamFaultAt(ctx, fault, sent, atEnd = false) {
 function replyError(ctx, status, kind, message, extraHeaders = {}) {
   ctx.status = status;
   const aws = ctx.format === "bedrock" ? bedrockErrorHeaders(kind) : {};
-  sendJson(ctx.res, status, errorBody(ctx.format, kind, message), { ...responseHeaders(ctx, ctx.format), ...aws, ...extraHeaders });
+  const body = ctx.errorBody ? ctx.errorBody(status, kind, message) : errorBody(ctx.format, kind, message);
+  sendJson(ctx.res, status, body, { ...responseHeaders(ctx, ctx.format), ...aws, ...extraHeaders });
 }
 
 function retryHeaders(rule) {
@@ -510,7 +514,13 @@ async function handleChat(state, ctx) {
     const read = bedrockBody(ctx.bedrock, body);
     if (read.invalid) return replyError(ctx, 400, "invalid_request", read.invalid);
     body = read.body;
-  } else if (provider.settings.requireKey && !hasKey(req.headers)) {
+  } else if (ctx.adapt) {
+    // A reseller's wire (mock-vertex.mjs): its checks, then the body the answer is planned from.
+    const adapted = ctx.adapt(body, req.headers);
+    if (adapted.error) return replyError(ctx, adapted.error.status, adapted.error.kind, adapted.error.message);
+    body = adapted.body;
+  }
+  if (!ctx.bedrock && provider.settings.requireKey && !hasKey(req.headers)) {
     return replyError(ctx, 401, "auth", "Missing API key: send Authorization: Bearer <key> or x-api-key.");
   }
   const rule = provider.pickRule(body.stream === true);
@@ -521,9 +531,9 @@ async function handleChat(state, ctx) {
 }
 
 /** Tracks one chat request in the provider's counters for its whole life. */
-async function trackChat(state, provider, format, req, res, path, bedrock = null) {
+async function trackChat(state, provider, format, req, res, path, extra = {}) {
   const controller = new AbortController();
-  const ctx = { provider, format, req, res, path, bedrock, signal: controller.signal, seq: ++provider.seq, status: null, destroyedByUs: false, rule: null, flushed: Promise.resolve() };
+  const ctx = { provider, format, req, res, path, signal: controller.signal, seq: ++provider.seq, status: null, destroyedByUs: false, rule: null, flushed: Promise.resolve(), ...extra };
   const stats = provider.stats;
   stats.total += 1;
   stats.inFlight += 1;
@@ -608,7 +618,10 @@ async function route(state, req, res) {
   const bedrock = bedrockRoute(path);
   if (bedrock) {
     if (req.method !== "POST") return sendJson(res, 405, bedrockErrorBody("invalid_request", `Method ${req.method} not allowed; use POST.`), { allow: "POST" });
-    return trackChat(state, providerFor(state, bedrock.name), "bedrock", req, res, path, bedrock);
+    return trackChat(state, providerFor(state, bedrock.name), "bedrock", req, res, path, { bedrock });
+  }
+  if (parts[0] === "vertex") {
+    return routeVertex(state, req, res, new URL(req.url ?? "/", "http://mock"), { sendJson, readBody, trackChat, providerFor });
   }
   const m = /^\/p\/([A-Za-z0-9_.-]{1,64})\/v1\/(chat\/completions|messages|models)$/.exec(path);
   if (!m) return sendJson(res, 404, { error: { message: `no route for ${req.method} ${path}`, type: "invalid_request_error" } });
@@ -651,6 +664,8 @@ export async function startMock(options = {}) {
     url,
     port,
     providerUrl: (name) => `${url}/p/${name}`,
+    /** Vertex AI (mock-vertex.mjs): a provider's base URL, the token URL, token counters and faults. */
+    vertex: { baseUrl: (name) => `${url}/vertex/${name}`, tokenUri: `${url}/vertex/token`, ...vertexApi(state) },
     openaiBaseUrl: (name) => `${url}/p/${name}/v1`,
     setFault(name, spec) {
       const provider = providerFor(state, name);
