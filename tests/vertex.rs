@@ -860,3 +860,27 @@ fn the_readme_vertex_providers_are_valid() {
     cfg.client(FakePlatform::new(), vec![], &key)
         .expect("valid, the key read from its secret");
 }
+
+#[test]
+fn the_readme_three_reseller_route_is_valid() {
+    let readme = include_str!("../README.md");
+    let section = &readme[readme.find("### One model, three resellers").unwrap()..];
+    let start = section.find("```jsonc\n").unwrap() + "```jsonc\n".len();
+    let end = start + section[start..].find("```").unwrap();
+    let cfg = Config::parse(&section[start..end]).unwrap();
+    let secrets = |name: &str| match name {
+        "GOOGLE_SERVICE_ACCOUNT_KEY" => Some(key_json()),
+        "ANTHROPIC_API_KEY" | "AWS_ACCESS_KEY_ID" | "AWS_SECRET_ACCESS_KEY" => {
+            Some("placeholder".to_string())
+        }
+        _ => None,
+    };
+    let client = cfg
+        .client(FakePlatform::new(), vec![], &secrets)
+        .expect("valid, every secret read by its default name");
+    let chain: Vec<_> = client.routes()["claude"]
+        .iter()
+        .map(|e| e.provider.as_str())
+        .collect();
+    assert_eq!(chain, ["anthropic", "bedrock", "vertex"]);
+}

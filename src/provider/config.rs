@@ -508,7 +508,14 @@ impl Check<'_> {
         required: bool,
         secret: &dyn Fn(&str) -> Option<String>,
     ) -> Option<Secret> {
-        self.secret((field, env_field), value, env, Some(default_env), required, secret)
+        self.secret(
+            (field, env_field),
+            value,
+            env,
+            Some(default_env),
+            required,
+            secret,
+        )
     }
 
     /// A secret given in the field `fields.0`, or read from the secret
