@@ -179,6 +179,30 @@ pub struct ProviderError {
 impl fmt::Display for ProviderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.kind.describe())?;
+        self.write_detail(f)
+    }
+}
+
+impl ProviderError {
+    /// The message without the kind's description: the status, any
+    /// Retry-After and the provider's message. For lines that already
+    /// name the kind.
+    pub fn detail(&self) -> String {
+        let ms = crate::platform::millis;
+        let mut parts = Vec::new();
+        match (self.status, self.retry_after) {
+            (Some(s), Some(r)) => parts.push(format!("HTTP {s}, retry after {} ms", ms(r))),
+            (Some(s), None) => parts.push(format!("HTTP {s}")),
+            (None, Some(r)) => parts.push(format!("retry after {} ms", ms(r))),
+            (None, None) => {}
+        }
+        if !self.message.is_empty() {
+            parts.push(self.message.clone());
+        }
+        parts.join(": ")
+    }
+
+    fn write_detail(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.status, self.retry_after) {
             (Some(s), Some(r)) => write!(
                 f,
@@ -269,7 +293,13 @@ impl From<TransportError> for ProviderError {
             TransportErrorKind::BodyTooLarge => ErrorKind::Decode,
             TransportErrorKind::TimedOut => ErrorKind::Timeout,
         };
-        ProviderError::new(kind, e.to_string())
+        // The kind's own words already open the message: "network error"
+        // and "timed out" are not said twice.
+        let message = match e.kind {
+            TransportErrorKind::Other | TransportErrorKind::TimedOut => e.message,
+            _ => e.to_string(),
+        };
+        ProviderError::new(kind, message)
     }
 }
 
@@ -398,6 +428,40 @@ impl Exhausted {
         }
     }
 
+    /// The last failure, the one that ended the call.
+    pub fn last_error(&self) -> Option<&ProviderError> {
+        self.errors().last()
+    }
+
+    /// The status the failures share, when every failure that had one had
+    /// the same (a lone 401 is a 401); `None` when they differ or none had
+    /// a status. A host that must answer in one status uses [`status`](Self::status).
+    pub fn common_status(&self) -> Option<u16> {
+        let mut statuses = self.errors().filter_map(|e| e.status);
+        let first = statuses.next()?;
+        statuses.all(|s| s == first).then_some(first)
+    }
+
+    /// Whether the same call may succeed later: some failure was transient
+    /// (rate limit, server fault, timeout, network, an open breaker). A call
+    /// every provider refused for its key or its content is not.
+    pub fn is_retryable(&self) -> bool {
+        self.errors().any(|e| {
+            let transient = matches!(
+                e.kind,
+                ErrorKind::RateLimited
+                    | ErrorKind::Server
+                    | ErrorKind::Timeout
+                    | ErrorKind::Stalled
+                    | ErrorKind::Transport
+                    | ErrorKind::Decode
+                    | ErrorKind::CircuitOpen
+                    | ErrorKind::DeadlineExceeded
+            );
+            e.should_retry.unwrap_or(transient)
+        })
+    }
+
     /// The earliest moment worth trying again, from the providers'
     /// Retry-After headers, when any gave one.
     pub fn retry_after(&self) -> Option<Duration> {
@@ -428,7 +492,15 @@ impl Exhausted {
             (n, Some(k)) => format!("all {n} providers failed the same way: {k}"),
             (n, None) => format!("all {n} providers failed"),
         };
-        let detail: Vec<String> = last.iter().map(|(p, e)| format!("{p}: {e}")).collect();
+        // With one kind in common the lead names it: each detail leaves it out.
+        let detail: Vec<String> = last
+            .iter()
+            .map(|(p, e)| match (common, e.detail()) {
+                (Some(_), d) if d.is_empty() => p.to_string(),
+                (Some(_), d) => format!("{p}: {d}"),
+                (None, _) => format!("{p}: {e}"),
+            })
+            .collect();
         if detail.is_empty() {
             lead
         } else {
@@ -626,6 +698,67 @@ mod tests {
         let mut e = ProviderError::new(ErrorKind::InvalidRequest, "");
         e.should_retry = Some(true);
         assert!(e.is_retryable());
+    }
+
+    #[test]
+    fn the_headline_names_a_shared_kind_once() {
+        let mut timed_out = attempt("p", ErrorKind::Timeout, None);
+        timed_out.outcome = AttemptOutcome::Failure {
+            error: ProviderError::timeout(Duration::from_millis(100)),
+        };
+        let one = Exhausted {
+            attempts: vec![timed_out],
+        };
+        assert_eq!(
+            one.headline(),
+            "the only provider failed: timed out (p: no response within 100 ms)"
+        );
+        let revoked = Exhausted {
+            attempts: vec![attempt("a", ErrorKind::Auth, Some(401))],
+        };
+        assert_eq!(
+            revoked.headline(),
+            "the only provider failed: authentication failed (a: HTTP 401)"
+        );
+    }
+
+    #[test]
+    fn a_transport_error_says_network_error_once() {
+        let e = ProviderError::from(TransportError::from_message("fetch failed"));
+        assert_eq!(e.to_string(), "network error: fetch failed");
+        let refused = ProviderError::from(TransportError::from_message("connect ECONNREFUSED"));
+        assert_eq!(
+            refused.to_string(),
+            "network error: connection refused: connect ECONNREFUSED"
+        );
+    }
+
+    #[test]
+    fn an_exhausted_call_takes_status_and_retryability_from_its_failures() {
+        let revoked = Exhausted {
+            attempts: vec![attempt("a", ErrorKind::Auth, Some(401))],
+        };
+        assert_eq!(revoked.common_status(), Some(401));
+        assert!(!revoked.is_retryable());
+        assert_eq!(revoked.last_error().map(|e| e.kind), Some(ErrorKind::Auth));
+        let mixed = Exhausted {
+            attempts: vec![
+                attempt("a", ErrorKind::Auth, Some(401)),
+                attempt("b", ErrorKind::RateLimited, Some(429)),
+            ],
+        };
+        assert_eq!(mixed.common_status(), None);
+        assert_eq!(mixed.status(), 503);
+        assert!(mixed.is_retryable());
+        assert_eq!(
+            mixed.last_error().map(|e| e.kind),
+            Some(ErrorKind::RateLimited)
+        );
+        let skipped = Exhausted {
+            attempts: vec![attempt("a", ErrorKind::CircuitOpen, None)],
+        };
+        assert_eq!(skipped.common_status(), None);
+        assert!(skipped.is_retryable());
     }
 
     #[test]

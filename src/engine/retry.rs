@@ -198,6 +198,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         self.emit(|| Event::Retry {
             provider: &entry.provider,
             model: &entry.model,
+            label: entry.label.as_deref(),
             attempt: number,
             delay,
             error,
