@@ -433,13 +433,14 @@ impl Exhausted {
         self.errors().last()
     }
 
-    /// The status the failures share, when every failure that had one had
-    /// the same (a lone 401 is a 401); `None` when they differ or none had
-    /// a status. A host that must answer in one status uses [`status`](Self::status).
+    /// The status the failures share, when every one had the same (a lone
+    /// 401 is a 401); `None` when they differ or one had none (a network
+    /// error, a skipped breaker). A host that must answer in one status
+    /// uses [`status`](Self::status).
     pub fn common_status(&self) -> Option<u16> {
-        let mut statuses = self.errors().filter_map(|e| e.status);
-        let first = statuses.next()?;
-        statuses.all(|s| s == first).then_some(first)
+        let mut statuses = self.errors().map(|e| e.status);
+        let first = statuses.next()??;
+        statuses.all(|s| s == Some(first)).then_some(first)
     }
 
     /// Whether the same call may succeed later: some failure was transient
@@ -749,6 +750,13 @@ mod tests {
         };
         assert_eq!(mixed.common_status(), None);
         assert_eq!(mixed.status(), 503);
+        let unanswered = Exhausted {
+            attempts: vec![
+                attempt("a", ErrorKind::Auth, Some(401)),
+                attempt("b", ErrorKind::Transport, None),
+            ],
+        };
+        assert_eq!(unanswered.common_status(), None);
         assert!(mixed.is_retryable());
         assert_eq!(
             mixed.last_error().map(|e| e.kind),
