@@ -187,67 +187,75 @@ class ResilientLanguageModel {
       start(controller) {
         controller.enqueue({ type: "stream-start", warnings });
       },
+      // Reads events until one becomes a part: a pull that enqueues nothing is not called again.
       async pull(controller) {
-        let r;
-        try {
-          r = await events.next();
-        } catch (error) {
-          controller.enqueue({ type: "error", error });
-          controller.close();
-          return;
-        }
-        if (r.done) {
-          if (reasoning) controller.enqueue({ type: "reasoning-end", id: reasoning });
-          if (text) controller.enqueue({ type: "text-end", id: text });
-          for (const c of calls.values()) {
-            controller.enqueue({ type: "tool-input-end", id: c.id });
-            controller.enqueue({ type: "tool-call", toolCallId: c.id, toolName: c.name, input: c.input });
+        let sent = false;
+        const enqueue = (part) => {
+          sent = true;
+          controller.enqueue(part);
+        };
+        while (!sent) {
+          let r;
+          try {
+            r = await events.next();
+          } catch (error) {
+            controller.enqueue({ type: "error", error });
+            controller.close();
+            return;
           }
-          controller.enqueue({ type: "finish", finishReason: finishReason(reason), usage: usage(used) });
-          controller.close();
-          return;
-        }
-        const ev = r.value;
-        switch (ev.type) {
-          case "start":
-            controller.enqueue({ type: "response-metadata", modelId: ev.model ?? undefined });
-            break;
-          case "thinking":
-            if (!ev.text) break;
-            if (!reasoning) {
-              reasoning = `reasoning-${n++}`;
-              controller.enqueue({ type: "reasoning-start", id: reasoning });
+          if (r.done) {
+            if (reasoning) enqueue({ type: "reasoning-end", id: reasoning });
+            if (text) enqueue({ type: "text-end", id: text });
+            for (const c of calls.values()) {
+              enqueue({ type: "tool-input-end", id: c.id });
+              enqueue({ type: "tool-call", toolCallId: c.id, toolName: c.name, input: c.input });
             }
-            controller.enqueue({ type: "reasoning-delta", id: reasoning, delta: ev.text });
-            break;
-          case "text":
-            if (reasoning) {
-              controller.enqueue({ type: "reasoning-end", id: reasoning });
-              reasoning = null;
-            }
-            if (!text) {
-              text = `text-${n++}`;
-              controller.enqueue({ type: "text-start", id: text });
-            }
-            controller.enqueue({ type: "text-delta", id: text, delta: ev.text });
-            break;
-          case "tool_call": {
-            let c = calls.get(ev.index);
-            if (!c) {
-              c = { id: ev.id || `call-${ev.index}`, name: ev.name || "", input: "" };
-              calls.set(ev.index, c);
-              controller.enqueue({ type: "tool-input-start", id: c.id, toolName: c.name });
-            }
-            c.input += ev.arguments;
-            if (ev.arguments) controller.enqueue({ type: "tool-input-delta", id: c.id, delta: ev.arguments });
-            break;
+            enqueue({ type: "finish", finishReason: finishReason(reason), usage: usage(used) });
+            controller.close();
+            return;
           }
-          case "finish":
-            reason = ev.reason;
-            break;
-          case "usage":
-            used = ev.usage;
-            break;
+          const ev = r.value;
+          switch (ev.type) {
+            case "start":
+              enqueue({ type: "response-metadata", modelId: ev.model ?? undefined });
+              break;
+            case "thinking":
+              if (!ev.text) break;
+              if (!reasoning) {
+                reasoning = `reasoning-${n++}`;
+                enqueue({ type: "reasoning-start", id: reasoning });
+              }
+              enqueue({ type: "reasoning-delta", id: reasoning, delta: ev.text });
+              break;
+            case "text":
+              if (reasoning) {
+                enqueue({ type: "reasoning-end", id: reasoning });
+                reasoning = null;
+              }
+              if (!text) {
+                text = `text-${n++}`;
+                enqueue({ type: "text-start", id: text });
+              }
+              enqueue({ type: "text-delta", id: text, delta: ev.text });
+              break;
+            case "tool_call": {
+              let c = calls.get(ev.index);
+              if (!c) {
+                c = { id: ev.id || `call-${ev.index}`, name: ev.name || "", input: "" };
+                calls.set(ev.index, c);
+                enqueue({ type: "tool-input-start", id: c.id, toolName: c.name });
+              }
+              c.input += ev.arguments;
+              if (ev.arguments) enqueue({ type: "tool-input-delta", id: c.id, delta: ev.arguments });
+              break;
+            }
+            case "finish":
+              reason = ev.reason;
+              break;
+            case "usage":
+              used = ev.usage;
+              break;
+          }
         }
       },
       async cancel() {
