@@ -279,6 +279,16 @@ impl ProviderError {
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after
     }
+
+    /// Whether the request may have reached the provider, judged from the
+    /// error alone: a network error whose message says it was refused, did
+    /// not resolve or failed its TLS handshake did not ([`TransportError::reached`]).
+    /// For providers that report failures as values with text only (JS
+    /// providers); an HTTP attempt knows from its transport.
+    pub fn may_have_reached(&self) -> bool {
+        self.kind != ErrorKind::Transport
+            || TransportError::from_message(self.message.as_str()).reached()
+    }
 }
 
 impl From<TransportError> for ProviderError {
@@ -721,6 +731,17 @@ mod tests {
             revoked.headline(),
             "the only provider failed: authentication failed (a: HTTP 401)"
         );
+    }
+
+    #[test]
+    fn a_refused_connection_did_not_reach_the_provider() {
+        let refused = ProviderError::from(TransportError::from_message(
+            "TypeError: fetch failed: Error: connect ECONNREFUSED 127.0.0.1:9",
+        ));
+        assert!(!refused.may_have_reached());
+        let reset = ProviderError::from(TransportError::from_message("socket hang up"));
+        assert!(reset.may_have_reached());
+        assert!(ProviderError::new(ErrorKind::Server, "refused").may_have_reached());
     }
 
     #[test]

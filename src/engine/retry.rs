@@ -266,7 +266,11 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                         if let Ok(answer) = &mut result {
                             crate::format::structured::unwrap_answer(req, answer);
                         }
-                        (result, true, Vec::new())
+                        let reached = result
+                            .as_ref()
+                            .err()
+                            .is_none_or(ProviderError::may_have_reached);
+                        (result, reached, Vec::new())
                     }
                     Err(_) => (Err(ProviderError::timeout(limit)), true, Vec::new()),
                 }
