@@ -4,8 +4,9 @@
 #   2. node --test tests/npm/*.test.mjs against pkg/ (Node ESM entry; the official SDKs over
 #      client.fetch); tests/npm/ai-sdk.test.mjs with the `ai` package on Node 22 (ai 7 needs it)
 #   3. the packed tarball (npm pack) installed into a fresh project (tests/npm/packed/): an ESM,
-#      a CommonJS and a TypeScript (tsc --strict, default lib) program run on Node, and a page in
-#      headless Chromium (chromedriver) importing the package's browser entry
+#      a CommonJS and a TypeScript (tsc --strict, default lib) program run on Node, a Worker on
+#      the workerd entry in Miniflare, and a page in headless Chromium (chromedriver) importing
+#      the browser entry
 #   4. the examples: examples/node/*.mjs run; examples/ts type-checked (tsc --noEmit), then run;
 #      tests/npm/types (the request and answer shapes as a caller writes them) type-checked
 #   5. wasm-bindgen tests: wasm-pack test --node (tests/web_node.rs) and
