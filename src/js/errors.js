@@ -6,9 +6,8 @@
 // `retryAfterMs`, `code` and `provider` as plain properties, so it reads
 // well in a console and serializes with JSON.stringify (see toJSON).
 //
-// Kept to `export class` / `export function` declarations at the top level:
-// scripts/build-npm.sh turns this file into CommonJS for the nodejs target
-// (so the package also loads on Node versions without require(esm)).
+// No imports: wasm-bindgen copies this file alone into the package, and the
+// CommonJS entry bundles it (scripts/build-npm.sh).
 
 // Kinds worth retrying on the same provider: ProviderError::is_retryable
 // in src/error.rs decides the same.

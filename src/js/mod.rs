@@ -15,7 +15,9 @@
 //! breaker and failover as the built-in adapters, and their `signal` aborts
 //! when the core stops waiting. What they throw is classified by
 //! [`errors::classify`]; what a call rejects with is always an `LLMError`
-//! subclass from `errors.js`.
+//! subclass from `errors.js`. `client.stream()` is wrapped with its helpers
+//! by `stream.js`; `client.fetch` serves the gateway's routes in process
+//! ([`fetch`]). The package's entries per runtime are in `npm/`.
 
 mod config;
 mod convert;

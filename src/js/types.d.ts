@@ -620,8 +620,21 @@ export interface LLMErrorInit {
 /** Base class of every error a call rejects with. */
 export class LLMError extends Error {
   constructor(message: string, init?: LLMErrorInit);
-  /** An `ErrorKind`, or `all_providers_failed`, `aborted`, `unknown_route`. */
-  readonly kind: ErrorKind | "all_providers_failed" | "aborted" | "unknown_route" | "interrupted" | (string & {});
+  /**
+   * An `ErrorKind`, or `all_providers_failed`, `aborted`, `unknown_route`, `interrupted` (a stream
+   * cut after it began), `invalid_state` (a stream read twice at once), `disposed` (the client was
+   * freed), `config` (a `ConfigError`).
+   */
+  readonly kind:
+    | ErrorKind
+    | "all_providers_failed"
+    | "aborted"
+    | "unknown_route"
+    | "interrupted"
+    | "invalid_state"
+    | "disposed"
+    | "config"
+    | (string & {});
   /** Whether trying again may succeed. */
   readonly retryable: boolean;
   /** The HTTP status (a gateway would answer with it). */
