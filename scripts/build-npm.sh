@@ -87,23 +87,25 @@ const [root, out] = process.argv.slice(2);
 const dts = path.join(out, "wasm", "resilient_llm.d.ts");
 const generated = fs.readFileSync(dts, "utf8");
 fs.writeFileSync(dts, generated.replace(/^\s*\[Symbol\.dispose\]\(\): void;\n/gm, ""));
-// index.d.ts exports exactly what the entries do (facade.mjs), plus every type; not the
-// wasm-bindgen internals (init functions, handles).
-const internal = new Set(["default", "initSync", "InitInput", "InitOutput", "SyncInitInput", "StreamHandle"]);
-const names = [...generated.matchAll(/^export (?:declare )?(?:class|interface|type|function|const|enum) (\w+)/gm)]
-  .map((m) => m[1])
-  .filter((n) => !internal.has(n));
+// index.d.ts (and .d.cts, for `require`) declare exactly what the entries export
+// (facade.mjs), with every type: the generated declarations without the wasm-bindgen internals
+// (the init functions after InitInput, the stream handle). A copy, not a re-export, so that a
+// CommonJS project's TypeScript need not import an ES module's declarations.
+let own = generated.replace(/^\s*\[Symbol\.dispose\]\(\): void;\n/gm, "");
+const tail = own.indexOf("\nexport type InitInput");
+if (tail < 0) throw new Error("no InitInput in the generated .d.ts: the wasm-bindgen output changed");
+own = own.slice(0, tail) + "\n";
+own = own.replace(/(\/\*\*(?:(?!\*\/)[\s\S])*\*\/\n)?export class StreamHandle \{[\s\S]*?\n\}\n/, "");
+if (/StreamHandle|initSync|__wbg_init/.test(own)) throw new Error("wasm-bindgen internals left in index.d.ts");
+const names = [...own.matchAll(/^export (?:declare )?(?:class|interface|type|function|const|enum) (\w+)/gm)].map((m) => m[1]);
 const facade = fs.readFileSync(path.join(out, "facade.mjs"), "utf8");
 const values = facade.match(/^export \{([^}]*)\}/m)[1].split(",").map((s) => s.trim()).filter(Boolean);
 for (const v of values) {
   if (!names.includes(v)) throw new Error(`facade.mjs exports ${v}, which has no type in the generated .d.ts`);
 }
-fs.writeFileSync(
-  path.join(out, "index.d.ts"),
-  `// The types of every entry (node, browser, workerd): the same exports everywhere.\n` +
-    `export {\n${[...new Set(names)].sort().map((n) => `  ${n},`).join("\n")}\n} from "./wasm/resilient_llm.js";\n`,
-);
-fs.writeFileSync(path.join(out, "index.d.cts"), fs.readFileSync(path.join(out, "index.d.ts"), "utf8"));
+const header = "// The types of every entry (node, browser, workerd): the same exports everywhere.\n";
+fs.writeFileSync(path.join(out, "index.d.ts"), header + own);
+fs.writeFileSync(path.join(out, "index.d.cts"), header + own);
 fs.copyFileSync(path.join(out, "ai-sdk.d.ts"), path.join(out, "ai-sdk.d.cts"));
 
 const cargo = fs.readFileSync(path.join(root, "Cargo.toml"), "utf8");

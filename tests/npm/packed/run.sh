@@ -40,9 +40,14 @@ echo "-- node esm.mjs"
 timeout 60 node esm.mjs
 echo "-- node cjs.cjs"
 timeout 60 node cjs.cjs
-echo "-- tsc --strict -p ts (default lib), then node ts/out/main.js"
+echo "-- tsc --strict -p ts (default lib; the project is CommonJS), then node ts/out/main.js"
 "$TSC" -p ts
 timeout 60 node ts/out/main.js
+echo "-- the same as an ES module project (ts-esm: \"type\": \"module\")"
+cp -r "$HERE/ts" ts-esm
+printf '{ "type": "module" }\n' >ts-esm/package.json
+"$TSC" -p ts-esm
+timeout 60 node ts-esm/out/main.js
 echo "-- worker.mjs in workerd (Miniflare, Node 22)"
 timeout 120 "$NODE22" "$HERE/workerd.mjs" "$WORK/app" "$NODE_MODULES/miniflare/dist/src/index.js"
 if [[ ${RESILIENT_LLM_NO_BROWSER:-0} == 1 ]]; then
