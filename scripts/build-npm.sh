@@ -62,8 +62,8 @@ log "wasm-pack build --target web, opt-level $OPT → $OUT/wasm"
 (cd "$ROOT" && CARGO_PROFILE_RELEASE_OPT_LEVEL=$OPT nice -n 10 wasm-pack --quiet build --mode no-install \
   --release --target web --out-dir "$OUT/wasm" --out-name resilient_llm . -- --features js)
 "$WASM_OPT" "$OUT/wasm/resilient_llm_bg.wasm" -o "$OUT/wasm/resilient_llm_bg.wasm" "-O$OPT"
-# The package.json, README and .gitignore are this script's to write, at the package's root.
-rm -f "$OUT/wasm/package.json" "$OUT/wasm/README.md" "$OUT/wasm/.gitignore"
+# The package.json, README, licenses and .gitignore are this script's to write, at the package's root.
+rm -f "$OUT/wasm/package.json" "$OUT/wasm/README.md" "$OUT/wasm/.gitignore" "$OUT"/wasm/LICENSE-*
 
 cp "$ROOT"/npm/{facade.mjs,node.mjs,browser.mjs,workerd.mjs,ai-sdk.mjs,ai-sdk.d.ts,README.md} "$OUT/"
 cp "$ROOT"/LICENSE-MIT "$ROOT"/LICENSE-APACHE "$OUT/"
