@@ -2,8 +2,8 @@
 # The packed package as a user gets it: `npm pack` of PKG_DIR, installed from the tarball into a
 # fresh project (offline: the package has no dependencies), then an ES module, a CommonJS and a
 # TypeScript program (tsc --strict with the default lib) run on Node, worker.mjs in workerd
-# through the package's workerd entry, and page.html in headless Chromium (skipped with
-# RESILIENT_LLM_NO_BROWSER=1).
+# through the package's workerd entry, and page.html (with a module web worker) in headless
+# Chromium (skipped with RESILIENT_LLM_NO_BROWSER=1).
 #
 # Usage: tests/npm/packed/run.sh PKG_DIR WORK_DIR
 # TypeScript, Miniflare and Node 22 (for Miniflare) come from $RESILIENT_LLM_ROOT/node_modules
@@ -34,7 +34,7 @@ tar -xzOf "$WORK/$tarball" package/README.md | grep -qiE 'cargo bench|wrangler\.
 cd "$WORK/app"
 printf '{ "name": "fresh-app", "private": true, "version": "1.0.0" }\n' >package.json
 npm install --offline --no-audit --no-fund --ignore-scripts --silent "$WORK/$tarball"
-cp "$HERE/esm.mjs" "$HERE/cjs.cjs" "$HERE/page.html" "$HERE/worker.mjs" .
+cp "$HERE/esm.mjs" "$HERE/cjs.cjs" "$HERE/page.html" "$HERE/web-worker.mjs" "$HERE/worker.mjs" .
 cp -r "$HERE/ts" ts
 echo "-- node esm.mjs"
 timeout 60 node esm.mjs
