@@ -48,7 +48,9 @@ fn main() {
                     delay.as_millis()
                 )
             }
-            Event::Failover { from, to, error } => {
+            Event::Failover {
+                from, to, error, ..
+            } => {
                 println!(
                     "  t={:>6} ms  failover {from} -> {to}: {error}",
                     clock.now()

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// CPU per chat call of built nodejs packages (scripts/build-npm.sh nodejs DIR), against the
+// CPU per chat call of built packages (scripts/build-npm.sh DIR), against the
 // mock provider (tests/e2e/mock-provider.mjs, its own process, 127.0.0.1 only). Each round
 // runs every package once, in a fresh Node process, in an order that rotates round by round;
 // a process warms up, then makes CALLS calls at CONCURRENCY and reports its own CPU time
@@ -11,7 +11,7 @@
 //   node scripts/bench-npm.mjs [--rounds 5] [--calls 2000] [--warmup 300] [--concurrency 1]
 //       [--no-floor] [--json-out FILE] LABEL=PKG_DIR [LABEL=PKG_DIR ...]
 import { spawn } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -76,7 +76,11 @@ async function child([pkg, url, calls, warmup, concurrency]) {
       if (r.status !== 200 || !Array.isArray(answer.choices)) throw new Error(`floor: status ${r.status}`);
     };
   } else {
-    const { ResilientClient } = createRequire(import.meta.url)(path.join(pkg, "resilient_llm.js"));
+    // The package's CommonJS entry (node.cjs); a build from before the one-package layout has
+    // its nodejs glue at resilient_llm.js.
+    const require = createRequire(import.meta.url);
+    const old = path.join(pkg, "resilient_llm.js");
+    const { ResilientClient } = require(existsSync(old) ? old : path.join(pkg, "node.cjs"));
     const client = new ResilientClient({
       providers: { p: { kind: "openai-compatible", preset: "custom", baseUrl: url, apiKey: "sk-bench" } },
       routes: { default: [{ provider: "p", model: "bench-model" }] },

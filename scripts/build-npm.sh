@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
-# Builds the npm package with wasm-pack: release profile (LTO, one codegen unit) at NPM_OPT_LEVEL,
-# feature `js`, then wasm-opt from npm binaryen 132 at the same -O level; then finishes
-# package.json and the nodejs target's snippet.
+# Builds the npm package into pkg/ (git-ignored): one package for every runtime.
 #
-# Usage: [NPM_OPT_LEVEL=0|1|2|3|s|z] scripts/build-npm.sh [bundler|web|nodejs] [OUT_DIR]
-#   default: bundler into pkg/ (the published package). OUT_DIR may be absolute.
+#   pkg/wasm/         wasm-pack --target web output: resilient_llm_bg.wasm, its ES module glue,
+#                     the JS snippets (src/js/*.js) and the generated types
+#   pkg/node.mjs      Node, ES module: reads the wasm from disk, instantiates it on import
+#   pkg/node.cjs      Node, CommonJS: the same, bundled by esbuild (no require(esm) needed)
+#   pkg/browser.mjs   browsers, web workers, bundlers: fetches the wasm beside it (top-level await)
+#   pkg/workerd.mjs   Cloudflare Workers: the wasm imported as a WebAssembly.Module
+#   pkg/ai-sdk.*      the Vercel AI SDK provider (`resilient-llm/ai-sdk`)
+#   pkg/index.d.ts    the types of every entry; package.json with the `exports` map choosing one
+#   README.md, LICENSE-MIT, LICENSE-APACHE
+#
+# The wasm: release profile (LTO, one codegen unit) at NPM_OPT_LEVEL, feature `js`, then wasm-opt
+# from npm binaryen 132 at the same -O level.
+#
+# Usage: [NPM_OPT_LEVEL=0|1|2|3|s|z] scripts/build-npm.sh [OUT_DIR]   (default: pkg/)
 #   NPM_OPT_LEVEL (default "s", as Cargo.toml's release profile): rustc's opt-level and
 #   wasm-opt's -O level. Chosen by an A/B of CPU per chat call (scripts/bench-npm.mjs, 2026-12-01,
 #   two runs): "s" 2.1–3.4 % and 3 0.3–2.6 % less than "z", "s" and 3 alike within noise;
@@ -12,18 +22,22 @@
 #
 # Expects the tools of scripts/setup.sh; sources its env file when present:
 #   ${RESILIENT_LLM_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/resilient-llm/tools}/env.sh
-# npm tools (binaryen) come from $RESILIENT_LLM_ROOT/node_modules (the clone's, by default).
+# npm tools (binaryen, esbuild) come from $RESILIENT_LLM_ROOT/node_modules (the clone's, by default).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-TARGET=${1:-bundler}
-OUT=${2:-$ROOT/pkg}
+case ${1:-} in
+  bundler | web | nodejs)
+    echo "build-npm: the targets are one package now; building it into ${2:-$ROOT/pkg}" >&2
+    shift
+    ;;
+esac
+OUT=${1:-$ROOT/pkg}
 case $OUT in /*) ;; *) OUT=$PWD/$OUT ;; esac
 
 log() { printf 'build-npm: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-case $TARGET in bundler | web | nodejs) ;; *) die "unknown target: $TARGET (bundler|web|nodejs)" ;; esac
 OPT=${NPM_OPT_LEVEL:-s}
 case $OPT in 0 | 1 | 2 | 3 | s | z) ;; *) die "NPM_OPT_LEVEL must be one of 0 1 2 3 s z, not '$OPT'" ;; esac
 
@@ -37,44 +51,112 @@ BINARYEN_BIN_DIR=${BINARYEN_BIN_DIR:-$NODE_MODULES/binaryen/bin}
 WASM_OPT=$BINARYEN_BIN_DIR/wasm-opt
 [[ -x $WASM_OPT ]] || die "no npm binaryen at $BINARYEN_BIN_DIR (run scripts/setup.sh)"
 "$WASM_OPT" --version | grep -q 'version 132' || die "$WASM_OPT is not binaryen 132"
+ESBUILD=${ESBUILD_BIN:-$NODE_MODULES/.bin/esbuild}
+[[ -x $ESBUILD ]] || die "no esbuild at $ESBUILD (run scripts/setup.sh)"
 
+rm -rf "$OUT"
+mkdir -p "$OUT"
 # wasm-pack runs no wasm-opt (Cargo.toml's wasm-pack metadata): this script runs it below, at
 # the level the code was compiled at.
-log "wasm-pack build --target $TARGET, opt-level $OPT → $OUT"
+log "wasm-pack build --target web, opt-level $OPT → $OUT/wasm"
 (cd "$ROOT" && CARGO_PROFILE_RELEASE_OPT_LEVEL=$OPT nice -n 10 wasm-pack --quiet build --mode no-install \
-  --release --target "$TARGET" --out-dir "$OUT" --out-name resilient_llm . -- --features js)
-"$WASM_OPT" "$OUT/resilient_llm_bg.wasm" -o "$OUT/resilient_llm_bg.wasm" "-O$OPT"
+  --release --target web --out-dir "$OUT/wasm" --out-name resilient_llm . -- --features js)
+"$WASM_OPT" "$OUT/wasm/resilient_llm_bg.wasm" -o "$OUT/wasm/resilient_llm_bg.wasm" "-O$OPT"
+# The package.json, README, licenses and .gitignore are this script's to write, at the package's root.
+rm -f "$OUT/wasm/package.json" "$OUT/wasm/README.md" "$OUT/wasm/.gitignore" "$OUT"/wasm/LICENSE-*
 
-# The error classes live in an ES module snippet. The nodejs target `require`s it, which only
-# Node >= 20.19 / 22.12 can do for ES modules: ship a CommonJS copy instead.
-if [[ $TARGET == nodejs ]]; then
-  for f in "$OUT"/snippets/*/src/js/errors.js; do
-    node - "$f" <<'JS'
-const fs = require("node:fs");
-const file = process.argv[2];
-const src = fs.readFileSync(file, "utf8");
-const names = [...src.matchAll(/^export (?:class|function) (\w+)/gm)].map((m) => m[1]);
-if (names.length === 0) throw new Error(`${file}: no exports found`);
-const cjs = src.replace(/^export (class|function) /gm, "$1 ");
-fs.writeFileSync(file, `"use strict";\n${cjs}\nmodule.exports = { ${names.join(", ")} };\n`);
-JS
-  done
-fi
+cp "$ROOT"/npm/{facade.mjs,node.mjs,browser.mjs,workerd.mjs,ai-sdk.mjs,ai-sdk.d.ts,README.md} "$OUT/"
+cp "$ROOT"/LICENSE-MIT "$ROOT"/LICENSE-APACHE "$OUT/"
+# CommonJS entries: bundled, so the ES module glue needs no require(esm) (Node < 20.19). Its
+# `import.meta.url` only serves the default init path, which these entries never take.
+cp "$ROOT/npm/node-cjs.cjs" "$OUT/node-cjs.cjs"
+"$ESBUILD" "$OUT/node-cjs.cjs" --bundle --platform=node --format=cjs --log-level=warning \
+  --log-override:empty-import-meta=silent --outfile="$OUT/node.cjs"
+rm "$OUT/node-cjs.cjs"
+"$ESBUILD" "$OUT/ai-sdk.mjs" --bundle --platform=neutral --format=cjs --log-level=warning \
+  --outfile="$OUT/ai-sdk.cjs"
 
-# package.json: what wasm-pack derives from Cargo.toml, plus engines, files and exports.
-node - "$OUT/package.json" "$TARGET" <<'JS'
+node - "$ROOT" "$OUT" <<'JS'
 const fs = require("node:fs");
-const [file, target] = process.argv.slice(2);
-const pkg = JSON.parse(fs.readFileSync(file, "utf8"));
-pkg.name = "resilient-llm";
-pkg.types = "resilient_llm.d.ts";
-const files = new Set(pkg.files || []);
-for (const f of ["resilient_llm_bg.wasm", "resilient_llm.js", "resilient_llm.d.ts"]) files.add(f);
-if (!files.has("snippets") && !files.has("snippets/")) files.add("snippets");
-if (target === "bundler") files.add("resilient_llm_bg.js");
-pkg.files = [...files];
-pkg.engines = { node: ">=18" };
-pkg.keywords = pkg.keywords || ["llm", "circuit-breaker", "retry", "failover", "wasm"];
-fs.writeFileSync(file, JSON.stringify(pkg, null, 2) + "\n");
+const path = require("node:path");
+const [root, out] = process.argv.slice(2);
+
+// Types. `[Symbol.dispose]` needs TypeScript's esnext.disposable lib, which a project with the
+// default lib lacks (`Property 'dispose' does not exist on type 'SymbolConstructor'`): left out
+// of the types; `free()` is the same method.
+const dts = path.join(out, "wasm", "resilient_llm.d.ts");
+const generated = fs.readFileSync(dts, "utf8");
+fs.writeFileSync(dts, generated.replace(/^\s*\[Symbol\.dispose\]\(\): void;\n/gm, ""));
+// index.d.ts (and .d.cts, for `require`) declare exactly what the entries export
+// (facade.mjs), with every type: the generated declarations without the wasm-bindgen internals
+// (the init functions after InitInput, the stream handle). A copy, not a re-export, so that a
+// CommonJS project's TypeScript need not import an ES module's declarations.
+let own = generated.replace(/^\s*\[Symbol\.dispose\]\(\): void;\n/gm, "");
+const tail = own.indexOf("\nexport type InitInput");
+if (tail < 0) throw new Error("no InitInput in the generated .d.ts: the wasm-bindgen output changed");
+own = own.slice(0, tail) + "\n";
+own = own.replace(/(\/\*\*(?:(?!\*\/)[\s\S])*\*\/\n)?export class StreamHandle \{[\s\S]*?\n\}\n/, "");
+if (/StreamHandle|initSync|__wbg_init/.test(own)) throw new Error("wasm-bindgen internals left in index.d.ts");
+const names = [...own.matchAll(/^export (?:declare )?(?:class|interface|type|function|const|enum) (\w+)/gm)].map((m) => m[1]);
+const facade = fs.readFileSync(path.join(out, "facade.mjs"), "utf8");
+const values = facade.match(/^export \{([^}]*)\}/m)[1].split(",").map((s) => s.trim()).filter(Boolean);
+for (const v of values) {
+  if (!names.includes(v)) throw new Error(`facade.mjs exports ${v}, which has no type in the generated .d.ts`);
+}
+const header = "// The types of every entry (node, browser, workerd): the same exports everywhere.\n";
+fs.writeFileSync(path.join(out, "index.d.ts"), header + own);
+fs.writeFileSync(path.join(out, "index.d.cts"), header + own);
+fs.copyFileSync(path.join(out, "ai-sdk.d.ts"), path.join(out, "ai-sdk.d.cts"));
+
+const cargo = fs.readFileSync(path.join(root, "Cargo.toml"), "utf8");
+const field = (k) => (cargo.match(new RegExp(`^${k} = "([^"]*)"`, "m")) || [])[1];
+const pkg = {
+  name: "resilient-llm",
+  version: field("version"),
+  description: field("description"),
+  license: field("license"),
+  type: "module",
+  exports: {
+    ".": {
+      workerd: { types: "./index.d.ts", default: "./workerd.mjs" },
+      node: {
+        import: { types: "./index.d.ts", default: "./node.mjs" },
+        require: { types: "./index.d.cts", default: "./node.cjs" },
+      },
+      browser: { types: "./index.d.ts", default: "./browser.mjs" },
+      worker: { types: "./index.d.ts", default: "./browser.mjs" },
+      import: { types: "./index.d.ts", default: "./browser.mjs" },
+      require: { types: "./index.d.cts", default: "./node.cjs" },
+      default: { types: "./index.d.ts", default: "./browser.mjs" },
+    },
+    "./ai-sdk": {
+      import: { types: "./ai-sdk.d.ts", default: "./ai-sdk.mjs" },
+      require: { types: "./ai-sdk.d.cts", default: "./ai-sdk.cjs" },
+    },
+    "./wasm": "./wasm/resilient_llm_bg.wasm",
+    "./package.json": "./package.json",
+  },
+  main: "./node.cjs",
+  module: "./browser.mjs",
+  browser: "./browser.mjs",
+  types: "./index.d.ts",
+  typesVersions: { "*": { "ai-sdk": ["./ai-sdk.d.ts"] } },
+  files: [
+    "wasm/",
+    "*.mjs",
+    "*.cjs",
+    "*.d.ts",
+    "*.d.cts",
+    "README.md",
+    "LICENSE-MIT",
+    "LICENSE-APACHE",
+  ],
+  sideEffects: ["./node.mjs", "./node.cjs", "./browser.mjs", "./workerd.mjs", "./facade.mjs", "./wasm/snippets/*"],
+  engines: { node: ">=18" },
+  keywords: ["llm", "circuit-breaker", "retry", "failover", "openai", "anthropic", "ai-sdk", "wasm"],
+};
+const repo = field("repository");
+if (repo) pkg.repository = repo;
+fs.writeFileSync(path.join(out, "package.json"), JSON.stringify(pkg, null, 2) + "\n");
 JS
 log "done: $(cd "$OUT" && ls | tr '\n' ' ')"

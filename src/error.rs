@@ -179,6 +179,30 @@ pub struct ProviderError {
 impl fmt::Display for ProviderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.kind.describe())?;
+        self.write_detail(f)
+    }
+}
+
+impl ProviderError {
+    /// The message without the kind's description: the status, any
+    /// Retry-After and the provider's message. For lines that already
+    /// name the kind.
+    pub fn detail(&self) -> String {
+        let ms = crate::platform::millis;
+        let mut parts = Vec::new();
+        match (self.status, self.retry_after) {
+            (Some(s), Some(r)) => parts.push(format!("HTTP {s}, retry after {} ms", ms(r))),
+            (Some(s), None) => parts.push(format!("HTTP {s}")),
+            (None, Some(r)) => parts.push(format!("retry after {} ms", ms(r))),
+            (None, None) => {}
+        }
+        if !self.message.is_empty() {
+            parts.push(self.message.clone());
+        }
+        parts.join(": ")
+    }
+
+    fn write_detail(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.status, self.retry_after) {
             (Some(s), Some(r)) => write!(
                 f,
@@ -255,6 +279,16 @@ impl ProviderError {
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after
     }
+
+    /// Whether the request may have reached the provider, judged from the
+    /// error alone: a network error whose message says it was refused, did
+    /// not resolve or failed its TLS handshake did not ([`TransportError::reached`]).
+    /// For providers that report failures as values with text only (JS
+    /// providers); an HTTP attempt knows from its transport.
+    pub fn may_have_reached(&self) -> bool {
+        self.kind != ErrorKind::Transport
+            || TransportError::from_message(self.message.as_str()).reached()
+    }
 }
 
 impl From<TransportError> for ProviderError {
@@ -269,7 +303,13 @@ impl From<TransportError> for ProviderError {
             TransportErrorKind::BodyTooLarge => ErrorKind::Decode,
             TransportErrorKind::TimedOut => ErrorKind::Timeout,
         };
-        ProviderError::new(kind, e.to_string())
+        // The kind's own words already open the message: "network error"
+        // and "timed out" are not said twice.
+        let message = match e.kind {
+            TransportErrorKind::Other | TransportErrorKind::TimedOut => e.message,
+            _ => e.to_string(),
+        };
+        ProviderError::new(kind, message)
     }
 }
 
@@ -398,6 +438,41 @@ impl Exhausted {
         }
     }
 
+    /// The last failure, the one that ended the call.
+    pub fn last_error(&self) -> Option<&ProviderError> {
+        self.errors().last()
+    }
+
+    /// The status the failures share, when every one had the same (a lone
+    /// 401 is a 401); `None` when they differ or one had none (a network
+    /// error, a skipped breaker). A host that must answer in one status
+    /// uses [`status`](Self::status).
+    pub fn common_status(&self) -> Option<u16> {
+        let mut statuses = self.errors().map(|e| e.status);
+        let first = statuses.next()??;
+        statuses.all(|s| s == Some(first)).then_some(first)
+    }
+
+    /// Whether the same call may succeed later: some failure was transient
+    /// (rate limit, server fault, timeout, network, an open breaker). A call
+    /// every provider refused for its key or its content is not.
+    pub fn is_retryable(&self) -> bool {
+        self.errors().any(|e| {
+            let transient = matches!(
+                e.kind,
+                ErrorKind::RateLimited
+                    | ErrorKind::Server
+                    | ErrorKind::Timeout
+                    | ErrorKind::Stalled
+                    | ErrorKind::Transport
+                    | ErrorKind::Decode
+                    | ErrorKind::CircuitOpen
+                    | ErrorKind::DeadlineExceeded
+            );
+            e.should_retry.unwrap_or(transient)
+        })
+    }
+
     /// The earliest moment worth trying again, from the providers'
     /// Retry-After headers, when any gave one.
     pub fn retry_after(&self) -> Option<Duration> {
@@ -428,7 +503,15 @@ impl Exhausted {
             (n, Some(k)) => format!("all {n} providers failed the same way: {k}"),
             (n, None) => format!("all {n} providers failed"),
         };
-        let detail: Vec<String> = last.iter().map(|(p, e)| format!("{p}: {e}")).collect();
+        // With one kind in common the lead names it: each detail leaves it out.
+        let detail: Vec<String> = last
+            .iter()
+            .map(|(p, e)| match (common, e.detail()) {
+                (Some(_), d) if d.is_empty() => p.to_string(),
+                (Some(_), d) => format!("{p}: {d}"),
+                (None, _) => format!("{p}: {e}"),
+            })
+            .collect();
         if detail.is_empty() {
             lead
         } else {
@@ -626,6 +709,85 @@ mod tests {
         let mut e = ProviderError::new(ErrorKind::InvalidRequest, "");
         e.should_retry = Some(true);
         assert!(e.is_retryable());
+    }
+
+    #[test]
+    fn the_headline_names_a_shared_kind_once() {
+        let mut timed_out = attempt("p", ErrorKind::Timeout, None);
+        timed_out.outcome = AttemptOutcome::Failure {
+            error: ProviderError::timeout(Duration::from_millis(100)),
+        };
+        let one = Exhausted {
+            attempts: vec![timed_out],
+        };
+        assert_eq!(
+            one.headline(),
+            "the only provider failed: timed out (p: no response within 100 ms)"
+        );
+        let revoked = Exhausted {
+            attempts: vec![attempt("a", ErrorKind::Auth, Some(401))],
+        };
+        assert_eq!(
+            revoked.headline(),
+            "the only provider failed: authentication failed (a: HTTP 401)"
+        );
+    }
+
+    #[test]
+    fn a_refused_connection_did_not_reach_the_provider() {
+        let refused = ProviderError::from(TransportError::from_message(
+            "TypeError: fetch failed: Error: connect ECONNREFUSED 127.0.0.1:9",
+        ));
+        assert!(!refused.may_have_reached());
+        let reset = ProviderError::from(TransportError::from_message("socket hang up"));
+        assert!(reset.may_have_reached());
+        assert!(ProviderError::new(ErrorKind::Server, "refused").may_have_reached());
+    }
+
+    #[test]
+    fn a_transport_error_says_network_error_once() {
+        let e = ProviderError::from(TransportError::from_message("fetch failed"));
+        assert_eq!(e.to_string(), "network error: fetch failed");
+        let refused = ProviderError::from(TransportError::from_message("connect ECONNREFUSED"));
+        assert_eq!(
+            refused.to_string(),
+            "network error: connection refused: connect ECONNREFUSED"
+        );
+    }
+
+    #[test]
+    fn an_exhausted_call_takes_status_and_retryability_from_its_failures() {
+        let revoked = Exhausted {
+            attempts: vec![attempt("a", ErrorKind::Auth, Some(401))],
+        };
+        assert_eq!(revoked.common_status(), Some(401));
+        assert!(!revoked.is_retryable());
+        assert_eq!(revoked.last_error().map(|e| e.kind), Some(ErrorKind::Auth));
+        let mixed = Exhausted {
+            attempts: vec![
+                attempt("a", ErrorKind::Auth, Some(401)),
+                attempt("b", ErrorKind::RateLimited, Some(429)),
+            ],
+        };
+        assert_eq!(mixed.common_status(), None);
+        assert_eq!(mixed.status(), 503);
+        let unanswered = Exhausted {
+            attempts: vec![
+                attempt("a", ErrorKind::Auth, Some(401)),
+                attempt("b", ErrorKind::Transport, None),
+            ],
+        };
+        assert_eq!(unanswered.common_status(), None);
+        assert!(mixed.is_retryable());
+        assert_eq!(
+            mixed.last_error().map(|e| e.kind),
+            Some(ErrorKind::RateLimited)
+        );
+        let skipped = Exhausted {
+            attempts: vec![attempt("a", ErrorKind::CircuitOpen, None)],
+        };
+        assert_eq!(skipped.common_status(), None);
+        assert!(skipped.is_retryable());
     }
 
     #[test]

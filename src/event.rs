@@ -24,6 +24,9 @@ pub enum Event<'a> {
         provider: &'a str,
         /// The model sent.
         model: &'a str,
+        /// The route entry's label, when it has one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        label: Option<&'a str>,
         /// The attempt that failed (1-based).
         attempt: u32,
         /// The wait before the next attempt.
@@ -38,6 +41,9 @@ pub enum Event<'a> {
         provider: &'a str,
         /// The model sent.
         model: &'a str,
+        /// The route entry's label, when it has one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        label: Option<&'a str>,
         /// The last error.
         error: &'a ProviderError,
     },
@@ -45,8 +51,18 @@ pub enum Event<'a> {
     Failover {
         /// The provider left behind.
         from: &'a str,
+        /// The model it was sent.
+        from_model: &'a str,
+        /// The left entry's label, when it has one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        from_label: Option<&'a str>,
         /// The provider tried next.
         to: &'a str,
+        /// The model it is sent.
+        to_model: &'a str,
+        /// The next entry's label, when it has one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        to_label: Option<&'a str>,
         /// Why.
         error: &'a ProviderError,
     },

@@ -93,7 +93,7 @@ pub use fleet::{Fleet, FleetLink, FleetPolicy, FleetStore};
 pub use format::{FormatError, FormatErrorKind};
 pub use issue::{parse_json, ConfigError, ConfigIssue};
 #[cfg(all(target_arch = "wasm32", feature = "js"))]
-pub use js::{error_classes, ResilientClient};
+pub use js::{create_fetch, error_classes, ResilientClient};
 pub use platform::{
     Body, BodySource, BufferedResponse, ChunkStream, Headers, HttpRequest, HttpResponse, Platform,
     TransportError, TransportErrorKind, UnixMillis, WholeRead,

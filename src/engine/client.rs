@@ -330,6 +330,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             self.emit(|| Event::ProviderFailed {
                 provider: &entry.provider,
                 model: &entry.model,
+                label: entry.label.as_deref(),
                 error,
             });
         }
@@ -397,7 +398,11 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         if let (Some(from), Some(to)) = (chain.get(index), chain.get(index + 1)) {
             self.emit(|| Event::Failover {
                 from: &from.provider,
+                from_model: &from.model,
+                from_label: from.label.as_deref(),
                 to: &to.provider,
+                to_model: &to.model,
+                to_label: to.label.as_deref(),
                 error,
             });
         }

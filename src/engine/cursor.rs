@@ -147,7 +147,10 @@ impl<'c> Cursor<'c> {
                 Err(open) => {
                     let error = ProviderError::new(
                         ErrorKind::CircuitOpen,
-                        format!("skipped until {}", open.until),
+                        format!(
+                            "skipped, open for another {} ms",
+                            open.until.saturating_sub(now)
+                        ),
                     );
                     client.emit_failover(&self.chain, self.index, &error);
                     self.run.skip(entry, now, error);

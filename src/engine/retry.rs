@@ -199,6 +199,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         self.emit(|| Event::Retry {
             provider: &entry.provider,
             model: &entry.model,
+            label: entry.label.as_deref(),
             attempt: number,
             delay,
             error,
@@ -276,7 +277,11 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                         if let Ok(answer) = &mut result {
                             crate::format::structured::unwrap_answer(req, answer);
                         }
-                        (result, true, Vec::new())
+                        let reached = result
+                            .as_ref()
+                            .err()
+                            .is_none_or(ProviderError::may_have_reached);
+                        (result, reached, Vec::new())
                     }
                     Err(_) => (Err(ProviderError::timeout(limit)), true, Vec::new()),
                 }

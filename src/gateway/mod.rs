@@ -322,6 +322,12 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         }
     }
 
+    /// A gateway over a client its host also calls directly (the npm
+    /// package's `client.fetch` shares the breakers of `client.chat`).
+    pub fn shared(client: Rc<Client<P, S>>, auth: Auth) -> Self {
+        Gateway { client, auth }
+    }
+
     /// The client.
     pub fn client(&self) -> &Client<P, S> {
         &self.client

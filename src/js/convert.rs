@@ -69,8 +69,10 @@ pub(crate) fn provider_request(req: &ChatRequest, model: &str) -> JsValue {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct JsAnswer {
+    /// Required, unless the answer is tool calls only: an object without
+    /// it is not an answer, and must fail over rather than pass as empty.
     #[serde(default)]
-    text: String,
+    text: Option<String>,
     #[serde(default)]
     model: Option<String>,
     #[serde(default)]
@@ -124,9 +126,18 @@ pub(crate) fn provider_response(v: &JsValue, model: &str) -> Result<ChatResponse
         let issues: Vec<String> = e.issues.iter().map(ToString::to_string).collect();
         decode_error(issues.join("; "))
     })?;
+    let text = match answer.text {
+        Some(text) => text,
+        None if !answer.tool_calls.is_empty() => String::new(),
+        None => {
+            return Err(decode_error(
+                "`text` is missing: resolve with { text: string } (or `toolCalls`)".to_string(),
+            ))
+        }
+    };
     let raw = prop(v, "raw");
     Ok(ChatResponse {
-        text: answer.text,
+        text,
         tool_calls: answer.tool_calls,
         thinking: answer.thinking,
         model: answer.model.unwrap_or_else(|| model.to_string()),

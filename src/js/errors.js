@@ -6,9 +6,8 @@
 // `retryAfterMs`, `code` and `provider` as plain properties, so it reads
 // well in a console and serializes with JSON.stringify (see toJSON).
 //
-// Kept to `export class` / `export function` declarations at the top level:
-// scripts/build-npm.sh turns this file into CommonJS for the nodejs target
-// (so the package also loads on Node versions without require(esm)).
+// No imports: wasm-bindgen copies this file alone into the package, and the
+// CommonJS entry bundles it (scripts/build-npm.sh).
 
 // Kinds worth retrying on the same provider: ProviderError::is_retryable
 // in src/error.rs decides the same.
@@ -85,18 +84,18 @@ export class AllProvidersFailedError extends LLMError {
 AllProvidersFailedError.defaultKind = "all_providers_failed";
 AllProvidersFailedError.prototype.name = "AllProvidersFailedError";
 
-/** The configuration is invalid; `issues` lists every problem with its path. */
-export class ConfigError extends Error {
+/**
+ * The configuration or the client's options are invalid (thrown by the constructor, never by a
+ * call); `issues` lists every problem with its path. Not retryable.
+ */
+export class ConfigError extends LLMError {
   constructor(message, init) {
-    super(message);
+    super(message, init);
     const o = init || {};
     this.issues = Array.isArray(o.issues) ? o.issues : [];
   }
-
-  toJSON() {
-    return { name: this.name, message: this.message, issues: this.issues };
-  }
 }
+ConfigError.defaultKind = "config";
 ConfigError.prototype.name = "ConfigError";
 
 const CLASSES = {
@@ -121,44 +120,4 @@ export function __classes() {
 export function __makeError(className, message, init) {
   const C = CLASSES[className] || LLMError;
   return new C(message, init);
-}
-
-/**
- * Used from Rust: an async iterator over a stream handle whose `next()`
- * resolves to the next event, or `undefined` at the end. Breaking out of a
- * `for await` loop (or calling `return()`) frees the handle, which aborts
- * the upstream request.
- */
-export function __asyncIterable(handle) {
-  let open = true;
-  const close = () => {
-    if (open) {
-      open = false;
-      handle.free();
-    }
-  };
-  return {
-    async next() {
-      if (!open) return { value: undefined, done: true };
-      let value;
-      try {
-        value = await handle.next();
-      } catch (e) {
-        close();
-        throw e;
-      }
-      if (value === undefined) {
-        close();
-        return { value: undefined, done: true };
-      }
-      return { value, done: false };
-    },
-    async return(value) {
-      close();
-      return { value, done: true };
-    },
-    [Symbol.asyncIterator]() {
-      return this;
-    },
-  };
 }

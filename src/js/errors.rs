@@ -54,9 +54,6 @@ extern "C" {
     /// Builds an error of the named class.
     #[wasm_bindgen(js_name = __makeError)]
     fn make_error(class: &str, message: &str, init: &JsValue) -> JsValue;
-    /// Wraps a stream handle as an async iterator.
-    #[wasm_bindgen(js_name = __asyncIterable)]
-    pub(crate) fn async_iterable(handle: JsValue) -> JsValue;
 }
 
 /// The JS class for a kind. Exhaustive on purpose.
@@ -109,21 +106,58 @@ pub(crate) fn provider_error(
     )
 }
 
+/// How a call reports every provider failing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum Exhaustion {
+    /// Always an `AllProvidersFailedError` (its `cause` the last failure).
+    #[default]
+    Aggregate,
+    /// The provider's own typed error when the route had a single entry
+    /// (`options.unwrapSingleProvider`), an `AllProvidersFailedError` otherwise.
+    UnwrapSingle,
+}
+
+/// Whether every attempt went to one route entry (one provider and model).
+fn single_entry(attempts: &[Attempt]) -> bool {
+    attempts.split_first().is_some_and(|(first, rest)| {
+        rest.iter()
+            .all(|a| a.provider == first.provider && a.model == first.model)
+    })
+}
+
 /// What a failed call rejects with.
-pub(crate) fn call_error(e: &Error) -> JsValue {
+pub(crate) fn call_error(e: &Error, exhaustion: Exhaustion) -> JsValue {
     match e {
-        Error::AllProvidersFailed(ex) => build(
-            "AllProvidersFailedError",
-            &ex.headline(),
-            &Init {
+        Error::AllProvidersFailed(ex) => {
+            let last = ex
+                .attempts
+                .iter()
+                .rev()
+                .find_map(|a| a.error().map(|e| (a.provider.as_str(), e)));
+            if let (Exhaustion::UnwrapSingle, Some((provider, error))) = (exhaustion, last) {
+                if single_entry(&ex.attempts) {
+                    return provider_error(error, Some(provider), &ex.attempts);
+                }
+            }
+            let init = to_js(&Init {
                 kind: Name::Str("all_providers_failed"),
-                retryable: ex.status() == 503,
-                status: Some(ex.status()),
+                retryable: ex.is_retryable(),
+                status: Some(ex.common_status().unwrap_or_else(|| ex.status())),
                 retry_after_ms: ex.retry_after().map(millis),
                 failures: Some(Attempts(&ex.attempts)),
                 ..Init::default()
-            },
-        ),
+            });
+            if let Some((provider, error)) = last {
+                // `cause`: the last failure as its own class, so
+                // `err.cause instanceof TimeoutError` reads as it says.
+                let _ = Reflect::set(
+                    &init,
+                    &"cause".into(),
+                    &provider_error(error, Some(provider), &[]),
+                );
+            }
+            make_error("AllProvidersFailedError", &ex.headline(), &init)
+        }
         Error::Rejected {
             provider,
             error,

@@ -15,11 +15,14 @@
 //! breaker and failover as the built-in adapters, and their `signal` aborts
 //! when the core stops waiting. What they throw is classified by
 //! [`errors::classify`]; what a call rejects with is always an `LLMError`
-//! subclass from `errors.js`.
+//! subclass from `errors.js`. `client.stream()` is wrapped with its helpers
+//! by `stream.js`; `client.fetch` serves the gateway's routes in process
+//! ([`fetch`]). The package's entries per runtime are in `npm/`.
 
 mod config;
 mod convert;
 mod errors;
+mod fetch;
 mod parts;
 mod provider;
 mod request;
@@ -46,7 +49,7 @@ use crate::provider::Upstream;
 use crate::web::notify::{self, Notify};
 use crate::web::WebPlatform;
 
-use errors::prop;
+use errors::{prop, Exhaustion};
 
 /// The package's error classes by name (`LLMError`, …), for tests that
 /// check `instanceof` from Rust.
@@ -69,6 +72,8 @@ extern "C" {
 #[wasm_bindgen]
 pub struct ResilientClient {
     inner: Rc<Client<WebPlatform>>,
+    gateway: Rc<fetch::Gateway>,
+    exhaustion: Exhaustion,
 }
 
 /// The event hooks of `options`.
@@ -197,6 +202,17 @@ impl ResilientClient {
         let mut issues = Vec::new();
         let customs = read_providers(&options, &mut issues);
         let hooks = Hooks::read(&options, &mut issues);
+        let exhaustion = match prop(&options, "unwrapSingleProvider") {
+            v if v.is_undefined() || v.is_null() || v == JsValue::FALSE => Exhaustion::Aggregate,
+            v if v == JsValue::TRUE => Exhaustion::UnwrapSingle,
+            _ => {
+                issues.push(ConfigIssue::new(
+                    "options.unwrapSingleProvider",
+                    "must be a boolean",
+                ));
+                Exhaustion::Aggregate
+            }
+        };
         let from_text = config.as_string().is_some();
         let json = match config.as_string() {
             Some(text) => text,
@@ -208,9 +224,17 @@ impl ResilientClient {
         };
         let built = config::build_client(&json, customs, hooks.map(Hooks::observer));
         match built {
-            Ok(client) if issues.is_empty() => Ok(ResilientClient {
-                inner: Rc::new(client),
-            }),
+            Ok(client) if issues.is_empty() => {
+                let inner = Rc::new(client);
+                Ok(ResilientClient {
+                    gateway: Rc::new(fetch::Gateway::shared(
+                        Rc::clone(&inner),
+                        crate::gateway::Auth::open(),
+                    )),
+                    inner,
+                    exhaustion,
+                })
+            }
             Ok(_) => Err(errors::config_error(&ConfigError { issues })),
             Err(e) => {
                 let e = if from_text {
@@ -237,6 +261,7 @@ impl ResilientClient {
         let client = Rc::clone(&self.inner);
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let parsed = Self::call_args(&request, &options);
+        let exhaustion = self.exhaustion;
         future_to_promise(async move {
             let (req, opts, signal) = parsed?;
             let call = async { client.chat_with(req, opts).await };
@@ -256,30 +281,43 @@ impl ResilientClient {
             };
             match result {
                 Ok(reply) => Ok(convert::chat_result(&reply)),
-                Err(e) => Err(errors::call_error(&e)),
+                Err(e) => Err(errors::call_error(&e, exhaustion)),
             }
         })
     }
 
     /// Streams the answer to `request` as an async iterable of events
-    /// (`start`, `thinking`, `text`, `tool_call`, `finish`, `usage`). Failover happens
+    /// (`start`, `thinking`, `text`, `tool_call`, `finish`, `usage`), with
+    /// `textStream`, `finalResponse`, `toReadableStream()`, `toResponse()`
+    /// and `options.onFinish` (`stream.js`). Failover happens
     /// until the first content; after it an interrupted answer rejects the
     /// iterator's `next()` with an `LLMError` of kind `interrupted`, never a
     /// clean end. Breaking out of the loop, or `options.signal`, aborts the
     /// upstream request. Throws at once for a malformed request.
-    #[wasm_bindgen(unchecked_return_type = "AsyncIterableIterator<StreamEvent>")]
+    #[wasm_bindgen(unchecked_return_type = "StreamResult")]
     pub fn stream(
         &self,
         #[wasm_bindgen(unchecked_param_type = "ChatRequest")] request: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "ChatOptions")] options: Option<Object>,
+        #[wasm_bindgen(unchecked_optional_param_type = "StreamOptions")] options: Option<Object>,
     ) -> Result<JsValue, JsValue> {
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let (req, opts, signal) = Self::call_args(&request, &options)?;
         let s = crate::engine::stream::ChatStream::open(Rc::clone(&self.inner), req, opts)
-            .map_err(|e| errors::call_error(&e))?;
-        Ok(errors::async_iterable(
-            stream::StreamHandle::new(s, signal).into(),
+            .map_err(|e| errors::call_error(&e, self.exhaustion))?;
+        Ok(stream::iterable(
+            stream::StreamHandle::new(s, signal, self.exhaustion).into(),
+            &options,
         ))
+    }
+
+    /// A `fetch`-compatible function answering OpenAI Chat Completions
+    /// (`POST …/v1/chat/completions`) and Anthropic Messages (`POST
+    /// …/v1/messages`) requests in process, with the gateway's request
+    /// handling over this client: its routes, failover and breakers. Give
+    /// it to an official SDK as its `fetch`; the URL's host is not used.
+    #[wasm_bindgen(getter, unchecked_return_type = "typeof fetch")]
+    pub fn fetch(&self) -> Function {
+        fetch::make_fetch(fetch::Server::new(Rc::clone(&self.gateway)).into())
     }
 
     /// Every provider's health: breaker state, error rate, latency
@@ -288,6 +326,15 @@ impl ResilientClient {
     pub fn health(&self) -> JsValue {
         errors::to_js(&self.inner.health())
     }
+}
+
+/// `createFetch(config, options)`: `new ResilientClient(config, options).fetch`.
+#[wasm_bindgen(js_name = createFetch, unchecked_return_type = "typeof fetch")]
+pub fn create_fetch(
+    #[wasm_bindgen(unchecked_param_type = "Config | string")] config: JsValue,
+    #[wasm_bindgen(unchecked_optional_param_type = "ClientOptions")] options: Option<Object>,
+) -> Result<Function, JsValue> {
+    Ok(ResilientClient::new(config, options)?.fetch())
 }
 
 type CallArgs = (crate::chat::ChatRequest, CallOptions, Option<AbortSignal>);

@@ -1,5 +1,6 @@
 //! `client.stream(request)`: a Rust [`ChatStream`] behind a handle whose
-//! `next()` returns a Promise, wrapped by `errors.js` as an async iterator.
+//! `next()` returns a Promise, wrapped by `stream.js` as an async iterator
+//! with the stream helpers (`textStream`, `finalResponse`, …).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -9,7 +10,8 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 use web_sys::AbortSignal;
 
-use super::{errors, Aborted};
+use super::errors::{self, Exhaustion};
+use super::Aborted;
 use crate::chat::Delta;
 use crate::engine::client::Client;
 use crate::engine::store::MemoryStore;
@@ -28,19 +30,34 @@ enum Slot {
     Ended,
 }
 
-/// The JS side of one stream. Freeing it (the iterator's `return()`) drops
-/// the stream, which aborts the upstream request.
-#[wasm_bindgen(skip_typescript)]
+#[wasm_bindgen(module = "/src/js/stream.js")]
+extern "C" {
+    /// Wraps a stream handle as the object `client.stream()` returns.
+    #[wasm_bindgen(js_name = __streamResult)]
+    fn stream_result(handle: JsValue, options: &JsValue) -> JsValue;
+}
+
+/// What `client.stream()` returns for `handle`, with `options.onFinish`.
+pub(crate) fn iterable(handle: JsValue, options: &JsValue) -> JsValue {
+    stream_result(handle, options)
+}
+
+/// The handle behind one `client.stream()` iterator (internal: iterate
+/// the stream instead). Freeing it (the iterator's `return()`) drops the
+/// stream, which aborts the upstream request.
+#[wasm_bindgen]
 pub struct StreamHandle {
     slot: Rc<RefCell<Slot>>,
     signal: Option<AbortSignal>,
+    exhaustion: Exhaustion,
 }
 
 impl StreamHandle {
-    pub(crate) fn new(stream: Stream, signal: Option<AbortSignal>) -> Self {
+    pub(crate) fn new(stream: Stream, signal: Option<AbortSignal>, exhaustion: Exhaustion) -> Self {
         StreamHandle {
             slot: Rc::new(RefCell::new(Slot::Ready(Box::new(stream)))),
             signal,
+            exhaustion,
         }
     }
 }
@@ -49,9 +66,11 @@ impl StreamHandle {
 impl StreamHandle {
     /// The next event, `undefined` at the end; rejects with an `LLMError`
     /// (an `AbortError` when the signal fires).
+    #[wasm_bindgen(unchecked_return_type = "Promise<StreamEvent | undefined>")]
     pub fn next(&self) -> Promise {
         let slot = Rc::clone(&self.slot);
         let signal = self.signal.clone();
+        let exhaustion = self.exhaustion;
         future_to_promise(async move {
             let taken = std::mem::replace(&mut *slot.borrow_mut(), Slot::Busy);
             let mut stream = match taken {
@@ -93,7 +112,7 @@ impl StreamHandle {
                 }
                 Some(Err(e)) => {
                     *slot.borrow_mut() = Slot::Ended;
-                    Err(errors::call_error(&e))
+                    Err(errors::call_error(&e, exhaustion))
                 }
             }
         })

@@ -440,6 +440,48 @@ export type StreamEvent =
   | { type: "finish"; reason: FinishReason }
   | { type: "usage"; usage: Usage };
 
+/** The whole answer of a stream, once it ends. */
+export interface StreamAnswer {
+  text: string;
+  /** The reasoning text, all blocks joined. */
+  thinking: string;
+  toolCalls: { index: number; id: string | null; name: string | null; arguments: string }[];
+  finishReason: FinishReason | null;
+  /** As the provider reported it; null when it reported none. */
+  usage: Usage | null;
+  model: string | null;
+}
+
+/** `client.stream`'s options: a call's, and `onFinish`. */
+export interface StreamOptions extends ChatOptions {
+  /** Called once with the whole answer when the stream ends cleanly. */
+  onFinish?: (answer: StreamAnswer) => void;
+}
+
+/**
+ * What `client.stream(…)` returns: an async iterator of `StreamEvent`s. Read it once, one way:
+ * `for await`, `textStream`, `toReadableStream()` or `toResponse()`. Stopping early (break,
+ * `return()`, cancelling the ReadableStream or the Response's body) aborts the upstream request.
+ */
+export interface StreamResult extends AsyncIterableIterator<StreamEvent> {
+  /** Stops reading: frees the stream and aborts the upstream request. */
+  return(value?: unknown): Promise<IteratorResult<StreamEvent>>;
+  /** The answer's text pieces, as strings. */
+  readonly textStream: AsyncIterableIterator<string>;
+  /**
+   * The whole answer once the stream ends; rejects with the stream's error. Asked for before any
+   * reading starts, it reads the stream itself.
+   */
+  readonly finalResponse: Promise<StreamAnswer>;
+  /** The events as a ReadableStream. */
+  toReadableStream(): ReadableStream<StreamEvent>;
+  /**
+   * A `Response` of server-sent events for a route handler: `event: <type>` and the event as
+   * JSON per event; `event: error` with the error's JSON if the stream fails after it began.
+   */
+  toResponse(init?: ResponseInit): Response;
+}
+
 // ---- JS providers ----
 
 /** What a JS provider's `chat` receives: the neutral request, the entry's model, text-only messages as strings. */
@@ -490,6 +532,8 @@ export interface RetryEvent {
   type: "retry";
   provider: string;
   model: string;
+  /** The route entry's label, when it has one. */
+  label?: string;
   /** The attempt that failed (1-based). */
   attempt: number;
   /** The wait before the next attempt (Retry-After when the provider gave one). */
@@ -501,13 +545,21 @@ export interface ProviderFailedEvent {
   type: "provider_failed";
   provider: string;
   model: string;
+  /** The route entry's label, when it has one. */
+  label?: string;
   error: LLMError;
 }
 
 export interface FailoverEvent {
   type: "failover";
+  /** The provider left behind, its model and its entry's label. */
   from: string;
+  fromModel: string;
+  fromLabel?: string;
+  /** The provider tried next, its model and its entry's label. */
   to: string;
+  toModel: string;
+  toLabel?: string;
   error: LLMError;
 }
 
@@ -541,22 +593,46 @@ export interface ClientOptions {
   onRetry?: (event: RetryEvent) => void;
   onProviderError?: (event: ProviderFailedEvent) => void;
   onFailover?: (event: FailoverEvent) => void;
+  /**
+   * When a route has a single entry and it fails, reject with that provider's own typed error
+   * (`TimeoutError`, `ClientRequestError`, …, with `attempts`) instead of an
+   * `AllProvidersFailedError`. Default `false`: an `AllProvidersFailedError` whose `cause` is the
+   * last failure as its own class.
+   */
+  unwrapSingleProvider?: boolean;
 }
 
-/** One provider's health. */
+/**
+ * One provider's health. Two counters with different lives sit side by side: the breaker's
+ * (`state`, `consecutiveFailures`) restart at each breaker transition, while the statistics
+ * (`requests`, `failures`, `errorRate`, latencies) run for the client's life. So an open breaker
+ * shows `consecutiveFailures: 0` beside the `failures` that opened it.
+ */
 export interface ProviderHealth {
   provider: string;
+  /** `closed` (calls pass), `open` (calls skipped until `openUntil`), `half_open` (probes pass). */
   state: BreakerState;
+  /** When an open breaker lets a probe through, in Unix ms (`new Date(openUntil)`); else null. */
   openUntil: number | null;
+  /**
+   * The breaker's count of failures in a row since its last success or state change (reset to 0
+   * when it opens, half-opens or closes); `breaker.failureThreshold` of them open it. Only
+   * failures that count for the breaker (not a bad request, a context overflow or a content
+   * filter) add to it.
+   */
   consecutiveFailures: number;
+  /** Calls that went to the provider (or tried to), ever; skipped calls are not counted. */
   requests: number;
+  /** Of those, the calls that failed, of any kind, ever. */
   failures: number;
+  /** The failed share of the last 256 calls. */
   errorRate: number;
   latencyMs: { p50: number | null; p95: number | null; p99: number | null };
   /** Streams: time to first token over recent streams. */
   ttftMs: { p50: number | null; p95: number | null; p99: number | null };
   /** Streams: median output rate, tokens per second. */
   tokensPerSec: number | null;
+  /** The most recent failure; `at` in Unix ms. */
   lastFailure: { at: number; kind: ErrorKind; status: number | null; message: string } | null;
 }
 
@@ -575,8 +651,21 @@ export interface LLMErrorInit {
 /** Base class of every error a call rejects with. */
 export class LLMError extends Error {
   constructor(message: string, init?: LLMErrorInit);
-  /** An `ErrorKind`, or `all_providers_failed`, `aborted`, `unknown_route`. */
-  readonly kind: ErrorKind | "all_providers_failed" | "aborted" | "unknown_route" | "interrupted" | (string & {});
+  /**
+   * An `ErrorKind`, or `all_providers_failed`, `aborted`, `unknown_route`, `interrupted` (a stream
+   * cut after it began), `invalid_state` (a stream read twice at once), `disposed` (the client was
+   * freed), `config` (a `ConfigError`).
+   */
+  readonly kind:
+    | ErrorKind
+    | "all_providers_failed"
+    | "aborted"
+    | "unknown_route"
+    | "interrupted"
+    | "invalid_state"
+    | "disposed"
+    | "config"
+    | (string & {});
   /** Whether trying again may succeed. */
   readonly retryable: boolean;
   /** The HTTP status (a gateway would answer with it). */
@@ -605,15 +694,21 @@ export class ClientRequestError extends LLMError {}
 export class CircuitOpenError extends LLMError {}
 /** The call's `AbortSignal` fired; `cause` is the signal's reason. */
 export class AbortError extends LLMError {}
-/** Every provider failed or was skipped. */
+/**
+ * Every provider failed or was skipped. `cause` is the last failure as its own class; `status`
+ * is the failures' own when they share one (a lone 401 is a 401), else 503 (400 when every
+ * provider found the request unusable); `retryable` is true when some failure was transient.
+ */
 export class AllProvidersFailedError extends LLMError {
   constructor(message: string, init?: LLMErrorInit & { failures?: AttemptRecord[] });
   /** Every attempt, in order: provider, model, kind, status, message, durationMs, reached. */
   readonly failures: AttemptRecord[];
 }
-/** An invalid configuration; `issues` lists every problem with its path. */
-export class ConfigError extends Error {
-  constructor(message: string, init?: { issues?: { path: string; message: string }[] });
+/**
+ * An invalid configuration or options, thrown by `new ResilientClient` (never by a call); kind
+ * `config`, not retryable. `issues` lists every problem with its path.
+ */
+export class ConfigError extends LLMError {
+  constructor(message: string, init?: LLMErrorInit & { issues?: { path: string; message: string }[] });
   readonly issues: { path: string; message: string }[];
-  toJSON(): Record<string, unknown>;
 }

@@ -1,11 +1,12 @@
-// The built nodejs package under test: $RESILIENT_LLM_PKG (scripts/test-npm.sh sets it).
-import { createRequire } from "node:module";
+// The built package under test: $RESILIENT_LLM_PKG (scripts/test-npm.sh sets it to pkg/), through
+// its Node ES module entry.
 import path from "node:path";
+import { pathToFileURL } from "node:url";
 
 const dir = process.env.RESILIENT_LLM_PKG;
-if (!dir) throw new Error("set RESILIENT_LLM_PKG to a package built with --target nodejs");
-const require = createRequire(import.meta.url);
-export default require(path.resolve(dir, "resilient_llm.js"));
+if (!dir) throw new Error("set RESILIENT_LLM_PKG to the package built by scripts/build-npm.sh");
+export const pkgDir = path.resolve(dir);
+export default await import(pathToFileURL(path.join(pkgDir, "node.mjs")).href);
 
 /** A scripted JS provider: each call takes the next step (the last repeats). */
 export function scripted(name, steps) {

