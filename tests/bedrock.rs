@@ -709,3 +709,37 @@ fn the_readme_bedrock_configuration_is_valid() {
         .expect("valid");
     assert_eq!(client.routes()["claude"].len(), 2);
 }
+
+#[test]
+fn temporary_credentials_send_and_sign_their_session_token() {
+    let p = FakePlatform::new().at(NOW);
+    p.script(
+        "https://bedrock.test/",
+        [reply(200).body(read(Path::new(FIXTURES).join("converse.json")))],
+    );
+    let cfg = json!({
+        "providers": { "b": { "kind": "bedrock", "region": "eu-west-1", "baseUrl": "https://bedrock.test",
+                              "accessKeyIdEnv": "KEY_ID", "secretAccessKeyEnv": "SECRET",
+                              "sessionTokenEnv": "TOKEN" } },
+        "routes": { "default": [ { "provider": "b", "model": NOVA } ] }
+    });
+    let lookup = |name: &str| match name {
+        "KEY_ID" => Some("ASIAEXAMPLE".to_string()),
+        "SECRET" => Some("temporary-secret".to_string()),
+        "TOKEN" => Some("session-token-value".to_string()),
+        _ => None,
+    };
+    let c = Config::parse(&cfg.to_string())
+        .unwrap()
+        .client(p.clone(), vec![], &lookup)
+        .unwrap();
+    chat(&p, &c, req()).unwrap();
+    let sent = &p.requests()[0];
+    assert_eq!(
+        sent.headers.get("x-amz-security-token"),
+        Some("session-token-value")
+    );
+    let auth = sent.headers.get("authorization").unwrap();
+    assert!(auth.starts_with("AWS4-HMAC-SHA256 Credential=ASIAEXAMPLE/20251201/eu-west-1/bedrock/aws4_request, SignedHeaders=accept;content-type;host;x-amz-date;x-amz-security-token, Signature="), "{auth}");
+    assert!(!format!("{sent:?}").contains("temporary-secret"));
+}
