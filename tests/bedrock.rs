@@ -743,3 +743,66 @@ fn temporary_credentials_send_and_sign_their_session_token() {
     assert!(auth.starts_with("AWS4-HMAC-SHA256 Credential=ASIAEXAMPLE/20251201/eu-west-1/bedrock/aws4_request, SignedHeaders=accept;content-type;host;x-amz-date;x-amz-security-token, Signature="), "{auth}");
     assert!(!format!("{sent:?}").contains("temporary-secret"));
 }
+
+#[test]
+fn converse_takes_inline_images_and_a_structured_answer_through_a_forced_tool() {
+    let p = FakePlatform::new().at(NOW);
+    let answer = json!({"output": {"message": {"role": "assistant", "content": [
+        {"toolUse": {"toolUseId": "t1", "name": "city", "input": {"name": "Rome"}}}]}},
+        "stopReason": "tool_use", "usage": {"inputTokens": 30, "outputTokens": 8}});
+    p.script(
+        "https://bedrock.test/",
+        [reply(200).body(answer.to_string())],
+    );
+    let c = client(&p, NOVA);
+    let body = json!({"model": "default", "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "Which city is this?"},
+            {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/AAAA"}}]}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "city",
+            "schema": {"type": "object", "properties": {"name": {"type": "string"}}}}}});
+    let r = resilient_llm::format::openai::parse_request(body.to_string().as_bytes()).unwrap();
+    let out = chat(&p, &c, r).unwrap();
+    // The forced tool's input is the answer's text, and the finish a stop.
+    assert_eq!(out.response.text, r#"{"name":"Rome"}"#);
+    assert!(out.response.tool_calls.is_empty());
+    assert_eq!(
+        out.response.finish_reason,
+        Some(resilient_llm::FinishReason::Stop)
+    );
+    let sent: Value = serde_json::from_slice(&p.requests()[0].body).unwrap();
+    assert_eq!(
+        sent["messages"][0]["content"][1],
+        json!({"image": {"format": "jpeg", "source": {"bytes": "/9j/AAAA"}}})
+    );
+    assert_eq!(
+        sent["toolConfig"]["toolChoice"],
+        json!({"tool": {"name": "city"}})
+    );
+    assert_eq!(sent["toolConfig"]["tools"][0]["toolSpec"]["name"], "city");
+}
+
+#[test]
+fn an_image_url_converse_cannot_take_moves_on_without_a_call() {
+    let p = FakePlatform::new().at(NOW);
+    let c = client(&p, NOVA);
+    let mut r = req();
+    r.messages.push(Message {
+        role: resilient_llm::Role::User,
+        content: vec![resilient_llm::Part::Image(resilient_llm::Image {
+            source: resilient_llm::ImageSource::Url {
+                url: "https://example.com/cat.png".into(),
+            },
+            detail: None,
+            cache_control: None,
+        })],
+    });
+    let e = chat(&p, &c, r).unwrap_err();
+    let last = e.attempts().last().and_then(|a| a.error()).unwrap();
+    assert_eq!(last.kind, ErrorKind::Unsupported);
+    assert!(
+        last.message.contains("inline images only"),
+        "{}",
+        last.message
+    );
+    assert!(p.requests().is_empty());
+}
