@@ -1,13 +1,15 @@
 //! Bedrock's Converse API, both ways: a neutral request as a Converse body
 //! (messages of content blocks `text`, `image`, `toolUse`, `toolResult`,
-//! `reasoningContent`; `system`; `inferenceConfig`; `toolConfig`), a
-//! Converse answer and the ConverseStream events (`messageStart`,
-//! `contentBlockStart`, `contentBlockDelta`, `messageStop`, `metadata`)
-//! read back. Structured answers go through a forced tool, as for
-//! Anthropic (see [`crate::format::structured`]).
+//! `reasoningContent`, `cachePoint`; `system`; `inferenceConfig`;
+//! `toolConfig`), a Converse answer and the ConverseStream events
+//! (`messageStart`, `contentBlockStart`, `contentBlockDelta`,
+//! `messageStop`, `metadata`) read back. Structured answers go through a
+//! forced tool, as for Anthropic (see [`crate::format::structured`]).
 
-use serde::Deserialize;
-use serde_json::{json, Map, Value};
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
 
 use crate::chat::{
     ChatRequest, ChatResponse, Delta, FinishReason, ImageSource, Part, ResponseFormat, Role,
@@ -27,9 +29,147 @@ pub(crate) const EVENTS: [&str; 6] = [
     "metadata",
 ];
 
-/// A Converse request body for `model`'s neutral request, and the hints
-/// left out of it.
-pub(crate) fn encode_request(req: &ChatRequest) -> Result<(Value, Vec<String>), FormatError> {
+/// A Converse request body, as [`encode_request`] builds it; serialize it
+/// to send it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RequestBody<'a> {
+    messages: Vec<Turn<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    system: Vec<Block<'a>>,
+    #[serde(skip_serializing_if = "Inference::is_empty")]
+    inference_config: Inference<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_config: Option<ToolConfig<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct Turn<'a> {
+    role: &'static str,
+    content: Vec<Block<'a>>,
+}
+
+/// A content block: one member named by its type.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+enum Block<'a> {
+    Text(&'a str),
+    Image(ImageBlock<'a>),
+    ToolUse(ToolUse<'a>),
+    ToolResult(ToolResult<'a>),
+    ReasoningContent(Reasoning<'a>),
+    CachePoint(CachePoint),
+}
+
+#[derive(Debug, Serialize)]
+struct ImageBlock<'a> {
+    format: &'static str,
+    source: ImageBytes<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct ImageBytes<'a> {
+    /// Base64, as the neutral image holds it.
+    bytes: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolUse<'a> {
+    tool_use_id: &'a str,
+    name: &'a str,
+    input: Value,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolResult<'a> {
+    tool_use_id: &'a str,
+    content: Vec<Block<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<&'static str>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+enum Reasoning<'a> {
+    ReasoningText { text: &'a str, signature: &'a str },
+    RedactedContent(&'a str),
+}
+
+/// `{"type": "default"}`: a prompt-cache breakpoint after the block before.
+#[derive(Debug, Serialize)]
+struct CachePoint {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+const CACHE_POINT: Block<'static> = Block::CachePoint(CachePoint { kind: "default" });
+
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Inference<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop_sequences: &'a [String],
+}
+
+impl Inference<'_> {
+    fn is_empty(&self) -> bool {
+        self.max_tokens.is_none()
+            && self.temperature.is_none()
+            && self.top_p.is_none()
+            && self.stop_sequences.is_empty()
+    }
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolConfig<'a> {
+    tools: Vec<ToolEntry<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Choice<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolEntry<'a> {
+    tool_spec: ToolSpec<'a>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolSpec<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<Cow<'a, str>>,
+    input_schema: Schema<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct Schema<'a> {
+    json: Cow<'a, Value>,
+}
+
+/// `{"auto": {}}`, `{"any": {}}`, `{"tool": {"name"}}`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+enum Choice<'a> {
+    Auto {},
+    Any {},
+    Tool { name: &'a str },
+}
+
+/// A Converse request body for the neutral request, and the hints left
+/// out of it.
+pub(crate) fn encode_request(
+    req: &ChatRequest,
+) -> Result<(RequestBody<'_>, Vec<String>), FormatError> {
     let mut omitted = Vec::new();
     for u in &req.untranslated {
         match u.gap {
@@ -49,7 +189,7 @@ pub(crate) fn encode_request(req: &ChatRequest) -> Result<(Value, Vec<String>), 
         }
     }
     let mut system = Vec::new();
-    let mut messages: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    let mut messages: Vec<Turn<'_>> = Vec::new();
     for (i, m) in req.messages.iter().enumerate() {
         let path = index("messages", i);
         if m.role == Role::System {
@@ -59,9 +199,9 @@ pub(crate) fn encode_request(req: &ChatRequest) -> Result<(Value, Vec<String>), 
                         text,
                         cache_control,
                     } => {
-                        system.push(json!({ "text": text }));
+                        system.push(Block::Text(text));
                         if cache_control.is_some() {
-                            system.push(json!({"cachePoint": {"type": "default"}}));
+                            system.push(CACHE_POINT);
                         }
                     }
                     _ => {
@@ -86,38 +226,12 @@ pub(crate) fn encode_request(req: &ChatRequest) -> Result<(Value, Vec<String>), 
         // Converse wants turns to alternate: a tool result after a user
         // message joins it.
         match messages.last_mut() {
-            Some((last, content)) if *last == role => content.extend(blocks),
-            _ => messages.push((role, blocks)),
+            Some(last) if last.role == role => last.content.extend(blocks),
+            _ => messages.push(Turn {
+                role,
+                content: blocks,
+            }),
         }
-    }
-    let mut body = Map::new();
-    body.insert(
-        "messages".into(),
-        Value::Array(
-            messages
-                .into_iter()
-                .map(|(role, content)| json!({"role": role, "content": content}))
-                .collect(),
-        ),
-    );
-    if !system.is_empty() {
-        body.insert("system".into(), Value::Array(system));
-    }
-    let mut inference = Map::new();
-    if let Some(n) = req.max_tokens {
-        inference.insert("maxTokens".into(), n.into());
-    }
-    if let Some(t) = req.temperature {
-        inference.insert("temperature".into(), t.into());
-    }
-    if let Some(p) = req.top_p {
-        inference.insert("topP".into(), p.into());
-    }
-    if !req.stop.is_empty() {
-        inference.insert("stopSequences".into(), json!(req.stop));
-    }
-    if !inference.is_empty() {
-        body.insert("inferenceConfig".into(), Value::Object(inference));
     }
     for (name, set) in [
         ("top_k", req.top_k.is_some()),
@@ -133,63 +247,75 @@ pub(crate) fn encode_request(req: &ChatRequest) -> Result<(Value, Vec<String>), 
             omitted.push(name.into());
         }
     }
-    if let Some(tools) = tool_config(req) {
-        body.insert("toolConfig".into(), tools);
-    }
-    Ok((Value::Object(body), omitted))
+    let body = RequestBody {
+        messages,
+        system,
+        inference_config: Inference {
+            max_tokens: req.max_tokens,
+            temperature: req.temperature,
+            top_p: req.top_p,
+            stop_sequences: &req.stop,
+        },
+        tool_config: tool_config(req),
+    };
+    Ok((body, omitted))
 }
 
 /// `toolConfig`: the request's tools and, for a structured answer, the
 /// answer tool, forced. `None` without tools, or with `tool_choice: none`
 /// (which Converse cannot say: the tools are left out instead).
-fn tool_config(req: &ChatRequest) -> Option<Value> {
-    let spec = |name: &str, description: Option<&str>, schema: &Value| {
-        let mut s = json!({"name": name, "inputSchema": {"json": schema}});
-        if let Some(d) = description {
-            s["description"] = Value::from(d);
-        }
-        json!({ "toolSpec": s })
-    };
-    let mut tools: Vec<Value> = Vec::new();
+fn tool_config(req: &ChatRequest) -> Option<ToolConfig<'_>> {
+    let mut tools = Vec::new();
     if req.tool_choice != Some(ToolChoice::None) {
         for t in &req.tools {
-            tools.push(spec(&t.name, t.description.as_deref(), &t.parameters));
+            tools.push(ToolEntry {
+                tool_spec: ToolSpec {
+                    name: &t.name,
+                    description: t.description.as_deref().map(Cow::Borrowed),
+                    input_schema: Schema {
+                        json: Cow::Borrowed(&t.parameters),
+                    },
+                },
+            });
         }
     }
-    let answer = answer_tool(req).filter(|n| req.tools.iter().all(|t| t.name != *n));
     let mut choice = match &req.tool_choice {
-        Some(ToolChoice::Required) => Some(json!({"any": {}})),
-        Some(ToolChoice::Tool(name)) => Some(json!({"tool": {"name": name}})),
-        Some(ToolChoice::Auto) => Some(json!({"auto": {}})),
+        Some(ToolChoice::Required) => Some(Choice::Any {}),
+        Some(ToolChoice::Tool(name)) => Some(Choice::Tool { name }),
+        Some(ToolChoice::Auto) => Some(Choice::Auto {}),
         Some(ToolChoice::None) | None => None,
     };
-    if let Some(name) = answer {
-        let schema = match &req.response_format {
-            Some(ResponseFormat::JsonSchema(s)) => s.schema.clone(),
-            _ => json!({"type": "object"}),
+    if let Some(name) = answer_tool(req).filter(|n| req.tools.iter().all(|t| t.name != *n)) {
+        let (schema, description) = match &req.response_format {
+            Some(ResponseFormat::JsonSchema(s)) => {
+                (Cow::Borrowed(&s.schema), s.description.as_deref())
+            }
+            _ => (Cow::Owned(json!({"type": "object"})), None),
         };
-        let description = match &req.response_format {
-            Some(ResponseFormat::JsonSchema(s)) => s.description.clone(),
-            _ => None,
-        };
-        let description =
-            description.unwrap_or_else(|| "Give the answer as this tool's input.".into());
-        tools.push(spec(name, Some(&description), &schema));
-        choice = Some(json!({"tool": {"name": name}}));
+        tools.push(ToolEntry {
+            tool_spec: ToolSpec {
+                name,
+                description: Some(description.map_or(
+                    Cow::Borrowed("Give the answer as this tool's input."),
+                    Cow::Borrowed,
+                )),
+                input_schema: Schema { json: schema },
+            },
+        });
+        choice = Some(Choice::Tool { name });
     }
     if tools.is_empty() {
         return None;
     }
-    let mut config = json!({ "tools": tools });
-    if let Some(choice) = choice {
-        config["toolChoice"] = choice;
-    }
-    Some(config)
+    Some(ToolConfig {
+        tools,
+        tool_choice: choice,
+    })
 }
 
 /// An image as a Converse `image` block: inline bytes only (Converse
 /// fetches no URLs).
-fn image_block(image: &Image, path: &str) -> Result<Value, FormatError> {
+fn image_block<'a>(image: &'a Image, path: &str) -> Result<Block<'a>, FormatError> {
     match &image.source {
         ImageSource::Base64 { media_type, data } => {
             let format = match media_type.as_str() {
@@ -206,7 +332,10 @@ fn image_block(image: &Image, path: &str) -> Result<Value, FormatError> {
                     ))
                 }
             };
-            Ok(json!({"image": {"format": format, "source": {"bytes": data}}}))
+            Ok(Block::Image(ImageBlock {
+                format,
+                source: ImageBytes { bytes: data },
+            }))
         }
         ImageSource::Url { .. } => Err(FormatError::unsupported(
             path,
@@ -215,11 +344,11 @@ fn image_block(image: &Image, path: &str) -> Result<Value, FormatError> {
     }
 }
 
-fn encode_blocks(
-    parts: &[Part],
+fn encode_blocks<'a>(
+    parts: &'a [Part],
     path: &str,
     omitted: &mut Vec<String>,
-) -> Result<Vec<Value>, FormatError> {
+) -> Result<Vec<Block<'a>>, FormatError> {
     let mut out = Vec::new();
     for (i, part) in parts.iter().enumerate() {
         let at = index(path, i);
@@ -230,10 +359,10 @@ fn encode_blocks(
             } => {
                 // Converse refuses empty text blocks.
                 if !text.is_empty() {
-                    out.push(json!({ "text": text }));
+                    out.push(Block::Text(text));
                 }
                 if cache_control.is_some() {
-                    out.push(json!({"cachePoint": {"type": "default"}}));
+                    out.push(CACHE_POINT);
                 }
             }
             Part::Image(image) => {
@@ -253,9 +382,11 @@ fn encode_blocks(
                         )
                     })?
                 };
-                out.push(
-                    json!({"toolUse": {"toolUseId": call.id, "name": call.name, "input": input}}),
-                );
+                out.push(Block::ToolUse(ToolUse {
+                    tool_use_id: &call.id,
+                    name: &call.name,
+                    input,
+                }));
             }
             Part::ToolResult {
                 tool_call_id,
@@ -264,26 +395,27 @@ fn encode_blocks(
                 is_error,
                 cache_control,
             } => {
-                let mut blocks = vec![json!({ "text": content })];
+                let mut blocks = vec![Block::Text(content)];
                 for (j, image) in images.iter().enumerate() {
                     blocks.push(image_block(image, &index(&join(&at, "images"), j))?);
                 }
-                let mut result = json!({"toolUseId": tool_call_id, "content": blocks});
-                if *is_error {
-                    result["status"] = Value::from("error");
-                }
-                out.push(json!({ "toolResult": result }));
+                out.push(Block::ToolResult(ToolResult {
+                    tool_use_id: tool_call_id,
+                    content: blocks,
+                    status: is_error.then_some("error"),
+                }));
                 if cache_control.is_some() {
-                    out.push(json!({"cachePoint": {"type": "default"}}));
+                    out.push(CACHE_POINT);
                 }
             }
             Part::Thinking(t) => match (&t.signature, &t.redacted) {
                 (_, Some(data)) => {
-                    out.push(json!({"reasoningContent": {"redactedContent": data}}));
+                    out.push(Block::ReasoningContent(Reasoning::RedactedContent(data)))
                 }
-                (Some(sig), None) => out.push(json!({"reasoningContent": {
-                    "reasoningText": {"text": t.text, "signature": sig}
-                }})),
+                (Some(sig), None) => out.push(Block::ReasoningContent(Reasoning::ReasoningText {
+                    text: &t.text,
+                    signature: sig,
+                })),
                 // Unsigned reasoning (another provider's) cannot be sent
                 // back: named, not sent.
                 (None, None) => omitted.push(at),

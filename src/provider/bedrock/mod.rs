@@ -222,8 +222,9 @@ impl Provider for Bedrock {
         let (body, omitted) = if anthropic {
             self.messages_body(req, model)?
         } else {
-            let (v, omitted) = converse::encode_request(req).map_err(|e| e.into_request_error())?;
-            let bytes = serde_json::to_vec(&v)
+            let (body, omitted) =
+                converse::encode_request(req).map_err(|e| e.into_request_error())?;
+            let bytes = serde_json::to_vec(&body)
                 .map_err(|e| ProviderError::new(ErrorKind::InvalidRequest, e.to_string()))?;
             (bytes, omitted)
         };

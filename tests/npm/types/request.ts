@@ -3,6 +3,7 @@
 // the types must refuse.
 import type {
   ChatRequest,
+  Config,
   ChatResult,
   ContentPart,
   NativeRequest,
@@ -74,3 +75,11 @@ export async function read(client: ResilientClient): Promise<string> {
 export function seen(req: ProviderRequest): string | undefined {
   return req.responseFormat?.type ?? (req.reasoning && "effort" in req.reasoning ? req.reasoning.effort : undefined);
 }
+
+// AWS Bedrock with its credentials in the config (or named secrets); a region is required.
+export const bedrock: Config = {
+  providers: { aws: { kind: "bedrock", region: "us-east-1", accessKeyId: "AKIDEXAMPLE", secretAccessKey: "secret", sessionTokenEnv: "AWS_SESSION_TOKEN" } },
+  routes: { claude: [{ provider: "aws", model: "us.anthropic.claude-sonnet-4-5-20250929-v1:0" }] },
+};
+// @ts-expect-error a Bedrock provider names its region
+export const noRegion: Config = { providers: { aws: { kind: "bedrock" } } };
