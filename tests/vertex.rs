@@ -233,7 +233,11 @@ fn a_token_endpoint_that_gives_no_token_is_an_auth_failure_without_secrets() {
 fn one_token_serves_many_requests_concurrent_ones_included_and_is_renewed_before_expiry() {
     let p = FakePlatform::new().at(NOW);
     let c = client(&p);
-    p.script(TOKEN_URI, [token_reply(3600)]);
+    // The token takes a while: every request is waiting for it at once.
+    p.script(
+        TOKEN_URI,
+        [token_reply(3600).delay(Duration::from_millis(50))],
+    );
     let raw = format!("{VERTEX}/anthropic/models/claude-sonnet-4-5@20250929:rawPredict");
     p.script(&raw, (0..8).map(|i| claude_ok(&format!("answer {i}"))));
     p.script("https://anthropic.test", (0..8).map(|_| reply(529)));
