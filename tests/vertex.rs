@@ -1,143 +1,25 @@
-//! Google Vertex AI on the fake platform: the service account's JWT against
-//! a vector signed by openssl, the token fetched once and shared, renewed
-//! before it expires, its failure an auth failure that fails over; Claude
-//! through rawPredict / streamRawPredict, Gemini through generateContent /
-//! streamGenerateContent, both ways, on recorded fixtures; errors in
-//! Google's shape classified; no key or token in any output.
+//! Google Vertex AI on the fake platform: the service account's JWT against a vector signed
+//! by openssl, the token fetched once and shared, renewed before it expires, its failure an
+//! auth failure that fails over; Claude through rawPredict / streamRawPredict on the Messages
+//! API's fixtures; errors in Google's shape classified on both publishers; configuration
+//! problems named without the key; no key or token in any output. Gemini's translation:
+//! `tests/vertex_gemini.rs`.
 
-use std::path::{Path, PathBuf};
+#[path = "vertex/support.rs"]
+mod support;
+
+use std::path::Path;
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use proptest::prelude::*;
-use resilient_llm::format::gemini;
-use resilient_llm::testing::{block_on, fail, reply, FakePlatform, Reply};
+use resilient_llm::testing::{block_on, fail, reply, FakePlatform};
 use resilient_llm::{
-    build_provider, BufferedResponse, CallOptions, ChatRequest, Client, Config, Credential, Delta,
-    Error, ErrorKind, FinishReason, Headers, Image, ImageSource, Message, Part, Provider,
-    ProviderConfig, ResponseFormat, Role, ServiceAccount, SseDecoder, Tool, ToolCall, ToolChoice,
-    TransportErrorKind, Usage,
+    build_provider, BufferedResponse, ChatRequest, Config, Credential, Delta, ErrorKind, Headers,
+    Message, ProviderConfig, ServiceAccount, TransportErrorKind,
 };
 use serde_json::{json, Value};
-
-const TOKEN_URI: &str = "http://127.0.0.1:9/token";
-const TOKEN: &str = "ya29.test-access-token-0123456789";
-const NOW: u64 = 1_700_000_000_000;
-const VERTEX: &str = "https://us-east5-aiplatform.googleapis.com/v1/projects/test-project/locations/us-east5/publishers";
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vertex")
-}
-
-fn key_json() -> String {
-    std::fs::read_to_string(fixtures().join("service-account.json")).unwrap()
-}
-
-/// The PEM body of the test key: what must never appear in an output.
-fn key_material() -> String {
-    let pem = std::fs::read_to_string(fixtures().join("test-key.pem")).unwrap();
-    pem.lines().nth(5).unwrap().to_string()
-}
-
-fn secret(name: &str) -> Option<String> {
-    match name {
-        "GOOGLE_SERVICE_ACCOUNT_KEY" => Some(key_json()),
-        "ANTHROPIC_API_KEY" => Some("sk-ant-test".into()),
-        _ => None,
-    }
-}
-
-fn token_reply(expires_in: u64) -> Reply {
-    reply(200).body(
-        json!({"access_token": TOKEN, "expires_in": expires_in, "token_type": "Bearer"})
-            .to_string(),
-    )
-}
-
-fn claude_ok(text: &str) -> Reply {
-    reply(200).body(
-        json!({"id": "msg_1", "type": "message", "role": "assistant",
-               "content": [{"type": "text", "text": text}], "model": "claude-sonnet-4-5",
-               "stop_reason": "end_turn", "usage": {"input_tokens": 3, "output_tokens": 2}})
-        .to_string(),
-    )
-}
-
-fn gemini_ok(text: &str) -> Reply {
-    reply(200).body(
-        json!({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
-                "finishReason": "STOP"}],
-               "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 2},
-               "modelVersion": "gemini-2.5-flash"})
-        .to_string(),
-    )
-}
-
-/// A client with a route `claude` = [anthropic, vertex (Claude)] and a
-/// route `gemini` = [gemini (Vertex, Google's models)].
-fn client(p: &FakePlatform) -> Client<FakePlatform> {
-    let cfg = json!({
-        "providers": {
-            "anthropic": {"kind": "anthropic", "baseUrl": "https://anthropic.test"},
-            "vertex": {"kind": "vertex", "publisher": "anthropic", "project": "test-project",
-                       "region": "us-east5"},
-            "gemini": {"kind": "vertex", "publisher": "google", "project": "test-project",
-                       "region": "us-east5"}
-        },
-        "routes": {
-            "claude": [{"provider": "anthropic", "model": "claude-sonnet-4-5"},
-                       {"provider": "vertex", "model": "claude-sonnet-4-5@20250929"}],
-            "gemini": [{"provider": "gemini", "model": "gemini-2.5-flash"}]
-        },
-        "retry": {"maxAttempts": 1}
-    });
-    Config::parse(&cfg.to_string())
-        .unwrap()
-        .client(p.clone(), vec![], &secret)
-        .unwrap()
-}
-
-fn ask(route: &str) -> ChatRequest {
-    let mut req = ChatRequest::new(vec![Message::user("hi")]);
-    req.model = Some(route.into());
-    req
-}
-
-fn provider(cfg: Value) -> Box<dyn Provider> {
-    let cfg: ProviderConfig = serde_json::from_value(cfg).unwrap();
-    let mut issues = Vec::new();
-    let p = build_provider("v", &cfg, &secret, "providers.v", &mut issues);
-    assert!(issues.is_empty(), "{issues:?}");
-    p.unwrap()
-}
-
-fn claude_provider() -> Box<dyn Provider> {
-    provider(
-        json!({"kind": "vertex", "publisher": "anthropic", "project": "test-project",
-                    "region": "us-east5"}),
-    )
-}
-
-fn gemini_provider() -> Box<dyn Provider> {
-    provider(
-        json!({"kind": "vertex", "publisher": "google", "project": "test-project",
-                    "region": "us-east5"}),
-    )
-}
-
-/// Gives `p` its token as the engine would.
-fn authorised(p: Box<dyn Provider>) -> Box<dyn Provider> {
-    let c = p.credential().unwrap();
-    let resp = BufferedResponse {
-        status: 200,
-        headers: Headers::new(),
-        body: json!({"access_token": TOKEN, "expires_in": 3600})
-            .to_string()
-            .into_bytes(),
-    };
-    c.accept(&resp, NOW).unwrap();
-    p
-}
+use support::*;
 
 // ------------------------------------------------------------ the token
 
@@ -233,7 +115,11 @@ fn a_token_endpoint_that_gives_no_token_is_an_auth_failure_without_secrets() {
 fn one_token_serves_many_requests_concurrent_ones_included_and_is_renewed_before_expiry() {
     let p = FakePlatform::new().at(NOW);
     let c = client(&p);
-    p.script(TOKEN_URI, [token_reply(3600)]);
+    // The token takes a while: every request is waiting for it at once.
+    p.script(
+        TOKEN_URI,
+        [token_reply(3600).delay(Duration::from_millis(50))],
+    );
     let raw = format!("{VERTEX}/anthropic/models/claude-sonnet-4-5@20250929:rawPredict");
     p.script(&raw, (0..8).map(|i| claude_ok(&format!("answer {i}"))));
     p.script("https://anthropic.test", (0..8).map(|_| reply(529)));
@@ -404,258 +290,6 @@ fn google_errors_are_classified_on_both_publishers() {
     }
 }
 
-// ------------------------------------------------------------ Gemini
-
-#[test]
-fn gemini_answers_read_into_the_neutral_answer() {
-    let p = gemini_provider();
-    let files = json_files(&fixtures().join("gemini"));
-    assert!(files.len() >= 7);
-    for file in &files {
-        check_fixture(p.as_ref(), file);
-    }
-}
-
-#[test]
-fn a_neutral_request_is_written_in_gemini_s_format() {
-    let p = authorised(gemini_provider());
-    let mut req = ChatRequest::new(vec![
-        Message::system("You are terse."),
-        Message {
-            role: Role::User,
-            content: vec![
-                Part::text("What is in this picture, and the weather in Paris?"),
-                Part::Image(Image {
-                    source: ImageSource::Base64 {
-                        media_type: "image/png".into(),
-                        data: "iVBORw0KGgo=".into(),
-                    },
-                    detail: None,
-                    cache_control: None,
-                }),
-            ],
-        },
-        Message {
-            role: Role::Assistant,
-            content: vec![
-                Part::text("A cat. Checking the weather."),
-                Part::ToolCall(ToolCall {
-                    id: "call_1".into(),
-                    name: "get_weather".into(),
-                    arguments: r#"{"city":"Paris"}"#.into(),
-                }),
-            ],
-        },
-        Message {
-            role: Role::Tool,
-            content: vec![Part::ToolResult {
-                tool_call_id: "call_1".into(),
-                content: "18C, cloudy".into(),
-                images: Vec::new(),
-                is_error: false,
-                cache_control: None,
-            }],
-        },
-        Message::user("Thanks."),
-    ]);
-    req.max_tokens = Some(256);
-    req.temperature = Some(0.2);
-    req.stop = vec!["END".into()];
-    req.tools = vec![Tool {
-        name: "get_weather".into(),
-        description: Some("Current weather".into()),
-        parameters: json!({"type": "object", "properties": {"city": {"type": "string"}},
-                           "additionalProperties": false}),
-        cache_control: None,
-    }];
-    req.tool_choice = Some(ToolChoice::Tool("get_weather".into()));
-    req.response_format = Some(ResponseFormat::JsonObject);
-    let http = p.encode(&req, "gemini-2.5-flash").unwrap();
-    assert_eq!(
-        http.url,
-        format!("{VERTEX}/google/models/gemini-2.5-flash:generateContent")
-    );
-    let body: Value = serde_json::from_slice(&http.body).unwrap();
-    assert_eq!(
-        body,
-        json!({
-            "contents": [
-                {"role": "user", "parts": [
-                    {"text": "What is in this picture, and the weather in Paris?"},
-                    {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}}
-                ]},
-                {"role": "model", "parts": [
-                    {"text": "A cat. Checking the weather."},
-                    {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}}
-                ]},
-                {"role": "user", "parts": [
-                    {"functionResponse": {"name": "get_weather",
-                                          "response": {"content": "18C, cloudy"}}},
-                    {"text": "Thanks."}
-                ]}
-            ],
-            "systemInstruction": {"parts": [{"text": "You are terse."}]},
-            "tools": [{"functionDeclarations": [{
-                "name": "get_weather", "description": "Current weather",
-                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}
-            }]}],
-            "toolConfig": {"functionCallingConfig": {
-                "mode": "ANY", "allowedFunctionNames": ["get_weather"]}},
-            "generationConfig": {
-                "maxOutputTokens": 256, "temperature": 0.2, "stopSequences": ["END"],
-                "responseMimeType": "application/json"
-            }
-        })
-    );
-    assert_eq!(
-        http.headers.get("authorization"),
-        Some(format!("Bearer {TOKEN}").as_str())
-    );
-}
-
-#[test]
-fn a_json_schema_becomes_response_schema() {
-    let mut req = ChatRequest::new(vec![Message::user("a city")]);
-    req.response_format = Some(
-        serde_json::from_value(json!({"type": "json_schema", "name": "city",
-            "schema": {"type": "object", "properties": {"name": {"type": "string"}},
-                       "required": ["name"], "additionalProperties": false}, "strict": true}))
-        .unwrap(),
-    );
-    req.reasoning = Some(resilient_llm::Reasoning::Budget {
-        budget_tokens: 1024,
-    });
-    let body = serde_json::to_value(gemini::encode_request(&req).unwrap()).unwrap();
-    assert_eq!(
-        body["generationConfig"],
-        json!({"responseMimeType": "application/json",
-               "responseSchema": {"type": "object", "properties": {"name": {"type": "string"}},
-                                  "required": ["name"]},
-               "thinkingConfig": {"thinkingBudget": 1024, "includeThoughts": true}})
-    );
-}
-
-#[test]
-fn what_gemini_cannot_take_is_refused_with_its_place() {
-    let mut req = ChatRequest::new(vec![Message {
-        role: Role::User,
-        content: vec![Part::Image(Image {
-            source: ImageSource::Url {
-                url: "https://example.test/cat.png".into(),
-            },
-            detail: None,
-            cache_control: None,
-        })],
-    }]);
-    let e = gemini::encode_request(&req).unwrap_err();
-    assert_eq!(e.path, "messages[0].content[0]");
-    req.messages = vec![Message {
-        role: Role::Tool,
-        content: vec![Part::ToolResult {
-            tool_call_id: "nowhere".into(),
-            content: "x".into(),
-            images: Vec::new(),
-            is_error: false,
-            cache_control: None,
-        }],
-    }];
-    let e = gemini::encode_request(&req).unwrap_err();
-    assert_eq!(e.path, "messages[0].content[0].tool_call_id");
-}
-
-#[test]
-fn gemini_streams_read_into_deltas_with_usage_only_at_the_end() {
-    let p = gemini_provider();
-    let sse = std::fs::read(fixtures().join("gemini/stream_text.sse")).unwrap();
-    let deltas = stream_deltas(p.as_ref(), &sse).unwrap();
-    let text: String = deltas
-        .iter()
-        .filter_map(|d| match d {
-            Delta::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(text, "Hello!");
-    let usage: Vec<&Usage> = deltas
-        .iter()
-        .filter_map(|d| match d {
-            Delta::Usage { usage } => Some(usage),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(
-        usage,
-        [&Usage {
-            input_tokens: 4,
-            output_tokens: 3,
-            ..Usage::default()
-        }]
-    );
-    assert!(deltas.contains(&Delta::Finish {
-        reason: FinishReason::Stop
-    }));
-
-    let sse = std::fs::read(fixtures().join("gemini/stream_function_call.sse")).unwrap();
-    let deltas = stream_deltas(p.as_ref(), &sse).unwrap();
-    assert!(deltas.contains(&Delta::ToolCall {
-        index: 1,
-        id: Some("call_1_get_weather".into()),
-        name: Some("get_weather".into()),
-        arguments: r#"{"city":"Paris"}"#.into(),
-    }));
-    assert!(deltas.contains(&Delta::Finish {
-        reason: FinishReason::ToolCalls
-    }));
-    assert!(deltas.contains(&Delta::Usage {
-        usage: Usage {
-            input_tokens: 40,
-            output_tokens: 20,
-            reasoning_tokens: Some(11),
-            ..Usage::default()
-        }
-    }));
-
-    let sse = std::fs::read(fixtures().join("gemini/stream_error.sse")).unwrap();
-    let e = stream_deltas(p.as_ref(), &sse).unwrap_err();
-    assert_eq!(e.kind, ErrorKind::Server);
-    assert!(e.message.contains("overloaded"));
-}
-
-#[test]
-fn a_gemini_model_answers_a_stream_through_the_client() {
-    let p = FakePlatform::new().at(NOW);
-    let c = client(&p);
-    p.script(TOKEN_URI, [token_reply(3600)]);
-    let url = format!("{VERTEX}/google/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
-    let sse = std::fs::read(fixtures().join("gemini/stream_text.sse")).unwrap();
-    p.script(
-        &url,
-        [reply(200)
-            .header("content-type", "text/event-stream")
-            .body(sse)],
-    );
-    let deltas: Result<Vec<Delta>, Error> = block_on(&p, async {
-        let mut s = c.stream(ask("gemini"), CallOptions::default())?;
-        let mut out = Vec::new();
-        while let Some(d) = s.next().await {
-            out.push(d?);
-        }
-        Ok(out)
-    });
-    let deltas = deltas.unwrap();
-    assert_eq!(deltas.last(), Some(&Delta::Done));
-    let r = block_on(&p, async {
-        p.script(
-            &format!("{VERTEX}/google/models/gemini-2.5-flash:generateContent"),
-            [gemini_ok("whole")],
-        );
-        c.chat(ask("gemini")).await
-    })
-    .unwrap();
-    assert_eq!(r.response.text, "whole");
-    assert_eq!(p.requests_to(TOKEN_URI), 1);
-}
-
 // ------------------------------------------------------------ configuration
 
 #[test]
@@ -718,104 +352,6 @@ fn configuration_problems_are_named_without_the_key() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("amazon"), "{e}");
-}
-
-// ------------------------------------------------------------ properties
-
-proptest! {
-    #[test]
-    fn no_bytes_make_the_gemini_readers_panic(body in proptest::collection::vec(any::<u8>(), 0..512)) {
-        let _ = gemini::decode_response(&body);
-        let _ = gemini::decode_chunk(&body);
-        let p = gemini_provider();
-        let _ = p.decode(&BufferedResponse { status: 200, headers: Headers::new(), body: body.clone() }, NOW);
-        let mut events = Vec::new();
-        if SseDecoder::default().feed(&body, &mut events).is_ok() {
-            for ev in &events {
-                let _ = p.decode_event(ev);
-            }
-        }
-    }
-
-    #[test]
-    fn no_token_answer_makes_accept_panic(status in 100u16..600, body in ".{0,200}") {
-        let account = ServiceAccount::from_json(&key_json()).unwrap();
-        let resp = BufferedResponse { status, headers: Headers::new(), body: body.into_bytes() };
-        let _ = account.accept(&resp, NOW);
-    }
-}
-
-// ------------------------------------------------------------ helpers
-
-fn json_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    files.sort();
-    files
-}
-
-/// Decodes one fixture envelope and checks what it expects.
-fn check_fixture(p: &dyn Provider, file: &Path) {
-    let f: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
-    let label = file.file_name().unwrap().to_string_lossy().to_string();
-    let headers: Headers = f["headers"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str().unwrap().to_string()))
-        .collect();
-    let body = match f.get("bodyText") {
-        Some(t) => t.as_str().unwrap().as_bytes().to_vec(),
-        None => serde_json::to_vec(&f["body"]).unwrap(),
-    };
-    let status = u16::try_from(f["status"].as_u64().unwrap()).unwrap();
-    let now = f.get("now").and_then(Value::as_u64).unwrap_or(NOW);
-    let got = p.decode(
-        &BufferedResponse {
-            status,
-            headers,
-            body,
-        },
-        now,
-    );
-    if let Some(ok) = f["expect"].get("ok") {
-        let r = got.unwrap_or_else(|e| panic!("{label}: {e}"));
-        assert_eq!(r.provider, "v", "{label}");
-        assert_eq!(r.raw_value().unwrap(), f["body"], "{label}");
-        let v = serde_json::to_value(&r).unwrap();
-        for (k, want) in ok.as_object().unwrap() {
-            let got = v.get(k).unwrap_or(&Value::Null);
-            assert_eq!(got, want, "{label}: {k}");
-        }
-    } else {
-        let want = &f["expect"]["error"];
-        let e = got
-            .err()
-            .unwrap_or_else(|| panic!("{label}: decoded an error as success"));
-        let v = serde_json::to_value(&e).unwrap();
-        assert_eq!(v["kind"], want["kind"], "{label}: {e}");
-        assert_eq!(v["status"], want["status"], "{label}");
-        for k in ["code", "retryAfterMs", "shouldRetry"] {
-            assert_eq!(v.get(k), want.get(k), "{label}: {k}");
-        }
-        assert!(!e.message.is_empty(), "{label}");
-    }
-}
-
-/// A recorded stream through the adapter's event decoder.
-fn stream_deltas(p: &dyn Provider, sse: &[u8]) -> Result<Vec<Delta>, resilient_llm::ProviderError> {
-    let mut events = Vec::new();
-    let mut decoder = SseDecoder::default();
-    decoder.feed(sse, &mut events).unwrap();
-    events.extend(decoder.finish());
-    let mut out = Vec::new();
-    for ev in &events {
-        out.extend(p.decode_event(ev)?);
-    }
-    Ok(out)
 }
 
 #[test]
@@ -883,4 +419,15 @@ fn the_readme_three_reseller_route_is_valid() {
         .map(|e| e.provider.as_str())
         .collect();
     assert_eq!(chain, ["anthropic", "bedrock", "vertex"]);
+}
+
+// ------------------------------------------------------------ properties
+
+proptest! {
+    #[test]
+    fn no_token_answer_makes_accept_panic(status in 100u16..600, body in ".{0,200}") {
+        let account = ServiceAccount::from_json(&key_json()).unwrap();
+        let resp = BufferedResponse { status, headers: Headers::new(), body: body.into_bytes() };
+        let _ = account.accept(&resp, NOW);
+    }
 }

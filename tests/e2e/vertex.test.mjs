@@ -215,6 +215,21 @@ describe("Vertex AI through the edge", { timeout: 180000 }, () => {
     assert.equal(finish, "stop");
     assert.ok(usage?.completion_tokens > 0, JSON.stringify(usage));
     assert.match(mock.received("gemini").at(-1).path, /:streamGenerateContent$/);
-    assert.equal(mock.stats("gemini").total, calls + 5);
+
+    // A streamed tool call.
+    const calling = await openai.chat.completions.create({ model: "gemini", stream: true, tools,
+      messages: [{ role: "user", content: "stream a get_weather call" }] });
+    const streamed = { name: "", args: "", finish: null };
+    for await (const chunk of calling) {
+      for (const t of chunk.choices[0]?.delta?.tool_calls ?? []) {
+        streamed.name += t.function?.name ?? "";
+        streamed.args += t.function?.arguments ?? "";
+      }
+      streamed.finish = chunk.choices[0]?.finish_reason ?? streamed.finish;
+    }
+    assert.equal(streamed.name, "get_weather");
+    assert.deepEqual(JSON.parse(streamed.args), { city: "mock" });
+    assert.equal(streamed.finish, "tool_calls");
+    assert.equal(mock.stats("gemini").total, calls + 6);
   });
 });

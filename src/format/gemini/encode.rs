@@ -215,7 +215,13 @@ pub fn encode_request(req: &ChatRequest) -> Result<RequestBody<'_>, FormatError>
         for (j, p) in m.content.iter().enumerate() {
             let at = index(&join(&path, "content"), j);
             match p {
-                Part::Text { text, .. } => {
+                Part::Text {
+                    text,
+                    cache_control,
+                } => {
+                    if cache_control.is_some() {
+                        omitted.push(join(&at, "cache_control"));
+                    }
                     if !text.is_empty() {
                         parts.push(OutPart::Text(text));
                     }

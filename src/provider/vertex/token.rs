@@ -207,7 +207,10 @@ fn segment(value: &impl Serialize) -> String {
 
 impl Credential for ServiceAccount {
     fn is_fresh(&self, now: UnixMillis) -> bool {
-        self.token(now).is_some()
+        self.held
+            .borrow()
+            .as_ref()
+            .is_some_and(|h| now < h.renew_at)
     }
 
     fn token_request(&self, now: UnixMillis) -> Result<HttpRequest, ProviderError> {
