@@ -498,6 +498,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             }
         };
         stream.pass_through(format.dialect());
+        stream.idle_timers(sse::idle_timers(&self.client));
         let mut out = match stream.next_item().await {
             Some(Ok(first)) => {
                 log.record_attempts(stream.attempts());

@@ -21,7 +21,7 @@ use super::Format;
 use crate::chat::{Delta, Usage};
 use crate::engine::client::Client;
 use crate::engine::store::BreakerStore;
-use crate::engine::stream::{ChatStream, StreamItem};
+use crate::engine::stream::{ChatStream, IdleTimers, StreamItem};
 use crate::error::{discarded_usage, Error, ErrorKind, ProviderError};
 use crate::format::anthropic_stream::AnthropicStreamEncoder;
 use crate::format::openai_stream::OpenAiStreamEncoder;
@@ -136,22 +136,30 @@ pub(crate) fn body<P: Platform + 'static, S: BreakerStore + 'static>(
     })
 }
 
+/// The next piece: the bytes of every item ready (all that one upstream
+/// read brought, so that one read is one write to the client), or the log
+/// line once the stream has ended.
 async fn next_piece<P: Platform, S: BreakerStore>(
     mut st: State<P, S>,
 ) -> Option<(Piece, State<P, S>)> {
+    let mut out = Vec::new();
     loop {
-        let first = match &mut st.phase {
+        let item = match &mut st.phase {
             Phase::Over => return None,
+            Phase::Ending(_) if !out.is_empty() => return Some((Piece::Bytes(out), st)),
             Phase::Ending(line) => {
                 let line = std::mem::take(line);
                 st.phase = Phase::Over;
                 return Some((Piece::Log(line), st));
             }
-            Phase::Streaming(first) => first.take(),
-        };
-        let item = match first {
-            Some(d) => Some(Ok(d)),
-            None => st.stream.next_item().await,
+            Phase::Streaming(first) => match first.take() {
+                Some(d) => Some(Ok(d)),
+                None if out.is_empty() => st.stream.next_item().await,
+                None => match st.stream.ready_item() {
+                    Some(d) => Some(Ok(d)),
+                    None => return Some((Piece::Bytes(out), st)),
+                },
+            },
         };
         let bytes = match item {
             Some(Ok(StreamItem::Delta {
@@ -168,10 +176,24 @@ async fn next_piece<P: Platform, S: BreakerStore>(
                 st.encoder.error(&cause)
             }
         };
-        if !bytes.is_empty() {
-            return Some((Piece::Bytes(bytes), st));
+        if out.is_empty() {
+            out = bytes;
+        } else {
+            out.extend_from_slice(&bytes);
         }
     }
+}
+
+/// Timers over the gateway's shared client, each owning a handle on it,
+/// so a stream's idle deadline is one timer that outlives its reads.
+pub(crate) fn idle_timers<P: Platform + 'static, S: BreakerStore + 'static>(
+    client: &Rc<Client<P, S>>,
+) -> IdleTimers {
+    let client = Rc::clone(client);
+    Rc::new(move |dur| {
+        let client = Rc::clone(&client);
+        Box::pin(async move { client.platform().sleep(dur).await })
+    })
 }
 
 /// The failure to name in the client's error event.

@@ -35,6 +35,16 @@ extern "C" {
     /// `AbortController.prototype.abort`, read once per thread.
     #[wasm_bindgen(thread_local_v2, js_namespace = ["AbortController", "prototype"], js_name = abort)]
     static ABORT: Function;
+
+    /// What a reader's `read()` resolves to: `{ done, value }`, read with
+    /// two property getters (no key string crosses per read).
+    type ReadResult;
+
+    #[wasm_bindgen(method, getter)]
+    fn done(this: &ReadResult) -> bool;
+
+    #[wasm_bindgen(method, getter)]
+    fn value(this: &ReadResult) -> JsValue;
 }
 
 /// An `AbortController` that aborts when dropped, unless disarmed, and
@@ -307,15 +317,12 @@ impl Stream for Chunks {
                     return Poll::Ready(Some(Err(error)));
                 }
             };
-            let done = Reflect::get(&result, &JsValue::from_str("done"))
-                .map(|d| d.is_truthy())
-                .unwrap_or(true);
-            if done {
+            let result: ReadResult = result.unchecked_into();
+            if result.done() {
                 this.finish();
                 return Poll::Ready(None);
             }
-            let value = Reflect::get(&result, &JsValue::from_str("value")).unwrap_or_default();
-            match value.dyn_into::<Uint8Array>() {
+            match result.value().dyn_into::<Uint8Array>() {
                 Ok(bytes) if bytes.length() > 0 => return Poll::Ready(Some(Ok(bytes.to_vec()))),
                 Ok(_) => continue, // an empty chunk: read on
                 Err(_) => {
