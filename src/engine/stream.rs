@@ -63,8 +63,12 @@ pub(crate) enum StreamItem {
 /// A provider event passed through, with what its decoded deltas say of it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct RawEvent {
-    /// The event as it arrived.
+    /// The event as decoded.
     pub(crate) event: SseEvent,
+    /// Its bytes as they arrived, comments before it included; `None` when
+    /// they were not all kept (an event the stream's end cut short, or one
+    /// past the decoder's limit), to be written from `event` instead.
+    pub(crate) bytes: Option<Vec<u8>>,
     /// It reported usage and nothing else (OpenAI's last chunk when usage
     /// was asked for).
     pub(crate) usage_only: bool,
@@ -579,17 +583,22 @@ where
                 Ok(Some(Err(e))) => return Read::Failed(e.into()),
                 Ok(Some(Ok(bytes))) => {
                     let mut events = Vec::new();
-                    if let Err(e) = conn.decoder.feed(&bytes, &mut events) {
+                    let mut raw = Vec::new();
+                    let fed = match conn.raw {
+                        true => conn.decoder.feed_raw(&bytes, &mut events, &mut raw),
+                        false => conn.decoder.feed(&bytes, &mut events),
+                    };
+                    if let Err(e) = fed {
                         return Read::Failed(ProviderError::new(ErrorKind::Decode, e.to_string()));
                     }
-                    if let Err(e) = self.decode(conn, events) {
+                    if let Err(e) = self.decode(conn, events, raw) {
                         return Read::Failed(e);
                     }
                 }
                 Ok(None) => {
                     conn.body = None; // ended: drop it now, pending deltas decide
                     let last: Vec<_> = conn.decoder.finish().into_iter().collect();
-                    if let Err(e) = self.decode(conn, last) {
+                    if let Err(e) = self.decode(conn, last, Vec::new()) {
                         return Read::Failed(e);
                     }
                 }
@@ -599,12 +608,20 @@ where
 
     /// Decodes events into the attempt's pending deltas. A malformed chunk
     /// is skipped (and reported); an error event fails the attempt.
-    fn decode(&self, conn: &mut Conn, events: Vec<SseEvent>) -> Result<(), ProviderError> {
+    /// `raw` holds the events' bytes as they came, when they pass through.
+    fn decode(
+        &self,
+        conn: &mut Conn,
+        events: Vec<SseEvent>,
+        raw: Vec<Option<Vec<u8>>>,
+    ) -> Result<(), ProviderError> {
         let entry = self.walk.entry();
         let Some(Upstream::Http(provider)) = self.client.upstreams.get(&entry.provider) else {
             return Ok(());
         };
+        let mut raw = raw.into_iter();
         for ev in events {
+            let bytes = raw.next().flatten();
             match provider.decode_event(&ev) {
                 Ok(deltas) => {
                     if conn.raw {
@@ -612,6 +629,7 @@ where
                             && deltas.iter().all(|d| matches!(d, Delta::Usage { .. }));
                         conn.pending.push_back(StreamItem::Raw(RawEvent {
                             event: ev,
+                            bytes,
                             usage_only,
                         }));
                     }

@@ -68,14 +68,14 @@ impl Encoder {
         }
     }
 
-    fn item(&mut self, item: &StreamItem) -> Vec<u8> {
+    fn item(&mut self, item: StreamItem) -> Vec<u8> {
         match (self, item) {
             (Encoder::Pass(w), StreamItem::Raw(ev)) => w.raw(ev),
-            (Encoder::Pass(w), StreamItem::Delta { delta, passed }) => w.delta(delta, *passed),
+            (Encoder::Pass(w), StreamItem::Delta { delta, passed }) => w.delta(&delta, passed),
             // Raw events come only to a stream that passes them through.
             (Encoder::OpenAi(_) | Encoder::Anthropic(_), StreamItem::Raw(_)) => Vec::new(),
-            (Encoder::OpenAi(e), StreamItem::Delta { delta, .. }) => e.delta(delta),
-            (Encoder::Anthropic(e), StreamItem::Delta { delta, .. }) => e.delta(delta),
+            (Encoder::OpenAi(e), StreamItem::Delta { delta, .. }) => e.delta(&delta),
+            (Encoder::Anthropic(e), StreamItem::Delta { delta, .. }) => e.delta(&delta),
         }
     }
 
@@ -169,7 +169,7 @@ async fn next_piece<P: Platform, S: BreakerStore>(
                 st.phase = Phase::Ending(end_line(&st, "complete", None));
                 st.encoder.finish()
             }
-            Some(Ok(item)) => st.encoder.item(&item),
+            Some(Ok(item)) => st.encoder.item(item),
             Some(Err(e)) => {
                 let cause = cause_of(&e);
                 st.phase = Phase::Ending(end_line(&st, "interrupted", Some(&cause)));
