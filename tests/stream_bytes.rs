@@ -7,11 +7,15 @@
 use std::future::poll_fn;
 
 use resilient_llm::gateway::{Gateway, Inbound, Outbound, Piece, Setup};
-use resilient_llm::testing::{block_on, reply, FakePlatform};
+use resilient_llm::testing::{block_on, reply, BodyEnd, FakePlatform};
 use resilient_llm::{Body, Headers, MemoryStore};
 use serde_json::{json, Value};
 
 fn gateway(p: &FakePlatform) -> Gateway<FakePlatform, MemoryStore> {
+    gateway_with(p, 1)
+}
+
+fn gateway_with(p: &FakePlatform, max_attempts: u32) -> Gateway<FakePlatform, MemoryStore> {
     let config = json!({
         "providers": {
             "oai": { "kind": "openai", "baseUrl": "https://oai.test", "apiKeyEnv": "K" },
@@ -21,7 +25,7 @@ fn gateway(p: &FakePlatform) -> Gateway<FakePlatform, MemoryStore> {
             "gpt": [ { "provider": "oai", "model": "gpt-big" } ],
             "claude": [ { "provider": "ant", "model": "claude-big" } ]
         },
-        "retry": { "maxAttempts": 1 },
+        "retry": { "maxAttempts": max_attempts, "baseDelayMs": 10, "maxDelayMs": 10 },
         "gateway": { "allowUnauthenticated": true }
     });
     let setup = Setup::load(Some(&config.to_string()), &|_| Some("sk-test".into())).expect("valid");
@@ -164,4 +168,43 @@ fn an_anthropic_stream_with_crlf_and_comments_reaches_the_client_byte_for_byte()
         String::from_utf8(bytes).unwrap(),
         String::from_utf8(sent).unwrap()
     );
+}
+
+/// The headers count what happened before the commit point; a continuation
+/// after it is told to an OpenAI client in a comment before the end.
+#[test]
+fn a_continuation_is_told_in_a_final_comment_and_the_headers_stay_true() {
+    let events = |parts: &[&str]| {
+        let mut out: Vec<String> = parts
+            .iter()
+            .map(|p| format!("data: {}\n\n", chunk(p, Value::Null)))
+            .collect();
+        out.push(format!("data: {}\n\n", chunk("", json!("stop"))));
+        out.push("data: [DONE]\n\n".to_string());
+        out
+    };
+    let parts = ["The ", "answer ", "is ", "42"];
+    let p = FakePlatform::new();
+    let cut = reply(200)
+        .header("content-type", "text/event-stream")
+        .chunks(events(&parts))
+        .cut_after(2, BodyEnd::Reset);
+    let again = reply(200)
+        .header("content-type", "text/event-stream")
+        .chunks(events(&parts));
+    p.script("https://oai.test", [cut, again]);
+    let g = gateway_with(&p, 2);
+    let body =
+        json!({"model": "gpt", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
+    let (out, bytes, _) = run(&p, &g, post("/v1/chat/completions", body));
+    assert_eq!(out.status, 200);
+    assert_eq!(
+        out.headers.get("x-attempts"),
+        Some("1"),
+        "one attempt before the commit point"
+    );
+    let text = String::from_utf8(bytes).unwrap();
+    let note = ": continued after the commit point: attempts=2 last=oai/gpt-big\n\n";
+    assert!(text.ends_with(&format!("{note}data: [DONE]\n\n")), "{text}");
+    assert_eq!(text.matches(note).count(), 1);
 }

@@ -526,7 +526,14 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 let mut headers = Headers::new();
                 headers.insert("content-type", "text/event-stream; charset=utf-8");
                 headers.insert("cache-control", "no-cache");
-                let body = sse::body(stream, encoder, first, log.request_id.to_string(), started);
+                let body = sse::body(
+                    stream,
+                    encoder,
+                    first,
+                    log.request_id.to_string(),
+                    started,
+                    log.attempts,
+                );
                 Outbound {
                     status: 200,
                     headers,

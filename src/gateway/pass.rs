@@ -106,6 +106,11 @@ impl PassWriter {
         }
     }
 
+    /// The client reads OpenAI chunks.
+    pub(crate) fn is_openai(&self) -> bool {
+        self.format == Format::OpenAi
+    }
+
     /// The bytes of a provider event: the event as it arrived, byte for
     /// byte (comments before it included), or nothing for the usage-only
     /// chunk of an OpenAI client that did not ask for it.

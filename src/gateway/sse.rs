@@ -79,6 +79,15 @@ impl Encoder {
         }
     }
 
+    /// The client reads OpenAI chunks.
+    fn is_openai(&self) -> bool {
+        match self {
+            Encoder::OpenAi(_) => true,
+            Encoder::Anthropic(_) => false,
+            Encoder::Pass(w) => w.is_openai(),
+        }
+    }
+
     fn finish(&mut self) -> Vec<u8> {
         match self {
             Encoder::OpenAi(e) => e.finish(),
@@ -112,15 +121,19 @@ struct State<P: Platform, S: BreakerStore> {
     phase: Phase,
     request_id: String,
     started: u64,
+    /// The attempts the response's `x-attempts` header counted.
+    told: usize,
 }
 
-/// The response body of a committed stream, starting with `first`.
+/// The response body of a committed stream, starting with `first`; `told`
+/// is the attempts its `x-attempts` header counted.
 pub(crate) fn body<P: Platform + 'static, S: BreakerStore + 'static>(
     stream: ChatStream<Rc<Client<P, S>>, P, S>,
     encoder: Encoder,
     first: StreamItem,
     request_id: String,
     started: u64,
+    told: usize,
 ) -> PieceStream {
     let state = State {
         stream,
@@ -128,6 +141,7 @@ pub(crate) fn body<P: Platform + 'static, S: BreakerStore + 'static>(
         phase: Phase::Streaming(Some(first)),
         request_id,
         started,
+        told,
     };
     Box::pin(Unfold {
         state: Some(state),
@@ -167,13 +181,17 @@ async fn next_piece<P: Platform, S: BreakerStore>(
             }))
             | None => {
                 st.phase = Phase::Ending(end_line(&st, "complete", None));
-                st.encoder.finish()
+                let mut bytes = continuation_note(&st);
+                bytes.extend(st.encoder.finish());
+                bytes
             }
             Some(Ok(item)) => st.encoder.item(item),
             Some(Err(e)) => {
                 let cause = cause_of(&e);
                 st.phase = Phase::Ending(end_line(&st, "interrupted", Some(&cause)));
-                st.encoder.error(&cause)
+                let mut bytes = continuation_note(&st);
+                bytes.extend(st.encoder.error(&cause));
+                bytes
             }
         };
         if out.is_empty() {
@@ -230,6 +248,33 @@ struct EndLine<'a> {
     usage: Option<Usage>,
 }
 
+/// The attempts that reached a provider, the one still open included.
+fn attempts<P: Platform, S: BreakerStore>(st: &State<P, S>) -> usize {
+    st.stream.attempts().iter().filter(|a| a.number > 0).count()
+        + usize::from(st.stream.in_flight())
+}
+
+/// For an OpenAI client, when attempts were made after the headers went
+/// (a continuation after the commit point), an SSE comment before the end
+/// saying how many there were in all and which provider made the last:
+/// the headers' count stays true of what happened before the commit
+/// point, and clients ignore comments.
+fn continuation_note<P: Platform, S: BreakerStore>(st: &State<P, S>) -> Vec<u8> {
+    let all = attempts(st);
+    if !st.encoder.is_openai() || all <= st.told {
+        return Vec::new();
+    }
+    let last = st
+        .stream
+        .attempts()
+        .iter()
+        .rev()
+        .find(|a| a.number > 0)
+        .map(|a| format!(" last={}/{}", a.provider, a.model))
+        .unwrap_or_default();
+    format!(": continued after the commit point: attempts={all}{last}\n\n").into_bytes()
+}
+
 /// The log line of a stream's end.
 fn end_line<P: Platform, S: BreakerStore>(
     st: &State<P, S>,
@@ -238,8 +283,7 @@ fn end_line<P: Platform, S: BreakerStore>(
 ) -> String {
     let now = st.stream.client().platform().now();
     let line = EndLine {
-        attempts: st.stream.attempts().iter().filter(|a| a.number > 0).count()
-            + usize::from(st.stream.in_flight()),
+        attempts: attempts(st),
         discarded_usage: discarded_usage(st.stream.attempts()),
         error: cause.map(|c| c.kind),
         latency_ms: now.saturating_sub(st.started),
