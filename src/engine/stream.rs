@@ -662,7 +662,8 @@ where
             Delta::Start { model } => conn.model = model.or(conn.model.take()),
             Delta::Text { text } if text.is_empty() => {}
             Delta::Text { text } => {
-                conn.first_content.get_or_insert(self.client.platform.now());
+                conn.first_content
+                    .get_or_insert_with(|| self.client.platform.now());
                 let fresh = match &mut conn.mode {
                     Mode::Forward => text,
                     Mode::Match { skip, seen } => {
@@ -693,7 +694,8 @@ where
                 name,
                 arguments,
             } => {
-                conn.first_content.get_or_insert(self.client.platform.now());
+                conn.first_content
+                    .get_or_insert_with(|| self.client.platform.now());
                 if conn.mode != Mode::Forward {
                     return Read::Failed(diverged());
                 }
@@ -712,7 +714,8 @@ where
             // Reasoning commits like content; a continuation's new
             // reasoning is not the delivered answer's, and is not repeated.
             Delta::Thinking(t) => {
-                conn.first_content.get_or_insert(self.client.platform.now());
+                conn.first_content
+                    .get_or_insert_with(|| self.client.platform.now());
                 if conn.mode == Mode::Forward {
                     self.commit(conn);
                     self.deliver(conn, Delta::Thinking(t));
