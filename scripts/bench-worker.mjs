@@ -807,6 +807,11 @@ function reportAb(opts, result) {
     row("cold: CPU ms (startup + 1st req)", abRatio(k.c, k.c0, "coldCpuMs"), k.c.coldCpuMs, k.c0.coldCpuMs, 1);
     row("cold: 1st req ms", abRatio(k.c, k.c0, "firstMs"), k.c.firstMs, k.c0.firstMs, 1);
   }
+  const l = result.long?.summaries;
+  if (l?.c0) {
+    row("long: workerd CPU ms/stream", abRatio(l.c, l.c0, "workerdCpuMsPerStream"), l.c.workerdCpuMsPerStream, l.c0.workerdCpuMsPerStream, 1);
+    row("long: RSS after the last MiB", abRatio(l.c, l.c0, "rssLastMib"), l.c.rssLastMib, l.c0.rssLastMib, 1);
+  }
   lines.push(...table(["measure", "(c)", "(c0)", "c/c0", "per round: median (min..max)"], rows));
   return lines;
 }
