@@ -987,7 +987,9 @@ async function longPhase(opts, kinds, servers, deadline, progress) {
   for (const s of specs) servers[`${s.kind}-long`] = await startMiniflare(kinds[s.kind]("long"));
   const targets = specs.map((s) => {
     const server = servers[`${s.kind}-long`];
-    return { ...s, pid: server.pid, agent: new http.Agent({ keepAlive: true, maxSockets: 1 }), url: v1(server.url), runs: [] };
+    // A connection per stream: an idle keep-alive connection may be closed by workerd while
+    // the other targets stream for seconds, and a request sent on it then fails.
+    return { ...s, pid: server.pid, agent: new http.Agent({ keepAlive: false, maxSockets: 1 }), url: v1(server.url), runs: [] };
   });
   progress(`long: workerd processes ${targets.map((t) => `${t.key} ${t.pid ?? "not found"}`).join(", ")}`);
   try {
