@@ -8,7 +8,8 @@
 //
 //   node scripts/bench-worker.mjs [--requests N] [--concurrency C] [--rounds R] [--warmup W]
 //        [--stream-requests N] [--stream-concurrency 1,8] [--stream-warmup W]
-//        [--cold-runs K] [--phases whole,stream,cold] [--baseline DIR [--baseline-label TEXT]]
+//        [--cold-runs K] [--long-streams L] [--phases whole,stream,cold,long]
+//        [--baseline DIR [--baseline-label TEXT]]
 //        [--max-seconds S] [--json] [--json-out FILE]
 //   (scripts/bench-worker.sh sets up the tools, builds the Worker when stale, then runs this;
 //   its --baseline-rev REV builds the Worker of another revision and passes it as --baseline)
@@ -30,7 +31,7 @@
 //   (f) the same as (e) as a Rust/wasm Worker (benches/edge-reference, built by
 //       scripts/bench-worker.sh), doing its I/O the way resilient-llm does: what that I/O costs
 //       from Rust/wasm, apart from resilient-llm's own work.
-// Three phases, each over the targets it names:
+// Four phases, each over the targets it names (the first three by default):
 //   whole:  (a)-(f) with one whole (non-streamed) answer per request;
 //   stream: (b), (c), (c0), (e), (f) with `stream: true`; the mock answers 1,000 tokens in 100
 //           OpenAI chat.completion.chunk events with no delay between them; (e) and (f) read
@@ -41,6 +42,11 @@
 //           fresh workerd process): workerd's CPU to ready (runtime, scripts, wasm compile),
 //           then the first request's wall time and CPU (instantiation, config validation,
 //           first use), and a second request's for comparison; medians.
+//   long:   (b), (c), (c0), each sent --long-streams streams of LONG_EVENTS (10,000) content
+//           events, one at a time, target after target (rotating); every answer is checked
+//           whole (every content event, every word, the final [DONE]), and workerd's resident
+//           memory (VmRSS) is read after each stream: its growth from the second stream to the
+//           last shows whether a long stream's memory stays flat.
 // Interleaved: each round runs R requests against every target in turn (the order rotates
 // each round), so machine noise hits all of them alike; cold starts rotate the same way. Each
 // target is first warmed up with W requests (for (d), this is where the breaker opens).
@@ -74,12 +80,15 @@ const RETRY = { maxAttempts: 2, baseDelayMs: 50, maxDelayMs: 2000 };
 const STREAM_TOKENS = 1000;
 const STREAM_EVENTS = 100;
 const LONG_ANSWER = { answerTokens: STREAM_TOKENS, tokensPerChunk: STREAM_TOKENS / STREAM_EVENTS };
+// The long stream: LONG_EVENTS content events of one word each.
+const LONG_EVENTS = 10_000;
+const VERY_LONG_ANSWER = { answerTokens: LONG_EVENTS, tokensPerChunk: 1 };
 
 // The issue's targets.
 const THROUGHPUT_FLOOR_RATIO = 0.8; // (c) req/s >= 0.8 x (b)
 const DEAD_P50_RATIO = 1.05; //        (d) p50 <= 1.05 x (c)
 
-const PHASES = ["whole", "stream", "cold"];
+const PHASES = ["whole", "stream", "cold", "long"];
 
 // ---------------------------------------------------------------- options
 
@@ -89,16 +98,16 @@ function parseArgs(argv) {
   const opts = {
     requests: 2000, concurrency: 8, rounds: 10, warmup: 500,
     streamRequests: 200, streamConcurrency: [1, 8], streamWarmup: 50,
-    coldRuns: 5, phases: [...PHASES], baseline: null, baselineLabel: null,
+    coldRuns: 5, longStreams: 12, phases: ["whole", "stream", "cold"], baseline: null, baselineLabel: null,
     maxSeconds: 1200, json: false, jsonOut: null,
   };
   const limits = {
     requests: [1, 100_000], concurrency: [1, 256], rounds: [1, 100], warmup: [0, 100_000],
-    streamRequests: [1, 100_000], streamWarmup: [0, 100_000], coldRuns: [1, 50], maxSeconds: [10, 3600],
+    streamRequests: [1, 100_000], streamWarmup: [0, 100_000], coldRuns: [1, 50], longStreams: [3, 1000], maxSeconds: [10, 3600],
   };
   const flags = {
     "--requests": "requests", "--concurrency": "concurrency", "--rounds": "rounds", "--warmup": "warmup",
-    "--stream-requests": "streamRequests", "--stream-warmup": "streamWarmup", "--cold-runs": "coldRuns",
+    "--stream-requests": "streamRequests", "--stream-warmup": "streamWarmup", "--cold-runs": "coldRuns", "--long-streams": "longStreams",
     "--max-seconds": "maxSeconds",
   };
   for (let i = 0; i < argv.length; i++) {
@@ -172,6 +181,16 @@ function workerdChildren() {
     if (st && st.ppid === process.pid && st.comm === "workerd") out.push(Number(name));
   }
   return out;
+}
+
+/** Resident memory of `pid` in MiB (VmRSS), or null. */
+function procRssMib(pid) {
+  try {
+    const m = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return m ? Number(m[1]) / 1024 : null;
+  } catch {
+    return null;
+  }
 }
 
 /** CPU time of `pid` in ms, or null. */
@@ -324,6 +343,7 @@ async function startMiniflare(options) {
 /** The mock provider, with a long-answer twin (`<name>-stream`) of each provider a stream calls. */
 async function startProviders() {
   const long = Object.fromEntries(["floor", "reference", "reference-rust", "healthy"].map((n) => [`${n}-stream`, LONG_ANSWER]));
+  const veryLong = Object.fromEntries(["floor", "healthy"].map((n) => [`${n}-long`, VERY_LONG_ANSWER]));
   return startMock({
     config: {
       providers: {
@@ -335,6 +355,7 @@ async function startProviders() {
         backup: {},
         dead: { faults: [{ mode: "status", status: 503 }] },
         ...long,
+        ...veryLong,
       },
     },
   });
@@ -342,11 +363,12 @@ async function startProviders() {
 
 /**
  * Miniflare options for every kind of target, by name: `kinds[name](stream)` for the
- * upstream of the whole or the streamed case. Fresh options each call, so that cold starts
+ * upstream of the whole or the streamed case (`stream` "long": the long stream's). Fresh options each call, so that cold starts
  * start from nothing.
  */
 function workerKinds(mock, { baseline }) {
-  const upstream = (name, stream) => `${mock.providerUrl(stream ? `${name}-stream` : name)}/v1/chat/completions`;
+  const twin = (name, stream) => (stream === "long" ? `${name}-long` : stream ? `${name}-stream` : name);
+  const upstream = (name, stream) => `${mock.providerUrl(twin(name, stream))}/v1/chat/completions`;
   // A built Rust/wasm worker's modules.
   const wasm = (file) => ({ scriptPath: file, modulesRoot: path.dirname(file), modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }] });
   // A worker that calls the mock's provider `name` (UPSTREAM, with KEY as its key).
@@ -358,8 +380,8 @@ function workerKinds(mock, { baseline }) {
   });
   const config = (stream) => gatewayConfig(mock, stream
     ? {
-      providers: { "healthy-stream": "openai" },
-      routes: { stream: [{ provider: "healthy-stream", model: "bench-model" }] },
+      providers: { [twin("healthy", stream)]: "openai" },
+      routes: { stream: [{ provider: twin("healthy", stream), model: "bench-model" }] },
       breaker: BREAKER,
       retry: RETRY,
     }
@@ -785,6 +807,11 @@ function reportAb(opts, result) {
     row("cold: CPU ms (startup + 1st req)", abRatio(k.c, k.c0, "coldCpuMs"), k.c.coldCpuMs, k.c0.coldCpuMs, 1);
     row("cold: 1st req ms", abRatio(k.c, k.c0, "firstMs"), k.c.firstMs, k.c0.firstMs, 1);
   }
+  const l = result.long?.summaries;
+  if (l?.c0) {
+    row("long: workerd CPU ms/stream", abRatio(l.c, l.c0, "workerdCpuMsPerStream"), l.c.workerdCpuMsPerStream, l.c0.workerdCpuMsPerStream, 1);
+    row("long: RSS after the last MiB", abRatio(l.c, l.c0, "rssLastMib"), l.c.rssLastMib, l.c0.rssLastMib, 1);
+  }
   lines.push(...table(["measure", "(c)", "(c0)", "c/c0", "per round: median (min..max)"], rows));
   return lines;
 }
@@ -794,6 +821,7 @@ function report(opts, result) {
   if (result.whole) lines.push(...reportWhole(opts, result.whole), "");
   if (result.stream) lines.push(...reportStream(opts, result.stream), "");
   if (result.cold) lines.push(...reportCold(opts, result.cold), "");
+  if (result.long) lines.push(...reportLong(opts, result.long), "");
   if (opts.baseline) lines.push(...reportAb(opts, result), "");
   return lines.join("\n");
 }
@@ -937,6 +965,83 @@ async function coldPhase(opts, kinds, deadline, progress) {
   };
 }
 
+const LONG_TARGETS = [
+  { key: "b", kind: "floor", label: "floor, 10,000-event stream", model: "bench-model" },
+  { key: "c", kind: "gateway", label: "resilient-llm, 10,000-event stream", model: "stream", servedBy: "healthy-long" },
+  { key: "c0", kind: "baseline", label: "resilient-llm baseline build, 10,000-event stream", model: "stream", servedBy: "healthy-long" },
+];
+
+/** Why a long stream's answer is not every event and word of it, or null. */
+function checkLong(res) {
+  if (res.status !== 200) return `HTTP ${res.status}: ${res.body.toString("utf8").slice(0, 200)}`;
+  if (!res.body.subarray(-DONE_TAIL.length).equals(DONE_TAIL)) return `no final [DONE]: …${res.body.toString("utf8").slice(-200)}`;
+  const ev = readEvents(res.body);
+  if (ev.error) return ev.error;
+  if (ev.content !== LONG_EVENTS) return `${ev.content} content events, expected ${LONG_EVENTS}`;
+  const words = ev.text.split(" ").length;
+  return words === LONG_EVENTS ? null : `${words} words, expected ${LONG_EVENTS}`;
+}
+
+async function longPhase(opts, kinds, servers, deadline, progress) {
+  const specs = LONG_TARGETS.filter((s) => kinds[s.kind]);
+  for (const s of specs) servers[`${s.kind}-long`] = await startMiniflare(kinds[s.kind]("long"));
+  const targets = specs.map((s) => {
+    const server = servers[`${s.kind}-long`];
+    // A connection per stream: an idle keep-alive connection may be closed by workerd while
+    // the other targets stream for seconds, and a request sent on it then fails.
+    return { ...s, pid: server.pid, agent: new http.Agent({ keepAlive: false, maxSockets: 1 }), url: v1(server.url), runs: [] };
+  });
+  progress(`long: workerd processes ${targets.map((t) => `${t.key} ${t.pid ?? "not found"}`).join(", ")}`);
+  try {
+    const body = (t) => chatBody(t.model, true);
+    for (let i = 0; i < opts.longStreams; i++) {
+      if (Date.now() >= deadline) throw new Error(`--max-seconds reached in the long phase after ${i} streams`);
+      const cells = [];
+      for (const t of targets.map((_, j) => targets[(j + i) % targets.length])) {
+        const w0 = procCpuMs(t.pid);
+        const s0 = performance.now();
+        const res = await post(t.agent, t.url, body(t));
+        const ms = performance.now() - s0;
+        const why = checkLong(res);
+        if (why) throw new Error(`long stream ${i + 1} of (${t.key}) ${t.label}: ${why}`);
+        const w1 = procCpuMs(t.pid);
+        const rss = procRssMib(t.pid);
+        t.runs.push({ ms, bytes: res.body.length, workerdCpuMs: w0 === null || w1 === null ? null : w1 - w0, rssMib: rss });
+        cells.push(`${t.key} ${fmt(ms, 0)} ms, RSS ${fmt(rss, 1)} MiB`);
+      }
+      progress(`long stream ${i + 1}/${opts.longStreams}: ${cells.join(", ")}`);
+    }
+    return {
+      summaries: Object.fromEntries(targets.map((t) => {
+        const rss = t.runs.map((r) => r.rssMib);
+        const cpu = t.runs.map((r) => r.workerdCpuMs).filter((x) => x !== null);
+        // From the second stream on: the first also pays for the isolate's first use.
+        const grow = rss[0] === null ? null : rss[rss.length - 1] - rss[1];
+        return [t.key, {
+          target: t.key, label: t.label, streams: t.runs.length, bytes: t.runs[0].bytes,
+          msP50: median(t.runs.map((r) => r.ms)),
+          workerdCpuMsPerStream: cpu.length ? cpu.reduce((a, b) => a + b, 0) / cpu.length : null,
+          rssFirstMib: rss[0], rssSecondMib: rss[1], rssLastMib: rss[rss.length - 1], rssMaxMib: Math.max(...rss),
+          rssGrowthMib: grow, rssGrowthPerStreamKib: grow === null ? null : (grow * 1024) / (t.runs.length - 2),
+        }];
+      })),
+    };
+  } finally {
+    for (const t of targets) t.agent.destroy();
+  }
+}
+
+function reportLong(opts, long) {
+  const lines = [];
+  lines.push(`Long streams: ${opts.longStreams} per target of ${LONG_EVENTS} one-word content events, one at a time, each checked whole; workerd VmRSS after each`);
+  lines.push("");
+  const rows = Object.values(long.summaries).map((x) => [`(${x.target}) ${x.label}`, String(x.bytes), fmt(x.msP50, 0), fmt(x.workerdCpuMsPerStream, 1),
+    fmt(x.workerdCpuMsPerStream === null ? null : (x.workerdCpuMsPerStream * 1000) / LONG_EVENTS, 1),
+    fmt(x.rssFirstMib, 1), fmt(x.rssSecondMib, 1), fmt(x.rssLastMib, 1), fmt(x.rssMaxMib, 1), fmt(x.rssGrowthPerStreamKib, 1)]);
+  lines.push(...table(["target", "bytes", "p50 ms", "workerd CPU ms/stream", "us/event", "RSS 1st MiB", "RSS 2nd MiB", "RSS last MiB", "RSS max MiB", "growth KiB/stream (2nd..last)"], rows));
+  return lines;
+}
+
 // ---------------------------------------------------------------- main
 
 async function main() {
@@ -996,6 +1101,10 @@ async function main() {
     }
     if (opts.phases.includes("stream")) {
       result.stream = await streamPhase(opts, kinds, servers, deadline, progress);
+      await stop();
+    }
+    if (opts.phases.includes("long")) {
+      result.long = await longPhase(opts, kinds, servers, deadline, progress);
       await stop();
     }
     if (opts.phases.includes("cold")) result.cold = await coldPhase(opts, kinds, deadline, progress);

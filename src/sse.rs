@@ -52,6 +52,11 @@ pub struct SseDecoder {
     id: Option<String>,
     retry: Option<u64>,
     limit: usize,
+    /// With [`SseDecoder::feed_raw`]: the bytes read since the last event
+    /// was dispatched (lines of the event being read, comments before it).
+    raw: Vec<u8>,
+    /// Some of those bytes were dropped (past the limit).
+    raw_lost: bool,
 }
 
 impl Default for SseDecoder {
@@ -72,11 +77,41 @@ impl SseDecoder {
             id: None,
             retry: None,
             limit,
+            raw: Vec::new(),
+            raw_lost: false,
         }
     }
 
     /// Feeds a chunk; complete events are appended to `out`.
     pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), LineTooLong> {
+        self.feed_inner(chunk, out, None)
+    }
+
+    /// As [`Self::feed`], and each event's bytes as they came (its lines,
+    /// their line ends and the blank line that ended it, after any comment
+    /// or stray line end before it) are appended to `raw`, one entry per
+    /// event in `out`: what passes a stream through byte for byte. An
+    /// entry is `None` for an event longer than twice the line limit, whose
+    /// bytes were not all kept.
+    pub(crate) fn feed_raw(
+        &mut self,
+        chunk: &[u8],
+        out: &mut Vec<SseEvent>,
+        raw: &mut Vec<Option<Vec<u8>>>,
+    ) -> Result<(), LineTooLong> {
+        self.feed_inner(chunk, out, Some(raw))
+    }
+
+    fn feed_inner(
+        &mut self,
+        chunk: &[u8],
+        out: &mut Vec<SseEvent>,
+        mut raw: Option<&mut Vec<Option<Vec<u8>>>>,
+    ) -> Result<(), LineTooLong> {
+        // Where the bytes not yet given to an event start in `chunk`, and
+        // how many events `out` held that are not this call's.
+        let mut start = 0;
+        let before = out.len() - raw.as_deref().map_or(0, Vec::len).min(out.len());
         let mut rest = chunk;
         if self.after_cr && !rest.is_empty() {
             self.after_cr = false;
@@ -102,6 +137,25 @@ impl SseDecoder {
             } else {
                 rest = &rest[pos + 1..];
             }
+            if let Some(raw) = raw.as_deref_mut() {
+                if before + raw.len() < out.len() {
+                    let end = chunk.len() - rest.len();
+                    let mut bytes = std::mem::take(&mut self.raw);
+                    bytes.extend_from_slice(&chunk[start..end]);
+                    let lost = std::mem::take(&mut self.raw_lost);
+                    raw.push((!lost).then_some(bytes));
+                    start = end;
+                }
+            }
+        }
+        if raw.is_some() {
+            // Bounded like a line: comments piling up before an event are
+            // dropped past the limit rather than kept without end.
+            if self.raw.len() + (chunk.len() - start) > self.limit.saturating_mul(2) {
+                self.raw.clear();
+                self.raw_lost = true;
+            }
+            self.raw.extend_from_slice(&chunk[start..]);
         }
         self.push(rest)
     }
@@ -265,5 +319,45 @@ mod tests {
             let _ = d.feed(&bytes[cut..], &mut out);
             let _ = d.finish();
         }
+
+        /// Fed in any three pieces, the events' bytes put back together are
+        /// the stream, and each decodes to its event alone.
+        #[test]
+        fn raw_bytes_are_the_stream_in_any_split(a in 0usize..200, b in 0usize..200) {
+            let stream: &[u8] = b": hi\r\n\r\nevent:x\r\ndata:1\r\ndata: 2\r\n\r\nid: 7\ndata: {\"a\":3}\n\n\n\r\rdata:4\r\r";
+            let (a, b) = (a.min(stream.len()), b.min(stream.len()));
+            let (a, b) = (a.min(b), a.max(b));
+            let mut d = SseDecoder::default();
+            let (mut out, mut raw) = (Vec::new(), Vec::new());
+            for piece in [&stream[..a], &stream[a..b], &stream[b..]] {
+                d.feed_raw(piece, &mut out, &mut raw).unwrap();
+            }
+            prop_assert_eq!(data(&out), ["1\n2", "{\"a\":3}", "4"]);
+            let raw: Vec<Vec<u8>> = raw.into_iter().map(|r| r.unwrap()).collect();
+            prop_assert_eq!(raw.len(), out.len());
+            for (r, ev) in raw.iter().zip(&out) {
+                let alone = decode(&[r]);
+                prop_assert_eq!(alone.len(), 1);
+                prop_assert_eq!((&alone[0].event, &alone[0].data), (&ev.event, &ev.data));
+            }
+            // The last event's final CR stays with the decoder until a line
+            // end after it could be told from the start of a CRLF.
+            let joined = raw.concat();
+            prop_assert!(stream.starts_with(&joined), "{:?}", String::from_utf8_lossy(&joined));
+            prop_assert!(stream.len() - joined.len() <= 1);
+        }
+    }
+
+    #[test]
+    fn raw_bytes_past_the_limit_are_not_kept() {
+        let mut d = SseDecoder::new(16);
+        let (mut out, mut raw) = (Vec::new(), Vec::new());
+        for _ in 0..4 {
+            d.feed_raw(b": comment\n", &mut out, &mut raw).unwrap();
+        }
+        d.feed_raw(b"data: 1\n\ndata: 2\n\n", &mut out, &mut raw)
+            .unwrap();
+        assert_eq!(data(&out), ["1", "2"]);
+        assert_eq!(raw, [None, Some(b"data: 2\n\n".to_vec())]);
     }
 }

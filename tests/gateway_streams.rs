@@ -7,7 +7,7 @@ use std::future::poll_fn;
 
 use resilient_llm::gateway::{Gateway, Inbound, Outbound, Piece, Setup};
 use resilient_llm::testing::{block_on, reply, BodyEnd, FakePlatform, Reply};
-use resilient_llm::{Body, Headers, MemoryStore};
+use resilient_llm::{Body, Headers, MemoryStore, Platform};
 use resilient_llm::{SseDecoder, SseEvent};
 use serde_json::{json, Value};
 
@@ -267,4 +267,69 @@ fn a_malformed_chunk_is_skipped_and_counted_in_the_end_log_line() {
     let log: Value = serde_json::from_str(&log.unwrap()).unwrap();
     assert_eq!(log["malformedChunks"], 1);
     assert_eq!(log["outcome"], "complete");
+}
+
+/// The gateway keeps a stream's idle deadline with one timer that outlives
+/// its reads: a stream whose chunks each come well within the deadline runs
+/// to its end however long it lasts in all, and a silence after data is
+/// still cut at the deadline counted from the last chunk.
+#[test]
+fn the_idle_deadline_runs_from_the_last_chunk_not_from_the_first() {
+    let config = |p: &FakePlatform| {
+        let config = json!({
+            "providers": {
+                "primary": { "kind": "openai", "baseUrl": "https://primary.test", "apiKeyEnv": "K" }
+            },
+            "routes": { "default": [ { "provider": "primary", "model": "gpt-big" } ] },
+            "retry": { "maxAttempts": 1 },
+            "idleTimeoutMs": 1000,
+            "gateway": { "allowUnauthenticated": true }
+        });
+        let setup = Setup::load(Some(&config.to_string()), &|_| Some("sk-test".into())).unwrap();
+        let store = MemoryStore::new(setup.breaker());
+        setup.into_gateway(p.clone(), store)
+    };
+    let body = json!({ "model": "default", "stream": true, "messages": [{ "role": "user", "content": "hi" }] });
+    let parts = ["a", "b", "c", "d", "e", "f", "g", "h"];
+
+    let p = FakePlatform::new();
+    p.script(
+        "https://primary.test",
+        [sse(openai_sse("gpt-big", &parts)).chunk_delay(std::time::Duration::from_millis(700))],
+    );
+    let started = p.now();
+    let (out, events, log) = run(&p, &config(&p), post("/v1/chat/completions", body.clone()));
+    assert_eq!(out.status, 200);
+    assert!(
+        p.now() - started >= 7000,
+        "the chunks took {} ms in all",
+        p.now() - started
+    );
+    assert_eq!(events.last().map(|e| e.data.as_str()), Some("[DONE]"));
+    let text: String = data(&events)
+        .iter()
+        .filter_map(|d| d["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, parts.concat());
+    let log: Value = serde_json::from_str(&log.unwrap()).unwrap();
+    assert_eq!(log["outcome"], "complete");
+
+    let p = FakePlatform::new();
+    let stalls = sse(openai_sse("gpt-big", &parts))
+        .chunk_delay(std::time::Duration::from_millis(700))
+        .cut_after(5, BodyEnd::Stall);
+    p.script("https://primary.test", [stalls]);
+    let started = p.now();
+    let (out, events, _) = run(&p, &config(&p), post("/v1/chat/completions", body));
+    assert_eq!(out.status, 200);
+    // Five chunks 700 ms apart, then 1000 ms of silence.
+    assert_eq!(p.now() - started, 5 * 700 + 1000);
+    let err = data(&events).pop().unwrap();
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no data for 1000 ms"),
+        "{err}"
+    );
 }

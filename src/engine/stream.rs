@@ -12,8 +12,12 @@
 //! never with a clean end: a truncated answer is never presented as complete.
 
 use std::collections::VecDeque;
+use std::future::{poll_fn, Future};
 use std::marker::PhantomData;
 use std::ops::Deref;
+use std::pin::{pin, Pin};
+use std::rc::Rc;
+use std::task::Poll;
 use std::time::Duration;
 
 use crate::chat::{ChatRequest, Delta, Dialect, FinishReason, Message, Part, Role, Usage};
@@ -22,11 +26,11 @@ use crate::engine::cursor::Cursor;
 use crate::engine::open::open;
 use crate::engine::prefill::prefill_native;
 use crate::engine::store::BreakerStore;
-use crate::engine::timeout::timeout;
+use crate::engine::timeout::{timeout, Elapsed};
 use crate::error::{Attempt, Error, ErrorKind, ProviderError};
 use crate::event::Event;
 use crate::format::structured::AnswerStream;
-use crate::platform::{Body, Platform, UnixMillis};
+use crate::platform::{Body, Platform, TransportError, UnixMillis};
 use crate::policy::breaker::{Permit, PermitKind};
 use crate::provider::{StreamDecoder, Upstream};
 use crate::sse::{SseDecoder, SseEvent};
@@ -59,12 +63,23 @@ pub(crate) enum StreamItem {
 /// A provider event passed through, with what its decoded deltas say of it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct RawEvent {
-    /// The event as it arrived.
+    /// The event as decoded.
     pub(crate) event: SseEvent,
+    /// Its bytes as they arrived, comments before it included; `None` when
+    /// they were not all kept (an event the stream's end cut short, or one
+    /// past the decoder's limit), to be written from `event` instead.
+    pub(crate) bytes: Option<Vec<u8>>,
     /// It reported usage and nothing else (OpenAI's last chunk when usage
     /// was asked for).
     pub(crate) usage_only: bool,
 }
+
+/// A timer that owns what it needs: it can outlive any one read, so the
+/// idle deadline of a whole stream is one timer, not one per chunk.
+pub(crate) type OwnedSleep = Pin<Box<dyn Future<Output = ()>>>;
+
+/// Makes [`OwnedSleep`]s (the gateway's, over its shared client).
+pub(crate) type IdleTimers = Rc<dyn Fn(Duration) -> OwnedSleep>;
 
 /// The attempt in flight.
 struct Conn {
@@ -93,6 +108,10 @@ struct Conn {
     malformed: usize,
     /// A structured answer's forced tool, given back as text.
     answer: AnswerStream,
+    /// The idle deadline's timer, with [`ChatStream::idle_timers`]: armed
+    /// once and re-armed only when it fires with data seen since, so a fast
+    /// stream sets one timer, however many chunks it brings.
+    idle: Option<OwnedSleep>,
 }
 
 /// The entry being tried: its breaker permit and its attempts so far.
@@ -175,6 +194,9 @@ where
     done: bool,
     /// The client's dialect, when the caller takes provider events raw.
     pass: Option<Dialect>,
+    /// Timers that outlive a read, for the idle deadline; without them
+    /// each wait for a chunk has a timer of its own.
+    timers: Option<IdleTimers>,
     _types: PhantomData<fn() -> (P, S)>,
 }
 
@@ -229,6 +251,7 @@ where
             malformed: 0,
             done: false,
             pass: None,
+            timers: None,
             _types: PhantomData,
         })
     }
@@ -260,6 +283,12 @@ where
         self.pass = Some(dialect);
     }
 
+    /// Has the idle deadline kept by one timer from `timers` per attempt
+    /// (re-armed only when it fires early), instead of a timer per read.
+    pub(crate) fn idle_timers(&mut self, timers: IdleTimers) {
+        self.timers = Some(timers);
+    }
+
     /// The next item: a raw event (only after [`Self::pass_through`]) or a
     /// delta; as [`Self::next`] otherwise.
     pub(crate) async fn next_item(&mut self) -> Option<Result<StreamItem, Error>> {
@@ -286,6 +315,12 @@ where
                 return Some(Err(e));
             }
         }
+    }
+
+    /// The next item when one is ready without waiting: what the last read
+    /// brought and [`Self::next_item`] has not handed out yet.
+    pub(crate) fn ready_item(&mut self) -> Option<StreamItem> {
+        self.sent.out.pop_front()
     }
 
     /// The client the stream runs on.
@@ -412,6 +447,7 @@ where
                         model: None,
                         malformed: 0,
                         answer,
+                        idle: None,
                     });
                     return Ok(());
                 }
@@ -518,7 +554,16 @@ where
                 }
                 Some(_) => (client.policy.idle_timeout, false),
             };
-            match timeout(client.platform.sleep(limit.min(left)), body.chunk()).await {
+            let read = match (&self.timers, waiting_for_first) {
+                (Some(timers), false) => {
+                    let due = now
+                        .saturating_add(crate::platform::millis(limit))
+                        .min(self.walk.run.deadline_at);
+                    idle_read(client, timers, body, &mut conn.idle, due).await
+                }
+                _ => timeout(client.platform.sleep(limit.min(left)), body.chunk()).await,
+            };
+            match read {
                 Err(_) if conn.finish.is_some() => return Read::Complete,
                 Err(_) if waiting_for_first => {
                     return Read::Failed(ProviderError::new(
@@ -542,8 +587,12 @@ where
                 Ok(Some(Ok(bytes))) => {
                     let mut events = Vec::new();
                     // Events before a failure in the same chunk still count.
-                    let fed = conn.decoder.feed(&bytes, &mut events);
-                    if let Err(e) = self.decode(conn, events) {
+                    let mut raw = Vec::new();
+                    let fed = match conn.raw {
+                        true => conn.decoder.feed_raw(&bytes, &mut events, &mut raw),
+                        false => conn.decoder.feed(&bytes, &mut events),
+                    };
+                    if let Err(e) = self.decode(conn, events, raw) {
                         return Read::Failed(e);
                     }
                     if let Err(e) = fed {
@@ -554,7 +603,7 @@ where
                     conn.body = None; // ended: drop it now, pending deltas decide
                     let mut last = Vec::new();
                     let finished = conn.decoder.finish(&mut last);
-                    if let Err(e) = self.decode(conn, last) {
+                    if let Err(e) = self.decode(conn, last, Vec::new()) {
                         return Read::Failed(e);
                     }
                     if let Err(e) = finished {
@@ -567,12 +616,20 @@ where
 
     /// Decodes events into the attempt's pending deltas. A malformed chunk
     /// is skipped (and reported); an error event fails the attempt.
-    fn decode(&self, conn: &mut Conn, events: Vec<SseEvent>) -> Result<(), ProviderError> {
+    /// `raw` holds the events' bytes as they came, when they pass through.
+    fn decode(
+        &self,
+        conn: &mut Conn,
+        events: Vec<SseEvent>,
+        raw: Vec<Option<Vec<u8>>>,
+    ) -> Result<(), ProviderError> {
         let entry = self.walk.entry();
         let Some(Upstream::Http(provider)) = self.client.upstreams.get(&entry.provider) else {
             return Ok(());
         };
+        let mut raw = raw.into_iter();
         for ev in events {
+            let bytes = raw.next().flatten();
             match provider.decode_event(&ev) {
                 Ok(deltas) => {
                     if conn.raw {
@@ -580,6 +637,7 @@ where
                             && deltas.iter().all(|d| matches!(d, Delta::Usage { .. }));
                         conn.pending.push_back(StreamItem::Raw(RawEvent {
                             event: ev,
+                            bytes,
                             usage_only,
                         }));
                     }
@@ -612,7 +670,8 @@ where
             Delta::Start { model } => conn.model = model.or(conn.model.take()),
             Delta::Text { text } if text.is_empty() => {}
             Delta::Text { text } => {
-                conn.first_content.get_or_insert(self.client.platform.now());
+                conn.first_content
+                    .get_or_insert_with(|| self.client.platform.now());
                 let fresh = match &mut conn.mode {
                     Mode::Forward => text,
                     Mode::Match { skip, seen } => {
@@ -643,7 +702,8 @@ where
                 name,
                 arguments,
             } => {
-                conn.first_content.get_or_insert(self.client.platform.now());
+                conn.first_content
+                    .get_or_insert_with(|| self.client.platform.now());
                 if conn.mode != Mode::Forward {
                     return Read::Failed(diverged());
                 }
@@ -662,7 +722,8 @@ where
             // Reasoning commits like content; a continuation's new
             // reasoning is not the delivered answer's, and is not repeated.
             Delta::Thinking(t) => {
-                conn.first_content.get_or_insert(self.client.platform.now());
+                conn.first_content
+                    .get_or_insert_with(|| self.client.platform.now());
                 if conn.mode == Mode::Forward {
                     self.commit(conn);
                     self.deliver(conn, Delta::Thinking(t));
@@ -877,6 +938,47 @@ where
     /// request by dropping the body, and gives its permit back.
     fn drop(&mut self) {
         self.release_permit();
+    }
+}
+
+/// A chunk of `body`, or `Elapsed` once the clock reaches `due` (the idle
+/// deadline from the start of this wait, or the end-to-end one) with none. `idle` is
+/// the attempt's one timer: kept across reads while data flows, and when it
+/// fires before `due` (data came since it was armed) armed again for what
+/// is left. A read dropped when the timer fires loses nothing: the body
+/// keeps its pending read.
+async fn idle_read<P: Platform, S: BreakerStore>(
+    client: &Client<P, S>,
+    timers: &IdleTimers,
+    body: &mut Body,
+    idle: &mut Option<OwnedSleep>,
+    due: UnixMillis,
+) -> Result<Option<Result<Vec<u8>, TransportError>>, Elapsed> {
+    loop {
+        let timer = match idle {
+            Some(t) => t,
+            None => {
+                let wait = due.saturating_sub(client.platform.now());
+                idle.insert(timers(Duration::from_millis(wait)))
+            }
+        };
+        let mut chunk = pin!(body.chunk());
+        let fired = poll_fn(|cx| {
+            if let Poll::Ready(c) = chunk.as_mut().poll(cx) {
+                return Poll::Ready(Some(c));
+            }
+            timer.as_mut().poll(cx).map(|()| None)
+        })
+        .await;
+        match fired {
+            Some(c) => return Ok(c),
+            None => {
+                *idle = None;
+                if client.platform.now() >= due {
+                    return Err(Elapsed);
+                }
+            }
+        }
     }
 }
 

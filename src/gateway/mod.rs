@@ -504,6 +504,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             }
         };
         stream.pass_through(format.dialect());
+        stream.idle_timers(sse::idle_timers(&self.client));
         let mut out = match stream.next_item().await {
             Some(Ok(first)) => {
                 log.record_attempts(stream.attempts());
@@ -531,7 +532,14 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 let mut headers = Headers::new();
                 headers.insert("content-type", "text/event-stream; charset=utf-8");
                 headers.insert("cache-control", "no-cache");
-                let body = sse::body(stream, encoder, first, log.request_id.to_string(), started);
+                let body = sse::body(
+                    stream,
+                    encoder,
+                    first,
+                    log.request_id.to_string(),
+                    started,
+                    log.attempts,
+                );
                 Outbound {
                     status: 200,
                     headers,

@@ -106,13 +106,19 @@ impl PassWriter {
         }
     }
 
-    /// The bytes of a provider event: the event as it arrived, or nothing
-    /// for the usage-only chunk of an OpenAI client that did not ask for it.
+    /// The client reads OpenAI chunks.
+    pub(crate) fn is_openai(&self) -> bool {
+        self.format == Format::OpenAi
+    }
+
+    /// The bytes of a provider event: the event as it arrived, byte for
+    /// byte (comments before it included), or nothing for the usage-only
+    /// chunk of an OpenAI client that did not ask for it.
     /// Only what a continuation would need is kept, and read only then
     /// (OpenAI: the first chunk, for its id, creation time and model) or
     /// from the few events that carry it (Anthropic: block starts and
     /// stops), so the bulk of the events is not parsed a second time.
-    pub(crate) fn raw(&mut self, raw: &RawEvent) -> Vec<u8> {
+    pub(crate) fn raw(&mut self, raw: RawEvent) -> Vec<u8> {
         if self.closed || self.ended {
             return Vec::new();
         }
@@ -130,7 +136,10 @@ impl PassWriter {
             }
             Format::Anthropic => self.seen_anthropic(ev.event.as_deref(), data),
         }
-        write_event(ev)
+        match raw.bytes {
+            Some(bytes) => bytes,
+            None => write_event(ev),
+        }
     }
 
     /// The id, creation time and model the chunks passed through carried.

@@ -21,7 +21,7 @@ use super::Format;
 use crate::chat::{Delta, Usage};
 use crate::engine::client::Client;
 use crate::engine::store::BreakerStore;
-use crate::engine::stream::{ChatStream, StreamItem};
+use crate::engine::stream::{ChatStream, IdleTimers, StreamItem};
 use crate::error::{discarded_usage, Error, ErrorKind, ProviderError};
 use crate::format::anthropic_stream::AnthropicStreamEncoder;
 use crate::format::openai_stream::OpenAiStreamEncoder;
@@ -68,14 +68,23 @@ impl Encoder {
         }
     }
 
-    fn item(&mut self, item: &StreamItem) -> Vec<u8> {
+    fn item(&mut self, item: StreamItem) -> Vec<u8> {
         match (self, item) {
             (Encoder::Pass(w), StreamItem::Raw(ev)) => w.raw(ev),
-            (Encoder::Pass(w), StreamItem::Delta { delta, passed }) => w.delta(delta, *passed),
+            (Encoder::Pass(w), StreamItem::Delta { delta, passed }) => w.delta(&delta, passed),
             // Raw events come only to a stream that passes them through.
             (Encoder::OpenAi(_) | Encoder::Anthropic(_), StreamItem::Raw(_)) => Vec::new(),
-            (Encoder::OpenAi(e), StreamItem::Delta { delta, .. }) => e.delta(delta),
-            (Encoder::Anthropic(e), StreamItem::Delta { delta, .. }) => e.delta(delta),
+            (Encoder::OpenAi(e), StreamItem::Delta { delta, .. }) => e.delta(&delta),
+            (Encoder::Anthropic(e), StreamItem::Delta { delta, .. }) => e.delta(&delta),
+        }
+    }
+
+    /// The client reads OpenAI chunks.
+    fn is_openai(&self) -> bool {
+        match self {
+            Encoder::OpenAi(_) => true,
+            Encoder::Anthropic(_) => false,
+            Encoder::Pass(w) => w.is_openai(),
         }
     }
 
@@ -112,15 +121,19 @@ struct State<P: Platform, S: BreakerStore> {
     phase: Phase,
     request_id: String,
     started: u64,
+    /// The attempts the response's `x-attempts` header counted.
+    told: usize,
 }
 
-/// The response body of a committed stream, starting with `first`.
+/// The response body of a committed stream, starting with `first`; `told`
+/// is the attempts its `x-attempts` header counted.
 pub(crate) fn body<P: Platform + 'static, S: BreakerStore + 'static>(
     stream: ChatStream<Rc<Client<P, S>>, P, S>,
     encoder: Encoder,
     first: StreamItem,
     request_id: String,
     started: u64,
+    told: usize,
 ) -> PieceStream {
     let state = State {
         stream,
@@ -128,6 +141,7 @@ pub(crate) fn body<P: Platform + 'static, S: BreakerStore + 'static>(
         phase: Phase::Streaming(Some(first)),
         request_id,
         started,
+        told,
     };
     Box::pin(Unfold {
         state: Some(state),
@@ -136,22 +150,30 @@ pub(crate) fn body<P: Platform + 'static, S: BreakerStore + 'static>(
     })
 }
 
+/// The next piece: the bytes of every item ready (all that one upstream
+/// read brought, so that one read is one write to the client), or the log
+/// line once the stream has ended.
 async fn next_piece<P: Platform, S: BreakerStore>(
     mut st: State<P, S>,
 ) -> Option<(Piece, State<P, S>)> {
+    let mut out = Vec::new();
     loop {
-        let first = match &mut st.phase {
+        let item = match &mut st.phase {
             Phase::Over => return None,
+            Phase::Ending(_) if !out.is_empty() => return Some((Piece::Bytes(out), st)),
             Phase::Ending(line) => {
                 let line = std::mem::take(line);
                 st.phase = Phase::Over;
                 return Some((Piece::Log(line), st));
             }
-            Phase::Streaming(first) => first.take(),
-        };
-        let item = match first {
-            Some(d) => Some(Ok(d)),
-            None => st.stream.next_item().await,
+            Phase::Streaming(first) => match first.take() {
+                Some(d) => Some(Ok(d)),
+                None if out.is_empty() => st.stream.next_item().await,
+                None => match st.stream.ready_item() {
+                    Some(d) => Some(Ok(d)),
+                    None => return Some((Piece::Bytes(out), st)),
+                },
+            },
         };
         let bytes = match item {
             Some(Ok(StreamItem::Delta {
@@ -159,19 +181,37 @@ async fn next_piece<P: Platform, S: BreakerStore>(
             }))
             | None => {
                 st.phase = Phase::Ending(end_line(&st, "complete", None));
-                st.encoder.finish()
+                let mut bytes = continuation_note(&st);
+                bytes.extend(st.encoder.finish());
+                bytes
             }
-            Some(Ok(item)) => st.encoder.item(&item),
+            Some(Ok(item)) => st.encoder.item(item),
             Some(Err(e)) => {
                 let cause = cause_of(&e);
                 st.phase = Phase::Ending(end_line(&st, "interrupted", Some(&cause)));
-                st.encoder.error(&cause)
+                let mut bytes = continuation_note(&st);
+                bytes.extend(st.encoder.error(&cause));
+                bytes
             }
         };
-        if !bytes.is_empty() {
-            return Some((Piece::Bytes(bytes), st));
+        if out.is_empty() {
+            out = bytes;
+        } else {
+            out.extend_from_slice(&bytes);
         }
     }
+}
+
+/// Timers over the gateway's shared client, each owning a handle on it,
+/// so a stream's idle deadline is one timer that outlives its reads.
+pub(crate) fn idle_timers<P: Platform + 'static, S: BreakerStore + 'static>(
+    client: &Rc<Client<P, S>>,
+) -> IdleTimers {
+    let client = Rc::clone(client);
+    Rc::new(move |dur| {
+        let client = Rc::clone(&client);
+        Box::pin(async move { client.platform().sleep(dur).await })
+    })
 }
 
 /// The failure to name in the client's error event.
@@ -208,6 +248,33 @@ struct EndLine<'a> {
     usage: Option<Usage>,
 }
 
+/// The attempts that reached a provider, the one still open included.
+fn attempts<P: Platform, S: BreakerStore>(st: &State<P, S>) -> usize {
+    st.stream.attempts().iter().filter(|a| a.number > 0).count()
+        + usize::from(st.stream.in_flight())
+}
+
+/// For an OpenAI client, when attempts were made after the headers went
+/// (a continuation after the commit point), an SSE comment before the end
+/// saying how many there were in all and which provider made the last:
+/// the headers' count stays true of what happened before the commit
+/// point, and clients ignore comments.
+fn continuation_note<P: Platform, S: BreakerStore>(st: &State<P, S>) -> Vec<u8> {
+    let all = attempts(st);
+    if !st.encoder.is_openai() || all <= st.told {
+        return Vec::new();
+    }
+    let last = st
+        .stream
+        .attempts()
+        .iter()
+        .rev()
+        .find(|a| a.number > 0)
+        .map(|a| format!(" last={}/{}", a.provider, a.model))
+        .unwrap_or_default();
+    format!(": continued after the commit point: attempts={all}{last}\n\n").into_bytes()
+}
+
 /// The log line of a stream's end.
 fn end_line<P: Platform, S: BreakerStore>(
     st: &State<P, S>,
@@ -216,8 +283,7 @@ fn end_line<P: Platform, S: BreakerStore>(
 ) -> String {
     let now = st.stream.client().platform().now();
     let line = EndLine {
-        attempts: st.stream.attempts().iter().filter(|a| a.number > 0).count()
-            + usize::from(st.stream.in_flight()),
+        attempts: attempts(st),
         discarded_usage: discarded_usage(st.stream.attempts()),
         error: cause.map(|c| c.kind),
         latency_ms: now.saturating_sub(st.started),

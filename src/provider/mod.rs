@@ -308,6 +308,22 @@ pub trait StreamDecoder {
 
     /// The end of the body: any last event.
     fn finish(&mut self, out: &mut Vec<SseEvent>) -> Result<(), ProviderError>;
+
+    /// [`StreamDecoder::feed`], also appending to `raw` each new event's
+    /// bytes as they came, for a stream passed through byte for byte: one
+    /// entry per event, `None` where they were not kept (the event is then
+    /// written from its fields). A framing that is not the client's keeps none.
+    fn feed_raw(
+        &mut self,
+        chunk: &[u8],
+        out: &mut Vec<SseEvent>,
+        raw: &mut Vec<Option<Vec<u8>>>,
+    ) -> Result<(), ProviderError> {
+        let before = out.len();
+        let fed = self.feed(chunk, out);
+        raw.extend(std::iter::repeat_with(|| None).take(out.len() - before));
+        fed
+    }
 }
 
 impl StreamDecoder for SseDecoder {
@@ -319,6 +335,16 @@ impl StreamDecoder for SseDecoder {
     fn finish(&mut self, out: &mut Vec<SseEvent>) -> Result<(), ProviderError> {
         out.extend(SseDecoder::finish(self));
         Ok(())
+    }
+
+    fn feed_raw(
+        &mut self,
+        chunk: &[u8],
+        out: &mut Vec<SseEvent>,
+        raw: &mut Vec<Option<Vec<u8>>>,
+    ) -> Result<(), ProviderError> {
+        SseDecoder::feed_raw(self, chunk, out, raw)
+            .map_err(|e| ProviderError::new(ErrorKind::Decode, e.to_string()))
     }
 }
 

@@ -3,22 +3,16 @@
 //! its `ReadableStream` reader. A request's time limit is a `setTimeout`
 //! whose callback is the controller's own `abort`, bound to it.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures_core::Stream;
 use js_sys::{Function, Promise, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{
-    AbortController, AbortSignal, ReadableStream, ReadableStreamDefaultReader, RequestInit,
-    Response,
-};
+use web_sys::{AbortController, AbortSignal, ReadableStream, RequestInit, Response};
 
 use super::headers::{headers_from_js, headers_to_js};
+use super::reader::Chunks;
 use super::timer::Timer;
 use crate::platform::{
     millis, Body, BodySource, ChunkStream, HttpRequest, HttpResponse, TransportError,
@@ -35,6 +29,7 @@ extern "C" {
     /// `AbortController.prototype.abort`, read once per thread.
     #[wasm_bindgen(thread_local_v2, js_namespace = ["AbortController", "prototype"], js_name = abort)]
     static ABORT: Function;
+
 }
 
 /// An `AbortController` that aborts when dropped, unless disarmed, and
@@ -145,7 +140,7 @@ pub fn error_message(value: &JsValue) -> String {
     }
 }
 
-fn transport(e: &JsValue) -> TransportError {
+pub(super) fn transport(e: &JsValue) -> TransportError {
     TransportError::from_message(error_message(e))
 }
 
@@ -240,91 +235,4 @@ impl BodySource for ResponseBody {
 /// [`Body`], read chunk by chunk through its reader.
 pub fn stream_body(stream: ReadableStream) -> Body {
     Body::stream(Chunks::new(stream, None))
-}
-
-/// A body read through its `ReadableStream` reader. With a guard (a fetch
-/// response), dropping it before the end aborts the request (the guard's
-/// controller), which also errors the stream; a read still pending then
-/// rejects into a dropped `JsFuture`, whose handlers were attached, so
-/// nothing goes unhandled.
-struct Chunks {
-    reader: Option<ReadableStreamDefaultReader>,
-    pending: Option<JsFuture>,
-    guard: Option<AbortOnDrop>,
-}
-
-impl Chunks {
-    fn new(stream: ReadableStream, guard: Option<AbortOnDrop>) -> Self {
-        Chunks {
-            reader: Some(stream.get_reader().unchecked_into()),
-            pending: None,
-            guard,
-        }
-    }
-
-    fn done() -> Self {
-        Chunks {
-            reader: None,
-            pending: None,
-            guard: None,
-        }
-    }
-
-    /// The body ended or failed: nothing more to read, nothing to abort.
-    fn finish(&mut self) {
-        self.reader = None;
-        if let Some(mut g) = self.guard.take() {
-            g.disarm();
-        }
-    }
-}
-
-impl Stream for Chunks {
-    type Item = Result<Vec<u8>, TransportError>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        loop {
-            let Some(reader) = &this.reader else {
-                return Poll::Ready(None); // ended (or failed) earlier
-            };
-            let read = this
-                .pending
-                .get_or_insert_with(|| JsFuture::from(reader.read()));
-            let result = match Pin::new(read).poll(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(r) => r,
-            };
-            this.pending = None;
-            let result = match result {
-                Ok(r) => r,
-                Err(e) => {
-                    let error = match &this.guard {
-                        Some(guard) => guard.error(&e),
-                        None => transport(&e),
-                    };
-                    this.finish();
-                    return Poll::Ready(Some(Err(error)));
-                }
-            };
-            let done = Reflect::get(&result, &JsValue::from_str("done"))
-                .map(|d| d.is_truthy())
-                .unwrap_or(true);
-            if done {
-                this.finish();
-                return Poll::Ready(None);
-            }
-            let value = Reflect::get(&result, &JsValue::from_str("value")).unwrap_or_default();
-            match value.dyn_into::<Uint8Array>() {
-                Ok(bytes) if bytes.length() > 0 => return Poll::Ready(Some(Ok(bytes.to_vec()))),
-                Ok(_) => continue, // an empty chunk: read on
-                Err(_) => {
-                    this.finish();
-                    return Poll::Ready(Some(Err(TransportError::from_message(
-                        "response body chunk is not a Uint8Array",
-                    ))));
-                }
-            }
-        }
-    }
 }

@@ -33,6 +33,7 @@
 mod fetch;
 mod headers;
 pub(crate) mod notify;
+mod reader;
 mod timer;
 
 use std::future::Future;

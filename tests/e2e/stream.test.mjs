@@ -111,6 +111,29 @@ describe("streams through the edge", { timeout: 120000 }, () => {
     assert.equal(cross.text, answer("ok"));
   });
 
+  test("a same-format stream reaches the client byte for byte, with true headers", async () => {
+    // What the mock sends for this request, asked directly, against what the client gets
+    // through the gateway: the same bytes but for the mock's per-request id and clock.
+    const same = (text) => text.replace(/chatcmpl-mock-ok-\d+|msg_mock_ok-a_\d+/g, "ID").replace(/"created":\d+/g, '"created":0');
+    const cases = [
+      { path: "/v1/chat/completions", provider: "ok", route: "ok", model: "m-ok", extra: { stream_options: { include_usage: true } } },
+      { path: "/v1/messages", provider: "ok-a", route: "ok-a", model: "claude-ok", extra: { max_tokens: 256 } },
+    ];
+    for (const c of cases) {
+      const body = (model) => JSON.stringify({ model, stream: true, messages: [{ role: "user", content: PROMPT }], ...c.extra });
+      const headers = { "content-type": "application/json", authorization: `Bearer ${GATEWAY_KEY}`, "x-api-key": GATEWAY_KEY, "anthropic-version": "2023-06-01" };
+      const direct = await fetch(`${mock.providerUrl(c.provider)}${c.path}`, { method: "POST", headers, body: body(c.model) });
+      const sent = await direct.text();
+      const res = await fetch(`${gw.url}${c.path}`, { method: "POST", headers, body: body(c.route) });
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get("x-attempts"), "1");
+      assert.equal(res.headers.get("x-served-by"), `${c.provider}/${c.model}`);
+      const got = await res.text();
+      assert.ok(sent.length > 200, sent);
+      assert.equal(same(got), same(sent), `${c.path}: what the mock sent is what the client got`);
+    }
+  });
+
   test("a stream cut mid-answer is finished by a matched restart (no prefill)", async () => {
     mock.setFault("cut", { faults: [{ mode: "stream", cutAfterChunks: 2, firstN: 1 }] });
     const r = await openaiStream(openai, "cut");
