@@ -1,0 +1,86 @@
+//! `cargo simulate SCENARIO.json [--out DIR]` (an alias of `cargo run
+//! --release --features simulate --bin simulate --`): runs every policy of the
+//! scenario on virtual time, prints their figures side by side and the
+//! simulation's speed, and writes DIR/NAME.json (the report) and
+//! DIR/NAME-POLICY.svg (one chart per policy). DIR defaults to the scenario
+//! file's own directory.
+
+#![allow(clippy::disallowed_methods)] // the speed printed is wall time, on purpose
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use resilient_llm::sim::{simulate, svg, Scenario};
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("simulate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), String> {
+    let mut args = std::env::args().skip(1);
+    let mut file = None;
+    let mut out = None;
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--out" => out = Some(PathBuf::from(args.next().ok_or("--out needs a directory")?)),
+            "-h" | "--help" => {
+                println!("usage: simulate SCENARIO.json [--out DIR]");
+                return Ok(());
+            }
+            _ if file.is_none() => file = Some(PathBuf::from(a)),
+            _ => return Err(format!("unexpected argument {a:?}")),
+        }
+    }
+    let file = file.ok_or("usage: simulate SCENARIO.json [--out DIR]")?;
+    let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let scenario = Scenario::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+    let dir = out.unwrap_or_else(|| file.parent().unwrap_or(Path::new(".")).to_path_buf());
+
+    let started = Instant::now();
+    let report = simulate(&scenario)?;
+    let secs = started.elapsed().as_secs_f64();
+    let requests: u64 = report.runs.iter().map(|r| r.figures.requests).sum();
+
+    print!("{}", report.table());
+    println!(
+        "simulated {requests} requests in {secs:.3} s of wall time: {:.0} requests/s",
+        requests as f64 / secs.max(1e-9)
+    );
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    write(
+        &dir.join(format!("{}.json", report.scenario)),
+        &(json + "\n"),
+    )?;
+    for run in &report.runs {
+        let name = format!("{}-{}.svg", report.scenario, slug(&run.policy));
+        write(&dir.join(name), &svg(&report, run)?)?;
+    }
+    Ok(())
+}
+
+fn write(path: &Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
+/// A policy name as a file name: lower case, runs of anything else as `-`.
+fn slug(name: &str) -> String {
+    let mut s = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            s.push(c.to_ascii_lowercase());
+        } else if !s.ends_with('-') {
+            s.push('-');
+        }
+    }
+    s.trim_matches('-').to_string()
+}
