@@ -31,9 +31,9 @@ pub fn svg(report: &Report, run: &Run) -> Result<String, String> {
     {
         let root = SVGBackend::with_string(&mut out, (WIDTH, PANEL * 3 + 40)).into_drawing_area();
         root.fill(&WHITE).map_err(text)?;
-        let title = format!("{} — policy \"{}\"", report.scenario, run.policy);
+        let title = format!("{}: {}", report.scenario, run.policy);
         let root = root
-            .titled(&title, ("sans-serif", 22).into_font().color(&BLACK))
+            .titled(&title, ("sans-serif", 26).into_font().color(&BLACK))
             .map_err(text)?;
         let panels = root.split_evenly((3, 1));
         breakers(&panels[0], report, run).map_err(text)?;
@@ -47,6 +47,9 @@ pub fn svg(report: &Report, run: &Run) -> Result<String, String> {
 fn text(e: impl std::fmt::Display) -> String {
     format!("drawing the chart: {e}")
 }
+
+/// Which percentile a latency line draws.
+type Pick = fn(&super::Percentiles) -> Option<u32>;
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 type Drawn = Result<(), DrawingAreaErrorKind<std::io::Error>>;
@@ -73,7 +76,7 @@ fn end_s(report: &Report, run: &Run) -> f64 {
 fn breakers(area: &Area<'_>, report: &Report, run: &Run) -> Drawn {
     let x = seconds(report);
     let mut chart = ChartBuilder::on(area)
-        .caption("Breaker state", ("sans-serif", 18))
+        .caption("Breaker state", ("sans-serif", 21))
         .margin(12)
         .x_label_area_size(32)
         .y_label_area_size(80)
@@ -91,6 +94,8 @@ fn breakers(area: &Area<'_>, report: &Report, run: &Run) -> Drawn {
             .to_string()
         })
         .x_desc("time (s)")
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 15))
         .light_line_style(WHITE)
         .draw()?;
     for (i, id) in report.providers.iter().enumerate() {
@@ -119,7 +124,7 @@ fn latency(area: &Area<'_>, report: &Report, run: &Run) -> Drawn {
         .max()
         .unwrap_or(1000);
     let mut chart = ChartBuilder::on(area)
-        .caption("Latency of answered requests", ("sans-serif", 18))
+        .caption("Latency of answered requests", ("sans-serif", 21))
         .margin(12)
         .x_label_area_size(32)
         .y_label_area_size(80)
@@ -127,10 +132,12 @@ fn latency(area: &Area<'_>, report: &Report, run: &Run) -> Drawn {
     chart
         .configure_mesh()
         .x_desc("time (s)")
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 15))
         .y_desc("ms")
         .light_line_style(RGBColor(235, 235, 235))
         .draw()?;
-    let lines: [(&str, fn(&super::Percentiles) -> Option<u32>, RGBColor); 2] =
+    let lines: [(&str, Pick, RGBColor); 2] =
         [("p50", |p| p.p50, colour(0)), ("p95", |p| p.p95, colour(5))];
     for (name, pick, c) in lines {
         let pts: Vec<(f64, f64)> = run
@@ -173,6 +180,8 @@ fn shares(area: &Area<'_>, report: &Report, run: &Run) -> Drawn {
     chart
         .configure_mesh()
         .x_desc("time (s)")
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 15))
         .y_desc("% of requests")
         .light_line_style(RGBColor(235, 235, 235))
         .draw()?;
@@ -200,5 +209,6 @@ fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>) -> Drawn {
         .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
+        .label_font(("sans-serif", 15))
         .draw()
 }

@@ -57,7 +57,8 @@ pub struct Figures {
     pub latency_ms: Percentiles,
     /// HTTP calls made to providers, retries included.
     pub calls: u64,
-    /// Calls a fault made fail (error status, silence, refusal).
+    /// Calls that failed: an error status, silence, a refusal, or an answer
+    /// slower than the attempt's time limit.
     pub failing_calls: u64,
     /// Retries of the same provider.
     pub retries: u64,

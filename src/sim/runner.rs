@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::exec::{Clock, Executor};
 use super::report::{Figures, Run, Series};
-use super::scenario::{merge_patch, PolicyPatch, Scenario};
+use super::scenario::{merge_patch, PolicyPatch, Scenario, Spacing};
 use super::world::{base_url, Dialect, SimPlatform, SimProvider, World};
 use crate::chat::{ChatRequest, Message};
 use crate::config::Config;
@@ -260,8 +260,11 @@ fn drive(
     let mut req = ChatRequest::new(vec![Message::user("Are you there?")]);
     req.max_tokens = u32::try_from(scenario.traffic.output_tokens).ok();
     let mut at = 0.0f64;
-    loop {
-        at += -(1.0 - arrivals.f64()).ln() * mean_gap_ms;
+    for k in 0u64.. {
+        at = match scenario.traffic.spacing {
+            Spacing::Poisson => at - (1.0 - arrivals.f64()).ln() * mean_gap_ms,
+            Spacing::Even => k as f64 * mean_gap_ms,
+        };
         let when = at as u64;
         if when >= scenario.duration_ms {
             break;
@@ -283,11 +286,14 @@ fn drive(
             rec.borrow_mut().finish(started, ended, served);
         });
     }
-    while ex.live() > 0 {
-        let Some(next) = ex.next_timer() else {
-            return Err("requests wait on nothing that can wake them".into());
-        };
-        ex.run_until(next, &mut budget).ok_or_else(runaway)?;
+    let mut now = clock.now();
+    loop {
+        ex.run_until(now, &mut budget).ok_or_else(runaway)?;
+        if ex.live() == 0 {
+            return Ok(());
+        }
+        now = ex
+            .next_timer()
+            .ok_or("requests wait on nothing that can wake them")?;
     }
-    Ok(())
 }

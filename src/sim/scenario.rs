@@ -138,18 +138,33 @@ pub enum Effect {
     },
 }
 
-/// The requests: Poisson arrivals at `ratePerSec`, each of the given size.
+/// The requests: arrivals at `ratePerSec`, each of the given size.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Traffic {
     /// Mean arrivals per virtual second.
     pub rate_per_sec: f64,
+    /// How arrivals are spaced (default Poisson).
+    #[serde(default)]
+    pub spacing: Spacing,
     /// Input tokens each successful answer reports.
     #[serde(default = "hundred")]
     pub input_tokens: u64,
     /// Output tokens each successful answer reports.
     #[serde(default = "hundred")]
     pub output_tokens: u64,
+}
+
+/// How arrivals are spaced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Spacing {
+    /// Independent arrivals: exponential gaps of mean `1 / ratePerSec`.
+    #[default]
+    Poisson,
+    /// One request every `1 / ratePerSec`, the first at time 0: figures
+    /// that can be worked out by hand.
+    Even,
 }
 
 fn one() -> u64 {

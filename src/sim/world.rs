@@ -41,7 +41,8 @@ pub(crate) enum Dialect {
 pub(crate) struct Calls {
     /// Every call.
     pub(crate) total: u64,
-    /// Calls a fault made fail (an error status, silence, a refusal).
+    /// Calls that failed: an error status, silence, a refusal, or an answer
+    /// slower than the call's time limit.
     pub(crate) failed: u64,
 }
 
@@ -262,7 +263,8 @@ impl Platform for SimPlatform {
         if let (Some(i), Some(a)) = (found, &answer) {
             let mut calls = self.world.calls.borrow_mut();
             calls[i].total += 1;
-            let failed = !matches!(a, Answer::Reply { status: 200, .. });
+            let in_time = |after: &u64| limit.is_none_or(|l| *after <= l);
+            let failed = !matches!(a, Answer::Reply { status: 200, after, .. } if in_time(after));
             calls[i].failed += u64::from(failed);
         }
         let clock = self.clock.clone();
