@@ -12,6 +12,7 @@
 //! | `POST /v1/messages`          | Anthropic Messages, whole or streamed         |
 //! | `GET /v1/models`             | the configured routes (OpenAI or Anthropic shape) |
 //! | `GET /health`                | per provider: breaker, error rate, latency, last failure |
+//! | `GET /metrics`               | this isolate's counters, Prometheus / OpenMetrics text |
 //! | `GET /`                      | a short JSON index                            |
 //!
 //! Errors always come in the client's format: OpenAI
@@ -20,6 +21,7 @@
 
 mod auth;
 mod log;
+mod metrics;
 mod pass;
 mod render;
 mod request;
@@ -279,6 +281,7 @@ enum Route {
     Chat(Format),
     Models,
     Health,
+    Metrics,
     Index,
     NotFound,
     WrongMethod(&'static str),
@@ -294,6 +297,7 @@ fn route(method: &str, path: &str) -> Route {
         "/v1/messages" => ("POST", Route::Chat(Format::Anthropic)),
         "/v1/models" => ("GET", Route::Models),
         "/health" => ("GET", Route::Health),
+        "/metrics" => ("GET", Route::Metrics),
         "/" => ("GET", Route::Index),
         _ => return Route::NotFound,
     };
@@ -311,6 +315,7 @@ fn route(method: &str, path: &str) -> Route {
 pub struct Gateway<P: Platform, S: BreakerStore> {
     client: Rc<Client<P, S>>,
     auth: Auth,
+    metrics: metrics::Metrics,
 }
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
@@ -319,6 +324,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         Gateway {
             client: Rc::new(client),
             auth,
+            metrics: metrics::Metrics::default(),
         }
     }
 
@@ -396,6 +402,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 )
             }
             Route::Health => json_response(200, &self.health()),
+            Route::Metrics => self.metrics_page(),
             Route::Models => json_response(200, &self.models(format)),
             Route::Chat(format) => self.chat(format, &headers, body, &mut log).await,
         };
@@ -403,6 +410,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         out.headers.insert("x-request-id", request_id.as_str());
         log.status = out.status;
         log.latency_ms = now.saturating_sub(start);
+        self.metrics.record(&log);
         out.log = log_line(&mut log);
         out
     }
@@ -593,6 +601,19 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         }
     }
 
+    /// `GET /metrics`.
+    fn metrics_page(&self) -> Outbound {
+        let mut headers = Headers::new();
+        headers.insert("content-type", metrics::CONTENT_TYPE);
+        Outbound {
+            status: 200,
+            headers,
+            body: self.metrics.render(&self.client.health()).into_bytes(),
+            stream: None,
+            log: String::new(),
+        }
+    }
+
     /// `GET /health`.
     fn health(&self) -> HealthBody {
         let providers = self.client.health();
@@ -658,6 +679,7 @@ fn index() -> Value {
             "POST /v1/messages",
             "GET /v1/models",
             "GET /health",
+            "GET /metrics",
         ],
     })
 }
