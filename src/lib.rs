@@ -66,7 +66,7 @@ mod platform;
 mod policy;
 mod provider;
 mod secret;
-#[cfg(feature = "simulate")]
+#[cfg(feature = "sim")]
 pub mod sim;
 mod sse;
 #[cfg(any(test, feature = "testing"))]

@@ -24,6 +24,7 @@ mod parts;
 mod provider;
 mod request;
 mod shapes;
+mod simulate;
 mod stream;
 
 use std::future::Future;

@@ -8,7 +8,8 @@
 //! — the same breaker, retry, budget and routing code the Worker runs, and
 //! the real provider adapters reading the simulated answers — on a platform
 //! whose clock is virtual: an hour of traffic takes seconds, with no real
-//! sleep. The same seed gives the same [`Report`], byte for byte.
+//! sleep. The same seed gives the same [`Report`], byte for byte. With the
+//! `simulate` feature, `svg` draws a run's charts.
 //!
 //! ```
 //! use resilient_llm::sim::{simulate, Scenario};
@@ -27,6 +28,7 @@
 //! assert_eq!(report.runs[0].figures.answered, report.runs[0].figures.requests);
 //! ```
 
+#[cfg(feature = "simulate")]
 mod chart;
 mod exec;
 mod report;
@@ -34,6 +36,7 @@ mod runner;
 mod scenario;
 mod world;
 
+#[cfg(feature = "simulate")]
 pub use chart::svg;
 pub use report::{Figures, Percentiles, Report, Run, Series};
 pub use scenario::{
