@@ -130,7 +130,8 @@ impl Default for Metrics {
     }
 }
 
-fn kind_name(o: &Outcome) -> String {
+/// `ok`, or the failure's kind (`rate_limited`, …).
+pub(super) fn outcome_name(o: &Outcome) -> String {
     match o {
         Outcome::Ok => "ok".into(),
         Outcome::Failed(kind) => serde_json::to_value(kind)
@@ -189,7 +190,7 @@ impl Metrics {
                 .get_or_create(&AttemptLabels {
                     provider: model.provider,
                     model: model.model,
-                    outcome: kind_name(&a.outcome),
+                    outcome: outcome_name(&a.outcome),
                 })
                 .inc();
         }

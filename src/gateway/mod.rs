@@ -13,6 +13,8 @@
 //! | `GET /v1/models`             | the configured routes (OpenAI or Anthropic shape) |
 //! | `GET /health`                | per provider: breaker, error rate, latency, last failure |
 //! | `GET /metrics`               | this isolate's counters, Prometheus / OpenMetrics text |
+//! | `GET /status`                | the status page (HTML; sign-in form at `POST /status/login`) |
+//! | `GET /status/data`           | the status page's data (JSON) |
 //! | `GET /`                      | a short JSON index                            |
 //!
 //! Errors always come in the client's format: OpenAI
@@ -26,6 +28,7 @@ mod pass;
 mod render;
 mod request;
 mod sse;
+mod status;
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -41,7 +44,7 @@ use crate::engine::store::BreakerStore;
 use crate::engine::stream::{ChatStream, StreamItem};
 use crate::format::{anthropic, openai, FormatErrorKind};
 use crate::platform::{Body, Headers, Platform, UnixMillis};
-use crate::policy::breaker::{BreakerPolicy, StateName};
+use crate::policy::breaker::{BreakerPolicy, State, StateName};
 use crate::policy::stats::Health;
 
 pub use auth::Auth;
@@ -282,6 +285,9 @@ enum Route {
     Models,
     Health,
     Metrics,
+    Status,
+    StatusData,
+    StatusLogin,
     Index,
     NotFound,
     WrongMethod(&'static str),
@@ -298,6 +304,9 @@ fn route(method: &str, path: &str) -> Route {
         "/v1/models" => ("GET", Route::Models),
         "/health" => ("GET", Route::Health),
         "/metrics" => ("GET", Route::Metrics),
+        "/status" => ("GET", Route::Status),
+        "/status/data" => ("GET", Route::StatusData),
+        "/status/login" => ("POST", Route::StatusLogin),
         "/" => ("GET", Route::Index),
         _ => return Route::NotFound,
     };
@@ -316,6 +325,7 @@ pub struct Gateway<P: Platform, S: BreakerStore> {
     client: Rc<Client<P, S>>,
     auth: Auth,
     metrics: metrics::Metrics,
+    changes: std::cell::RefCell<status::Changes>,
 }
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
@@ -325,6 +335,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             client: Rc::new(client),
             auth,
             metrics: metrics::Metrics::default(),
+            changes: Default::default(),
         }
     }
 
@@ -392,6 +403,14 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 o
             }
             Route::Index => json_response(200, &index()),
+            Route::Status if self.auth.check_with_cookie(&headers, status::COOKIE) => {
+                self.status(true)
+            }
+            Route::Status => html_response(401, status::login_page(None)),
+            Route::StatusData if self.auth.check_with_cookie(&headers, status::COOKIE) => {
+                self.status(false)
+            }
+            Route::StatusLogin => self.login(body).await,
             _ if !self.auth.check(&headers) => {
                 log.error = Some("unauthorized");
                 error_response(
@@ -403,6 +422,8 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             }
             Route::Health => json_response(200, &self.health()),
             Route::Metrics => self.metrics_page(),
+            // Reached with a header key, which the guard above also takes.
+            Route::StatusData => self.status(false),
             Route::Models => json_response(200, &self.models(format)),
             Route::Chat(format) => self.chat(format, &headers, body, &mut log).await,
         };
@@ -411,6 +432,11 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         log.status = out.status;
         log.latency_ms = now.saturating_sub(start);
         self.metrics.record(&log);
+        let states = self.client.upstreams.keys().map(|k| {
+            let state = self.client.store.state(k).unwrap_or(State::Closed);
+            (k.as_str(), state.name())
+        });
+        self.changes.borrow_mut().observe(now, &log, states);
         out.log = log_line(&mut log);
         out
     }
@@ -601,6 +627,47 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         }
     }
 
+    /// `GET /status` (`html`) or `GET /status/data`: the same data.
+    fn status(&self, html: bool) -> Outbound {
+        let health = self.client.health();
+        let changes = self.changes.borrow();
+        let body = status::StatusBody::new(self.client.platform().now(), &health, &changes);
+        if html {
+            html_response(200, status::page(&body))
+        } else {
+            json_response(200, &body)
+        }
+    }
+
+    /// `POST /status/login`: a form with the gateway key; an accepted one
+    /// goes into the status page's cookie.
+    async fn login(&self, body: Body) -> Outbound {
+        let form = read_body(body, 4096, false).await.unwrap_or_default();
+        let key = form_urlencoded::parse(&form)
+            .find(|(k, _)| k == "key")
+            .map(|(_, v)| v.trim().to_owned())
+            .unwrap_or_default();
+        if key.is_empty() || self.auth.is_open() || !self.auth.accepts(&key) {
+            let problem = if self.auth.is_open() {
+                "auth is switched off: the status page needs no sign-in"
+            } else {
+                "that key is not accepted"
+            };
+            return html_response(401, status::login_page(Some(problem)));
+        }
+        let cookie = cookie::Cookie::build((status::COOKIE, key))
+            .path("/status")
+            .http_only(true)
+            .secure(true)
+            .same_site(cookie::SameSite::Strict)
+            .max_age(cookie::time::Duration::hours(12));
+        let mut out = html_response(303, String::new());
+        out.headers.insert("location", "/status");
+        out.headers
+            .insert("set-cookie", cookie.build().encoded().to_string());
+        out
+    }
+
     /// `GET /metrics`.
     fn metrics_page(&self) -> Outbound {
         let mut headers = Headers::new();
@@ -659,6 +726,25 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 })
             }
         }
+    }
+}
+
+/// An HTML page that loads nothing from elsewhere, and is not cached.
+fn html_response(status: u16, html: String) -> Outbound {
+    let mut headers = Headers::new();
+    headers.insert("content-type", "text/html; charset=utf-8");
+    headers.insert("cache-control", "no-store");
+    headers.insert(
+        "content-security-policy",
+        "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; \
+         connect-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'",
+    );
+    Outbound {
+        status,
+        headers,
+        body: html.into_bytes(),
+        stream: None,
+        log: String::new(),
     }
 }
 
