@@ -99,6 +99,8 @@ pub const REQUEST_HEADERS: &[&str] = &[
     "content-length",
     "x-request-id",
     "x-request-timeout-ms",
+    // the status page's sign-in; read by the status routes only, never forwarded
+    "cookie",
     // FORWARDED_HEADERS
     "anthropic-beta",
     "openai-beta",

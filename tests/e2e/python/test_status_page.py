@@ -77,6 +77,13 @@ class StatusPage(unittest.TestCase):
             f"{provider} did not show {state} (shows {self.state_of(provider)})")
 
     def test_signs_in_and_shows_the_breaker_open_then_closed(self):
+        try:
+            self.check_page()
+        except Exception:
+            self.driver.save_screenshot(os.path.join(SHOTS, "status-failure.png"))
+            raise
+
+    def check_page(self):
         d = self.driver
         d.get(f"{GATEWAY_URL}/status")
         self.assertEqual(d.find_element(By.CSS_SELECTOR, 'label[for="key"]').text, "Gateway key")
