@@ -313,3 +313,45 @@ fn a_scenario_naming_a_provider_the_config_lacks_is_refused() {
         "providers.ghost: modelled but not in config.providers"
     );
 }
+
+#[test]
+fn isolates_sharing_a_fleet_object_learn_from_each_other() {
+    // Threshold 3, a primary dead for the whole run, four isolates taking
+    // requests in turn. Alone, each isolate would pay 3 failed calls to open
+    // its own breaker (12); sharing verdicts through the fleet object, the
+    // fleet opens after 3 failures in all and the isolates follow it.
+    let dead =
+        json!([{ "fromMs": 0, "toMs": 30000, "effect": { "kind": "status", "status": 503 } }]);
+    let mut s = two_providers(
+        dead,
+        json!({ "failureThreshold": 3, "cooldownMs": 60000, "maxCooldownMs": 60000 }),
+    );
+    s.duration_ms = 30_000;
+    s.traffic.rate_per_sec = 4.0;
+    s.traffic.isolates = 4;
+    let report = simulate(&s).unwrap();
+    let f = &report.runs[0].figures;
+    assert_eq!((f.requests, f.answered), (120, 120));
+    assert!(f.failing_calls < 12, "{} failed calls", f.failing_calls);
+    assert!(
+        f.failing_calls >= 3,
+        "the fleet needs three verdicts to open"
+    );
+    let primary = report
+        .providers
+        .iter()
+        .position(|p| p == "primary")
+        .unwrap();
+    assert_eq!(*report.runs[0].series.breaker[primary].last().unwrap(), 2);
+    assert_eq!(
+        report,
+        simulate(&s).unwrap(),
+        "deterministic with a fleet too"
+    );
+    s.traffic.isolates = 1;
+    let alone = simulate(&s).unwrap();
+    assert_eq!(
+        alone.runs[0].figures.failing_calls, 3,
+        "one isolate: three calls open its breaker"
+    );
+}

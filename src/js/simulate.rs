@@ -33,7 +33,7 @@ export interface SimScenario {
   name: string; description?: string; seed?: number; durationMs: number; bucketMs?: number;
   providers: Record<string, { medianMs: number; p95Ms: number; inputPerMtok?: number;
                                outputPerMtok?: number; faults?: SimFault[] }>;
-  traffic: { ratePerSec: number; spacing?: "poisson" | "even"; inputTokens?: number; outputTokens?: number };
+  traffic: { ratePerSec: number; spacing?: "poisson" | "even"; inputTokens?: number; outputTokens?: number; isolates?: number };
   /** Each a JSON merge patch over the configuration. */
   policies: { name: string; patch?: object }[];
 }

@@ -31,6 +31,7 @@
 #[cfg(feature = "simulate")]
 mod chart;
 mod exec;
+mod fleet;
 mod report;
 mod runner;
 mod scenario;

@@ -8,13 +8,16 @@ use std::rc::Rc;
 use serde_json::Value;
 
 use super::exec::{Clock, Executor};
+use super::fleet::{Objects, SimLink};
 use super::report::{Figures, Run, Series};
 use super::scenario::{merge_patch, PolicyPatch, Scenario, Spacing};
 use super::world::{base_url, Dialect, SimPlatform, SimProvider, World};
 use crate::chat::{ChatRequest, Message};
 use crate::config::Config;
-use crate::engine::client::Client;
+use crate::engine::client::{Client, ClientBuilder};
+use crate::engine::store::{BreakerStore, MemoryStore};
 use crate::event::Event;
+use crate::fleet::FleetStore;
 use crate::platform::{Platform, UnixMillis};
 use crate::policy::breaker::StateName;
 
@@ -35,8 +38,9 @@ pub(crate) struct Recorder {
     /// Per provider: when its last failing window ends, and its first
     /// answer from then on.
     recovery: Vec<(Option<u64>, Option<u64>)>,
-    /// Breaker transitions: (when, provider index, state).
-    transitions: Vec<(UnixMillis, usize, StateName)>,
+    /// Breaker transitions: (when, isolate, provider index, state).
+    transitions: Vec<(UnixMillis, usize, usize, StateName)>,
+    isolates: usize,
     prices: Vec<(f64, f64)>,
 }
 
@@ -55,13 +59,13 @@ impl Recorder {
         self.providers.iter().position(|p| p == id)
     }
 
-    fn event(&mut self, now: UnixMillis, ev: &Event<'_>) {
+    fn event(&mut self, now: UnixMillis, isolate: usize, ev: &Event<'_>) {
         match ev {
             Event::Retry { .. } => self.retries += 1,
             Event::Failover { .. } => self.failovers += 1,
             Event::Breaker { provider, to, .. } => {
                 if let Some(i) = self.provider(provider) {
-                    self.transitions.push((now, i, *to));
+                    self.transitions.push((now, isolate, i, *to));
                 }
             }
             _ => {}
@@ -100,20 +104,23 @@ impl Recorder {
     }
 
     /// The breaker series: per provider and bucket, the most open state
-    /// the breaker was in during that bucket (0 closed, 1 half-open, 2 open).
+    /// its breaker was in during that bucket, in any isolate (0 closed,
+    /// 1 half-open, 2 open).
     fn breaker_series(&mut self) {
         let n = self.series.failed.len();
-        let mut current = vec![0u8; self.providers.len()];
+        let mut current = vec![vec![0u8; self.providers.len()]; self.isolates];
         let mut k = 0;
         for b in 0..n {
             let end = (b as u64 + 1) * self.bucket_ms;
-            let mut worst = current.clone();
-            while let Some(&(at, i, to)) = self.transitions.get(k) {
+            let mut worst: Vec<u8> = (0..self.providers.len())
+                .map(|p| current.iter().map(|c| c[p]).max().unwrap_or(0))
+                .collect();
+            while let Some(&(at, iso, i, to)) = self.transitions.get(k) {
                 if at >= end {
                     break;
                 }
-                current[i] = level(to);
-                worst[i] = worst[i].max(current[i]);
+                current[iso][i] = level(to);
+                worst[i] = worst[i].max(current[iso][i]);
                 k += 1;
             }
             for (i, w) in worst.into_iter().enumerate() {
@@ -212,6 +219,7 @@ pub(crate) fn run_policy(scenario: &Scenario, policy: &PolicyPatch) -> Result<Ru
             .map(|p| (p.last_fault_end(), None))
             .collect(),
         transitions: Vec::new(),
+        isolates: scenario.traffic.isolates as usize,
         prices: scenario
             .providers
             .values()
@@ -223,15 +231,43 @@ pub(crate) fn run_policy(scenario: &Scenario, policy: &PolicyPatch) -> Result<Ru
         .borrow_mut()
         .bucket(scenario.duration_ms.saturating_sub(1));
 
-    let rec = recorder.clone();
-    let seen = platform.clone();
-    let client = cfg
-        .client_builder(platform.clone(), vec![], &|_| Some("sim-key".into()))
-        .map_err(|e| format!("policy {:?}: {e}", policy.name))?
-        .observer(move |ev| rec.borrow_mut().event(seen.now(), ev))
+    let ex = Executor::new(clock.clone());
+    let v = cfg
+        .validate(&|_| Some("sim-key".into()), &[])
+        .map_err(|e| format!("policy {:?}: {e}", policy.name))?;
+    let isolates = scenario.traffic.isolates as usize;
+    if isolates == 1 {
+        let client = observed(
+            v.into_builder(platform.clone(), vec![]),
+            &platform,
+            &recorder,
+            0,
+        )
         .build();
-    let client = Rc::new(client);
-    drive(scenario, &clock, &client, &recorder)?;
+        drive(scenario, &ex, &[Rc::new(client)], &recorder)?;
+    } else {
+        let objects = Rc::new(Objects::new(v.policies.breaker, &v.breakers));
+        let mut clients = Vec::new();
+        for i in 0..isolates {
+            // Each isolate validates the same configuration, as each Worker isolate does.
+            let v = cfg
+                .validate(&|_| Some("sim-key".into()), &[])
+                .map_err(|e| format!("policy {:?}: {e}", policy.name))?;
+            let link = SimLink::new(objects.clone(), clock.clone(), ex.clone());
+            let mut store = FleetStore::new(link, format!("isolate-{i}"), v.policies.breaker);
+            for (id, p) in &v.breakers {
+                store = store.with_policy(id.clone(), *p);
+            }
+            let builder = observed(
+                v.into_builder(platform.clone(), vec![]),
+                &platform,
+                &recorder,
+                i,
+            );
+            clients.push(Rc::new(builder.build_with_store(store)));
+        }
+        drive(scenario, &ex, &clients, &recorder)?;
+    }
 
     let mut r = recorder.borrow_mut();
     r.breaker_series();
@@ -243,15 +279,42 @@ pub(crate) fn run_policy(scenario: &Scenario, policy: &PolicyPatch) -> Result<Ru
     })
 }
 
-/// Poisson arrivals for the scenario's duration, then every request still
-/// running is run to its end.
-fn drive(
+/// `builder`, with isolate `i`'s events going to `recorder`.
+fn observed(
+    builder: ClientBuilder<SimPlatform>,
+    platform: &SimPlatform,
+    recorder: &Rc<RefCell<Recorder>>,
+    i: usize,
+) -> ClientBuilder<SimPlatform> {
+    let (rec, seen) = (recorder.clone(), platform.clone());
+    builder.observer(move |ev| rec.borrow_mut().event(seen.now(), i, ev))
+}
+
+/// What a host does once a request is done: the Worker sends the fleet the
+/// verdicts that are due.
+trait AfterRequest {
+    fn after_request(&self, now: UnixMillis);
+}
+
+impl AfterRequest for MemoryStore {
+    fn after_request(&self, _: UnixMillis) {}
+}
+
+impl AfterRequest for FleetStore<SimLink> {
+    fn after_request(&self, now: UnixMillis) {
+        self.flush_due(now);
+    }
+}
+
+/// Arrivals for the scenario's duration, spread over the isolates in turn,
+/// then every request still running is run to its end.
+fn drive<S: BreakerStore + AfterRequest + 'static>(
     scenario: &Scenario,
-    clock: &Clock,
-    client: &Rc<Client<SimPlatform>>,
+    ex: &Executor,
+    clients: &[Rc<Client<SimPlatform, S>>],
     recorder: &Rc<RefCell<Recorder>>,
 ) -> Result<(), String> {
-    let ex = Executor::new(clock.clone());
+    let clock = clients[0].platform().clock();
     let mut arrivals = fastrand::Rng::with_seed(scenario.seed ^ 0x5EED_A771_4A15);
     let mean_gap_ms = 1000.0 / scenario.traffic.rate_per_sec;
     let expected = (scenario.duration_ms as f64 / mean_gap_ms).ceil() as u64 + 1;
@@ -270,11 +333,13 @@ fn drive(
             break;
         }
         ex.run_until(when, &mut budget).ok_or_else(runaway)?;
-        let (c, rec, clock, req) = (client.clone(), recorder.clone(), clock.clone(), req.clone());
+        let c = clients[(k % clients.len() as u64) as usize].clone();
+        let (rec, clock, req) = (recorder.clone(), clock.clone(), req.clone());
         ex.spawn(async move {
             let started = clock.now();
             let result = c.chat(req).await;
             let ended = clock.now();
+            c.store().after_request(ended);
             let served = result.as_ref().ok().map(|r| {
                 let usage = r
                     .response

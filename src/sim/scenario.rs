@@ -153,6 +153,12 @@ pub struct Traffic {
     /// Output tokens each successful answer reports.
     #[serde(default = "hundred")]
     pub output_tokens: u64,
+    /// Worker isolates, each its own client, taking arrivals in turn. One
+    /// (the default) keeps breakers in memory, as the npm package and a
+    /// Rust caller do; more share them as the Worker's isolates do, each
+    /// through its fleet store and one simulated Durable Object per provider.
+    #[serde(default = "one_u32")]
+    pub isolates: u32,
 }
 
 /// How arrivals are spaced.
@@ -167,6 +173,9 @@ pub enum Spacing {
     Even,
 }
 
+fn one_u32() -> u32 {
+    1
+}
 fn one() -> u64 {
     1
 }
@@ -209,6 +218,9 @@ impl Scenario {
         }
         if !(self.traffic.rate_per_sec.is_finite() && self.traffic.rate_per_sec > 0.0) {
             problems.push("traffic.ratePerSec: must be a positive number".into());
+        }
+        if !(1..=64).contains(&self.traffic.isolates) {
+            problems.push("traffic.isolates: must be 1 to 64".into());
         }
         if self.policies.is_empty() {
             problems.push("policies: name at least one".into());

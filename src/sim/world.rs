@@ -234,6 +234,10 @@ impl SimPlatform {
         SimPlatform { clock, world }
     }
 
+    pub(crate) fn clock(&self) -> Clock {
+        self.clock.clone()
+    }
+
     pub(crate) fn world(&self) -> &World {
         &self.world
     }
