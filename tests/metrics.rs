@@ -184,3 +184,43 @@ fn metrics_count_requests_attempts_retries_failovers_and_breaker_state() {
         "no key in the metrics"
     );
 }
+
+#[test]
+fn each_request_leaves_one_analytics_engine_data_point() {
+    let p = FakePlatform::new().at(1_700_000_000_000);
+    let g = gateway(&p);
+    p.script("https://primary.test", [reply(503), reply(503)]);
+    p.script("https://backup.test", [reply(200).body(anthropic_ok())]);
+    let chat = json!({ "model": "default", "messages": [{ "role": "user", "content": "hi" }] })
+        .to_string();
+    let out = block_on(
+        &p,
+        g.handle(req("POST", "/v1/chat/completions", &[BEARER], &chat)),
+    );
+    assert_eq!(out.status, 200);
+    let point = g.take_point().expect("a data point");
+    assert_eq!(point.index, "default");
+    assert_eq!(
+        point.blobs,
+        [
+            "/v1/chat/completions",
+            "default",
+            "backup",
+            "claude-small",
+            "200"
+        ]
+    );
+    assert_eq!(point.doubles[0], 200.0);
+    assert_eq!(
+        point.doubles[2], 3.0,
+        "two calls to the primary, one to the backup"
+    );
+    assert_eq!(g.take_point(), None, "taken once");
+    let out = block_on(&p, g.handle(req("GET", "/nowhere", &[], "")));
+    assert_eq!(out.status, 404);
+    let point = g.take_point().unwrap();
+    assert_eq!(
+        (point.index.as_str(), point.doubles[0]),
+        ("/nowhere", 404.0)
+    );
+}

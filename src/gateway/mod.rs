@@ -25,6 +25,7 @@ mod auth;
 mod log;
 mod metrics;
 mod pass;
+mod point;
 mod render;
 mod request;
 mod sse;
@@ -48,6 +49,7 @@ use crate::policy::breaker::{BreakerPolicy, State, StateName};
 use crate::policy::stats::Health;
 
 pub use auth::Auth;
+pub use point::DataPoint;
 pub use render::{error_response, render_error};
 pub use request::url_path;
 pub use sse::{Piece, PieceStream};
@@ -328,6 +330,7 @@ pub struct Gateway<P: Platform, S: BreakerStore> {
     auth: Auth,
     metrics: metrics::Metrics,
     changes: std::cell::RefCell<status::Changes>,
+    point: std::cell::RefCell<Option<DataPoint>>,
 }
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
@@ -338,12 +341,20 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             auth,
             metrics: metrics::Metrics::default(),
             changes: Default::default(),
+            point: Default::default(),
         }
     }
 
     /// The client.
     pub fn client(&self) -> &Client<P, S> {
         &self.client
+    }
+
+    /// The data point of the request [`handle`](Gateway::handle) answered
+    /// last. A host takes it right after `handle` completes, before it awaits
+    /// anything else: on one thread no other request can finish in between.
+    pub fn take_point(&self) -> Option<DataPoint> {
+        self.point.borrow_mut().take()
     }
 
     /// Gateway auth.
@@ -439,6 +450,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             (k.as_str(), state.name())
         });
         self.changes.borrow_mut().observe(now, &log, states);
+        *self.point.borrow_mut() = Some(DataPoint::of(&log));
         out.log = log_line(&mut log);
         out
     }
