@@ -31,7 +31,7 @@ fn run() -> Result<(), String> {
         match a.as_str() {
             "--out" => out = Some(PathBuf::from(args.next().ok_or("--out needs a directory")?)),
             "-h" | "--help" => {
-                println!("usage: simulate SCENARIO.json [--out DIR]");
+                say(format_args!("usage: simulate SCENARIO.json [--out DIR]\n"))?;
                 return Ok(());
             }
             _ if file.is_none() => file = Some(PathBuf::from(a)),
@@ -51,18 +51,18 @@ fn run() -> Result<(), String> {
         .map(|(a, b)| a.saturating_sub(b) as f64 / 1e9);
     let requests: u64 = report.runs.iter().map(|r| r.figures.requests).sum();
 
-    print!("{}", report.table());
+    say(format_args!("{}", report.table()))?;
     let per = |s: f64| requests as f64 / s.max(1e-9);
     match cpu {
-        Some(cpu) => println!(
-            "simulated {requests} requests in {cpu:.3} s of CPU ({:.0} requests/s on one core), {secs:.3} s of wall time ({:.0}/s)",
+        Some(cpu) => say(format_args!(
+            "simulated {requests} requests in {cpu:.3} s of CPU ({:.0} requests/s on one core), {secs:.3} s of wall time ({:.0}/s)\n",
             per(cpu),
             per(secs)
-        ),
-        None => println!(
-            "simulated {requests} requests in {secs:.3} s of wall time: {:.0} requests/s",
+        ))?,
+        None => say(format_args!(
+            "simulated {requests} requests in {secs:.3} s of wall time: {:.0} requests/s\n",
             per(secs)
-        ),
+        ))?,
     }
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let json = serde_json::to_string(&report).map_err(|e| e.to_string())?;
@@ -87,8 +87,16 @@ fn cpu_ns() -> Option<u64> {
 
 fn write(path: &Path, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
-    println!("wrote {}", path.display());
-    Ok(())
+    say(format_args!("wrote {}\n", path.display()))
+}
+
+/// Writes to stdout; a closed one (`| head`) is an error, not a panic.
+fn say(text: std::fmt::Arguments<'_>) -> Result<(), String> {
+    use std::io::Write as _;
+    std::io::stdout()
+        .lock()
+        .write_fmt(text)
+        .map_err(|e| format!("stdout: {e}"))
 }
 
 /// A policy name as a file name: lower case, runs of anything else as `-`.
