@@ -17,7 +17,8 @@ fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("simulate: {e}");
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "simulate: {e}");
             ExitCode::FAILURE
         }
     }
