@@ -21,7 +21,7 @@ flock 8
 
 want=$(sha256sum "$REQUIREMENTS" | cut -d' ' -f1)
 stamp=$VENV/.resilient-llm-requirements
-if [[ -f $stamp && $(<"$stamp") == "$want" ]] && "$VENV/bin/python" -c 'import openai, anthropic, pydantic' 2>/dev/null; then
+if [[ -f $stamp && $(<"$stamp") == "$want" ]] && "$VENV/bin/python" -c 'import openai, anthropic, pydantic, selenium' 2>/dev/null; then
   log "venv-py: matches tests/e2e/python/requirements.txt"
   exit 0
 fi

@@ -66,6 +66,8 @@ mod platform;
 mod policy;
 mod provider;
 mod secret;
+#[cfg(feature = "sim")]
+pub mod sim;
 mod sse;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

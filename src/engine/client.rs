@@ -318,7 +318,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     /// failure that says nothing about the provider's health (a bad request,
     /// the deadline) gives the permit back.
     pub(crate) fn settle(&self, entry: &Entry, permit: Permit, result: Result<(), &ProviderError>) {
-        let before = self.store.snapshot(&entry.provider).map(|s| s.state);
+        let before = self.store.state(&entry.provider);
         let now = self.platform.now();
         let outcome = match result {
             Ok(()) => Outcome::Success,
@@ -366,7 +366,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     }
 
     pub(crate) async fn acquire(&self, key: &str, now: UnixMillis) -> Result<Permit, CircuitOpen> {
-        let before = self.store.snapshot(key).map(|s| s.state);
+        let before = self.store.state(key);
         let result = self.store.try_acquire(key, now).await;
         self.emit_transition(key, before);
         result
@@ -380,11 +380,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
 
     fn emit_transition(&self, key: &str, before: Option<State>) {
         let from = before.unwrap_or(State::Closed).name();
-        let to = self
-            .store
-            .snapshot(key)
-            .map_or(State::Closed, |s| s.state)
-            .name();
+        let to = self.store.state(key).unwrap_or(State::Closed).name();
         if from != to {
             self.emit(|| Event::Breaker {
                 provider: key,

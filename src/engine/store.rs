@@ -7,7 +7,9 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use crate::platform::UnixMillis;
-use crate::policy::breaker::{Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, Snapshot};
+use crate::policy::breaker::{
+    Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, Snapshot, State,
+};
 
 /// Breakers keyed by provider id.
 #[allow(async_fn_in_trait)] // single-threaded by design; futures are !Send on wasm
@@ -35,6 +37,13 @@ pub trait BreakerStore {
 
     /// The breaker's current state, if it has been used.
     fn snapshot(&self, key: &str) -> Option<Snapshot>;
+
+    /// The state alone, as [`snapshot`](BreakerStore::snapshot) has it: asked
+    /// around every verdict, so a store may answer without copying the
+    /// verdict window.
+    fn state(&self, key: &str) -> Option<State> {
+        self.snapshot(key).map(|s| s.state)
+    }
 
     /// A request is about to walk `keys` (its route): a store that learns
     /// state from elsewhere starts fetching what it does not know yet, so
@@ -115,5 +124,9 @@ impl BreakerStore for MemoryStore {
 
     fn snapshot(&self, key: &str) -> Option<Snapshot> {
         self.breakers.borrow().get(key).map(Breaker::snapshot)
+    }
+
+    fn state(&self, key: &str) -> Option<State> {
+        self.breakers.borrow().get(key).map(Breaker::state)
     }
 }

@@ -55,8 +55,34 @@ impl Auth {
         let offered = [bearer, headers.get("x-api-key").map(str::trim)];
         let mut ok = false;
         for candidate in offered.into_iter().flatten() {
-            for key in &self.keys {
-                ok |= ct_eq(candidate.as_bytes(), key.expose().as_bytes());
+            ok |= self.accepts(candidate);
+        }
+        ok
+    }
+
+    /// Whether `candidate` is an accepted key, compared in constant time
+    /// with every key.
+    pub fn accepts(&self, candidate: &str) -> bool {
+        let mut ok = self.open;
+        for key in &self.keys {
+            ok |= ct_eq(candidate.as_bytes(), key.expose().as_bytes());
+        }
+        ok
+    }
+
+    /// [`check`](Auth::check), or an accepted key in the `cookie` named
+    /// `name` (the status page's sign-in). Only for pages that spend nothing.
+    pub fn check_with_cookie(&self, headers: &Headers, name: &str) -> bool {
+        if self.check(headers) {
+            return true;
+        }
+        let Some(cookies) = headers.get("cookie") else {
+            return false;
+        };
+        let mut ok = false;
+        for c in cookie::Cookie::split_parse_encoded(cookies).flatten() {
+            if c.name() == name {
+                ok |= self.accepts(c.value());
             }
         }
         ok

@@ -108,23 +108,23 @@ impl LogLine<'_> {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct TrailItem {
-    duration_ms: u64,
-    model: String,
-    number: u32,
-    outcome: Outcome,
-    provider: String,
+    pub(super) duration_ms: u64,
+    pub(super) model: String,
+    pub(super) number: u32,
+    pub(super) outcome: Outcome,
+    pub(super) provider: String,
     /// `false` for an attempt that never reached its provider; left out
     /// for one that did.
     #[serde(skip_serializing_if = "Option::is_none")]
-    reached: Option<bool>,
+    pub(super) reached: Option<bool>,
     /// Why this entry could not serve the request at all (a field it cannot
     /// be given): the gateway's own words, so safe to log.
     #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<String>,
+    pub(super) reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<u16>,
+    pub(super) status: Option<u16>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    usage: Option<Usage>,
+    pub(super) usage: Option<Usage>,
 }
 
 /// How an attempt ended: `ok`, or the failure's kind (`rate_limited`, …).

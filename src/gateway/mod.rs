@@ -12,6 +12,9 @@
 //! | `POST /v1/messages`          | Anthropic Messages, whole or streamed         |
 //! | `GET /v1/models`             | the configured routes (OpenAI or Anthropic shape) |
 //! | `GET /health`                | per provider: breaker, error rate, latency, last failure |
+//! | `GET /metrics`               | this isolate's counters, Prometheus / OpenMetrics text |
+//! | `GET /status`                | the status page (HTML; sign-in form at `POST /status/login`) |
+//! | `GET /status/data`           | the status page's data (JSON) |
 //! | `GET /`                      | a short JSON index                            |
 //!
 //! Errors always come in the client's format: OpenAI
@@ -20,10 +23,13 @@
 
 mod auth;
 mod log;
+mod metrics;
 mod pass;
+mod point;
 mod render;
 mod request;
 mod sse;
+mod status;
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -39,10 +45,11 @@ use crate::engine::store::BreakerStore;
 use crate::engine::stream::{ChatStream, StreamItem};
 use crate::format::{anthropic, openai, FormatErrorKind};
 use crate::platform::{Body, Headers, Platform, UnixMillis};
-use crate::policy::breaker::{BreakerPolicy, StateName};
+use crate::policy::breaker::{BreakerPolicy, State, StateName};
 use crate::policy::stats::Health;
 
 pub use auth::Auth;
+pub use point::DataPoint;
 pub use render::{error_response, render_error};
 pub use request::url_path;
 pub use sse::{Piece, PieceStream};
@@ -94,6 +101,8 @@ pub const REQUEST_HEADERS: &[&str] = &[
     "content-length",
     "x-request-id",
     "x-request-timeout-ms",
+    // the status page's sign-in; read by the status routes only, never forwarded
+    "cookie",
     // FORWARDED_HEADERS
     "anthropic-beta",
     "openai-beta",
@@ -279,6 +288,10 @@ enum Route {
     Chat(Format),
     Models,
     Health,
+    Metrics,
+    Status,
+    StatusData,
+    StatusLogin,
     Index,
     NotFound,
     WrongMethod(&'static str),
@@ -294,6 +307,10 @@ fn route(method: &str, path: &str) -> Route {
         "/v1/messages" => ("POST", Route::Chat(Format::Anthropic)),
         "/v1/models" => ("GET", Route::Models),
         "/health" => ("GET", Route::Health),
+        "/metrics" => ("GET", Route::Metrics),
+        "/status" => ("GET", Route::Status),
+        "/status/data" => ("GET", Route::StatusData),
+        "/status/login" => ("POST", Route::StatusLogin),
         "/" => ("GET", Route::Index),
         _ => return Route::NotFound,
     };
@@ -311,26 +328,39 @@ fn route(method: &str, path: &str) -> Route {
 pub struct Gateway<P: Platform, S: BreakerStore> {
     client: Rc<Client<P, S>>,
     auth: Auth,
+    metrics: metrics::Metrics,
+    changes: std::cell::RefCell<status::Changes>,
+    point: std::cell::RefCell<Option<DataPoint>>,
 }
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// A gateway over `client`.
     pub fn new(client: Client<P, S>, auth: Auth) -> Self {
-        Gateway {
-            client: Rc::new(client),
-            auth,
-        }
+        Self::shared(Rc::new(client), auth)
     }
 
     /// A gateway over a client its host also calls directly (the npm
     /// package's `client.fetch` shares the breakers of `client.chat`).
     pub fn shared(client: Rc<Client<P, S>>, auth: Auth) -> Self {
-        Gateway { client, auth }
+        Gateway {
+            client,
+            auth,
+            metrics: metrics::Metrics::default(),
+            changes: Default::default(),
+            point: Default::default(),
+        }
     }
 
     /// The client.
     pub fn client(&self) -> &Client<P, S> {
         &self.client
+    }
+
+    /// The data point of the request [`handle`](Gateway::handle) answered
+    /// last. A host takes it right after `handle` completes, before it awaits
+    /// anything else: on one thread no other request can finish in between.
+    pub fn take_point(&self) -> Option<DataPoint> {
+        self.point.borrow_mut().take()
     }
 
     /// Gateway auth.
@@ -392,6 +422,14 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 o
             }
             Route::Index => json_response(200, &index()),
+            Route::Status if self.auth.check_with_cookie(&headers, status::COOKIE) => {
+                self.status(true)
+            }
+            Route::Status => html_response(401, status::login_page(None)),
+            Route::StatusData if self.auth.check_with_cookie(&headers, status::COOKIE) => {
+                self.status(false)
+            }
+            Route::StatusLogin => self.login(body).await,
             _ if !self.auth.check(&headers) => {
                 log.error = Some("unauthorized");
                 error_response(
@@ -402,6 +440,9 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 )
             }
             Route::Health => json_response(200, &self.health()),
+            Route::Metrics => self.metrics_page(),
+            // Reached with a header key, which the guard above also takes.
+            Route::StatusData => self.status(false),
             Route::Models => json_response(200, &self.models(format)),
             Route::Chat(format) => self.chat(format, &headers, body, &mut log).await,
         };
@@ -409,6 +450,13 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         out.headers.insert("x-request-id", request_id.as_str());
         log.status = out.status;
         log.latency_ms = now.saturating_sub(start);
+        self.metrics.record(&log);
+        let states = self.client.upstreams.keys().map(|k| {
+            let state = self.client.store.state(k).unwrap_or(State::Closed);
+            (k.as_str(), state.name())
+        });
+        self.changes.borrow_mut().observe(now, &log, states);
+        *self.point.borrow_mut() = Some(DataPoint::of(&log));
         out.log = log_line(&mut log);
         out
     }
@@ -607,6 +655,60 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         }
     }
 
+    /// `GET /status` (`html`) or `GET /status/data`: the same data.
+    fn status(&self, html: bool) -> Outbound {
+        let health = self.client.health();
+        let changes = self.changes.borrow();
+        let body = status::StatusBody::new(self.client.platform().now(), &health, &changes);
+        if html {
+            html_response(200, status::page(&body))
+        } else {
+            json_response(200, &body)
+        }
+    }
+
+    /// `POST /status/login`: a form with the gateway key; an accepted one
+    /// goes into the status page's cookie.
+    async fn login(&self, body: Body) -> Outbound {
+        let form = read_body(body, 4096, false).await.unwrap_or_default();
+        let key = form_urlencoded::parse(&form)
+            .find(|(k, _)| k == "key")
+            .map(|(_, v)| v.trim().to_owned())
+            .unwrap_or_default();
+        if key.is_empty() || self.auth.is_open() || !self.auth.accepts(&key) {
+            let problem = if self.auth.is_open() {
+                "auth is switched off: the status page needs no sign-in"
+            } else {
+                "that key is not accepted"
+            };
+            return html_response(401, status::login_page(Some(problem)));
+        }
+        let cookie = cookie::Cookie::build((status::COOKIE, key))
+            .path("/status")
+            .http_only(true)
+            .secure(true)
+            .same_site(cookie::SameSite::Strict)
+            .max_age(cookie::time::Duration::hours(12));
+        let mut out = html_response(303, String::new());
+        out.headers.insert("location", "/status");
+        out.headers
+            .insert("set-cookie", cookie.build().encoded().to_string());
+        out
+    }
+
+    /// `GET /metrics`.
+    fn metrics_page(&self) -> Outbound {
+        let mut headers = Headers::new();
+        headers.insert("content-type", metrics::CONTENT_TYPE);
+        Outbound {
+            status: 200,
+            headers,
+            body: self.metrics.render(&self.client.health()).into_bytes(),
+            stream: None,
+            log: String::new(),
+        }
+    }
+
     /// `GET /health`.
     fn health(&self) -> HealthBody {
         let providers = self.client.health();
@@ -655,6 +757,25 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     }
 }
 
+/// An HTML page that loads nothing from elsewhere, and is not cached.
+fn html_response(status: u16, html: String) -> Outbound {
+    let mut headers = Headers::new();
+    headers.insert("content-type", "text/html; charset=utf-8");
+    headers.insert("cache-control", "no-store");
+    headers.insert(
+        "content-security-policy",
+        "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; \
+         connect-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'",
+    );
+    Outbound {
+        status,
+        headers,
+        body: html.into_bytes(),
+        stream: None,
+        log: String::new(),
+    }
+}
+
 /// `GET /health`'s answer.
 #[derive(Serialize)]
 struct HealthBody {
@@ -672,6 +793,7 @@ fn index() -> Value {
             "POST /v1/messages",
             "GET /v1/models",
             "GET /health",
+            "GET /metrics",
         ],
     })
 }

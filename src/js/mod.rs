@@ -27,6 +27,7 @@ mod parts;
 mod provider;
 mod request;
 mod shapes;
+mod simulate;
 mod stream;
 
 use std::future::Future;

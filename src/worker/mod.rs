@@ -152,6 +152,9 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> Result<web_sys:
                 body,
             };
             let out = gw.handle(inbound).await;
+            if let Some(point) = gw.take_point() {
+                write_point(&env, point);
+            }
             let now = worker::js_sys::Date::now() as u64;
             gw.client().store().flush_due(now);
             background.hand_to(&ctx);
@@ -182,6 +185,23 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> Result<web_sys:
             Some(&mut out.body),
             &init,
         )?),
+    }
+}
+
+/// One Analytics Engine data point per request, when a dataset is bound as
+/// `ANALYTICS` (`[[analytics_engine_datasets]]` in wrangler.toml); without
+/// the binding, nothing.
+fn write_point(env: &Env, point: gateway::DataPoint) {
+    let Ok(dataset) = env.analytics_engine("ANALYTICS") else {
+        return;
+    };
+    let written = worker::AnalyticsEngineDataPointBuilder::new()
+        .indexes([point.index.as_str()])
+        .blobs(point.blobs)
+        .doubles(point.doubles)
+        .write_to(&dataset);
+    if let Err(e) = written {
+        worker::console_warn!("{{\"level\":\"warn\",\"msg\":\"analytics engine: {e}\"}}");
     }
 }
 

@@ -1,0 +1,227 @@
+//! `GET /metrics`: this isolate's counters in the Prometheus / OpenMetrics
+//! text format, written by the prometheus-client crate. Requests are
+//! counted when their log line is written (a stream at its commit point,
+//! with the attempts that led to it); breaker state and health are read from
+//! the client when the page is asked for.
+
+use std::fmt::Write as _;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use super::log::{LogLine, Outcome};
+use crate::policy::breaker::StateName;
+use crate::policy::stats::Health;
+
+/// Upper bounds of the latency buckets, in seconds: from a fast cached
+/// answer to the default end-to-end deadline.
+const SECONDS: [f64; 12] = [
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 45.0, 60.0,
+];
+
+/// The media type of what [`Metrics::render`] writes.
+pub(super) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    path: String,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelLabels {
+    provider: String,
+    model: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AttemptLabels {
+    provider: String,
+    model: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProviderLabels {
+    provider: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    provider: String,
+    state: &'static str,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn histogram() -> Histogram {
+    Histogram::new(SECONDS)
+}
+
+/// One isolate's counters.
+pub(super) struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    request_seconds: Histograms<ProviderLabels>,
+    attempts: Family<AttemptLabels, Counter>,
+    attempt_seconds: Histograms<ModelLabels>,
+    retries: Family<ModelLabels, Counter>,
+    failovers: Family<ProviderLabels, Counter>,
+    breaker: Family<StateLabels, Gauge>,
+    consecutive_failures: Family<ProviderLabels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut m = Metrics {
+            registry: Registry::with_prefix("llm_gateway"),
+            requests: Family::default(),
+            request_seconds: Family::new_with_constructor(histogram),
+            attempts: Family::default(),
+            attempt_seconds: Family::new_with_constructor(histogram),
+            retries: Family::default(),
+            failovers: Family::default(),
+            breaker: Family::default(),
+            consecutive_failures: Family::default(),
+        };
+        let r = &mut m.registry;
+        r.register(
+            "requests",
+            "Requests answered, by path and status",
+            m.requests.clone(),
+        );
+        r.register(
+            "request_seconds",
+            "End-to-end latency of chat requests, by the provider that answered (\"none\": no answer)",
+            m.request_seconds.clone(),
+        );
+        r.register(
+            "attempts",
+            "Calls to providers, by provider, model and outcome (ok or the failure's kind)",
+            m.attempts.clone(),
+        );
+        r.register(
+            "attempt_seconds",
+            "Duration of calls to providers",
+            m.attempt_seconds.clone(),
+        );
+        r.register("retries", "Retries of the same entry", m.retries.clone());
+        r.register(
+            "failovers",
+            "Moves from an entry of this provider to the next entry of a route",
+            m.failovers.clone(),
+        );
+        r.register(
+            "breaker_state",
+            "1 for the state this isolate's breaker (or the fleet's, when stricter) is in",
+            m.breaker.clone(),
+        );
+        r.register(
+            "breaker_consecutive_failures",
+            "Failures since the provider's last success",
+            m.consecutive_failures.clone(),
+        );
+        m
+    }
+}
+
+/// `ok`, or the failure's kind (`rate_limited`, …).
+pub(super) fn outcome_name(o: &Outcome) -> String {
+    match o {
+        Outcome::Ok => "ok".into(),
+        Outcome::Failed(kind) => serde_json::to_value(kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_else(|| "other".into()),
+    }
+}
+
+impl Metrics {
+    /// Counts one request from its log line.
+    pub(super) fn record(&self, log: &LogLine<'_>) {
+        let path = match log.path.strip_suffix('/').filter(|p| !p.is_empty()) {
+            Some(p) => p,
+            None => log.path,
+        };
+        self.requests
+            .get_or_create(&RequestLabels {
+                path: path.to_owned(),
+                status: log.status,
+            })
+            .inc();
+        if log.route.is_none() && log.trail.is_empty() {
+            return; // not a chat request
+        }
+        let answered = log.served_by.as_deref().and_then(|s| s.split('/').next());
+        self.request_seconds
+            .get_or_create(&ProviderLabels {
+                provider: answered.unwrap_or("none").to_owned(),
+            })
+            .observe(log.latency_ms as f64 / 1000.0);
+        for (i, a) in log.trail.iter().enumerate() {
+            if let Some(next) = log.trail.get(i + 1) {
+                if next.number <= 1 && (next.provider != a.provider || next.model != a.model) {
+                    self.failovers
+                        .get_or_create(&ProviderLabels {
+                            provider: a.provider.clone(),
+                        })
+                        .inc();
+                }
+            }
+            if a.number == 0 {
+                continue; // skipped without a call (an open breaker)
+            }
+            let model = ModelLabels {
+                provider: a.provider.clone(),
+                model: a.model.clone(),
+            };
+            if a.number > 1 {
+                self.retries.get_or_create(&model).inc();
+            }
+            self.attempt_seconds
+                .get_or_create(&model)
+                .observe(a.duration_ms as f64 / 1000.0);
+            self.attempts
+                .get_or_create(&AttemptLabels {
+                    provider: model.provider,
+                    model: model.model,
+                    outcome: outcome_name(&a.outcome),
+                })
+                .inc();
+        }
+    }
+
+    /// The text of `GET /metrics`, with the breakers as `health` has them.
+    pub(super) fn render(&self, health: &[Health]) -> String {
+        for h in health {
+            for (state, name) in [
+                (StateName::Closed, "closed"),
+                (StateName::HalfOpen, "half_open"),
+                (StateName::Open, "open"),
+            ] {
+                self.breaker
+                    .get_or_create(&StateLabels {
+                        provider: h.provider.clone(),
+                        state: name,
+                    })
+                    .set(i64::from(h.state == state));
+            }
+            self.consecutive_failures
+                .get_or_create(&ProviderLabels {
+                    provider: h.provider.clone(),
+                })
+                .set(i64::from(h.consecutive_failures));
+        }
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            out.clear();
+            let _ = writeln!(out, "# EOF");
+        }
+        out
+    }
+}

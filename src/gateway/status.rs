@@ -1,0 +1,296 @@
+//! The status page: `GET /status`, HTML with inline CSS, JS and SVG and no
+//! external asset, rendered on the server from the same data as
+//! `GET /status/data`, which the page then polls to refresh itself.
+//!
+//! Browsers sign in through a form (`POST /status/login`) that sets an
+//! `HttpOnly`, `Secure`, `SameSite=Strict` cookie holding the key; the key
+//! never goes in a URL. Only the status routes read that cookie: the chat
+//! routes still need a header, so a page elsewhere cannot spend the key.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Write as _;
+
+use html_escape::encode_text as esc;
+use serde::Serialize;
+
+use super::log::LogLine;
+use crate::platform::UnixMillis;
+use crate::policy::breaker::StateName;
+use crate::policy::stats::Health;
+
+/// The cookie the login form sets.
+pub(super) const COOKIE: &str = "rl_status_key";
+
+/// How many transitions and failovers the page lists.
+const KEPT: usize = 100;
+
+/// What changed, and when.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "type")]
+pub(super) enum Change {
+    /// A breaker moved.
+    #[serde(rename = "breaker")]
+    Breaker {
+        at: UnixMillis,
+        provider: String,
+        from: StateName,
+        to: StateName,
+    },
+    /// A request moved from one entry to the next.
+    #[serde(rename = "failover")]
+    Failover {
+        at: UnixMillis,
+        from: String,
+        to: String,
+        reason: String,
+    },
+}
+
+/// The recent transitions and failovers this isolate saw, newest last.
+#[derive(Debug, Default)]
+pub(super) struct Changes {
+    states: BTreeMap<String, StateName>,
+    recent: VecDeque<Change>,
+}
+
+impl Changes {
+    fn push(&mut self, c: Change) {
+        if self.recent.len() == KEPT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(c);
+    }
+
+    /// Notes what a request did: its failovers, from its log line, and
+    /// every breaker that moved since the last request.
+    pub(super) fn observe<'s>(
+        &mut self,
+        now: UnixMillis,
+        log: &LogLine<'_>,
+        states: impl Iterator<Item = (&'s str, StateName)>,
+    ) {
+        for pair in log.trail.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            if b.number <= 1 && (a.provider != b.provider || a.model != b.model) {
+                self.push(Change::Failover {
+                    at: now,
+                    from: format!("{}/{}", a.provider, a.model),
+                    to: format!("{}/{}", b.provider, b.model),
+                    reason: super::metrics::outcome_name(&a.outcome),
+                });
+            }
+        }
+        for (provider, state) in states {
+            let before = self
+                .states
+                .insert(provider.to_owned(), state)
+                .unwrap_or(StateName::Closed);
+            if before != state {
+                self.push(Change::Breaker {
+                    at: now,
+                    provider: provider.to_owned(),
+                    from: before,
+                    to: state,
+                });
+            }
+        }
+    }
+}
+
+/// `GET /status/data`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct StatusBody<'a> {
+    pub(super) time: UnixMillis,
+    pub(super) status: &'static str,
+    pub(super) providers: &'a [Health],
+    pub(super) changes: Vec<&'a Change>,
+}
+
+impl<'a> StatusBody<'a> {
+    pub(super) fn new(now: UnixMillis, providers: &'a [Health], changes: &'a Changes) -> Self {
+        let degraded = providers.iter().any(|h| h.state != StateName::Closed);
+        StatusBody {
+            time: now,
+            status: if degraded { "degraded" } else { "ok" },
+            providers,
+            changes: changes.recent.iter().rev().collect(),
+        }
+    }
+}
+
+const STYLE: &str = r#"
+body{font:16px/1.45 system-ui,sans-serif;margin:0;background:#fff;color:#1a1a1a}
+header{background:#12263a;color:#fff;padding:14px 24px;display:flex;gap:16px;align-items:center}
+h1{font-size:20px;margin:0}main{padding:16px 24px;max-width:1100px}
+h2{font-size:17px;margin:24px 0 8px}
+table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:7px 10px;border-bottom:1px solid #c8ccd0}
+th{background:#eef1f4;font-weight:600}
+.state{display:inline-flex;gap:6px;align-items:center;font-weight:600}
+.closed{color:#0b6b2f}.open{color:#a0141e}.half_open{color:#7a4d00}
+.pill{padding:2px 10px;border-radius:12px;font-weight:600}
+.pill.ok{background:#d8f0df;color:#0b4d22}.pill.degraded{background:#fbe0e2;color:#7d0f18}
+form{max-width:360px;margin:48px auto;display:flex;flex-direction:column;gap:10px}
+input{font-size:16px;padding:8px}button{font-size:16px;padding:8px;background:#12263a;color:#fff;border:0;border-radius:4px}
+.err{color:#a0141e}small{color:#444}
+"#;
+
+/// The sign-in page (`problem` when a key was refused).
+pub(super) fn login_page(problem: Option<&str>) -> String {
+    let mut out = head("Sign in · resilient-llm status");
+    out.push_str(
+        "<main><form method=\"post\" action=\"/status/login\">\
+         <h1>Gateway status</h1>\
+         <label for=\"key\">Gateway key</label>\
+         <input id=\"key\" name=\"key\" type=\"password\" autocomplete=\"current-password\" required>\
+         <button type=\"submit\">Sign in</button>",
+    );
+    if let Some(p) = problem {
+        let _ = write!(out, "<p class=\"err\" role=\"alert\">{}</p>", esc(p));
+    }
+    out.push_str(
+        "<small>The key is kept in an HttpOnly cookie for this page only.</small></form></main></body></html>",
+    );
+    out
+}
+
+fn head(title: &str) -> String {
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+         <title>{}</title><style>{STYLE}</style></head><body>",
+        esc(title)
+    )
+}
+
+fn state_label(s: StateName) -> (&'static str, &'static str) {
+    match s {
+        StateName::Closed => ("closed", "closed"),
+        StateName::Open => ("open", "open"),
+        StateName::HalfOpen => ("half_open", "half-open"),
+    }
+}
+
+/// `at` as an HTTP date (what JS's `Date#toUTCString` writes too).
+fn date(at: UnixMillis) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at);
+    httpdate::fmt_http_date(t)
+}
+
+fn ms(v: Option<u64>) -> String {
+    v.map_or("–".into(), |v| format!("{v} ms"))
+}
+
+/// The page, as of `body`.
+pub(super) fn page(body: &StatusBody<'_>) -> String {
+    let mut out = head("resilient-llm status");
+    let _ = write!(
+        out,
+        "<header><h1>Gateway status</h1><span id=\"overall\" class=\"pill {0}\">{0}</span>\
+         <span id=\"asof\" data-time=\"{1}\">as of {2}</span></header><main>\
+         <h2>Providers</h2><table><thead><tr><th scope=\"col\">Provider</th>\
+         <th scope=\"col\">Breaker</th><th scope=\"col\">Next probe</th>\
+         <th scope=\"col\">Error rate</th><th scope=\"col\">Latency p50 / p95 / p99</th>\
+         <th scope=\"col\">Time to first token p50 / p95</th><th scope=\"col\">Calls</th>\
+         </tr></thead><tbody id=\"providers\">",
+        body.status,
+        body.time,
+        date(body.time)
+    );
+    for h in body.providers {
+        let (class, label) = state_label(h.state);
+        let probe = match h.open_until {
+            Some(t) if t > body.time => format!("in {:.1} s", (t - body.time) as f64 / 1000.0),
+            _ if h.state == StateName::Closed => "–".into(),
+            _ => "now".into(),
+        };
+        let _ = write!(
+            out,
+            "<tr data-provider=\"{p}\"><td>{p}</td><td><span class=\"state {class}\">\
+             <svg width=\"12\" height=\"12\" aria-hidden=\"true\"><circle cx=\"6\" cy=\"6\" r=\"6\" fill=\"currentColor\"/></svg>\
+             <span class=\"label\">{label}</span></span></td><td>{probe}</td><td>{:.1} %</td>\
+             <td>{} / {} / {}</td><td>{} / {}</td><td>{}</td></tr>",
+            h.error_rate * 100.0,
+            ms(h.latency_ms.p50),
+            ms(h.latency_ms.p95),
+            ms(h.latency_ms.p99),
+            ms(h.ttft_ms.p50),
+            ms(h.ttft_ms.p95),
+            h.requests,
+            p = esc(&h.provider),
+        );
+    }
+    out.push_str(
+        "</tbody></table><h2>Recent transitions and failovers</h2>\
+         <table><thead><tr><th scope=\"col\">When</th><th scope=\"col\">What</th></tr></thead>\
+         <tbody id=\"changes\">",
+    );
+    for c in &body.changes {
+        let (at, what) = describe(c);
+        let _ = write!(out, "<tr><td>{}</td><td>{}</td></tr>", date(at), esc(&what));
+    }
+    let _ = write!(
+        out,
+        "</tbody></table></main><script>{SCRIPT}</script></body></html>"
+    );
+    out
+}
+
+fn describe(c: &Change) -> (UnixMillis, String) {
+    match c {
+        Change::Breaker {
+            at,
+            provider,
+            from,
+            to,
+        } => (
+            *at,
+            format!(
+                "breaker of {provider}: {} → {}",
+                state_label(*from).1,
+                state_label(*to).1
+            ),
+        ),
+        Change::Failover {
+            at,
+            from,
+            to,
+            reason,
+        } => (*at, format!("failover {from} → {to} ({reason})")),
+    }
+}
+
+/// Refreshes the page from `/status.json` every 2 s, rendering what the
+/// server rendered, the same way.
+const SCRIPT: &str = r#"
+(function(){
+const LABEL={closed:"closed",open:"open",half_open:"half-open"};
+const ms=v=>v==null?"–":v+" ms";
+function cell(tr,text){const td=document.createElement("td");td.textContent=text;tr.appendChild(td);return td;}
+function state(s){const cls=s==="halfOpen"||s==="half_open"?"half_open":s;
+  const span=document.createElement("span");span.className="state "+cls;
+  span.innerHTML='<svg width="12" height="12" aria-hidden="true"><circle cx="6" cy="6" r="6" fill="currentColor"/></svg>';
+  const l=document.createElement("span");l.className="label";l.textContent=LABEL[cls]||cls;span.appendChild(l);return span;}
+function when(t){return new Date(t).toUTCString();}
+function describe(c){if(c.type==="breaker"){const f=c.from==="halfOpen"?"half_open":c.from,t=c.to==="halfOpen"?"half_open":c.to;
+  return "breaker of "+c.provider+": "+LABEL[f]+" → "+LABEL[t];}
+  return "failover "+c.from+" → "+c.to+" ("+c.reason+")";}
+function render(d){
+  const o=document.getElementById("overall");o.textContent=d.status;o.className="pill "+d.status;
+  const a=document.getElementById("asof");a.textContent="as of "+when(d.time);a.dataset.time=d.time;
+  const body=document.getElementById("providers");body.replaceChildren();
+  for(const h of d.providers){const tr=document.createElement("tr");tr.dataset.provider=h.provider;
+    cell(tr,h.provider);cell(tr,"").appendChild(state(h.state));
+    const s=h.state==="halfOpen"?"half_open":h.state;
+    cell(tr,h.openUntil&&h.openUntil>d.time?"in "+((h.openUntil-d.time)/1000).toFixed(1)+" s":s==="closed"?"–":"now");
+    cell(tr,(h.errorRate*100).toFixed(1)+" %");
+    cell(tr,ms(h.latencyMs.p50)+" / "+ms(h.latencyMs.p95)+" / "+ms(h.latencyMs.p99));
+    cell(tr,ms(h.ttftMs.p50)+" / "+ms(h.ttftMs.p95));cell(tr,String(h.requests));body.appendChild(tr);}
+  const ch=document.getElementById("changes");ch.replaceChildren();
+  for(const c of d.changes){const tr=document.createElement("tr");cell(tr,when(c.at));cell(tr,describe(c));ch.appendChild(tr);}
+}
+async function refresh(){try{const r=await fetch("/status/data",{credentials:"same-origin",cache:"no-store"});
+  if(r.ok)render(await r.json());}catch(e){}}
+setInterval(refresh,2000);
+})();
+"#;

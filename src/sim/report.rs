@@ -1,0 +1,261 @@
+//! What a simulation found: per policy, the figures and the time series the
+//! charts are drawn from; printed side by side as a table, written as JSON.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::runner::Recorder;
+use super::world::{Calls, World};
+
+/// Every policy's run over one scenario.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// The scenario's name.
+    pub scenario: String,
+    /// What it rehearses.
+    pub description: String,
+    /// Its seed.
+    pub seed: u64,
+    /// How long traffic arrived, in ms.
+    pub duration_ms: u64,
+    /// The width of one point of the series, in ms.
+    pub bucket_ms: u64,
+    /// Mean arrivals per second.
+    pub rate_per_sec: f64,
+    /// The provider ids, in the order of the series.
+    pub providers: Vec<String>,
+    /// One run per policy, in the scenario's order.
+    pub runs: Vec<Run>,
+}
+
+/// One policy's run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Run {
+    /// The policy's name.
+    pub policy: String,
+    /// Its figures.
+    pub figures: Figures,
+    /// Its time series.
+    pub series: Series,
+}
+
+/// A run's figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Figures {
+    /// Requests sent.
+    pub requests: u64,
+    /// Requests answered.
+    pub answered: u64,
+    /// `answered / requests`.
+    pub availability: f64,
+    /// End-to-end latency of the answered requests (nearest rank), in ms.
+    pub latency_ms: Percentiles,
+    /// HTTP calls made to providers, retries included.
+    pub calls: u64,
+    /// Calls that failed: an error status, silence, a refusal, or an answer
+    /// slower than the attempt's time limit.
+    pub failing_calls: u64,
+    /// Retries of the same provider.
+    pub retries: u64,
+    /// Moves from one entry of a route to the next.
+    pub failovers: u64,
+    /// USD for the tokens the answers reported, at each provider's prices.
+    pub cost_usd: f64,
+    /// Per provider with failing windows: ms from the end of its last one
+    /// to its first answer after it (`null`: it never answered again).
+    pub recovery_ms: BTreeMap<String, Option<u64>>,
+}
+
+/// p50, p95 and p99.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: Option<u32>,
+    /// 95th percentile.
+    pub p95: Option<u32>,
+    /// 99th percentile.
+    pub p99: Option<u32>,
+}
+
+/// Per bucket of `bucketMs`, by the request's arrival.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Series {
+    /// Requests that failed.
+    pub failed: Vec<u64>,
+    /// Requests answered, per provider.
+    pub served: Vec<Vec<u64>>,
+    /// Per provider, the most open state its breaker was in: 0 closed,
+    /// 1 half-open, 2 open.
+    pub breaker: Vec<Vec<u8>>,
+    /// Latency percentiles of the answered requests.
+    pub latency_ms: Vec<Percentiles>,
+    #[serde(skip)]
+    pub(crate) latencies: Vec<Vec<u32>>,
+}
+
+impl Series {
+    pub(crate) fn grow(&mut self, buckets: usize, providers: usize) {
+        if self.failed.len() >= buckets {
+            return;
+        }
+        self.failed.resize(buckets, 0);
+        self.latencies.resize_with(buckets, Vec::new);
+        self.served.resize_with(providers, Vec::new);
+        self.breaker.resize_with(providers, Vec::new);
+        for v in &mut self.served {
+            v.resize(buckets, 0);
+        }
+        for v in &mut self.breaker {
+            v.resize(buckets, 0);
+        }
+    }
+
+    /// Requests that arrived in bucket `b`.
+    pub fn requests(&self, b: usize) -> u64 {
+        self.failed[b] + self.served.iter().map(|s| s[b]).sum::<u64>()
+    }
+}
+
+/// Nearest-rank percentiles of `ms`, which this sorts.
+pub(crate) fn percentiles(ms: &mut [u32]) -> Percentiles {
+    ms.sort_unstable();
+    let at = |p: f64| {
+        if ms.is_empty() {
+            return None;
+        }
+        let rank = ((p / 100.0) * ms.len() as f64).ceil() as usize;
+        ms.get(rank.clamp(1, ms.len()) - 1).copied()
+    };
+    Percentiles {
+        p50: at(50.0),
+        p95: at(95.0),
+        p99: at(99.0),
+    }
+}
+
+impl Figures {
+    pub(crate) fn from_run(r: &mut Recorder, calls: &[Calls], world: &World) -> Figures {
+        r.series.latency_ms = r
+            .series
+            .latencies
+            .iter_mut()
+            .map(|l| percentiles(l))
+            .collect();
+        let recovery_ms = world
+            .providers
+            .iter()
+            .zip(r.recovery())
+            .filter(|(_, (end, _))| end.is_some())
+            .map(|(p, (_, first))| (p.id.clone(), *first))
+            .collect();
+        Figures {
+            requests: r.requests,
+            answered: r.answered,
+            availability: if r.requests == 0 {
+                1.0
+            } else {
+                r.answered as f64 / r.requests as f64
+            },
+            latency_ms: percentiles(&mut r.latencies),
+            calls: calls.iter().map(|c| c.total).sum(),
+            failing_calls: calls.iter().map(|c| c.failed).sum(),
+            retries: r.retries,
+            failovers: r.failovers,
+            cost_usd: r.cost,
+            recovery_ms,
+        }
+    }
+}
+
+fn ms(v: Option<u32>) -> String {
+    v.map_or("–".into(), |v| v.to_string())
+}
+
+impl Report {
+    /// The figures of every policy side by side, as plain text.
+    pub fn table(&self) -> String {
+        let mut rows: Vec<(String, Vec<String>)> = vec![
+            ("requests".into(), self.col(|f| f.requests.to_string())),
+            (
+                "availability".into(),
+                self.col(|f| format!("{:.2} %", f.availability * 100.0)),
+            ),
+            (
+                "latency p50 / p95 / p99 ms".into(),
+                self.col(|f| {
+                    let l = f.latency_ms;
+                    format!("{} / {} / {}", ms(l.p50), ms(l.p95), ms(l.p99))
+                }),
+            ),
+            ("provider calls".into(), self.col(|f| f.calls.to_string())),
+            (
+                "calls to failing providers".into(),
+                self.col(|f| f.failing_calls.to_string()),
+            ),
+            ("retries".into(), self.col(|f| f.retries.to_string())),
+            ("failovers".into(), self.col(|f| f.failovers.to_string())),
+            (
+                "cost USD".into(),
+                self.col(|f| format!("{:.4}", f.cost_usd)),
+            ),
+        ];
+        let recovered: Vec<&String> = self
+            .runs
+            .first()
+            .map(|r| r.figures.recovery_ms.keys().collect())
+            .unwrap_or_default();
+        for id in recovered {
+            rows.push((
+                format!("{id} serves again after"),
+                self.col(|f| match f.recovery_ms.get(id) {
+                    Some(Some(ms)) => format!("{:.1} s", *ms as f64 / 1000.0),
+                    _ => "never".into(),
+                }),
+            ));
+        }
+        let head: Vec<String> = self.runs.iter().map(|r| r.policy.clone()).collect();
+        let label_w = rows
+            .iter()
+            .map(|(l, _)| l.chars().count())
+            .max()
+            .unwrap_or(0);
+        let widths: Vec<usize> = (0..head.len())
+            .map(|i| {
+                rows.iter()
+                    .map(|(_, c)| c[i].chars().count())
+                    .chain([head[i].chars().count()])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let mut out = format!(
+            "{} (seed {}, {} s of traffic at {} requests/s)\n",
+            self.scenario,
+            self.seed,
+            self.duration_ms / 1000,
+            self.rate_per_sec
+        );
+        let line = |out: &mut String, label: &str, cells: &[String]| {
+            let _ = write!(out, "{label:<label_w$}");
+            for (c, w) in cells.iter().zip(&widths) {
+                let _ = write!(out, "  {c:>w$}");
+            }
+            out.push('\n');
+        };
+        line(&mut out, "", &head);
+        for (label, cells) in &rows {
+            line(&mut out, label, cells);
+        }
+        out
+    }
+
+    fn col(&self, f: impl Fn(&Figures) -> String) -> Vec<String> {
+        self.runs.iter().map(|r| f(&r.figures)).collect()
+    }
+}

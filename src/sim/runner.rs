@@ -1,0 +1,364 @@
+//! One policy's run: the real [`Client`] built from the policy's
+//! configuration, on the simulated platform, fed the scenario's traffic;
+//! every answer, failure and breaker transition is recorded.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use serde_json::Value;
+
+use super::exec::{Clock, Executor};
+use super::fleet::{Objects, SimLink};
+use super::report::{Figures, Run, Series};
+use super::scenario::{merge_patch, PolicyPatch, Scenario, Spacing};
+use super::world::{base_url, Dialect, SimPlatform, SimProvider, World};
+use crate::chat::{ChatRequest, Message};
+use crate::config::Config;
+use crate::engine::client::{Client, ClientBuilder};
+use crate::engine::store::{BreakerStore, MemoryStore};
+use crate::event::Event;
+use crate::fleet::FleetStore;
+use crate::platform::{Platform, UnixMillis};
+use crate::policy::breaker::StateName;
+
+/// Polls allowed per request before a run is declared runaway.
+const POLLS_PER_REQUEST: u64 = 10_000;
+
+/// What happens during a run, as it happens.
+pub(crate) struct Recorder {
+    bucket_ms: u64,
+    providers: Vec<String>,
+    pub(crate) series: Series,
+    pub(crate) latencies: Vec<u32>,
+    pub(crate) answered: u64,
+    pub(crate) requests: u64,
+    pub(crate) retries: u64,
+    pub(crate) failovers: u64,
+    pub(crate) cost: f64,
+    /// Per provider: when its last failing window ends, and its first
+    /// answer from then on.
+    recovery: Vec<(Option<u64>, Option<u64>)>,
+    /// Breaker transitions: (when, isolate, provider index, state).
+    transitions: Vec<(UnixMillis, usize, usize, StateName)>,
+    isolates: usize,
+    prices: Vec<(f64, f64)>,
+}
+
+impl Recorder {
+    fn bucket(&mut self, at: UnixMillis) -> usize {
+        let b = usize::try_from(at / self.bucket_ms).unwrap_or(usize::MAX);
+        self.series.grow(b + 1, self.providers.len());
+        b
+    }
+
+    pub(crate) fn recovery(&self) -> &[(Option<u64>, Option<u64>)] {
+        &self.recovery
+    }
+
+    fn provider(&self, id: &str) -> Option<usize> {
+        self.providers.iter().position(|p| p == id)
+    }
+
+    fn event(&mut self, now: UnixMillis, isolate: usize, ev: &Event<'_>) {
+        match ev {
+            Event::Retry { .. } => self.retries += 1,
+            Event::Failover { .. } => self.failovers += 1,
+            Event::Breaker { provider, to, .. } => {
+                if let Some(i) = self.provider(provider) {
+                    self.transitions.push((now, isolate, i, *to));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(
+        &mut self,
+        started: UnixMillis,
+        ended: UnixMillis,
+        served: Option<(&str, Option<(u64, u64)>)>,
+    ) {
+        self.requests += 1;
+        let b = self.bucket(started);
+        let Some((provider, usage)) = served else {
+            self.series.failed[b] += 1;
+            return;
+        };
+        self.answered += 1;
+        let ms = u32::try_from(ended - started).unwrap_or(u32::MAX);
+        self.latencies.push(ms);
+        self.series.latencies[b].push(ms);
+        let Some(i) = self.provider(provider) else {
+            return;
+        };
+        self.series.served[i][b] += 1;
+        if let Some((input, output)) = usage {
+            let (pi, po) = self.prices[i];
+            self.cost += (input as f64 * pi + output as f64 * po) / 1e6;
+        }
+        if let (Some(end), first) = &mut self.recovery[i] {
+            if ended >= *end && first.is_none() {
+                *first = Some(ended - *end);
+            }
+        }
+    }
+
+    /// The breaker series: per provider and bucket, the most open state
+    /// its breaker was in during that bucket, in any isolate (0 closed,
+    /// 1 half-open, 2 open).
+    fn breaker_series(&mut self) {
+        let n = self.series.failed.len();
+        let mut current = vec![vec![0u8; self.providers.len()]; self.isolates];
+        let mut k = 0;
+        for b in 0..n {
+            let end = (b as u64 + 1) * self.bucket_ms;
+            let mut worst: Vec<u8> = (0..self.providers.len())
+                .map(|p| current.iter().map(|c| c[p]).max().unwrap_or(0))
+                .collect();
+            while let Some(&(at, iso, i, to)) = self.transitions.get(k) {
+                if at >= end {
+                    break;
+                }
+                current[iso][i] = level(to);
+                worst[i] = worst[i].max(current[iso][i]);
+                k += 1;
+            }
+            for (i, w) in worst.into_iter().enumerate() {
+                self.series.breaker[i][b] = w;
+            }
+        }
+    }
+}
+
+fn level(s: StateName) -> u8 {
+    match s {
+        StateName::Closed => 0,
+        StateName::HalfOpen => 1,
+        StateName::Open => 2,
+    }
+}
+
+/// The policy's configuration: the scenario's, the patch laid over it, every
+/// provider pointed at its simulated address.
+fn config_of(scenario: &Scenario, policy: &PolicyPatch) -> Result<(Config, Vec<Dialect>), String> {
+    let mut doc = scenario.config.clone();
+    merge_patch(&mut doc, &policy.patch);
+    let Some(Value::Object(providers)) = doc.get_mut("providers") else {
+        return Err(format!(
+            "policy {:?}: config.providers: missing",
+            policy.name
+        ));
+    };
+    let mut dialects = Vec::new();
+    for (id, p) in providers.iter_mut() {
+        if !scenario.providers.contains_key(id) {
+            return Err(format!(
+                "providers.{id}: configured but given no model in the scenario"
+            ));
+        }
+        let kind = p.get("kind").and_then(Value::as_str).unwrap_or_default();
+        dialects.push(if kind == "anthropic" {
+            Dialect::Anthropic
+        } else {
+            Dialect::OpenAi
+        });
+        if let Value::Object(fields) = p {
+            fields.insert("baseUrl".into(), Value::String(base_url(id)));
+        }
+    }
+    if let Some(missing) = scenario
+        .providers
+        .keys()
+        .find(|id| !providers.contains_key(*id))
+    {
+        return Err(format!(
+            "providers.{missing}: modelled but not in config.providers"
+        ));
+    }
+    let text = doc.to_string();
+    let cfg = Config::parse(&text).map_err(|e| format!("policy {:?}: {e}", policy.name))?;
+    Ok((cfg, dialects))
+}
+
+/// Runs `policy` over `scenario`.
+pub(crate) fn run_policy(scenario: &Scenario, policy: &PolicyPatch) -> Result<Run, String> {
+    let (cfg, dialects) = config_of(scenario, policy)?;
+    let tokens = (
+        scenario.traffic.input_tokens,
+        scenario.traffic.output_tokens,
+    );
+    let providers: Vec<SimProvider> = scenario
+        .providers
+        .iter()
+        .zip(dialects)
+        .enumerate()
+        .map(|(i, ((id, model), dialect))| {
+            let seed = scenario
+                .seed
+                .wrapping_add(1 + i as u64)
+                .wrapping_mul(0x9E37_79B9);
+            SimProvider::new(id, model.clone(), dialect, tokens, seed)
+        })
+        .collect();
+    let clock = Clock::default();
+    let world = Rc::new(World::new(providers, scenario.seed));
+    let platform = SimPlatform::new(clock.clone(), world.clone());
+    let ids: Vec<String> = world.providers.iter().map(|p| p.id.clone()).collect();
+    let recorder = Rc::new(RefCell::new(Recorder {
+        bucket_ms: scenario.bucket_ms,
+        series: Series::default(),
+        latencies: Vec::new(),
+        answered: 0,
+        requests: 0,
+        retries: 0,
+        failovers: 0,
+        cost: 0.0,
+        recovery: world
+            .providers
+            .iter()
+            .map(|p| (p.last_fault_end(), None))
+            .collect(),
+        transitions: Vec::new(),
+        isolates: scenario.traffic.isolates as usize,
+        prices: scenario
+            .providers
+            .values()
+            .map(|m| (m.input_per_mtok, m.output_per_mtok))
+            .collect(),
+        providers: ids,
+    }));
+    recorder
+        .borrow_mut()
+        .bucket(scenario.duration_ms.saturating_sub(1));
+
+    let ex = Executor::new(clock.clone());
+    let v = cfg
+        .validate(&|_| Some("sim-key".into()), &[])
+        .map_err(|e| format!("policy {:?}: {e}", policy.name))?;
+    let isolates = scenario.traffic.isolates as usize;
+    if isolates == 1 {
+        let client = observed(
+            v.into_builder(platform.clone(), vec![]),
+            &platform,
+            &recorder,
+            0,
+        )
+        .build();
+        drive(scenario, &ex, &[Rc::new(client)], &recorder)?;
+    } else {
+        let objects = Rc::new(Objects::new(v.policies.breaker, &v.breakers));
+        let mut clients = Vec::new();
+        for i in 0..isolates {
+            // Each isolate validates the same configuration, as each Worker isolate does.
+            let v = cfg
+                .validate(&|_| Some("sim-key".into()), &[])
+                .map_err(|e| format!("policy {:?}: {e}", policy.name))?;
+            let link = SimLink::new(objects.clone(), clock.clone(), ex.clone());
+            let mut store = FleetStore::new(link, format!("isolate-{i}"), v.policies.breaker);
+            for (id, p) in &v.breakers {
+                store = store.with_policy(id.clone(), *p);
+            }
+            let builder = observed(
+                v.into_builder(platform.clone(), vec![]),
+                &platform,
+                &recorder,
+                i,
+            );
+            clients.push(Rc::new(builder.build_with_store(store)));
+        }
+        drive(scenario, &ex, &clients, &recorder)?;
+    }
+
+    let mut r = recorder.borrow_mut();
+    r.breaker_series();
+    let figures = Figures::from_run(&mut r, &world.calls(), platform.world());
+    Ok(Run {
+        policy: policy.name.clone(),
+        figures,
+        series: std::mem::take(&mut r.series),
+    })
+}
+
+/// `builder`, with isolate `i`'s events going to `recorder`.
+fn observed(
+    builder: ClientBuilder<SimPlatform>,
+    platform: &SimPlatform,
+    recorder: &Rc<RefCell<Recorder>>,
+    i: usize,
+) -> ClientBuilder<SimPlatform> {
+    let (rec, seen) = (recorder.clone(), platform.clone());
+    builder.observer(move |ev| rec.borrow_mut().event(seen.now(), i, ev))
+}
+
+/// What a host does once a request is done: the Worker sends the fleet the
+/// verdicts that are due.
+trait AfterRequest {
+    fn after_request(&self, now: UnixMillis);
+}
+
+impl AfterRequest for MemoryStore {
+    fn after_request(&self, _: UnixMillis) {}
+}
+
+impl AfterRequest for FleetStore<SimLink> {
+    fn after_request(&self, now: UnixMillis) {
+        self.flush_due(now);
+    }
+}
+
+/// Arrivals for the scenario's duration, spread over the isolates in turn,
+/// then every request still running is run to its end.
+fn drive<S: BreakerStore + AfterRequest + 'static>(
+    scenario: &Scenario,
+    ex: &Executor,
+    clients: &[Rc<Client<SimPlatform, S>>],
+    recorder: &Rc<RefCell<Recorder>>,
+) -> Result<(), String> {
+    let clock = clients[0].platform().clock();
+    let mut arrivals = fastrand::Rng::with_seed(scenario.seed ^ 0x5EED_A771_4A15);
+    let mean_gap_ms = 1000.0 / scenario.traffic.rate_per_sec;
+    let expected = (scenario.duration_ms as f64 / mean_gap_ms).ceil() as u64 + 1;
+    let mut budget = expected.saturating_mul(POLLS_PER_REQUEST).max(1_000_000);
+    let runaway = || "the run did not settle within its poll budget".to_string();
+    let mut req = ChatRequest::new(vec![Message::user("Are you there?")]);
+    req.max_tokens = u32::try_from(scenario.traffic.output_tokens).ok();
+    let mut at = 0.0f64;
+    for k in 0u64.. {
+        at = match scenario.traffic.spacing {
+            Spacing::Poisson => at - (1.0 - arrivals.f64()).ln() * mean_gap_ms,
+            Spacing::Even => k as f64 * mean_gap_ms,
+        };
+        let when = at as u64;
+        if when >= scenario.duration_ms {
+            break;
+        }
+        ex.run_until(when, &mut budget).ok_or_else(runaway)?;
+        let c = clients[(k % clients.len() as u64) as usize].clone();
+        let (rec, clock, req) = (recorder.clone(), clock.clone(), req.clone());
+        ex.spawn(async move {
+            let started = clock.now();
+            let result = c.chat(req).await;
+            let ended = clock.now();
+            c.store().after_request(ended);
+            let served = result.as_ref().ok().map(|r| {
+                let usage = r
+                    .response
+                    .usage
+                    .as_ref()
+                    .map(|u| (u.input_tokens, u.output_tokens));
+                (r.served_by.provider.as_str(), usage)
+            });
+            rec.borrow_mut().finish(started, ended, served);
+        });
+    }
+    let mut now = clock.now();
+    loop {
+        ex.run_until(now, &mut budget).ok_or_else(runaway)?;
+        if ex.live() == 0 {
+            return Ok(());
+        }
+        now = ex
+            .next_timer()
+            .ok_or("requests wait on nothing that can wake them")?;
+    }
+}

@@ -1,0 +1,323 @@
+//! What a simulation is asked to run: providers with a latency distribution
+//! and a fault timeline, traffic, and the policies (configurations) to
+//! compare. Read from JSON, validated once.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One scenario: the same providers and traffic under every policy.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Scenario {
+    /// A short name, used in file names and titles.
+    pub name: String,
+    /// What the scenario rehearses.
+    #[serde(default)]
+    pub description: String,
+    /// Seeds every random draw: the same seed gives the same report.
+    #[serde(default = "one")]
+    pub seed: u64,
+    /// How long traffic arrives, in virtual milliseconds. Requests still
+    /// running at the end are run to completion.
+    pub duration_ms: u64,
+    /// The width of one point of the report's time series (default 1 s).
+    #[serde(default = "second")]
+    pub bucket_ms: u64,
+    /// The configuration every policy starts from: the project's own JSON
+    /// shape (providers, routes, retry, breaker…). Providers' `baseUrl` and
+    /// keys are filled in by the simulator.
+    pub config: Value,
+    /// How each configured provider behaves, by provider id.
+    pub providers: BTreeMap<String, ProviderModel>,
+    /// The requests sent.
+    pub traffic: Traffic,
+    /// The policies compared; each is a JSON merge patch over `config`.
+    pub policies: Vec<PolicyPatch>,
+}
+
+/// A named configuration to compare.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PolicyPatch {
+    /// The policy's name in the report.
+    pub name: String,
+    /// A JSON merge patch (RFC 7386) applied to the scenario's `config`:
+    /// objects merge, `null` removes a key, anything else replaces. None
+    /// (the default) runs `config` as it is.
+    #[serde(default = "no_change")]
+    pub patch: Value,
+}
+
+/// How one provider answers over time.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ProviderModel {
+    /// Latency of a healthy answer: log-normal with this median…
+    pub median_ms: f64,
+    /// …and this 95th percentile (≥ the median).
+    pub p95_ms: f64,
+    /// Price in USD per million input tokens.
+    #[serde(default)]
+    pub input_per_mtok: f64,
+    /// Price in USD per million output tokens.
+    #[serde(default)]
+    pub output_per_mtok: f64,
+    /// What goes wrong, and when.
+    #[serde(default)]
+    pub faults: Vec<Fault>,
+}
+
+/// A window of trouble, `[fromMs, toMs)`, hitting each call with
+/// `probability` (default 1).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Fault {
+    /// Start, in virtual ms from the scenario's start.
+    pub from_ms: u64,
+    /// End (exclusive).
+    pub to_ms: u64,
+    /// The share of calls in the window it hits.
+    #[serde(default = "certain")]
+    pub probability: f64,
+    /// When set, the fault is on only for the first `onMs` of every
+    /// `periodMs` (a flapping provider).
+    #[serde(default)]
+    pub flap: Option<Flap>,
+    /// What a hit call gets.
+    pub effect: Effect,
+}
+
+/// On for `onMs` of every `periodMs`, counted from the window's start.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Flap {
+    /// The cycle's length.
+    pub period_ms: u64,
+    /// How long the fault is on at the start of each cycle.
+    pub on_ms: u64,
+}
+
+/// What a call hit by a fault gets.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(
+    tag = "kind",
+    deny_unknown_fields,
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum Effect {
+    /// An HTTP error status after the provider's usual latency, with a
+    /// `retry-after` header when `retryAfterMs` is set (429 storms with or
+    /// without Retry-After, 529 overloads, 503s).
+    Status {
+        /// The status code.
+        status: u16,
+        /// The Retry-After sent, in ms.
+        #[serde(default)]
+        retry_after_ms: Option<u64>,
+    },
+    /// No answer at all: the attempt times out (a region gone dark).
+    Silent,
+    /// The connection is refused at once.
+    Refused,
+    /// Latency multiplied by `factor`, which grows linearly from 1 at the
+    /// window's start to `factor` at its end when `ramp` is set (a p95
+    /// drifting up); `tailOnly` stretches only answers slower than the
+    /// median.
+    Slow {
+        /// The multiplier (≥ 1).
+        factor: f64,
+        /// Grow from 1 to `factor` across the window.
+        #[serde(default)]
+        ramp: bool,
+        /// Stretch only the slower half of the answers.
+        #[serde(default)]
+        tail_only: bool,
+    },
+}
+
+/// The requests: arrivals at `ratePerSec`, each of the given size.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Traffic {
+    /// Mean arrivals per virtual second.
+    pub rate_per_sec: f64,
+    /// How arrivals are spaced (default Poisson).
+    #[serde(default)]
+    pub spacing: Spacing,
+    /// Input tokens each successful answer reports.
+    #[serde(default = "hundred")]
+    pub input_tokens: u64,
+    /// Output tokens each successful answer reports.
+    #[serde(default = "hundred")]
+    pub output_tokens: u64,
+    /// Worker isolates, each its own client, taking arrivals in turn. One
+    /// (the default) keeps breakers in memory, as the npm package and a
+    /// Rust caller do; more share them as the Worker's isolates do, each
+    /// through its fleet store and one simulated Durable Object per provider.
+    #[serde(default = "one_u32")]
+    pub isolates: u32,
+}
+
+/// How arrivals are spaced.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Spacing {
+    /// Independent arrivals: exponential gaps of mean `1 / ratePerSec`.
+    #[default]
+    Poisson,
+    /// One request every `1 / ratePerSec`, the first at time 0: figures
+    /// that can be worked out by hand.
+    Even,
+}
+
+fn one_u32() -> u32 {
+    1
+}
+fn one() -> u64 {
+    1
+}
+fn second() -> u64 {
+    1000
+}
+fn certain() -> f64 {
+    1.0
+}
+fn no_change() -> Value {
+    Value::Object(Default::default())
+}
+fn hundred() -> u64 {
+    100
+}
+
+impl Scenario {
+    /// Reads a scenario from JSON; a mistake is reported with its path.
+    pub fn parse(json: &str) -> Result<Scenario, String> {
+        let s: Scenario = crate::json::read(json.as_bytes()).map_err(|m| {
+            let path = crate::issue::path_text(&m.path);
+            if path.is_empty() {
+                m.error.to_string()
+            } else {
+                format!("{path}: {}", m.error)
+            }
+        })?;
+        s.check()?;
+        Ok(s)
+    }
+
+    /// Every problem serde cannot see, at once.
+    pub fn check(&self) -> Result<(), String> {
+        let mut problems = Vec::new();
+        if self.duration_ms == 0 {
+            problems.push("durationMs: must be above 0".to_string());
+        }
+        if self.bucket_ms == 0 || self.duration_ms / self.bucket_ms.max(1) > 100_000 {
+            problems.push("bucketMs: must be above 0 and give at most 100000 points".into());
+        }
+        if !(self.traffic.rate_per_sec.is_finite() && self.traffic.rate_per_sec > 0.0) {
+            problems.push("traffic.ratePerSec: must be a positive number".into());
+        }
+        if !(1..=64).contains(&self.traffic.isolates) {
+            problems.push("traffic.isolates: must be 1 to 64".into());
+        }
+        if self.policies.is_empty() {
+            problems.push("policies: name at least one".into());
+        }
+        for (id, p) in &self.providers {
+            let ok = p.median_ms.is_finite() && p.median_ms > 0.0 && p.p95_ms >= p.median_ms;
+            if !ok || !p.p95_ms.is_finite() {
+                problems.push(format!(
+                    "providers.{id}: medianMs must be positive and p95Ms at least the median"
+                ));
+            }
+            for (i, f) in p.faults.iter().enumerate() {
+                let at = format!("providers.{id}.faults[{i}]");
+                if f.to_ms <= f.from_ms {
+                    problems.push(format!("{at}: toMs must be after fromMs"));
+                }
+                if !(0.0..=1.0).contains(&f.probability) {
+                    problems.push(format!("{at}.probability: must be in [0, 1]"));
+                }
+                if let Some(fl) = f.flap {
+                    if fl.period_ms == 0 || fl.on_ms > fl.period_ms {
+                        problems.push(format!(
+                            "{at}.flap: onMs must be within a positive periodMs"
+                        ));
+                    }
+                }
+                if let Effect::Slow { factor, .. } = f.effect {
+                    if !(factor.is_finite() && factor >= 1.0) {
+                        problems.push(format!("{at}.factor: must be at least 1"));
+                    }
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("\n"))
+        }
+    }
+}
+
+/// RFC 7386 JSON merge patch: `patch` laid over `target`.
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(fields) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Default::default());
+    }
+    if let Value::Object(t) = target {
+        for (k, v) in fields {
+            if v.is_null() {
+                t.remove(k);
+            } else {
+                merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_merge_patch_merges_objects_removes_nulls_and_replaces_the_rest() {
+        let mut doc = json!({"a": {"b": 1, "c": 2}, "d": [1], "e": 5});
+        merge_patch(
+            &mut doc,
+            &json!({"a": {"b": 9, "c": null}, "d": [2, 3], "f": true}),
+        );
+        assert_eq!(doc, json!({"a": {"b": 9}, "d": [2, 3], "e": 5, "f": true}));
+    }
+
+    #[test]
+    fn a_mistake_is_named_by_its_path() {
+        let e = Scenario::parse(
+            r#"{"name":"x","durationMs":1000,"config":{},"providers":{"a":{"medianMs":"slow","p95Ms":2}},
+               "traffic":{"ratePerSec":1},"policies":[{"name":"d"}]}"#,
+        )
+        .unwrap_err();
+        assert!(e.starts_with("providers.a.medianMs: invalid type"), "{e}");
+        let e = Scenario::parse(
+            r#"{"name":"x","durationMs":1000,"config":{},"providers":{"a":{"medianMs":5,"p95Ms":2,
+               "faults":[{"fromMs":5,"toMs":1,"effect":{"kind":"silent"}}]}},"traffic":{"ratePerSec":0},"policies":[]}"#,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.lines().collect::<Vec<_>>(),
+            [
+                "traffic.ratePerSec: must be a positive number",
+                "policies: name at least one",
+                "providers.a: medianMs must be positive and p95Ms at least the median",
+                "providers.a.faults[0]: toMs must be after fromMs",
+            ]
+        );
+    }
+}

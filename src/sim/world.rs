@@ -1,0 +1,328 @@
+//! The simulated providers behind a [`Platform`]: each HTTP call is answered
+//! on the virtual clock as its provider's model says at that moment —
+//! latency drawn from a log-normal distribution, faults from the timeline.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::rc::Rc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::exec::Clock;
+use super::scenario::{Effect, Fault, ProviderModel};
+use crate::platform::{
+    millis, Body, Headers, HttpRequest, HttpResponse, Platform, TransportError, TransportErrorKind,
+    UnixMillis,
+};
+
+/// A request with no time limit that gets no answer waits this long.
+const SILENCE: u64 = 3_600_000;
+
+/// The z-score of the 95th percentile of a normal distribution.
+const Z95: f64 = 1.644_853_626_951_472_2;
+
+/// The platform the simulated clients run on. Clones share state.
+#[derive(Clone)]
+pub struct SimPlatform {
+    clock: Clock,
+    world: Rc<World>,
+}
+
+/// Which wire format a provider answers in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Anthropic,
+    OpenAi,
+}
+
+/// Calls one provider received.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Calls {
+    /// Every call.
+    pub(crate) total: u64,
+    /// Calls that failed: an error status, silence, a refusal, or an answer
+    /// slower than the call's time limit.
+    pub(crate) failed: u64,
+}
+
+pub(crate) struct SimProvider {
+    pub(crate) id: String,
+    base: String,
+    model: ProviderModel,
+    mu: f64,
+    sigma: f64,
+    ok: Vec<u8>,
+    dialect: Dialect,
+    rng: RefCell<fastrand::Rng>,
+}
+
+pub(crate) struct World {
+    pub(crate) providers: Vec<SimProvider>,
+    calls: RefCell<Vec<Calls>>,
+    /// The clients' own randomness (backoff jitter).
+    rng: RefCell<fastrand::Rng>,
+}
+
+/// What a call gets: an answer after `after` ms, or nothing.
+enum Answer {
+    Reply {
+        after: u64,
+        status: u16,
+        retry_after: Option<u64>,
+    },
+    Silent,
+    Refused,
+}
+
+impl SimProvider {
+    pub(crate) fn new(
+        id: &str,
+        model: ProviderModel,
+        dialect: Dialect,
+        tokens: (u64, u64),
+        seed: u64,
+    ) -> Self {
+        let (input, output) = tokens;
+        let ok = match dialect {
+            Dialect::Anthropic => json!({
+                "id": "msg_sim", "type": "message", "role": "assistant", "model": "sim",
+                "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": input, "output_tokens": output}
+            }),
+            Dialect::OpenAi => json!({
+                "id": "chatcmpl-sim", "object": "chat.completion", "created": 0, "model": "sim",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"},
+                             "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": input, "completion_tokens": output,
+                          "total_tokens": input + output}
+            }),
+        };
+        SimProvider {
+            id: id.to_string(),
+            base: base_url(id),
+            mu: model.median_ms.ln(),
+            sigma: (model.p95_ms / model.median_ms).ln() / Z95,
+            model,
+            ok: ok.to_string().into_bytes(),
+            dialect,
+            rng: RefCell::new(fastrand::Rng::with_seed(seed)),
+        }
+    }
+
+    /// When the provider's last failing window ends, if it has one.
+    pub(crate) fn last_fault_end(&self) -> Option<u64> {
+        self.model
+            .faults
+            .iter()
+            .filter(|f| !matches!(f.effect, Effect::Slow { .. }))
+            .map(|f| f.to_ms)
+            .max()
+    }
+
+    fn answer(&self, now: UnixMillis) -> Answer {
+        let mut rng = self.rng.borrow_mut();
+        let z = normal(&mut rng);
+        let mut latency = (self.mu + self.sigma * z).exp();
+        let mut hit = None;
+        for f in self.model.faults.iter().filter(|f| is_on(f, now)) {
+            if rng.f64() >= f.probability {
+                continue;
+            }
+            match &f.effect {
+                Effect::Slow {
+                    factor,
+                    ramp,
+                    tail_only,
+                } => {
+                    if !tail_only || z > 0.0 {
+                        let share = if *ramp {
+                            (now - f.from_ms) as f64 / (f.to_ms - f.from_ms) as f64
+                        } else {
+                            1.0
+                        };
+                        latency *= 1.0 + (factor - 1.0) * share;
+                    }
+                }
+                other => {
+                    hit.get_or_insert(other);
+                }
+            }
+        }
+        let after = latency.round().max(1.0) as u64;
+        match hit {
+            None => Answer::Reply {
+                after,
+                status: 200,
+                retry_after: None,
+            },
+            Some(Effect::Status {
+                status,
+                retry_after_ms,
+            }) => Answer::Reply {
+                after,
+                status: *status,
+                retry_after: *retry_after_ms,
+            },
+            Some(Effect::Silent) => Answer::Silent,
+            Some(Effect::Refused | Effect::Slow { .. }) => Answer::Refused,
+        }
+    }
+
+    fn error_body(&self, status: u16) -> Vec<u8> {
+        let (kind, message) = match status {
+            429 => ("rate_limit_error", "simulated rate limit"),
+            529 => ("overloaded_error", "simulated overload"),
+            _ => ("api_error", "simulated failure"),
+        };
+        let body = match self.dialect {
+            Dialect::Anthropic => {
+                json!({"type": "error", "error": {"type": kind, "message": message}})
+            }
+            Dialect::OpenAi => json!({"error": {"type": kind, "message": message}}),
+        };
+        body.to_string().into_bytes()
+    }
+}
+
+/// Whether fault `f` is on at `now`.
+fn is_on(f: &Fault, now: UnixMillis) -> bool {
+    if now < f.from_ms || now >= f.to_ms {
+        return false;
+    }
+    match f.flap {
+        Some(flap) => (now - f.from_ms) % flap.period_ms < flap.on_ms,
+        None => true,
+    }
+}
+
+/// A standard normal draw (Box–Muller).
+fn normal(rng: &mut fastrand::Rng) -> f64 {
+    let u1 = 1.0 - rng.f64(); // (0, 1]: ln is finite
+    let u2 = rng.f64();
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
+/// Where the simulator points provider `id`.
+pub(crate) fn base_url(id: &str) -> String {
+    format!("http://{id}.sim")
+}
+
+impl World {
+    pub(crate) fn new(providers: Vec<SimProvider>, seed: u64) -> Self {
+        World {
+            calls: RefCell::new(vec![Calls::default(); providers.len()]),
+            providers,
+            rng: RefCell::new(fastrand::Rng::with_seed(seed)),
+        }
+    }
+
+    pub(crate) fn calls(&self) -> Vec<Calls> {
+        self.calls.borrow().clone()
+    }
+
+    fn find(&self, url: &str) -> Option<usize> {
+        self.providers.iter().position(|p| {
+            url.strip_prefix(p.base.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        })
+    }
+}
+
+impl SimPlatform {
+    pub(crate) fn new(clock: Clock, world: Rc<World>) -> Self {
+        SimPlatform { clock, world }
+    }
+
+    pub(crate) fn clock(&self) -> Clock {
+        self.clock.clone()
+    }
+
+    pub(crate) fn world(&self) -> &World {
+        &self.world
+    }
+}
+
+impl Platform for SimPlatform {
+    fn now(&self) -> UnixMillis {
+        self.clock.now()
+    }
+
+    fn random(&self) -> f64 {
+        self.world.rng.borrow_mut().f64()
+    }
+
+    fn sleep(&self, dur: Duration) -> impl Future<Output = ()> {
+        self.clock.at(self.clock.now().saturating_add(millis(dur)))
+    }
+
+    fn fetch(
+        &self,
+        req: HttpRequest,
+    ) -> impl Future<Output = Result<HttpResponse, TransportError>> {
+        let now = self.clock.now();
+        let limit = req.timeout.map(millis);
+        let found = self.world.find(&req.url);
+        let answer = found.map(|i| self.world.providers[i].answer(now));
+        if let (Some(i), Some(a)) = (found, &answer) {
+            let mut calls = self.world.calls.borrow_mut();
+            calls[i].total += 1;
+            let in_time = |after: &u64| limit.is_none_or(|l| *after <= l);
+            let failed = !matches!(a, Answer::Reply { status: 200, after, .. } if in_time(after));
+            calls[i].failed += u64::from(failed);
+        }
+        let clock = self.clock.clone();
+        let world = self.world.clone();
+        async move {
+            let (Some(i), Some(answer)) = (found, answer) else {
+                return Err(TransportError::new(
+                    TransportErrorKind::Refused,
+                    "no simulated provider at this URL",
+                ));
+            };
+            let timed_out = |limit: Option<u64>| {
+                TransportError::new(
+                    TransportErrorKind::TimedOut,
+                    format!("no answer within {} ms", limit.unwrap_or(SILENCE)),
+                )
+            };
+            match answer {
+                Answer::Refused => Err(TransportError::new(
+                    TransportErrorKind::Refused,
+                    "simulated refusal",
+                )),
+                Answer::Silent => {
+                    clock.at(now + limit.unwrap_or(SILENCE)).await;
+                    Err(timed_out(limit))
+                }
+                Answer::Reply { after, .. } if limit.is_some_and(|l| after > l) => {
+                    clock.at(now + limit.unwrap_or(SILENCE)).await;
+                    Err(timed_out(limit))
+                }
+                Answer::Reply {
+                    after,
+                    status,
+                    retry_after,
+                } => {
+                    clock.at(now + after).await;
+                    let p = &world.providers[i];
+                    let mut headers = Headers::new();
+                    headers.insert("content-type", "application/json");
+                    if let Some(ms) = retry_after {
+                        headers.insert("retry-after-ms", ms.to_string());
+                    }
+                    let body = if status == 200 {
+                        p.ok.clone()
+                    } else {
+                        p.error_body(status)
+                    };
+                    Ok(HttpResponse {
+                        status,
+                        headers,
+                        body: Body::full(body),
+                    })
+                }
+            }
+        }
+    }
+}

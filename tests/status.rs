@@ -1,0 +1,242 @@
+//! The status page on the fake platform: the sign-in form and its cookie,
+//! the page and its data showing a breaker open on a dead provider and close
+//! after it heals, and the cookie spending nothing on the chat routes.
+
+use resilient_llm::gateway::{Gateway, Inbound, Outbound, Setup};
+use resilient_llm::testing::{block_on, reply, FakePlatform};
+use resilient_llm::{Body, Headers, MemoryStore};
+use serde_json::{json, Value};
+
+const KEY: &str = "client key;123";
+
+fn gateway(p: &FakePlatform) -> Gateway<FakePlatform, MemoryStore> {
+    let config = json!({
+        "providers": {
+            "primary": { "kind": "openai", "baseUrl": "https://primary.test", "apiKey": "sk-p" },
+            "backup": { "kind": "anthropic", "baseUrl": "https://backup.test", "apiKey": "sk-b" }
+        },
+        "routes": { "default": [
+            { "provider": "primary", "model": "gpt-big" },
+            { "provider": "backup", "model": "claude-small" }
+        ] },
+        "retry": { "maxAttempts": 1 },
+        "breaker": { "failureThreshold": 1, "cooldownMs": 5000 },
+        "gateway": { "clientKeysEnv": ["GATEWAY_KEY"] }
+    });
+    let secret = |n: &str| (n == "GATEWAY_KEY").then(|| KEY.to_string());
+    let setup = Setup::load(Some(&config.to_string()), &secret).expect("valid config");
+    let store = MemoryStore::new(setup.breaker());
+    setup.into_gateway(p.clone(), store)
+}
+
+fn req(method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Inbound {
+    Inbound {
+        method: method.into(),
+        path: path.into(),
+        headers: headers.iter().copied().collect::<Headers>(),
+        body: Body::full(body.as_bytes().to_vec()),
+    }
+}
+
+fn html(out: &Outbound) -> String {
+    assert_eq!(
+        out.headers.get("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    String::from_utf8(out.body.clone()).unwrap()
+}
+
+fn anthropic_ok() -> String {
+    json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-small",
+        "content": [{ "type": "text", "text": "ok" }], "stop_reason": "end_turn",
+        "usage": { "input_tokens": 3, "output_tokens": 2 }
+    })
+    .to_string()
+}
+
+fn openai_ok() -> String {
+    json!({
+        "id": "c", "object": "chat.completion", "created": 1, "model": "gpt-big",
+        "choices": [{ "index": 0, "message": { "role": "assistant", "content": "ok" }, "finish_reason": "stop" }],
+        "usage": { "prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5 }
+    })
+    .to_string()
+}
+
+/// Signs in through the form; the cookie header to send back.
+fn sign_in(p: &FakePlatform, g: &Gateway<FakePlatform, MemoryStore>) -> String {
+    let form = format!("key={}", "client%20key%3B123");
+    let out = block_on(
+        p,
+        g.handle(req(
+            "POST",
+            "/status/login",
+            &[("content-type", "application/x-www-form-urlencoded")],
+            &form,
+        )),
+    );
+    assert_eq!(out.status, 303);
+    assert_eq!(
+        out.headers.get("location"),
+        Some("/status"),
+        "no key in the URL"
+    );
+    let set = out.headers.get("set-cookie").expect("a cookie").to_string();
+    for attr in ["HttpOnly", "Secure", "SameSite=Strict", "Path=/status"] {
+        assert!(set.contains(attr), "{attr} missing from {set}");
+    }
+    set.split(';').next().unwrap().to_string()
+}
+
+#[test]
+fn the_page_asks_a_browser_to_sign_in_and_refuses_a_wrong_key() {
+    let p = FakePlatform::new().at(1_700_000_000_000);
+    let g = gateway(&p);
+    let out = block_on(&p, g.handle(req("GET", "/status", &[], "")));
+    assert_eq!(out.status, 401);
+    let page = html(&out);
+    assert!(
+        page.contains("<form method=\"post\" action=\"/status/login\">"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<label for=\"key\">Gateway key</label>")
+            && page.contains("type=\"password\"")
+    );
+    let out = block_on(&p, g.handle(req("POST", "/status/login", &[], "key=nope")));
+    assert_eq!(out.status, 401);
+    assert!(html(&out).contains("that key is not accepted"));
+    assert!(out.headers.get("set-cookie").is_none());
+    let out = block_on(
+        &p,
+        g.handle(req(
+            "GET",
+            "/status/data",
+            &[("cookie", "rl_status_key=nope")],
+            "",
+        )),
+    );
+    assert_eq!(out.status, 401);
+}
+
+#[test]
+fn the_page_shows_a_breaker_opening_on_a_dead_provider_and_closing_after_it_heals() {
+    let p = FakePlatform::new().at(1_700_000_000_000);
+    let g = gateway(&p);
+    let cookie = sign_in(&p, &g);
+    let chat = json!({ "model": "default", "messages": [{ "role": "user", "content": "hi" }] })
+        .to_string();
+    let bearer = format!("Bearer {KEY}");
+
+    // The cookie is for the status pages only: it spends nothing.
+    let out = block_on(
+        &p,
+        g.handle(req(
+            "POST",
+            "/v1/chat/completions",
+            &[("cookie", &cookie)],
+            &chat,
+        )),
+    );
+    assert_eq!(out.status, 401);
+
+    p.script("https://primary.test", [reply(503)]);
+    p.script("https://backup.test", [reply(200).body(anthropic_ok())]);
+    let out = block_on(
+        &p,
+        g.handle(req(
+            "POST",
+            "/v1/chat/completions",
+            &[("authorization", &bearer)],
+            &chat,
+        )),
+    );
+    assert_eq!(out.status, 200);
+
+    let out = block_on(
+        &p,
+        g.handle(req("GET", "/status", &[("cookie", &cookie)], "")),
+    );
+    assert_eq!(out.status, 200);
+    let page = html(&out);
+    assert!(
+        page.contains("<tr data-provider=\"primary\"><td>primary</td>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<span class=\"state open\">"),
+        "the primary's breaker is open"
+    );
+    assert!(page.contains("in 5.0 s"), "time until the next probe");
+    assert!(page.contains("breaker of primary: closed → open"));
+    assert!(page.contains("failover primary/gpt-big → backup/claude-small (server)"));
+    assert!(page.contains("id=\"overall\" class=\"pill degraded\""));
+    assert!(
+        !page.contains(KEY) && !page.contains("sk-p"),
+        "no key on the page"
+    );
+    let csp = out.headers.get("content-security-policy").unwrap();
+    assert!(
+        csp.starts_with("default-src 'none'"),
+        "nothing loads from elsewhere"
+    );
+
+    // Healed: after the cooldown the probe succeeds and the breaker closes.
+    p.advance(std::time::Duration::from_secs(6));
+    p.script("https://primary.test", [reply(200).body(openai_ok())]);
+    let out = block_on(
+        &p,
+        g.handle(req(
+            "POST",
+            "/v1/chat/completions",
+            &[("authorization", &bearer)],
+            &chat,
+        )),
+    );
+    assert_eq!(out.headers.get("x-served-by"), Some("primary/gpt-big"));
+    let out = block_on(
+        &p,
+        g.handle(req("GET", "/status/data", &[("cookie", &cookie)], "")),
+    );
+    assert_eq!(out.status, 200);
+    let data: Value = serde_json::from_slice(&out.body).unwrap();
+    assert_eq!(data["status"], "ok");
+    let primary = data["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["provider"] == "primary")
+        .unwrap();
+    assert_eq!(primary["state"], "closed");
+    let moves: Vec<(String, String)> = data["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["type"] == "breaker")
+        .map(|c| {
+            (
+                c["from"].as_str().unwrap().into(),
+                c["to"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    // Breakers are looked at after each request: the probe's half-open
+    // state began and ended inside one.
+    assert_eq!(
+        moves,
+        [
+            ("open".into(), "closed".into()),
+            ("closed".into(), "open".into())
+        ],
+        "newest first"
+    );
+    let page = html(&block_on(
+        &p,
+        g.handle(req("GET", "/status", &[("authorization", &bearer)], "")),
+    ));
+    assert!(
+        page.contains("<span class=\"state closed\">"),
+        "a header key works too"
+    );
+}
