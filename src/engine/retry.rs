@@ -51,6 +51,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 .unwrap_or(self.policy.attempt_timeout)
                 .min(Duration::from_millis(left));
             let (result, reached, omitted) = self.attempt(upstream, req, &entry.model, limit).await;
+            let result = result.map_err(|e| run.blame(self.platform.now(), e));
             let record = self.record_attempt(
                 run,
                 entry,

@@ -413,6 +413,7 @@ where
                     return Ok(());
                 }
                 Err((error, reached)) => {
+                    let error = self.walk.run.blame(client.platform.now(), error);
                     client.record_attempt(
                         &mut self.walk.run,
                         &entry,
@@ -758,6 +759,7 @@ where
         };
         self.malformed += conn.malformed;
         drop(conn.body); // abort the transfer now
+        let error = self.walk.run.blame(self.client.platform.now(), error);
         let entry = self.walk.entry().clone();
         let record = self.client.record_attempt(
             &mut self.walk.run,
