@@ -10,9 +10,7 @@
 //! Worker's `FLEET_FAULTS` variable is `on` (never in a deployment), the
 //! object can be made to fail for real: `POST http://do/fault {"mode"}`
 //! makes every later call throw (`throw`), hang past the isolates' call
-//! timeout (`hang`), answer 500 (`fail`) or work again (`none`);
-//! `POST http://do/restart` aborts the object, which workerd then starts
-//! afresh from its storage.
+//! timeout (`hang`), answer 500 (`fail`) or work again (`none`).
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -119,35 +117,12 @@ impl BreakerStore {
         if !on {
             return None;
         }
-        match op {
-            "/fault" => {
-                let Some(call) = text.and_then(|t| serde_json::from_str::<FaultCall>(t).ok())
-                else {
-                    return Some(Response::error("bad fault", 400));
-                };
-                *self.fault.borrow_mut() = call.mode;
-                return Some(Response::ok("{}"));
-            }
-            "/restart" => {
-                let abort = worker::js_sys::Reflect::get(
-                    self.state.as_raw(),
-                    &worker::wasm_bindgen::JsValue::from_str("abort"),
-                );
-                let called = abort.ok().and_then(|f| {
-                    use worker::wasm_bindgen::JsCast;
-                    let f = f.dyn_into::<worker::js_sys::Function>().ok()?;
-                    f.call1(
-                        self.state.as_raw(),
-                        &worker::wasm_bindgen::JsValue::from_str("restart asked by a test"),
-                    )
-                    .ok()
-                });
-                return Some(match called {
-                    Some(_) => Response::ok("{}"),
-                    None => Response::error("abort failed", 500),
-                });
-            }
-            _ => {}
+        if op == "/fault" {
+            let Some(call) = text.and_then(|t| serde_json::from_str::<FaultCall>(t).ok()) else {
+                return Some(Response::error("bad fault", 400));
+            };
+            *self.fault.borrow_mut() = call.mode;
+            return Some(Response::ok("{}"));
         }
         let fault = *self.fault.borrow();
         match fault {

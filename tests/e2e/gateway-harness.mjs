@@ -35,37 +35,40 @@ export function gatewayConfig(mock, { providers, routes, breaker, retry, timeout
   };
 }
 
-function workerOptions(config, name) {
+function workerOptions(config, name, vars = {}) {
   return {
     name,
     modules: true,
     scriptPath: path.join(ROOT, "build/index.js"),
     modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
     compatibilityDate: "2026-08-01",
-    bindings: { CONFIG: JSON.stringify(config), MOCK_API_KEY: MOCK_KEY, GATEWAY_KEY },
+    bindings: { CONFIG: JSON.stringify(config), MOCK_API_KEY: MOCK_KEY, GATEWAY_KEY, ...vars },
   };
 }
 
 /**
  * Starts Miniflare serving the Worker on a free port. `persist`: a directory for Durable
  * Object storage (a second start on it is a restart). `isolates: 2`: two workers with their
- * own isolate memory sharing the first one's Durable Object namespace.
+ * own isolate memory sharing the first one's Durable Object namespace. `vars`: more bindings
+ * (`{ FLEET_FAULTS: "on" }` arms the breaker object's test faults). `fleet: false`: no
+ * `BREAKERS` binding at all (the object is unreachable).
  */
-export async function startGateway(config, { persist, isolates = 1, log = false } = {}) {
+export async function startGateway(config, { persist, isolates = 1, log = false, vars = {}, fleet = true, onLog } = {}) {
   const durableObjectsPersist = persist ?? false;
   const first = {
-    ...workerOptions(config, "a"),
+    ...workerOptions(config, "a", vars),
     durableObjects: { BREAKERS: { className: "BreakerStore", useSQLite: true } },
   };
+  if (!fleet) first.durableObjects = {};
   const workers = [first];
   if (isolates === 2) {
     workers.push({
-      ...workerOptions(config, "b"),
+      ...workerOptions(config, "b", vars),
       durableObjects: { BREAKERS: { className: "BreakerStore", scriptName: "a", useSQLite: true } },
     });
   }
   const logs = [];
-  const mf = new Miniflare({
+  const options = {
     host: "127.0.0.1",
     port: 0,
     cf: false,
@@ -75,20 +78,39 @@ export async function startGateway(config, { persist, isolates = 1, log = false 
       for (const s of [stdout, stderr]) {
         s.setEncoding("utf8");
         s.on("data", (chunk) => {
-          for (const line of chunk.split("\n")) if (line.trim()) { logs.push(line); if (log) process.stderr.write(`${line}\n`); }
+          for (const line of chunk.split("\n")) {
+            if (!line.trim()) continue;
+            if (onLog) onLog(line);
+            else logs.push(line);
+            if (log) process.stderr.write(`${line}\n`);
+          }
         });
       }
     },
-  });
-  const url = (await mf.ready).toString().replace(/\/$/, "");
-  const handles = [];
+  };
+  const mf = new Miniflare(options);
+  let url = (await mf.ready).toString().replace(/\/$/, "");
+  let handles = [];
   for (const w of workers) handles.push(await mf.getWorker(w.name));
   return {
-    url,
+    get url() { return url; },
     mf,
     logs,
+    /** Restarts the runtime (every isolate and Durable Object; storage kept with `persist`). */
+    async restart() {
+      await mf.setOptions(options);
+      url = (await mf.ready).toString().replace(/\/$/, "");
+      handles = [];
+      for (const w of workers) handles.push(await mf.getWorker(w.name));
+    },
     /** fetch through isolate `i` (0 or 1). */
     fetch: (i, input, init) => handles[i].fetch(input, init),
+    /** POST `body` to provider `key`'s breaker object as `http://do/<op>`: its status and text. */
+    async fleet(key, op, body = { key }) {
+      const ns = await mf.getDurableObjectNamespace("BREAKERS", "a");
+      const res = await ns.get(ns.idFromName(key)).fetch(`http://do/${op}`, { method: "POST", body: JSON.stringify(body) });
+      return { status: res.status, text: await res.text() };
+    },
     close: () => mf.dispose(),
   };
 }
