@@ -558,7 +558,8 @@ where
     }
 
     /// Decodes events into the attempt's pending deltas. A malformed chunk
-    /// is skipped (and reported); an error event fails the attempt.
+    /// (reported) or an error event fails the attempt: a retry or the next
+    /// entry continues the answer from what was delivered.
     fn decode(&self, conn: &mut Conn, events: Vec<SseEvent>) -> Result<(), ProviderError> {
         let entry = self.walk.entry();
         let Some(Upstream::Http(provider)) = self.client.upstreams.get(&entry.provider) else {
@@ -582,14 +583,18 @@ where
                             .map(|delta| StreamItem::Delta { delta, passed }),
                     );
                 }
-                Err(e) if e.kind == ErrorKind::Decode => {
-                    conn.malformed += 1;
-                    self.client.emit(|| Event::MalformedChunk {
-                        provider: &entry.provider,
-                        error: &e,
-                    });
+                Err(e) => {
+                    if e.kind == ErrorKind::Decode {
+                        // It may have held part of the answer: skipped, the
+                        // answer could end looking complete without it.
+                        conn.malformed += 1;
+                        self.client.emit(|| Event::MalformedChunk {
+                            provider: &entry.provider,
+                            error: &e,
+                        });
+                    }
+                    return Err(e);
                 }
-                Err(e) => return Err(e),
             }
         }
         Ok(())

@@ -179,11 +179,11 @@ async function main() {
       routes: Object.fromEntries(Object.entries(ROUTES).map(([r, ps]) => [r, ps.map((p) => ({ provider: p, model: `${p}-model` }))])),
       breaker: BREAKER,
       retry: { maxAttempts: 2, baseDelayMs: 50, maxDelayMs: 500 },
-      timeoutMs: 3000,
+      timeoutMs: 1500,
       deadlineMs: DEADLINE_MS,
     }),
-    firstTokenTimeoutMs: 3000,
-    idleTimeoutMs: 3000,
+    firstTokenTimeoutMs: 1500,
+    idleTimeoutMs: 1500,
   };
   const store = tempDir();
   const stats = {
@@ -250,6 +250,7 @@ async function main() {
   }
 
   const samples = [];
+  const inflight = new Set();
   let restartAt = Array.from({ length: RESTARTS }, (_, i) => Math.floor((REQUESTS * (i + 1)) / (2 * (RESTARTS + 1))));
   let lastRestartDone = 0;
   let warmSample = null;
@@ -268,7 +269,18 @@ async function main() {
     stats[stream ? "streamed" : "whole"]++;
     const from = Date.now();
     const ctl = new AbortController();
-    const hungTimer = setTimeout(() => ctl.abort(new Error("hung")), DEADLINE_MS + 10000);
+    const track = { i, route, format, stream, disconnect, stage: "fetch", from };
+    inflight.add(track);
+    // Past the deadline and a margin, a request is hung: given up on, and counted.
+    let hungTimer;
+    const hungAt = new Promise((_, reject) => {
+      hungTimer = setTimeout(() => {
+        ctl.abort(new Error("hung"));
+        reject(new Error("hung"));
+      }, DEADLINE_MS + 10000);
+    });
+    hungAt.catch(() => {});
+    const beforeHung = (promise) => Promise.race([promise, hungAt]);
     let status = 0;
     let outcome = { text: "", complete: false, errored: false };
     let headersText = "";
@@ -276,7 +288,7 @@ async function main() {
     let hung = false;
     let transportError = null;
     try {
-      const res = await fetch(`${gw.url}${path}`, {
+      const res = await beforeHung(fetch(`${gw.url}${path}`, {
         method: "POST",
         signal: ctl.signal,
         headers: {
@@ -285,18 +297,19 @@ async function main() {
           ...(format === "anthropic" ? { "anthropic-version": "2023-06-01" } : {}),
         },
         body: JSON.stringify(body),
-      });
+      }));
       status = res.status;
+      track.stage = "body";
       headersText = JSON.stringify([...res.headers]);
       if (disconnect) {
         const reader = res.body.getReader();
-        await reader.read();
+        await beforeHung(reader.read());
         await sleep(Math.floor(random() * 40));
+        await beforeHung(reader.cancel().catch(() => {}));
         ctl.abort(new Error("client went away"));
-        await reader.read().catch(() => {});
         stats.disconnected++;
       } else {
-        bodyText = await res.text();
+        bodyText = await beforeHung(res.text());
         if (stream && status === 200) outcome = readStream(format, bodyText);
         else {
           let json;
@@ -305,10 +318,11 @@ async function main() {
         }
       }
     } catch (e) {
-      if (ctl.signal.aborted && String(ctl.signal.reason?.message) === "hung") hung = true;
+      if (String(e?.message) === "hung" || String(ctl.signal.reason?.message) === "hung") hung = true;
       else if (!disconnect) transportError = String(e?.cause?.code ?? e?.message ?? e);
     } finally {
       clearTimeout(hungTimer);
+      inflight.delete(track);
     }
     const to = Date.now();
     stats.statusCounts[status] = (stats.statusCounts[status] ?? 0) + 1;
@@ -368,6 +382,11 @@ async function main() {
     while (!stopSampling) {
       const rss = workerdRss();
       samples.push({ at: Date.now() - started, done: next, rss });
+      if (samples.length % 5 === 0) {
+        process.stderr.write(`soak: ${Math.round((Date.now() - started) / 1000)} s, ${next} started, ${stats.ok} answered, ` +
+          `${stats.restarts} restarts, workerd ${Math.round(rss / 1048576)} MiB, in flight ${inflight.size}\n`);
+        if (process.env.SOAK_DEBUG) for (const t of [...inflight].slice(0, 5)) process.stderr.write(`  ${JSON.stringify({ ...t, ms: Date.now() - t.from })}\n`);
+      }
       // Warm-up: a tenth of what is left after the last restart.
       const warmAt = lastRestartDone + Math.max(200, Math.floor((REQUESTS - lastRestartDone) / 10));
       if (warmSample === null && next >= warmAt && restartAt.length === 0 && restarting === null) warmSample = { done: next, rss };
