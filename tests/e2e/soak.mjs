@@ -188,7 +188,7 @@ async function main() {
   const store = tempDir();
   const stats = {
     requests: 0, ok: 0, streamed: 0, whole: 0, openai: 0, anthropic: 0, disconnected: 0,
-    failedAnswered: 0, statusCounts: {}, hung: 0, incompleteAsComplete: 0, silentCuts: 0,
+    failedAnswered: 0, interrupted: 0, statusCounts: {}, hung: 0, incompleteAsComplete: 0, silentCuts: 0,
     unansweredWhileHealthy: 0, keyInResponse: 0, keyInLog: 0, logLines: 0, restarts: 0,
     phases: 0, fleetFaultPhases: 0, blackouts: 0, duringRestart: 0, failures: [],
   };
@@ -347,10 +347,18 @@ async function main() {
     const answered = status === 200 && outcome.complete && whole;
     if (answered) stats.ok++;
     else stats.failedAnswered++;
-    const healthy = ROUTES[route].some((p) => healthyOver(p, from, to));
-    if (!answered && healthy && !duringRestart) {
+    // A stream cut after it began is continued where a provider can continue it (the same
+    // one, or one that takes a prefill); else it ends with an error event: flagged, not hidden.
+    const interrupted = status === 200 && stream && outcome.errored;
+    if (interrupted) stats.interrupted++;
+    const chain = ROUTES[route] ?? [route.split("/")[0]];
+    const healthy = chain.some((p) => healthyOver(p, from, to));
+    if (!answered && !interrupted && healthy && !duringRestart) {
       stats.unansweredWhileHealthy++;
-      fail("unanswered while a provider of its route was healthy", { i, route, format, stream, status, transportError, body: bodyText.slice(0, 300) });
+      const steady = chain.at(-1);
+      let trail = null;
+      try { trail = (JSON.parse(bodyText).error?.attempts ?? []).map((a) => `${a.provider}:${a.outcome?.error?.kind ?? "ok"}`).join(" "); } catch { /* not JSON */ }
+      fail("unanswered while a provider of its route was healthy", { i, route, format, stream, status, transportError, steady, trail, body: trail ? undefined : bodyText.slice(0, 300) });
     }
   }
 
@@ -387,8 +395,8 @@ async function main() {
           `${stats.restarts} restarts, workerd ${Math.round(rss / 1048576)} MiB, in flight ${inflight.size}\n`);
         if (process.env.SOAK_DEBUG) for (const t of [...inflight].slice(0, 5)) process.stderr.write(`  ${JSON.stringify({ ...t, ms: Date.now() - t.from })}\n`);
       }
-      // Warm-up: a tenth of what is left after the last restart.
-      const warmAt = lastRestartDone + Math.max(200, Math.floor((REQUESTS - lastRestartDone) / 10));
+      // Warm-up: a fifth of what is left after the last restart, at least 1000 requests.
+      const warmAt = lastRestartDone + Math.max(1000, Math.floor((REQUESTS - lastRestartDone) / 5));
       if (warmSample === null && next >= warmAt && restartAt.length === 0 && restarting === null) warmSample = { done: next, rss };
       await sleep(1000);
     }
@@ -413,9 +421,10 @@ async function main() {
   let consistent = false;
   let fleetStates = {};
   for (let round = 0; round < 20 && !consistent; round++) {
-    for (const r of Object.keys(ROUTES)) {
+    // Every provider called by name (provider/model), so each breaker sees traffic again.
+    for (const p of Object.keys({ ...FAULTY, ...STEADY })) {
       for (const format of ["openai", "anthropic"]) {
-        for (const stream of [false, true]) await one(`end-${round}`, { route: r, format, stream });
+        for (const stream of [false, true]) await one(`end-${round}`, { route: `${p}/${p}-model`, format, stream });
       }
     }
     await sleep(1300); // past the view's TTL and the report delay
@@ -434,7 +443,8 @@ async function main() {
   store.remove();
 
   const growth = warmSample && endRss ? endRss - warmSample.rss : null;
-  const bound = warmSample ? Math.max(48 << 20, warmSample.rss * 0.25) : null;
+  // Bounded: after warm-up, at most half again, or 64 MiB.
+  const bound = warmSample ? Math.max(64 << 20, warmSample.rss * 0.5) : null;
   const memoryFlat = growth !== null && growth <= bound;
   if (!memoryFlat) fail("memory not flat after warm-up", { warm: warmSample, endRss, bound });
   const MiB = (n) => (n === null || n === undefined ? null : Math.round((n / 1048576) * 10) / 10);
@@ -444,6 +454,7 @@ async function main() {
     concurrency: CONCURRENCY,
     answered: stats.ok,
     notAnswered: stats.failedAnswered,
+    streamsInterruptedWithErrorEvent: stats.interrupted,
     statuses: stats.statusCounts,
     whole: stats.whole,
     streamed: stats.streamed,
