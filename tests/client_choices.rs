@@ -40,13 +40,14 @@ fn client(p: &FakePlatform, shared: Vec<Step>, any_model: bool) -> Client<FakePl
         .build()
 }
 
-fn shared_health(c: &Client<FakePlatform>) -> (StateName, u32) {
+/// `shared`'s breaker state, consecutive failures, and failures in its health figures.
+fn shared_health(c: &Client<FakePlatform>) -> (StateName, u32, u64) {
     let h = c
         .health()
         .into_iter()
         .find(|h| h.provider == "shared")
         .unwrap();
-    (h.state, h.consecutive_failures)
+    (h.state, h.consecutive_failures, h.failures)
 }
 
 #[test]
@@ -58,7 +59,7 @@ fn provider_slash_model_reaches_only_listed_models_by_default() {
         assert!(matches!(e, Error::UnknownRoute(_)), "{e:?}");
         assert_eq!(e.status(), 404);
     }
-    assert_eq!(shared_health(&c), (StateName::Closed, 0));
+    assert_eq!(shared_health(&c), (StateName::Closed, 0, 0));
     let r = block_on(&p, c.chat(req("shared/listed"))).unwrap();
     assert_eq!(r.response.text, "listed answer");
 }
@@ -73,7 +74,7 @@ fn a_made_up_model_the_provider_does_not_know_is_a_404_that_trips_nothing() {
         let e = block_on(&p, c.chat(req("shared/does-not-exist"))).unwrap_err();
         assert_eq!(e.status(), 404, "{e:?}");
     }
-    assert_eq!(shared_health(&c), (StateName::Closed, 0));
+    assert_eq!(shared_health(&c), (StateName::Closed, 0, 0));
     // The route using `shared` as its fallback still reaches it.
     let r = block_on(&p, c.chat(req("fallback"))).unwrap();
     assert_eq!(r.served_by.provider, "shared");
@@ -99,7 +100,7 @@ fn a_callers_own_short_deadline_is_a_504_that_trips_nothing() {
             .collect();
         assert_eq!(kinds, [ErrorKind::DeadlineExceeded]);
     }
-    assert_eq!(shared_health(&c), (StateName::Closed, 0));
+    assert_eq!(shared_health(&c), (StateName::Closed, 0, 0));
     let r = block_on(&p, c.chat(req("fallback"))).unwrap();
     assert_eq!(r.served_by.provider, "shared");
 }
@@ -147,7 +148,7 @@ fn a_client_that_goes_away_mid_attempt_trips_nothing() {
         });
         assert!(gone.is_err(), "the caller gave up first");
     }
-    assert_eq!(shared_health(&c), (StateName::Closed, 0));
+    assert_eq!(shared_health(&c), (StateName::Closed, 0, 0));
     let r = block_on(&p, c.chat(req("fallback"))).unwrap();
     assert_eq!(r.response.text, "still healthy");
 }
@@ -168,5 +169,5 @@ fn names_a_client_chooses_add_no_state() {
     let health = c.health();
     assert_eq!(health.len(), 2);
     assert!(c.store().snapshot("shared/made-up-1").is_none());
-    assert_eq!(shared_health(&c), (StateName::Closed, 0));
+    assert_eq!(shared_health(&c), (StateName::Closed, 0, 0));
 }
