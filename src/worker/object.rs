@@ -49,7 +49,7 @@ struct FaultCall {
 }
 
 /// How long a `hang` holds a call: well past the isolates' call timeout.
-const HANG: Duration = Duration::from_secs(20);
+const HANG: Duration = Duration::from_secs(5);
 
 #[derive(Clone)]
 struct Policies {
