@@ -2,7 +2,8 @@
 # The Worker's checks, from a fresh clone: tools (scripts/setup.sh), wasm32 lints with the
 # `worker` feature, the build, its size, `wrangler deploy --dry-run`, and the end-to-end tests
 # (Miniflare + real Durable Object + mock provider + the official Node and Python SDKs, all on
-# 127.0.0.1; the Python ones in the virtualenv of scripts/setup-python.sh).
+# 127.0.0.1; the Python ones in the virtualenv of scripts/setup-python.sh), then the short
+# chaos soak (scripts/soak.sh --short, under 2 minutes).
 #   scripts/test-worker.sh [--no-setup]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,4 +36,8 @@ scripts/setup-python.sh
 step "end-to-end tests (Miniflare, mock provider, official Node and Python SDKs)"
 node --test --test-concurrency=1 tests/e2e/worker.test.mjs tests/e2e/stream.test.mjs \
   tests/e2e/features.test.mjs tests/e2e/python-features.test.mjs tests/e2e/bedrock.test.mjs \
-  tests/e2e/vertex.test.mjs tests/e2e/resellers.test.mjs tests/e2e/status-page.test.mjs
+  tests/e2e/vertex.test.mjs tests/e2e/resellers.test.mjs tests/e2e/status-page.test.mjs \
+  tests/e2e/resilience.test.mjs
+
+step "chaos soak, short (scripts/soak.sh --long is README's run)"
+scripts/soak.sh --short --no-build

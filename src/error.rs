@@ -87,7 +87,8 @@ impl ErrorKind {
             ErrorKind::Stalled => Treatment::new(true, true, true),
             ErrorKind::Transport => Treatment::new(true, true, true),
             ErrorKind::Auth => Treatment::new(false, true, true),
-            ErrorKind::NotFound => Treatment::new(false, true, true),
+            // A missing model says nothing of the provider's other models.
+            ErrorKind::NotFound => Treatment::new(false, true, false),
             ErrorKind::ContextLength => Treatment::new(false, true, false),
             ErrorKind::ContentFilter => Treatment::new(false, false, false),
             ErrorKind::InvalidRequest => Treatment::new(false, false, false),
@@ -426,13 +427,25 @@ impl Exhausted {
 
     /// The HTTP status to give the caller: 400 when every provider found the
     /// request itself unusable (too long for every window, or a feature no
-    /// provider has), 503 otherwise.
+    /// provider has), 404 when every provider said the model does not
+    /// exist, 504 when the deadline ended the walk, 503 otherwise.
     pub fn status(&self) -> u16 {
         let mut errors = self.errors().peekable();
         let all_request_problems = errors.peek().is_some()
             && errors.all(|e| matches!(e.kind, ErrorKind::ContextLength | ErrorKind::Unsupported));
+        let mut errors = self.errors().peekable();
+        let all_not_found =
+            errors.peek().is_some() && errors.all(|e| e.kind == ErrorKind::NotFound);
+        let out_of_time = self
+            .errors()
+            .last()
+            .is_some_and(|e| e.kind == ErrorKind::DeadlineExceeded);
         if all_request_problems {
             400
+        } else if all_not_found {
+            404
+        } else if out_of_time {
+            504
         } else {
             503
         }

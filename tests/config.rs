@@ -148,8 +148,21 @@ fn a_configured_model_is_a_route_and_provider_slash_model_names_one_entry() {
         "openai"
     );
     let mut r = req();
-    r.model = Some("anthropic/claude-haiku-4-5".into());
+    r.model = Some("anthropic/claude-sonnet-4-5".into());
     let reply = block_on(&p, client.chat(r)).unwrap();
+    assert_eq!(reply.served_by.model, "claude-sonnet-4-5");
+    // A model no route lists is not reached unless allowAnyModel says so.
+    let mut r = req();
+    r.model = Some("anthropic/claude-haiku-4-5".into());
+    assert!(matches!(
+        block_on(&p, client.chat(r.clone())),
+        Err(Error::UnknownRoute(_))
+    ));
+    let mut any = config();
+    any.allow_any_model = true;
+    p.script("https://anthropic.test", [fixture("anthropic/ok_text")]);
+    let open = any.client(p.clone(), vec![], &secret).unwrap();
+    let reply = block_on(&p, open.chat(r)).unwrap();
     assert_eq!(reply.served_by.model, "claude-haiku-4-5");
     let mut r = req();
     r.model = Some("nobody/x".into());

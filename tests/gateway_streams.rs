@@ -250,12 +250,17 @@ fn an_interrupted_anthropic_stream_ends_with_an_error_event() {
 }
 
 #[test]
-fn a_malformed_chunk_is_skipped_and_counted_in_the_end_log_line() {
+fn a_malformed_chunk_fails_the_attempt_is_continued_and_counted_in_the_end_log_line() {
+    // It may have held part of the answer: the attempt is retried and the
+    // answer continued, never delivered without it as if complete.
     let p = FakePlatform::new();
     let mut chunks = openai_sse("gpt-big", &["a", "b"]);
     chunks.insert(2, "data: {\"choices\": [ broken\n\n".into());
-    p.script("https://primary.test", [sse(chunks)]);
-    let g = gateway(&p, 1);
+    p.script(
+        "https://primary.test",
+        [sse(chunks), sse(openai_sse("gpt-big", &["a", "b"]))],
+    );
+    let g = gateway(&p, 2);
     let body = json!({ "model": "default", "stream": true, "messages": [{ "role": "user", "content": "hi" }] });
     let (_, events, log) = run(&p, &g, post("/v1/chat/completions", body));
     assert_eq!(events.last().map(|e| e.data.as_str()), Some("[DONE]"));

@@ -373,24 +373,47 @@ fn transient_server_errors_and_network_errors_are_retried() {
 }
 
 #[test]
-fn auth_and_not_found_fail_over_at_once_and_trip_the_breaker() {
-    for (kind, status) in [
-        (ErrorKind::Auth, 401),
-        (ErrorKind::Auth, 403),
-        (ErrorKind::NotFound, 404),
-    ] {
+fn auth_fails_over_at_once_and_trips_the_breaker() {
+    for status in [401, 403] {
         let p = FakePlatform::new();
-        let (client, calls) = pair_with(&p, vec![err(kind, status)], vec![ok("backup")], |b| {
-            b.breaker(BreakerPolicy {
-                failure_threshold: 1,
-                ..BreakerPolicy::default()
-            })
-        });
+        let (client, calls) = pair_with(
+            &p,
+            vec![err(ErrorKind::Auth, status)],
+            vec![ok("backup")],
+            |b| {
+                b.breaker(BreakerPolicy {
+                    failure_threshold: 1,
+                    ..BreakerPolicy::default()
+                })
+            },
+        );
         let r = block_on(&p, client.chat(req())).unwrap();
         assert_eq!(calls.each(), [1, 1], "{status}");
         assert_eq!(r.served_by.provider, "backup");
         assert_eq!(client.health()[1].state, StateName::Open, "{status}");
     }
+}
+
+#[test]
+fn not_found_fails_over_at_once_without_touching_the_breaker() {
+    // A missing model says nothing of the provider's other models.
+    let p = FakePlatform::new();
+    let (client, calls) = pair_with(
+        &p,
+        vec![err(ErrorKind::NotFound, 404)],
+        vec![ok("backup")],
+        |b| {
+            b.breaker(BreakerPolicy {
+                failure_threshold: 1,
+                ..BreakerPolicy::default()
+            })
+        },
+    );
+    let r = block_on(&p, client.chat(req())).unwrap();
+    assert_eq!(calls.each(), [1, 1]);
+    assert_eq!(r.served_by.provider, "backup");
+    assert_eq!(client.health()[1].state, StateName::Closed);
+    assert_eq!(client.health()[1].consecutive_failures, 0);
 }
 
 #[test]
@@ -538,11 +561,11 @@ fn attempt_timeout_is_cut_to_what_is_left_of_the_deadline() {
     };
     let e = block_on(&p, client.chat_with(req(), opts)).unwrap_err();
     assert_eq!(p.now(), 2000);
+    // The caller's own deadline cut the attempt: that is no timeout of the
+    // provider's, and it leaves no time for the next entry.
     let kinds: Vec<_> = e.attempts().iter().map(|a| a.outcome_kind()).collect();
-    assert_eq!(
-        kinds,
-        [Some(ErrorKind::Timeout), Some(ErrorKind::DeadlineExceeded)]
-    );
+    assert_eq!(kinds, [Some(ErrorKind::DeadlineExceeded)]);
+    assert_eq!(e.status(), 504);
 }
 
 #[test]

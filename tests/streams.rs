@@ -410,14 +410,19 @@ fn first_token_deadline_counts_from_the_request_not_from_the_headers() {
 }
 
 #[test]
-fn a_malformed_chunk_is_skipped_and_the_rest_delivered() {
+fn a_malformed_chunk_fails_the_attempt_and_the_answer_is_continued_whole() {
+    // It may have held part of the answer (this one did): skipping it would
+    // end an answer looking complete without it.
     let p = FakePlatform::new();
     let mut chunks = openai_stream("m", &ANSWER);
     chunks.insert(
         2,
         "data: {\"choices\": [{\"delta\": {\"content\": \"trunc\n\n".into(),
     );
-    p.script("https://first.test", [sse(chunks)]);
+    p.script(
+        "https://first.test",
+        [sse(chunks), sse(openai_stream("m", &ANSWER))],
+    );
     let log = Rc::new(RefCell::new(0));
     let sink = log.clone();
     let cfg = Config::parse(

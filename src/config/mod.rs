@@ -76,6 +76,10 @@ pub struct Config {
     /// Size limits.
     #[serde(default)]
     pub limits: LimitsConfig,
+    /// Whether `provider/model` may name a model no route lists (default
+    /// false).
+    #[serde(default)]
+    pub allow_any_model: bool,
     /// Settings of the gateway host (the Worker).
     #[serde(default)]
     pub gateway: GatewayConfig,
@@ -196,6 +200,7 @@ impl Config {
                 d.first_token_timeout,
             ),
             idle_timeout: issues.ms_at("", "idleTimeoutMs", self.idle_timeout_ms, d.idle_timeout),
+            any_model: self.allow_any_model,
         };
         let breaker = self.breaker.policy("breaker", &mut issues);
         let mut breakers = Vec::new();

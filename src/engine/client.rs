@@ -104,6 +104,10 @@ pub struct Policy {
     /// (default 10 s: a 30 s stall is detected and finished by a fallback
     /// well inside 45 s).
     pub idle_timeout: Duration,
+    /// Whether the `provider/model` form may name a model no route lists
+    /// (default false: a client can neither reach nor get a provider blamed
+    /// for a model name it made up).
+    pub any_model: bool,
 }
 
 impl Default for Policy {
@@ -117,6 +121,7 @@ impl Default for Policy {
             max_request_bytes: 1 << 20,
             first_token_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(10),
+            any_model: false,
         }
     }
 }
@@ -338,7 +343,9 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     }
 
     /// The chain for a request: the route its `model` (or the options)
-    /// name, or `provider/model` for that one entry, or the default route.
+    /// name, or `provider/model` for that one entry (a model some route
+    /// lists for that provider, or any with [`Policy::any_model`]), or the
+    /// default route.
     pub(crate) fn resolve(
         &self,
         req: &ChatRequest,
@@ -357,12 +364,22 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         }
         match name.split_once('/') {
             Some((provider, model))
-                if self.upstreams.contains_key(provider) && !model.is_empty() =>
+                if self.upstreams.contains_key(provider)
+                    && !model.is_empty()
+                    && (self.policy.any_model || self.lists(provider, model)) =>
             {
                 Ok(Cow::Owned(vec![Entry::new(provider, model)]))
             }
             _ => Err(Error::UnknownRoute(name.to_string())),
         }
+    }
+
+    /// Whether some route sends `model` to `provider`.
+    fn lists(&self, provider: &str, model: &str) -> bool {
+        self.routes
+            .values()
+            .flatten()
+            .any(|e| e.provider == provider && e.model == model)
     }
 
     pub(crate) async fn acquire(&self, key: &str, now: UnixMillis) -> Result<Permit, CircuitOpen> {

@@ -23,10 +23,27 @@ use crate::policy::breaker::Permit;
 /// The request-wide record of one call: its deadline and every attempt.
 pub(crate) struct Run {
     pub(crate) deadline_at: UnixMillis,
+    /// Whether `deadline_at` is the caller's, tighter than the client's.
+    pub(crate) callers_deadline: bool,
     pub(crate) attempts: Vec<Attempt>,
 }
 
 impl Run {
+    /// An attempt that timed out because the caller's own deadline cut it
+    /// short failed by the caller's choice, not the provider's fault: it
+    /// becomes `DeadlineExceeded`, which no breaker counts and which ends
+    /// the walk (no time is left for another entry).
+    pub(crate) fn blame(&self, now: UnixMillis, error: ProviderError) -> ProviderError {
+        let timed_out = matches!(error.kind, ErrorKind::Timeout | ErrorKind::Stalled);
+        if !(self.callers_deadline && timed_out && now >= self.deadline_at) {
+            return error;
+        }
+        ProviderError::new(
+            ErrorKind::DeadlineExceeded,
+            format!("the caller's deadline ended the attempt ({error})"),
+        )
+    }
+
     /// Records an entry that was not called.
     pub(crate) fn skip(&mut self, entry: &Entry, now: UnixMillis, error: ProviderError) {
         self.attempts.push(Attempt {
@@ -79,6 +96,7 @@ impl<'c> Cursor<'c> {
         let deadline = opts
             .deadline
             .map_or(policy.deadline, |d| d.min(policy.deadline));
+        let callers_deadline = deadline < policy.deadline;
         client.budget.borrow_mut().deposit(start);
         client
             .store
@@ -91,6 +109,7 @@ impl<'c> Cursor<'c> {
             forced: false,
             run: Run {
                 deadline_at: start.saturating_add(millis(deadline)),
+                callers_deadline,
                 attempts: Vec::new(),
             },
         })

@@ -52,6 +52,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 .unwrap_or(self.policy.attempt_timeout)
                 .min(Duration::from_millis(left));
             let (result, reached, omitted) = self.attempt(upstream, req, &entry.model, limit).await;
+            let result = result.map_err(|e| run.blame(self.platform.now(), e));
             let record = self.record_attempt(
                 run,
                 entry,
@@ -138,9 +139,13 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     ) -> &'r mut Attempt {
         let ended = self.platform.now();
         let duration = Duration::from_millis(ended.saturating_sub(started));
-        self.with_stats(&entry.provider, |s| {
-            s.record(ended, millis(duration), result.err())
-        });
+        // A failure no breaker counts (the caller's deadline, a bad request, a
+        // model it does not have) says nothing of the provider's health either.
+        if result.err().is_none_or(ProviderError::trips_breaker) {
+            self.with_stats(&entry.provider, |s| {
+                s.record(ended, millis(duration), result.err())
+            });
+        }
         run.attempts.push(Attempt {
             provider: entry.provider.clone(),
             model: entry.model.clone(),

@@ -452,6 +452,7 @@ where
                     return Ok(());
                 }
                 Err((error, reached)) => {
+                    let error = self.walk.run.blame(client.platform.now(), error);
                     client.record_attempt(
                         &mut self.walk.run,
                         &entry,
@@ -615,8 +616,9 @@ where
     }
 
     /// Decodes events into the attempt's pending deltas. A malformed chunk
-    /// is skipped (and reported); an error event fails the attempt.
-    /// `raw` holds the events' bytes as they came, when they pass through.
+    /// (reported) or an error event fails the attempt: a retry or the next
+    /// entry continues the answer from what was delivered. `raw` holds the
+    /// events' bytes as they came, when they pass through.
     fn decode(
         &self,
         conn: &mut Conn,
@@ -648,14 +650,18 @@ where
                             .map(|delta| StreamItem::Delta { delta, passed }),
                     );
                 }
-                Err(e) if e.kind == ErrorKind::Decode => {
-                    conn.malformed += 1;
-                    self.client.emit(|| Event::MalformedChunk {
-                        provider: &entry.provider,
-                        error: &e,
-                    });
+                Err(e) => {
+                    if e.kind == ErrorKind::Decode {
+                        // It may have held part of the answer: skipped, the
+                        // answer could end looking complete without it.
+                        conn.malformed += 1;
+                        self.client.emit(|| Event::MalformedChunk {
+                            provider: &entry.provider,
+                            error: &e,
+                        });
+                    }
+                    return Err(e);
                 }
-                Err(e) => return Err(e),
             }
         }
         Ok(())
@@ -828,6 +834,7 @@ where
         };
         self.malformed += conn.malformed;
         drop(conn.body); // abort the transfer now
+        let error = self.walk.run.blame(self.client.platform.now(), error);
         let entry = self.walk.entry().clone();
         let record = self.client.record_attempt(
             &mut self.walk.run,

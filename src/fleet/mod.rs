@@ -20,14 +20,18 @@
 //!   is [`FleetLink::lease`], made when a fleet cooldown has ended and a
 //!   probe must be asked for.
 //!
-//! When the object cannot be reached, an isolate falls back to its local
-//! breaker: losing the fleet's memory must not stop traffic.
+//! When the object cannot be reached (it throws, times out, or its
+//! namespace is missing), an isolate falls back to its local breaker:
+//! losing the fleet's memory must not stop traffic. The host logs the
+//! outage once per [`OUTAGE_LOG_INTERVAL`] ([`Outage`]), and once when the
+//! object answers again; the next refresh and report share state again.
 //!
 //! This file holds what crosses between the two: the wire types and the
 //! [`FleetLink`] an isolate reaches the objects through; [`fake`] stands
 //! both in for tests.
 
 mod object;
+mod outage;
 mod store;
 
 #[cfg(any(test, feature = "testing"))]
@@ -43,6 +47,7 @@ use crate::platform::UnixMillis;
 use crate::policy::breaker::State;
 
 pub use object::{Fleet, Lease};
+pub use outage::{Outage, OUTAGE_LOG_INTERVAL};
 pub use store::{FleetStore, Inbox};
 
 /// How an isolate shares its breakers with the fleet.

@@ -113,6 +113,18 @@ impl Fleet {
         holder: &str,
     ) -> LeaseAnswer {
         let mut b = self.restore(policy, now);
+        let holder: String = holder.chars().take(64).collect();
+        // An isolate asks only while it holds no lease: one it still holds
+        // here lost its verdict on the way (the object was out of reach).
+        // Kept, it would pin the breaker half-open until it lapsed; its probe
+        // is given back instead.
+        self.leases.retain(|l| {
+            if l.holder == holder {
+                b.release(l.permit);
+                return false;
+            }
+            true
+        });
         let answer = match b.state() {
             State::Closed => LeaseAnswer::Closed {
                 view: self.view_of(&b, now),
@@ -129,7 +141,7 @@ impl Fleet {
                     self.leases.push(Lease {
                         token,
                         permit,
-                        holder: holder.chars().take(64).collect(),
+                        holder,
                         expires_at,
                     });
                     self.save(&b, now);

@@ -110,6 +110,28 @@ fn a_lapsed_lease_goes_to_someone_else_and_its_late_verdict_is_ignored() {
 }
 
 #[test]
+fn a_holder_asking_again_lost_its_verdict_and_probes_again() {
+    let mut f = Fleet::new();
+    f.fold(&policy(), 0, &[failure(0), failure(0), failure(0)]);
+    let lost = granted(f.lease(&policy(), LEASE, 1000, "a"));
+    // Its verdict never arrived; it asks again long before the lease lapses.
+    let again = granted(f.lease(&policy(), LEASE, 1500, "a"));
+    assert_ne!(lost, again);
+    assert!(matches!(
+        f.lease(&policy(), LEASE, 1501, "b"),
+        LeaseAnswer::Busy { until: 6500, .. }
+    ));
+    let v = f.fold(&policy(), 1600, &[verdict(lost, Verdict::Failure)]);
+    assert_eq!(
+        v.state.name(),
+        StateName::HalfOpen,
+        "the lost lease is void"
+    );
+    let v = f.fold(&policy(), 1700, &[verdict(again, Verdict::Success)]);
+    assert_eq!(v.state, State::Closed);
+}
+
+#[test]
 fn an_abandoned_probe_gives_the_lease_back() {
     let mut f = Fleet::new();
     f.fold(&policy(), 0, &[failure(0), failure(0), failure(0)]);

@@ -86,7 +86,7 @@ impl LogLine<'_> {
     pub(super) fn answer_headers(&self, out: &mut Outbound) {
         out.headers.insert("x-attempts", self.attempts.to_string());
         if let Some(s) = &self.served_by {
-            out.headers.insert("x-served-by", s.as_str());
+            out.headers.insert("x-served-by", header_safe(s));
         }
         if !self.omitted.is_empty() {
             out.headers
@@ -102,6 +102,17 @@ impl LogLine<'_> {
             );
         }
     }
+}
+
+/// Bytes a header value built from names (a provider id, a model a client
+/// may have chosen) carries percent-encoded: controls, space and `%`
+/// (besides every non-ASCII byte), so any name makes a valid value and the
+/// encoding reads back unambiguously.
+const NOT_IN_HEADERS: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS.add(b' ').add(b'%');
+
+/// `name` as a header value that every host accepts.
+pub(super) fn header_safe(name: &str) -> String {
+    percent_encoding::utf8_percent_encode(name, NOT_IN_HEADERS).to_string()
 }
 
 /// One attempt in a log line's trail (keys sorted, as in [`LogLine`]).
@@ -296,5 +307,20 @@ mod tests {
         line.answer_headers(&mut out);
         assert_eq!(out.headers.get("x-omitted-fields"), None);
         assert_eq!(out.headers.get("x-discarded-usage"), None);
+    }
+
+    #[test]
+    fn header_values_from_names_are_safe_for_any_byte() {
+        assert_eq!(header_safe("openai/gpt-4.1-mini"), "openai/gpt-4.1-mini");
+        assert_eq!(
+            header_safe("p/a\r\nset-cookie: x"),
+            "p/a%0D%0Aset-cookie:%20x"
+        );
+        assert_eq!(header_safe("p/é\u{0}%"), "p/%C3%A9%00%25");
+        for b in 0..=255u8 {
+            let name = format!("p/{}", char::from(b));
+            let v = header_safe(&name);
+            assert!(v.bytes().all(|c| (0x21..0x7f).contains(&c)), "{b}: {v:?}");
+        }
     }
 }

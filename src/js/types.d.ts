@@ -172,6 +172,8 @@ export interface Config {
   /** Per-provider breaker settings, over `breaker`. */
   breakers?: Record<string, BreakerConfig>;
   limits?: LimitsConfig;
+  /** Whether `provider/model` may name a model no route lists (default false). */
+  allowAnyModel?: boolean;
   /** Settings of the gateway host (the Worker); ignored by this package. */
   gateway?: { clientKeysEnv?: string[]; allowUnauthenticated?: boolean };
 }

@@ -15,7 +15,9 @@ use worker::{web_sys, Context, Delay, Env};
 use serde::de::DeserializeOwned;
 
 use crate::engine::timeout::timeout;
-use crate::fleet::{Call, FleetLink, Inbox, LeaseAnswer, LinkError, Report, View};
+use crate::fleet::{
+    Call, FleetLink, Inbox, LeaseAnswer, LinkError, Outage, Report, View, OUTAGE_LOG_INTERVAL,
+};
 
 /// The Durable Object binding, as named in wrangler.toml.
 pub(super) const BINDING: &str = "BREAKERS";
@@ -52,18 +54,55 @@ impl Background {
 pub(crate) struct DoLink {
     env: Env,
     background: Background,
+    outage: Rc<RefCell<Outage>>,
 }
 
 impl DoLink {
     /// A link over `env`'s binding; background calls go to `background`.
     pub(crate) fn new(env: Env, background: Background) -> Self {
-        DoLink { env, background }
+        DoLink {
+            env,
+            background,
+            outage: Rc::default(),
+        }
     }
+}
+
+/// One call to `body.key`'s object, with its failure or recovery noted in
+/// `outage` and logged when that is due (not once per failed call).
+async fn call<T: DeserializeOwned>(
+    env: &Env,
+    outage: &RefCell<Outage>,
+    op: &str,
+    body: &Call,
+) -> Result<T, LinkError> {
+    let result = call_object(env, op, body).await;
+    let now = worker::js_sys::Date::now() as u64;
+    match &result {
+        Ok(_) => {
+            if let Some(line) = outage.borrow_mut().answered(now) {
+                worker::console_log!("{}", line);
+            }
+        }
+        Err(e) => {
+            let line = outage
+                .borrow_mut()
+                .failed(now, &e.to_string(), OUTAGE_LOG_INTERVAL);
+            if let Some(line) = line {
+                worker::console_warn!("{}", line);
+            }
+        }
+    }
+    result
 }
 
 /// One call to `body.key`'s object: `POST http://do/<op>` with `body`; the
 /// answer, read as a `T`.
-async fn call<T: DeserializeOwned>(env: &Env, op: &str, body: &Call) -> Result<T, LinkError> {
+async fn call_object<T: DeserializeOwned>(
+    env: &Env,
+    op: &str,
+    body: &Call,
+) -> Result<T, LinkError> {
     let fail = |e: worker::Error| LinkError(e.to_string());
     let key = body.key.as_str();
     let body = serde_json::to_string(body).map_err(|e| LinkError(e.to_string()))?;
@@ -99,18 +138,19 @@ impl FleetLink for DoLink {
             holder: Some(holder.to_string()),
             reports: Vec::new(),
         };
-        call(&self.env, "lease", &body).await
+        call(&self.env, &self.outage, "lease", &body).await
     }
 
     fn report(&self, key: &str, reports: Vec<Report>, inbox: Inbox) {
         let env = self.env.clone();
+        let outage = Rc::clone(&self.outage);
         let body = Call {
             key: key.to_string(),
             holder: None,
             reports,
         };
         self.background.spawn(async move {
-            if let Ok(view) = call::<View>(&env, "report", &body).await {
+            if let Ok(view) = call::<View>(&env, &outage, "report", &body).await {
                 inbox.deliver(&body.key, view);
             }
         });
@@ -118,13 +158,14 @@ impl FleetLink for DoLink {
 
     fn refresh(&self, key: &str, inbox: Inbox) {
         let env = self.env.clone();
+        let outage = Rc::clone(&self.outage);
         let body = Call {
             key: key.to_string(),
             holder: None,
             reports: Vec::new(),
         };
         self.background.spawn(async move {
-            if let Ok(view) = call::<View>(&env, "view", &body).await {
+            if let Ok(view) = call::<View>(&env, &outage, "view", &body).await {
                 inbox.deliver(&body.key, view);
             }
         });

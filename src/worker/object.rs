@@ -5,11 +5,18 @@
 //! `POST http://do/report {"key", "reports": [...]}` → the view after folding;
 //! `POST http://do/lease {"key", "holder"}` → a lease answer;
 //! `POST http://do/view {"key"}` → the view.
+//!
+//! For end-to-end tests of the isolates' fallback, and only when the
+//! Worker's `FLEET_FAULTS` variable is `on` (never in a deployment), the
+//! object can be made to fail for real: `POST http://do/fault {"mode"}`
+//! makes every later call throw (`throw`), hang past the isolates' call
+//! timeout (`hang`), answer 500 (`fail`) or work again (`none`).
 
 use std::cell::RefCell;
 use std::time::Duration;
 
-use worker::{durable_object, DurableObject, Env, Request, Response, Result, State};
+use serde::Deserialize;
+use worker::{durable_object, Delay, DurableObject, Env, Request, Response, Result, State};
 
 use crate::config::Config;
 use crate::fleet::{Call, Fleet};
@@ -21,7 +28,28 @@ pub struct BreakerStore {
     state: State,
     env: Env,
     policies: RefCell<Option<Policies>>,
+    fault: RefCell<Fault>,
 }
+
+/// How the object fails when told to (`FLEET_FAULTS=on` only).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Fault {
+    #[default]
+    None,
+    Throw,
+    Hang,
+    Fail,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FaultCall {
+    mode: Fault,
+}
+
+/// How long a `hang` holds a call: well past the isolates' call timeout.
+const HANG: Duration = Duration::from_secs(5);
 
 #[derive(Clone)]
 struct Policies {
@@ -36,12 +64,17 @@ impl DurableObject for BreakerStore {
             state,
             env,
             policies: RefCell::new(None),
+            fault: RefCell::new(Fault::None),
         }
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         let op = req.path();
-        let call = req.text().await.ok();
+        let text = req.text().await.ok();
+        if let Some(answer) = self.test_fault(&op, text.as_deref()).await {
+            return answer;
+        }
+        let call = text;
         let Some(call) = call.and_then(|t| serde_json::from_str::<Call>(&t).ok()) else {
             return Response::error("bad request", 400);
         };
@@ -74,6 +107,35 @@ impl DurableObject for BreakerStore {
 }
 
 impl BreakerStore {
+    /// The test hook (`FLEET_FAULTS=on`): an admin call's answer, or the
+    /// fault set for every other call. `None`: serve normally.
+    async fn test_fault(&self, op: &str, text: Option<&str>) -> Option<Result<Response>> {
+        let on = self
+            .env
+            .var("FLEET_FAULTS")
+            .is_ok_and(|v| v.to_string() == "on");
+        if !on {
+            return None;
+        }
+        if op == "/fault" {
+            let Some(call) = text.and_then(|t| serde_json::from_str::<FaultCall>(t).ok()) else {
+                return Some(Response::error("bad fault", 400));
+            };
+            *self.fault.borrow_mut() = call.mode;
+            return Some(Response::ok("{}"));
+        }
+        let fault = *self.fault.borrow();
+        match fault {
+            Fault::None => None,
+            Fault::Throw => Some(Err(worker::Error::RustError("test fault: thrown".into()))),
+            Fault::Fail => Some(Response::error("test fault: failing", 500)),
+            Fault::Hang => {
+                Delay::from(HANG).await;
+                Some(Err(worker::Error::RustError("test fault: hung".into())))
+            }
+        }
+    }
+
     fn sql_init(&self) -> Result<()> {
         self.state.storage().sql().exec(
             "CREATE TABLE IF NOT EXISTS fleet (id INTEGER PRIMARY KEY, state TEXT NOT NULL)",

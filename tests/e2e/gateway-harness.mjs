@@ -57,23 +57,25 @@ function workerOptions(config, name, bindings = {}) {
  * Starts Miniflare serving the Worker on a free port. `persist`: a directory for Durable
  * Object storage (a second start on it is a restart). `isolates: 2`: two workers with their
  * own isolate memory sharing the first one's Durable Object namespace. `bindings`: more
- * secrets, by name.
+ * secrets, by name; `vars`: more bindings (`{ FLEET_FAULTS: "on" }` arms the breaker object's
+ * test faults). `fleet: false`: no `BREAKERS` binding at all (the object is unreachable).
  */
-export async function startGateway(config, { persist, isolates = 1, log = false, bindings = {} } = {}) {
+export async function startGateway(config, { persist, isolates = 1, log = false, bindings = {}, vars = {}, fleet = true, onLog } = {}) {
   const durableObjectsPersist = persist ?? false;
   const first = {
-    ...workerOptions(config, "a", bindings),
+    ...workerOptions(config, "a", { ...bindings, ...vars }),
     durableObjects: { BREAKERS: { className: "BreakerStore", useSQLite: true } },
   };
+  if (!fleet) first.durableObjects = {};
   const workers = [first];
   if (isolates === 2) {
     workers.push({
-      ...workerOptions(config, "b", bindings),
+      ...workerOptions(config, "b", { ...bindings, ...vars }),
       durableObjects: { BREAKERS: { className: "BreakerStore", scriptName: "a", useSQLite: true } },
     });
   }
   const logs = [];
-  const mf = new Miniflare({
+  const options = {
     host: "127.0.0.1",
     port: 0,
     cf: false,
@@ -83,20 +85,39 @@ export async function startGateway(config, { persist, isolates = 1, log = false,
       for (const s of [stdout, stderr]) {
         s.setEncoding("utf8");
         s.on("data", (chunk) => {
-          for (const line of chunk.split("\n")) if (line.trim()) { logs.push(line); if (log) process.stderr.write(`${line}\n`); }
+          for (const line of chunk.split("\n")) {
+            if (!line.trim()) continue;
+            if (onLog) onLog(line);
+            else logs.push(line);
+            if (log) process.stderr.write(`${line}\n`);
+          }
         });
       }
     },
-  });
-  const url = (await mf.ready).toString().replace(/\/$/, "");
-  const handles = [];
+  };
+  const mf = new Miniflare(options);
+  let url = (await mf.ready).toString().replace(/\/$/, "");
+  let handles = [];
   for (const w of workers) handles.push(await mf.getWorker(w.name));
   return {
-    url,
+    get url() { return url; },
     mf,
     logs,
+    /** Restarts the runtime (every isolate and Durable Object; storage kept with `persist`). */
+    async restart() {
+      await mf.setOptions(options);
+      url = (await mf.ready).toString().replace(/\/$/, "");
+      handles = [];
+      for (const w of workers) handles.push(await mf.getWorker(w.name));
+    },
     /** fetch through isolate `i` (0 or 1). */
     fetch: (i, input, init) => handles[i].fetch(input, init),
+    /** POST `body` to provider `key`'s breaker object as `http://do/<op>`: its status and text. */
+    async fleet(key, op, body = { key }) {
+      const ns = await mf.getDurableObjectNamespace("BREAKERS", "a");
+      const res = await ns.get(ns.idFromName(key)).fetch(`http://do/${op}`, { method: "POST", body: JSON.stringify(body) });
+      return { status: res.status, text: await res.text() };
+    },
     close: () => mf.dispose(),
   };
 }

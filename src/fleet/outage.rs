@@ -1,0 +1,107 @@
+//! Whether the fleet's objects are out of reach, and when to say so: once
+//! per interval while they are, not once per failed call, and once when
+//! they answer again. Pure: the host passes `now` and logs the lines.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::platform::{millis, UnixMillis};
+
+/// How often an ongoing outage is logged (default 30 s).
+pub const OUTAGE_LOG_INTERVAL: Duration = Duration::from_secs(30);
+
+/// An isolate's record of failed calls to the fleet.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outage {
+    /// The first failed call of the outage in progress.
+    since: Option<UnixMillis>,
+    /// Failed calls since then.
+    failed: u64,
+    /// Failed calls already logged.
+    logged: u64,
+    /// When the outage was last logged.
+    last_logged: Option<UnixMillis>,
+}
+
+impl Outage {
+    /// A call failed at `now` with `error`: the log line to write, when one
+    /// is due (the first failure, then at most one per `interval`).
+    pub fn failed(&mut self, now: UnixMillis, error: &str, interval: Duration) -> Option<String> {
+        let since = *self.since.get_or_insert(now);
+        self.failed = self.failed.saturating_add(1);
+        let due = self
+            .last_logged
+            .is_none_or(|t| now >= t.saturating_add(millis(interval)));
+        if !due {
+            return None;
+        }
+        self.last_logged = Some(now);
+        let new = self.failed - self.logged;
+        self.logged = self.failed;
+        Some(
+            json!({
+                "level": "warn",
+                "msg": "fleet breaker unreachable: serving with isolate-local breakers",
+                "error": error.chars().take(300).collect::<String>(),
+                "failedCalls": new,
+                "sinceMs": since,
+            })
+            .to_string(),
+        )
+    }
+
+    /// A call succeeded at `now`: the log line saying the fleet is back,
+    /// when it was out.
+    pub fn answered(&mut self, now: UnixMillis) -> Option<String> {
+        let since = self.since.take()?;
+        let failed = self.failed;
+        *self = Outage::default();
+        Some(
+            json!({
+                "level": "info",
+                "msg": "fleet breaker reachable again: sharing breaker state",
+                "failedCalls": failed,
+                "outageMs": now.saturating_sub(since),
+            })
+            .to_string(),
+        )
+    }
+
+    /// Whether calls are failing.
+    pub fn is_out(&self) -> bool {
+        self.since.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const I: Duration = OUTAGE_LOG_INTERVAL;
+
+    #[test]
+    fn an_outage_is_logged_once_per_interval_and_its_end_once() {
+        let mut o = Outage::default();
+        assert_eq!(o.answered(0), None, "nothing to say while all is well");
+        let first = o.failed(1_000, "object timed out", I).unwrap();
+        assert!(first.contains(r#""failedCalls":1"#), "{first}");
+        let quiet = (0..1000)
+            .filter_map(|i| o.failed(1_001 + i * 20, "x", I))
+            .count();
+        assert_eq!(quiet, 0, "1000 failures within the interval: no line");
+        let second = o.failed(31_000, "object answered 500", I).unwrap();
+        assert!(second.contains(r#""failedCalls":1001"#), "{second}");
+        assert!(second.contains(r#""sinceMs":1000"#), "{second}");
+        assert!(o.is_out());
+        let back = o.answered(40_000).unwrap();
+        assert!(back.contains(r#""outageMs":39000"#), "{back}");
+        assert!(back.contains(r#""failedCalls":1002"#), "{back}");
+        assert!(!o.is_out());
+        assert_eq!(o.answered(40_001), None);
+        assert!(
+            o.failed(41_000, "again", I).is_some(),
+            "a new outage is told at once"
+        );
+    }
+}
