@@ -1,7 +1,8 @@
 // What every entry of the package exports, whichever way it loaded the wasm: the client, the
-// fetch factory and the error classes (the wasm-bindgen module's internals stay inside). The
-// client's lifetime is made safe to misuse here, where the generated class is: `free()` twice
-// is a no-op, and a freed client says so instead of "null pointer passed to rust".
+// fetch factory, the outage simulator and the error classes (the wasm-bindgen module's
+// internals stay inside). The client's lifetime is made safe to misuse here, where the
+// generated class is: `free()` twice is a no-op, and a freed client says so instead of "null
+// pointer passed to rust".
 import {
   AbortError,
   AllProvidersFailedError,
@@ -14,6 +15,7 @@ import {
   RateLimitError,
   ResilientClient,
   ServerError,
+  simulate,
   TimeoutError,
 } from "./wasm/resilient_llm.js";
 
@@ -29,6 +31,7 @@ export {
   RateLimitError,
   ResilientClient,
   ServerError,
+  simulate,
   TimeoutError,
 };
 
