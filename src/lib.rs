@@ -65,6 +65,7 @@ mod json;
 mod platform;
 mod policy;
 mod provider;
+mod redact;
 mod secret;
 mod sse;
 #[cfg(any(test, feature = "testing"))]
@@ -110,4 +111,4 @@ pub use provider::{
     Upstream,
 };
 pub use secret::Secret;
-pub use sse::{SseDecoder, SseEvent};
+pub use sse::{SseDecoder, SseEvent, SseLimit, MAX_LINE_BYTES, MAX_STREAM_BYTES};
