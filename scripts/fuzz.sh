@@ -15,8 +15,9 @@
 #
 # New inputs that find coverage go to $CACHE/fuzz-corpus/<target>/ (outside the clone, kept
 # between runs); a crash leaves its input in fuzz/artifacts/<target>/ and fails the script.
-# Reproduce one with: scripts/fuzz.sh-built binary <input>, i.e.
+# Replay one input after a run (the binary takes files as arguments):
 #   "$CARGO_TARGET_DIR"/x86_64-unknown-linux-gnu/release/<target> fuzz/artifacts/<target>/crash-…
+# then add it to tests/fixtures/fuzz/<target>/ with a test in tests/fuzz_regressions.rs.
 # Each target's execution count (libFuzzer's "Done N runs") is printed at the end.
 set -euo pipefail
 

@@ -28,6 +28,9 @@ cargo build --lib --target wasm32-unknown-unknown
 step "native tests (fake platform: deterministic, no sleeps, no ports)"
 cargo test --all-features
 
+step "fuzz targets: 20 s each from the committed seed corpora (nightly + cargo-fuzz, installed if missing)"
+bash scripts/fuzz.sh 20
+
 step "npm package: wasm-pack build (bundler, web, nodejs), size, Node and headless Chromium suites"
 bash scripts/test-npm.sh
 
