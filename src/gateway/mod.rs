@@ -19,6 +19,7 @@
 //! `{"type":"error","error":{"type","message"}}`. No input can panic.
 
 mod auth;
+pub mod limits;
 mod log;
 mod pass;
 mod render;
@@ -368,6 +369,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             _ => Format::guess(&path, &headers),
         };
         log.format = Some(format);
+        let oversized = limits::oversized_header(&headers);
         let mut out = match r {
             Route::NotFound => error_response(
                 format,
@@ -386,6 +388,16 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 o
             }
             Route::Index => json_response(200, &index()),
+            _ if oversized.is_some() => {
+                log.error = Some("header_too_large");
+                let name = oversized.unwrap_or_default();
+                error_response(
+                    format,
+                    400,
+                    &limits::header_message(name),
+                    Some("invalid_request"),
+                )
+            }
             _ if !self.auth.check(&headers) => {
                 log.error = Some("unauthorized");
                 error_response(
