@@ -34,4 +34,4 @@ scripts/setup-python.sh
 
 step "end-to-end tests (Miniflare, mock provider, official Node and Python SDKs)"
 node --test --test-concurrency=1 tests/e2e/worker.test.mjs tests/e2e/stream.test.mjs \
-  tests/e2e/features.test.mjs tests/e2e/python-features.test.mjs
+  tests/e2e/features.test.mjs tests/e2e/python-features.test.mjs tests/e2e/security.test.mjs
