@@ -29,6 +29,7 @@ step "native tests (fake platform: deterministic, no sleeps, no ports)"
 cargo test --all-features
 
 step "fuzz targets: 20 s each from the committed seed corpora (nightly + cargo-fuzz, installed if missing)"
+cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 bash scripts/fuzz.sh 20
 
 step "npm package: wasm-pack build (bundler, web, nodejs), size, Node and headless Chromium suites"
