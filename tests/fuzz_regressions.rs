@@ -110,3 +110,65 @@ fn stream_error_events_never_show_a_piece_of_the_key() {
         assert_no_key(&e.message);
     }
 }
+
+/// Found by `fleet`: a lease answer whose view's `failureRate` read back one
+/// unit in the last place off (serde_json without `float_roundtrip`). The
+/// object's state must still read back exactly, and views within a few
+/// units; every call of the input still folds, leases and views.
+#[test]
+fn fleet_messages_read_back_as_themselves_floats_within_a_unit() {
+    use resilient_llm::fleet::{Call, LeaseAnswer, View};
+    use resilient_llm::{BreakerPolicy, Fleet};
+
+    fn close(a: f64, b: f64) -> bool {
+        a == b || (a - b).abs() <= 4.0 * f64::EPSILON * a.abs().max(b.abs())
+    }
+    fn view_back(v: &View) {
+        let back: View = serde_json::from_str(&serde_json::to_string(v).unwrap()).unwrap();
+        assert!(close(v.failure_rate, back.failure_rate), "{v:?} / {back:?}");
+        assert_eq!(
+            (v.state, v.generation, v.as_of),
+            (back.state, back.generation, back.as_of)
+        );
+    }
+    for input in inputs("fleet") {
+        let (stored, calls) = split_line(&input);
+        let mut fleet: Fleet = serde_json::from_slice(stored).unwrap_or_default();
+        let policy = BreakerPolicy::default();
+        let mut now = 1_700_000_000_000u64;
+        for line in calls.split(|b| *b == b'\n') {
+            let [op, step, json @ ..] = line else {
+                continue;
+            };
+            now += u64::from(*step) * 997;
+            if let Ok(a) = serde_json::from_slice::<LeaseAnswer>(json) {
+                let view = match a {
+                    LeaseAnswer::Granted { view, .. }
+                    | LeaseAnswer::Busy { view, .. }
+                    | LeaseAnswer::Closed { view } => view,
+                };
+                view_back(&view);
+            }
+            let Ok(call) = serde_json::from_slice::<Call>(json) else {
+                continue;
+            };
+            let view = match op % 3 {
+                0 => fleet.fold(&policy, now, &call.reports),
+                1 => match fleet.lease(&policy, std::time::Duration::from_secs(30), now, "h") {
+                    LeaseAnswer::Granted { view, .. }
+                    | LeaseAnswer::Busy { view, .. }
+                    | LeaseAnswer::Closed { view } => view,
+                },
+                _ => fleet.view(&policy, now),
+            };
+            view_back(&view);
+            let text = serde_json::to_string(&fleet).unwrap();
+            let back: Fleet = serde_json::from_str(&text).unwrap();
+            assert_eq!(
+                serde_json::to_string(&back).unwrap(),
+                text,
+                "the stored state"
+            );
+        }
+    }
+}
