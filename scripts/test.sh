@@ -28,6 +28,10 @@ cargo build --lib --target wasm32-unknown-unknown
 step "native tests (fake platform: deterministic, no sleeps, no ports)"
 cargo test --all-features
 
+step "fuzz targets: 20 s each from the committed seed corpora (nightly + cargo-fuzz, installed if missing)"
+cargo fmt --manifest-path fuzz/Cargo.toml -- --check
+bash scripts/fuzz.sh 20
+
 step "npm package: pkg/ (one package for every runtime), size, Node, SDK, packed-tarball and headless Chromium suites"
 bash scripts/test-npm.sh
 

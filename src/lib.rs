@@ -65,6 +65,7 @@ mod json;
 mod platform;
 mod policy;
 mod provider;
+mod redact;
 mod secret;
 #[cfg(feature = "sim")]
 pub mod sim;
@@ -113,4 +114,4 @@ pub use provider::{
     Provider, ProviderConfig, Publisher, Quirks, ServiceAccount, StreamDecoder, Upstream, Vertex,
 };
 pub use secret::Secret;
-pub use sse::{SseDecoder, SseEvent};
+pub use sse::{SseDecoder, SseEvent, SseLimit, MAX_LINE_BYTES, MAX_STREAM_BYTES};

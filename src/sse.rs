@@ -6,8 +6,24 @@
 //! the colon is dropped, and a blank line dispatches the event. A stream that
 //! ends without the final blank line still yields its last event through
 //! [`SseDecoder::finish`], since providers do end streams that way.
+//!
+//! Every input is bounded: a line and an event's data to the decoder's
+//! limit ([`MAX_LINE_BYTES`] by default), the whole stream to
+//! [`MAX_STREAM_BYTES`]. Past one, [`SseDecoder::feed`] fails with
+//! [`SseLimit`], so an upstream that never ends a line, never ends an event
+//! or never ends its stream cannot make the decoder hold more.
 
 use std::fmt;
+
+/// The longest line, and the largest event's data, a default decoder takes
+/// (1 MiB): a provider's largest event (a whole answer in one
+/// `message_start`, a long tool call's arguments) is far smaller.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// The most bytes a default decoder reads from one stream (64 MiB): about
+/// four times what a 128k-token answer takes as OpenAI or Anthropic events.
+/// Past it the stream fails rather than keep growing what its answer holds.
+pub const MAX_STREAM_BYTES: u64 = 64 << 20;
 
 /// One event.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -22,24 +38,44 @@ pub struct SseEvent {
     pub retry: Option<u64>,
 }
 
-/// A line grew past the decoder's limit: the stream is not SSE, or hostile.
+/// The stream broke one of the decoder's limits: it is not SSE, or hostile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LineTooLong {
-    /// The limit in bytes.
-    pub limit: usize,
+#[non_exhaustive]
+pub enum SseLimit {
+    /// A line longer than the limit.
+    Line {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// An event whose data lines add up to more than the limit.
+    Event {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// A stream longer than its limit.
+    Stream {
+        /// The limit in bytes.
+        limit: u64,
+    },
 }
 
-impl fmt::Display for LineTooLong {
+impl fmt::Display for SseLimit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "an event-stream line is longer than {} bytes",
-            self.limit
-        )
+        match self {
+            SseLimit::Line { limit } => {
+                write!(f, "an event-stream line is longer than {limit} bytes")
+            }
+            SseLimit::Event { limit } => {
+                write!(f, "an event-stream event is longer than {limit} bytes")
+            }
+            SseLimit::Stream { limit } => {
+                write!(f, "the event stream is longer than {limit} bytes")
+            }
+        }
     }
 }
 
-impl std::error::Error for LineTooLong {}
+impl std::error::Error for SseLimit {}
 
 /// The decoder's state between chunks.
 #[derive(Debug, Clone)]
@@ -57,16 +93,20 @@ pub struct SseDecoder {
     raw: Vec<u8>,
     /// Some of those bytes were dropped (past the limit).
     raw_lost: bool,
+    read: u64,
+    max_stream: u64,
 }
 
 impl Default for SseDecoder {
+    /// A decoder with the limits [`MAX_LINE_BYTES`] and [`MAX_STREAM_BYTES`].
     fn default() -> Self {
-        Self::new(1 << 20)
+        Self::new(MAX_LINE_BYTES)
     }
 }
 
 impl SseDecoder {
-    /// A decoder refusing lines longer than `limit` bytes.
+    /// A decoder refusing lines, and events' data, longer than `limit`
+    /// bytes, and streams longer than [`MAX_STREAM_BYTES`].
     pub fn new(limit: usize) -> Self {
         SseDecoder {
             line: Vec::new(),
@@ -79,11 +119,20 @@ impl SseDecoder {
             limit,
             raw: Vec::new(),
             raw_lost: false,
+            read: 0,
+            max_stream: MAX_STREAM_BYTES,
         }
     }
 
-    /// Feeds a chunk; complete events are appended to `out`.
-    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), LineTooLong> {
+    /// The same decoder refusing streams longer than `max` bytes.
+    pub fn max_stream(mut self, max: u64) -> Self {
+        self.max_stream = max;
+        self
+    }
+
+    /// Feeds a chunk; complete events are appended to `out`. Past a limit
+    /// the stream is not to be read on: the decoder's state is unspecified.
+    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseLimit> {
         self.feed_inner(chunk, out, None)
     }
 
@@ -98,7 +147,7 @@ impl SseDecoder {
         chunk: &[u8],
         out: &mut Vec<SseEvent>,
         raw: &mut Vec<Option<Vec<u8>>>,
-    ) -> Result<(), LineTooLong> {
+    ) -> Result<(), SseLimit> {
         self.feed_inner(chunk, out, Some(raw))
     }
 
@@ -107,7 +156,13 @@ impl SseDecoder {
         chunk: &[u8],
         out: &mut Vec<SseEvent>,
         mut raw: Option<&mut Vec<Option<Vec<u8>>>>,
-    ) -> Result<(), LineTooLong> {
+    ) -> Result<(), SseLimit> {
+        self.read = self.read.saturating_add(chunk.len() as u64);
+        if self.read > self.max_stream {
+            return Err(SseLimit::Stream {
+                limit: self.max_stream,
+            });
+        }
         // Where the bytes not yet given to an event start in `chunk`, and
         // how many events `out` held that are not this call's.
         let mut start = 0;
@@ -122,9 +177,10 @@ impl SseDecoder {
         while let Some(pos) = rest.iter().position(|b| *b == b'\n' || *b == b'\r') {
             self.push(&rest[..pos])?;
             let line = std::mem::take(&mut self.line);
-            self.line_done(&line, out);
+            let done = self.line_done(&line, out);
             self.line = line;
             self.line.clear();
+            done?;
             if rest[pos] == b'\r' {
                 match rest.get(pos + 1) {
                     Some(b'\n') => rest = &rest[pos + 2..],
@@ -166,28 +222,31 @@ impl SseDecoder {
         let mut out = Vec::new();
         if !self.line.is_empty() {
             let line = std::mem::take(&mut self.line);
-            self.line_done(&line, &mut out);
+            // An event past the limit is dropped, as `feed` would have refused it.
+            if self.line_done(&line, &mut out).is_err() {
+                return None;
+            }
         }
         self.dispatch(&mut out);
         out.pop()
     }
 
-    fn push(&mut self, bytes: &[u8]) -> Result<(), LineTooLong> {
+    fn push(&mut self, bytes: &[u8]) -> Result<(), SseLimit> {
         if self.line.len() + bytes.len() > self.limit {
             self.line.clear();
-            return Err(LineTooLong { limit: self.limit });
+            return Err(SseLimit::Line { limit: self.limit });
         }
         self.line.extend_from_slice(bytes);
         Ok(())
     }
 
-    fn line_done(&mut self, line: &[u8], out: &mut Vec<SseEvent>) {
+    fn line_done(&mut self, line: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseLimit> {
         if line.is_empty() {
             self.dispatch(out);
-            return;
+            return Ok(());
         }
         if line[0] == b':' {
-            return; // comment
+            return Ok(()); // comment
         }
         let (field, value) = match line.iter().position(|b| *b == b':') {
             Some(i) => {
@@ -200,6 +259,13 @@ impl SseDecoder {
         match field {
             b"event" => self.event = Some(value.into_owned()),
             b"data" => {
+                let joined = self.data.len() + usize::from(self.has_data) + value.len();
+                if joined > self.limit {
+                    self.data.clear();
+                    self.has_data = false;
+                    self.event = None;
+                    return Err(SseLimit::Event { limit: self.limit });
+                }
                 if self.has_data {
                     self.data.push('\n');
                 }
@@ -210,6 +276,7 @@ impl SseDecoder {
             b"retry" => self.retry = value.parse().ok().or(self.retry),
             _ => {} // unknown fields are ignored, as the grammar says
         }
+        Ok(())
     }
 
     fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
@@ -305,7 +372,43 @@ mod tests {
         assert!(d.feed(&[b'x'; 10], &mut out).is_ok());
         assert_eq!(
             d.feed(&[b'x'; 10], &mut out),
-            Err(LineTooLong { limit: 16 })
+            Err(SseLimit::Line { limit: 16 })
+        );
+    }
+
+    #[test]
+    fn an_endless_event_is_refused() {
+        // Every line is short; the event they make never ends.
+        let mut d = SseDecoder::new(16);
+        let mut out = Vec::new();
+        assert!(d.feed(b"data: 1234567\ndata: 1234567\n", &mut out).is_ok());
+        assert_eq!(
+            d.feed(b"data: 1\n", &mut out),
+            Err(SseLimit::Event { limit: 16 })
+        );
+        assert!(out.is_empty());
+        // Data of exactly the limit (two lines and the newline joining them) is taken.
+        let mut d = SseDecoder::new(16);
+        d.feed(b"data: 1234567\ndata: 12345678\n\n", &mut out)
+            .unwrap();
+        assert_eq!(out[0].data.len(), 16);
+    }
+
+    #[test]
+    fn an_endless_stream_is_refused() {
+        let mut d = SseDecoder::new(16).max_stream(100);
+        let mut out = Vec::new();
+        for _ in 0..10 {
+            d.feed(b": ping...\n", &mut out).unwrap();
+        }
+        assert_eq!(
+            d.feed(b"\n", &mut out),
+            Err(SseLimit::Stream { limit: 100 })
+        );
+        assert_eq!(
+            SseDecoder::default().max_stream,
+            MAX_STREAM_BYTES,
+            "the decoder a stream uses has the stream limit"
         );
     }
 

@@ -22,6 +22,7 @@
 //! `{"type":"error","error":{"type","message"}}`. No input can panic.
 
 mod auth;
+pub mod limits;
 mod log;
 mod metrics;
 mod pass;
@@ -404,6 +405,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             _ => Format::guess(&path, &headers),
         };
         log.format = Some(format);
+        let oversized = limits::oversized_header(&headers);
         let mut out = match r {
             Route::NotFound => error_response(
                 format,
@@ -422,6 +424,16 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 o
             }
             Route::Index => json_response(200, &index()),
+            _ if oversized.is_some() => {
+                log.error = Some("header_too_large");
+                let name = oversized.unwrap_or_default();
+                error_response(
+                    format,
+                    400,
+                    &limits::header_message(name),
+                    Some("invalid_request"),
+                )
+            }
             Route::Status if self.auth.check_with_cookie(&headers, status::COOKIE) => {
                 self.status(true)
             }

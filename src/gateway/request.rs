@@ -27,6 +27,7 @@ pub(super) fn read_chat(
         Format::OpenAi => (Dialect::OpenAi, openai::request_from_value(&value)?),
         Format::Anthropic => (Dialect::Anthropic, anthropic::request_from_value(&value)?),
     };
+    super::limits::check_request(&request)?;
     // The readers take only an object, so this is the body's own map.
     if let Value::Object(body) = value {
         let headers = FORWARDED_HEADERS

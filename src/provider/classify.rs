@@ -350,12 +350,16 @@ pub fn classify_body(
     e
 }
 
-/// Removes every occurrence of `secret` from the error's message, so that
-/// a server echoing the key cannot leak it into logs.
+/// Removes `secret`, pieces and masked forms of it, and anything shaped
+/// like a key from the error's message and code (`redact.rs`), so that a
+/// server echoing the key cannot leak it to the client or into logs.
 pub fn redact(mut e: ProviderError, secret: Option<&str>) -> ProviderError {
-    if let Some(s) = secret.filter(|s| s.len() >= 4) {
-        if e.message.contains(s) {
-            e.message = e.message.replace(s, "***");
+    if let std::borrow::Cow::Owned(m) = crate::redact::redact(&e.message, secret) {
+        e.message = m;
+    }
+    if let Some(code) = &e.code {
+        if let std::borrow::Cow::Owned(c) = crate::redact::redact(code, secret) {
+            e.code = Some(c);
         }
     }
     e

@@ -44,7 +44,8 @@
 //   streamUsage "never": no usage chunk even when a stream asks for one; future: fields and
 //   event types no current client knows; redactThinking: Anthropic thinking comes as
 //   redacted_thinking blocks (tests/e2e/mock-answers.mjs: what answers hold).
-// RULE: { "mode": "ok" | "status" | "hang" | "slow" | "reset" | "malformed" | "stall" | "stream",
+// RULE: { "mode": "ok" | "status" | "hang" | "slow" | "reset" | "malformed" | "stall" | "stream"
+//         | "echo-key" (an error quoting the key it was sent: mock-echo.mjs),
 //         "firstN": n, "p": 0..1, "latencyMs": ms, …mode options }
 //   The first rule that takes a request decides it; none: a normal answer. A rule takes a
 //   request it sees when it is still within `firstN` (counting the requests that reached it)
@@ -74,6 +75,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import { pathToFileURL } from "node:url";
 import { FORMATS, planAnswer } from "./mock-answers.mjs";
 import { bedrockBody, bedrockErrorBody, bedrockErrorHeaders, bedrockFormat, bedrockFrame, bedrockRoute, signatureProblem } from "./mock-bedrock.mjs";
+import { echoKey } from "./mock-echo.mjs";
 import { routeVertex, vertexApi } from "./mock-vertex.mjs";
 
 const HOST = "127.0.0.1";
@@ -93,6 +95,7 @@ const RULE_KEYS = {
   malformed: [],
   stall: ["holdMs"],
   stream: ["cutAfterChunks", "stallAfterChunks", "malformedChunkAt", "noDone", "slowFirstTokenMs", "holdMs"],
+  "echo-key": ["status"], // mock-echo.mjs
 };
 
 // ---------------------------------------------------------------- settings and validation
@@ -487,6 +490,7 @@ async function applyRule(ctx, rule, body) {
     case "reset": await wait(rule.afterMs ?? 0, ctx.signal); return destroy(ctx, true);
     case "malformed": return malformed(ctx, body);
     case "stall": return stalled(ctx, body, rule.holdMs);
+    case "echo-key": return echoKey(ctx, rule, replyError);
     default: throw new Error(`unreachable mode ${rule.mode}`);
   }
 }
