@@ -195,7 +195,7 @@ impl Provider for Anthropic {
             Err(e) => Some(e),
         };
         // Not an answer: an error object, or data of the wrong shape.
-        let v = event_json(data)?;
+        let v = event_json(data, secret)?;
         if let Some(body) = ErrorBody::from_value(&v) {
             return Err(event_error(body, secret));
         }
@@ -205,7 +205,7 @@ impl Provider for Anthropic {
             Some(_) if named.is_none() && v.get("type").and_then(Value::as_str).is_none() => {
                 Ok(Vec::new())
             }
-            Some(e) => Err(event_shape_error(e)),
+            Some(e) => Err(event_shape_error(e, secret)),
             None => Err(event_error(ErrorBody::default(), secret)),
         }
     }

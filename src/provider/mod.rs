@@ -145,7 +145,7 @@ pub(crate) fn decode_success<T>(
             body,
             now,
         ))),
-        (None, Some(e)) => Err(e.into_decode_error(resp.status)),
+        (None, Some(e)) => Err(fail(e.into_decode_error(resp.status))),
         // Marked as an error by the typed read, in a form `error_in` does
         // not take apart: an error without details.
         (None, None) => Err(fail(classify::classify_body(
@@ -161,6 +161,7 @@ pub(crate) fn decode_success<T>(
 /// error object it carries (`error_in`, classified by [`event_error`]), or
 /// [`ErrorKind::Decode`] for malformed JSON or a wrong shape, a chunk the
 /// caller may skip. Read again as a [`Value`] only when it is not an answer.
+/// `secret` is redacted from any message.
 pub(crate) fn decode_data<T>(
     data: &str,
     secret: Option<&str>,
@@ -172,10 +173,10 @@ pub(crate) fn decode_data<T>(
         Ok(Read::Error) => None,
         Err(e) => Some(e),
     };
-    let v = event_json(data)?;
+    let v = event_json(data, secret)?;
     match (error_in(&v), shape) {
         (Some(body), _) => Err(event_error(body, secret)),
-        (None, Some(e)) => Err(event_shape_error(e)),
+        (None, Some(e)) => Err(event_shape_error(e, secret)),
         (None, None) => Err(event_error(ErrorBody::default(), secret)),
     }
 }
@@ -202,20 +203,23 @@ pub(crate) fn named_error_event(ev: &SseEvent, secret: Option<&str>) -> Provider
 }
 
 /// A stream event's data as JSON: malformed data is [`ErrorKind::Decode`],
-/// a chunk the caller may skip.
-pub(crate) fn event_json(data: &str) -> Result<Value, ProviderError> {
+/// a chunk the caller may skip; `secret` is redacted from what it quotes.
+pub(crate) fn event_json(data: &str, secret: Option<&str>) -> Result<Value, ProviderError> {
     serde_json::from_str(data).map_err(|e| {
-        ProviderError::new(
+        let e = ProviderError::new(
             ErrorKind::Decode,
             format!("malformed JSON in a stream event: {e}"),
-        )
+        );
+        // serde quotes the bytes it choked on, which may hold the key.
+        classify::redact(e, secret)
     })
 }
 
 /// A stream event that is JSON but not the expected shape, as
-/// [`ErrorKind::Decode`].
-pub(crate) fn event_shape_error(e: FormatError) -> ProviderError {
-    ProviderError::new(ErrorKind::Decode, format!("malformed stream event: {e}"))
+/// [`ErrorKind::Decode`], `secret` redacted from what it quotes.
+pub(crate) fn event_shape_error(e: FormatError, secret: Option<&str>) -> ProviderError {
+    let e = ProviderError::new(ErrorKind::Decode, format!("malformed stream event: {e}"));
+    classify::redact(e, secret)
 }
 
 /// A sans-IO HTTP adapter for one provider.
