@@ -42,10 +42,15 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             let started = self.platform.now();
             let left = run.deadline_at.saturating_sub(started);
             if left == 0 {
-                return Err(ProviderError::new(
+                // Recorded, so the call's end says why (a 504, not "no
+                // provider was tried"): admission itself can spend the
+                // last of a short deadline.
+                let error = ProviderError::new(
                     ErrorKind::DeadlineExceeded,
                     "the request's deadline passed",
-                ));
+                );
+                run.skip(entry, started, error.clone());
+                return Err(error);
             }
             let limit = entry
                 .timeout
