@@ -649,6 +649,45 @@ fn when_every_breaker_is_open_the_one_cooling_down_first_is_tried() {
 }
 
 #[test]
+fn a_half_open_provider_busy_with_its_probe_still_serves_a_request_everything_else_failed() {
+    // The primary heals; its one probe is out (100 ms) when a second
+    // request finds the backup failing. Turning it away would answer 503
+    // while the primary serves: it gets one forced call instead.
+    let p = FakePlatform::new();
+    let policy = BreakerPolicy {
+        failure_threshold: 1,
+        cooldown: Duration::from_secs(10),
+        ..BreakerPolicy::default()
+    };
+    let slow_ok = Step::After(ms(100), Box::new(ok("primary is back")));
+    let (client, calls) = pair_with(
+        &p,
+        vec![err(ErrorKind::Auth, 401), slow_ok.clone(), slow_ok],
+        vec![ok("backup"), err(ErrorKind::Auth, 401)],
+        |b| b.breaker(policy),
+    );
+    block_on(&p, client.chat(req())).unwrap();
+    assert_eq!(client.health()[1].state, StateName::Open);
+    p.advance(Duration::from_secs(11));
+    let at = |start: u64| {
+        let (p, client) = (&p, &client);
+        async move {
+            resilient_llm::testing::sleep(p, ms(start)).await;
+            client.chat(req()).await
+        }
+    };
+    let replies = block_on(&p, join_all(vec![at(0), at(10)]));
+    for r in &replies {
+        assert_eq!(r.as_ref().unwrap().served_by.provider, "primary");
+    }
+    let late = replies[1].as_ref().unwrap();
+    assert_eq!(late.attempts.len(), 3, "skipped, backup failed, forced");
+    assert!(!late.attempts[0].reached);
+    assert_eq!(calls.each(), [3, 2]);
+    assert_eq!(client.health()[1].state, StateName::Closed);
+}
+
+#[test]
 fn all_providers_failed_names_every_attempt_in_order() {
     let p = FakePlatform::new();
     let (client, _) = pair(

@@ -4,7 +4,10 @@
 //! entry whose breaker lets a call through, skipping open ones without a
 //! call (each skip recorded as an attempt that was not made); when every
 //! entry was skipped, it forces a call to the one whose cooldown ends first
-//! rather than answer with no call at all; it starts no entry once the
+//! rather than answer with no call at all; when every entry it called
+//! failed, it forces one call to an entry skipped with no cooldown left
+//! (its half-open probes were all out) rather than answer 503 while that
+//! provider may be serving; it starts no entry once the
 //! end-to-end deadline has passed; and it ends the walk after a forced call.
 //! What happens inside an entry (attempts, retries, the breaker's verdict)
 //! is the caller's: [`crate::engine::retry`] for whole answers, [`crate::engine::stream`]
@@ -67,10 +70,11 @@ pub(crate) struct Cursor<'c> {
     index: usize,
     /// Entries skipped for an open breaker, with the end of its cooldown.
     skipped: Vec<(usize, UnixMillis)>,
-    /// Whether any entry was admitted (a forced call is only for a request
-    /// that called nothing).
+    /// Whether any entry was admitted (then a forced call is only for an
+    /// entry whose cooldown is over).
     called: bool,
-    /// Whether the walk ended in a forced call.
+    /// Whether the walk made its forced call or ended (no forced call
+    /// after either).
     forced: bool,
     /// The request's deadline and attempts.
     pub(crate) run: Run,
@@ -129,9 +133,9 @@ impl<'c> Cursor<'c> {
     }
 
     /// Admits the next entry: the current one if its breaker lets a call
-    /// through, else the first after it that does; when every entry was
-    /// skipped and none was called, the one whose cooldown ends first, by
-    /// force. `None` when the walk is over: the entries are spent, or the
+    /// through, else the first after it that does; when the entries are
+    /// spent, by force, the skipped one whose cooldown ends first (see
+    /// [`Cursor::last_resort`]). `None` when the walk is over: the entries are spent, or the
     /// deadline has passed (recorded as a skip of the entry it left no
     /// time for).
     pub(crate) async fn admit<P: Platform, S: BreakerStore>(
@@ -142,7 +146,7 @@ impl<'c> Cursor<'c> {
             let now = client.platform().now();
             let index = match self.chain.get(self.index) {
                 Some(_) => self.index,
-                None => self.earliest_cooldown()?,
+                None => self.last_resort(now)?,
             };
             let entry = &self.chain[index];
             if now >= self.run.deadline_at {
@@ -180,12 +184,22 @@ impl<'c> Cursor<'c> {
         }
     }
 
-    /// The entry to force when every entry was skipped and none called.
-    fn earliest_cooldown(&self) -> Option<usize> {
-        if self.called || self.forced {
+    /// The entry to force once the entries are spent: when none was called,
+    /// the skipped one whose cooldown ends first; when those called all
+    /// failed, only a skipped one with no cooldown left (its breaker turned
+    /// the call away because its probes were all out, or because enough
+    /// calls were failing at that moment) — a healthy provider in the middle
+    /// of its probe must not leave a request with no answer. One forced call
+    /// per request at most.
+    fn last_resort(&self, now: UnixMillis) -> Option<usize> {
+        if self.forced {
             return None;
         }
-        let (index, _) = self.skipped.iter().min_by_key(|(_, until)| *until)?;
+        let (index, _) = self
+            .skipped
+            .iter()
+            .filter(|(_, until)| !self.called || *until <= now)
+            .min_by_key(|(_, until)| *until)?;
         Some(*index)
     }
 
@@ -193,6 +207,8 @@ impl<'c> Cursor<'c> {
     fn end(&mut self) {
         self.index = self.chain.len();
         self.called = true;
+        // An ended walk gets no last-resort call either.
+        self.forced = true;
     }
 
     /// The entry admitted last.
