@@ -330,3 +330,78 @@ fn stored_state_missing_later_fields_or_carrying_unknown_ones_still_reads() {
         assert!(serde_json::from_str::<Fleet>(bad).is_err(), "{bad}");
     }
 }
+
+/// A client of `obj` whose primary and backup follow the given scripts.
+fn scripted(
+    p: &FakePlatform,
+    obj: &FakeObject,
+    name: &str,
+    primary: Vec<Step>,
+    backup: Vec<Step>,
+) -> (Client<FakePlatform, FleetStore<FakeLink>>, Rc<Cell<usize>>) {
+    let primary = ScriptedProvider::new(p, "primary", primary);
+    let backup = ScriptedProvider::new(p, "backup", backup);
+    let calls = primary.calls();
+    let client = Client::builder(p.clone())
+        .upstream("primary", Upstream::Custom(Box::new(primary)))
+        .upstream("backup", Upstream::Custom(Box::new(backup)))
+        .route(
+            "default",
+            vec![Entry::new("primary", "big"), Entry::new("backup", "small")],
+        )
+        .policy(Policy {
+            retry: RetryPolicy {
+                max_attempts: 1,
+                ..RetryPolicy::default()
+            },
+            ..Policy::default()
+        })
+        .build_with_store(FleetStore::new(FakeLink::new(obj), name, breaker()));
+    (client, calls)
+}
+
+#[test]
+fn a_primary_whose_probe_another_isolate_holds_still_serves_when_the_backup_fails() {
+    // Isolate a holds the fleet's one probe lease for the healed primary
+    // (its answer takes 100 ms) when b's request finds its backup failing:
+    // b makes one forced call to the primary rather than answer 503.
+    let p = FakePlatform::new().at(1_000);
+    let obj = FakeObject::new(&p, breaker());
+    let dead = || err(ErrorKind::Server, 503);
+    let slow_ok = || Step::After(Duration::from_millis(100), Box::new(ok("primary answer")));
+    let (a, a_calls) = scripted(
+        &p,
+        &obj,
+        "a",
+        vec![dead(), dead(), dead(), slow_ok()],
+        vec![ok("backup answer")],
+    );
+    let (b, b_calls) = scripted(
+        &p,
+        &obj,
+        "b",
+        vec![slow_ok()],
+        vec![err(ErrorKind::Auth, 401)],
+    );
+    let hi = || ChatRequest::new(vec![Message::user("hi")]);
+    for _ in 0..3 {
+        block_on(&p, a.chat(hi())).expect("the backup answers");
+        a.store().flush_due(p.now());
+        a.store().link().pump();
+    }
+    assert_eq!(a_calls.get(), 3);
+    b.health();
+    b.store().link().pump();
+    p.advance(Duration::from_secs(11));
+    let late = async {
+        resilient_llm::testing::sleep(&p, Duration::from_millis(10)).await;
+        b.chat(hi()).await
+    };
+    let (probe, late) = block_on(&p, futures_util::future::join(a.chat(hi()), late));
+    assert_eq!(probe.expect("the probe").served_by.provider, "primary");
+    let late = late.expect("an answer, not a 503");
+    assert_eq!(late.served_by.provider, "primary");
+    let kinds: Vec<_> = late.attempts.iter().map(|a| a.reached).collect();
+    assert_eq!(kinds, [false, true, true], "skipped, backup failed, forced");
+    assert_eq!((a_calls.get(), b_calls.get()), (4, 1));
+}

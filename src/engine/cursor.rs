@@ -21,7 +21,7 @@ use crate::engine::client::{CallOptions, Client, Entry, Reply, ServedBy};
 use crate::engine::store::BreakerStore;
 use crate::error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
 use crate::platform::{millis, Platform, UnixMillis};
-use crate::policy::breaker::Permit;
+use crate::policy::breaker::{Permit, State};
 
 /// The request-wide record of one call: its deadline and every attempt.
 pub(crate) struct Run {
@@ -68,8 +68,10 @@ pub(crate) struct Cursor<'c> {
     chain: Cow<'c, [Entry]>,
     /// The entry admitted last (or being looked at).
     index: usize,
-    /// Entries skipped for an open breaker, with the end of its cooldown.
-    skipped: Vec<(usize, UnixMillis)>,
+    /// Entries skipped for an open breaker: index, the end of its
+    /// cooldown, and whether its cooldown was already over (half-open with
+    /// its probes all out, or closed with enough calls failing at once).
+    skipped: Vec<(usize, UnixMillis, bool)>,
     /// Whether any entry was admitted (then a forced call is only for an
     /// entry whose cooldown is over).
     called: bool,
@@ -175,9 +177,14 @@ impl<'c> Cursor<'c> {
                             open.until.saturating_sub(now)
                         ),
                     );
+                    let healing = open.until <= now
+                        || matches!(
+                            client.store.state(&entry.provider),
+                            Some(State::HalfOpen { .. })
+                        );
                     client.emit_failover(&self.chain, self.index, &error);
                     self.run.skip(entry, now, error);
-                    self.skipped.push((self.index, open.until));
+                    self.skipped.push((self.index, open.until, healing));
                     self.index += 1;
                 }
             }
@@ -187,19 +194,20 @@ impl<'c> Cursor<'c> {
     /// The entry to force once the entries are spent: when none was called,
     /// the skipped one whose cooldown ends first; when those called all
     /// failed, only a skipped one with no cooldown left (its breaker turned
-    /// the call away because its probes were all out, or because enough
-    /// calls were failing at that moment) — a healthy provider in the middle
+    /// the call away because its probes were all out — here or, fleet-wide,
+    /// at another isolate — or because enough calls were failing at that
+    /// moment) — a healthy provider in the middle
     /// of its probe must not leave a request with no answer. One forced call
     /// per request at most.
     fn last_resort(&self, now: UnixMillis) -> Option<usize> {
         if self.forced {
             return None;
         }
-        let (index, _) = self
+        let (index, ..) = self
             .skipped
             .iter()
-            .filter(|(_, until)| !self.called || *until <= now)
-            .min_by_key(|(_, until)| *until)?;
+            .filter(|(_, until, healing)| !self.called || *healing || *until <= now)
+            .min_by_key(|(_, until, _)| *until)?;
         Some(*index)
     }
 
