@@ -394,6 +394,38 @@ fn a_mid_stream_exception_fails_the_stream_after_what_was_delivered() {
 }
 
 #[test]
+fn a_stream_frame_quoting_the_key_fails_without_showing_it() {
+    // serde quotes the bytes it chokes on; an exception's message is the
+    // provider's: neither reaches the error with the signing key in it.
+    let key = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
+    let chunk = format!(r#"{{"bytes": {key}}}"#);
+    let exception = format!(r#"{{"message":"bad signature for {key}"}}"#);
+    let frames = [
+        encode_frame(
+            &[(":event-type", "chunk"), (":message-type", "event")],
+            chunk.as_bytes(),
+        ),
+        encode_frame(
+            &[
+                (":message-type", "exception"),
+                (":exception-type", "modelStreamErrorException"),
+            ],
+            exception.as_bytes(),
+        ),
+    ];
+    for frame in frames {
+        let p = FakePlatform::new().at(NOW);
+        p.script("https://bedrock.test/", [reply(200).chunks(vec![frame])]);
+        let c = client(&p, CLAUDE);
+        let (_, error) = stream(&p, &c, req());
+        let error = error.expect("a failed stream");
+        let e = error.attempts().last().and_then(|a| a.error()).unwrap();
+        assert!(!format!("{e:?} {error}").contains(key), "{e:?}");
+        assert!(!e.message.is_empty());
+    }
+}
+
+#[test]
 fn each_bedrock_error_class_is_classified() {
     // Recorded error answers: status, x-amzn-ErrorType, body, the kind it must be.
     let cases: Vec<Value> =

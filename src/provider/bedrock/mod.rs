@@ -30,6 +30,7 @@ use crate::error::{ErrorKind, ProviderError};
 use crate::format::anthropic::{encode_request, EncodeOptions};
 use crate::format::anthropic_stream::EVENTS as ANTHROPIC_EVENTS;
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
+use crate::secret::Secret;
 use crate::sse::SseEvent;
 
 /// The `anthropic_version` Bedrock takes in a Messages body.
@@ -333,7 +334,10 @@ impl Provider for Bedrock {
     }
 
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
-        Box::new(BedrockStream::default())
+        Box::new(BedrockStream {
+            frames: EventStreamDecoder::default(),
+            secret: self.secret().map(Secret::new),
+        })
     }
 }
 
@@ -368,14 +372,22 @@ struct EventType {
 #[derive(Debug, Default)]
 pub struct BedrockStream {
     frames: EventStreamDecoder,
+    /// The signing key, kept out of what a decode error quotes.
+    secret: Option<Secret>,
 }
 
 impl BedrockStream {
-    fn events(frames: Vec<Frame>, out: &mut Vec<SseEvent>) -> Result<(), ProviderError> {
+    fn events(&self, frames: Vec<Frame>, out: &mut Vec<SseEvent>) -> Result<(), ProviderError> {
         for frame in frames {
-            out.extend(frame_event(&frame)?);
+            out.extend(frame_event(&frame).map_err(|e| self.redact(e))?);
         }
         Ok(())
+    }
+
+    /// serde quotes the bytes it choked on, and an exception frame the
+    /// provider's message: either may hold the key.
+    fn redact(&self, e: ProviderError) -> ProviderError {
+        classify::redact(e, self.secret.as_ref().map(Secret::expose))
     }
 }
 
@@ -383,7 +395,7 @@ impl StreamDecoder for BedrockStream {
     fn feed(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), ProviderError> {
         let mut frames = Vec::new();
         let fed = self.frames.feed(chunk, &mut frames);
-        Self::events(frames, out)?;
+        self.events(frames, out)?;
         fed.map_err(|e| ProviderError::new(ErrorKind::Decode, e.to_string()))
     }
 
