@@ -9,8 +9,8 @@ use resilient_llm::fleet::fake::{FakeLink, FakeObject, LinkCounts};
 use resilient_llm::fleet::{Call, LeaseAnswer, Report, Verdict, View};
 use resilient_llm::testing::{block_on, err, ok, FakePlatform, ScriptedProvider, Step};
 use resilient_llm::{
-    BreakerPolicy, ChatRequest, Client, Entry, ErrorKind, Fleet, FleetStore, Message, Platform,
-    Policy, RetryPolicy, Upstream,
+    BreakerPolicy, BreakerStore, ChatRequest, Client, Entry, ErrorKind, Fleet, FleetStore, Message,
+    Platform, Policy, RetryPolicy, Upstream,
 };
 
 fn breaker() -> BreakerPolicy {
@@ -236,6 +236,15 @@ where
     );
 }
 
+/// A stored fixture predates the object's journal (counters and recent
+/// transitions, added since): it holds the fleet less its journal, and an
+/// object that has journaled nothing writes it unchanged.
+fn same_stored(name: &str, f: &Fleet) {
+    let mut f = f.clone();
+    f.journal = resilient_llm::fleet::Journal::default();
+    same(name, &f);
+}
+
 #[test]
 fn stored_protocol_and_state_are_read_and_written_unchanged() {
     // The steps that wrote the fixtures, replayed through the object's own
@@ -250,7 +259,7 @@ fn stored_protocol_and_state_are_read_and_written_unchanged() {
     let ttl = Duration::from_secs(5);
     let report = |at, verdict, lease| Report { at, verdict, lease };
     let mut f = Fleet::new();
-    same("stored-new", &f);
+    same_stored("stored-new", &f);
     let success = report(1, Verdict::Success, None);
     let v = f.fold(
         &policy,
@@ -261,7 +270,7 @@ fn stored_protocol_and_state_are_read_and_written_unchanged() {
     let answer = f.lease(&policy, ttl, 1, "isolate-\"1\"");
     assert!(matches!(answer, LeaseAnswer::Closed { .. }));
     same("lease-closed", &answer);
-    same("stored-closed", &f);
+    same_stored("stored-closed", &f);
     let failure = report(2, Verdict::Failure, None);
     let v = f.fold(
         &policy,
@@ -272,21 +281,21 @@ fn stored_protocol_and_state_are_read_and_written_unchanged() {
     let answer = f.lease(&policy, ttl, 3, "isolate-2");
     assert!(matches!(answer, LeaseAnswer::Busy { .. }));
     same("lease-busy", &answer);
-    same("stored-open", &f);
+    same_stored("stored-open", &f);
     let answer = f.lease(&policy, ttl, 20_000, "isolate-2");
     let LeaseAnswer::Granted { token, .. } = answer else {
         panic!("no lease: {answer:?}");
     };
     same("lease-granted", &answer);
     same("view-half-open", &f.view(&policy, 20_000));
-    same("stored-leased", &f);
+    same_stored("stored-leased", &f);
     let v: View = f.fold(
         &policy,
         20_001,
         &[report(20_000, Verdict::Failure, Some(token))],
     );
     same("view-reopened", &v);
-    same("stored-reopened", &f);
+    same_stored("stored-reopened", &f);
 
     let call = |holder: Option<&str>, reports: Vec<Report>| Call {
         key: "openai".into(),
@@ -404,4 +413,57 @@ fn a_primary_whose_probe_another_isolate_holds_still_serves_when_the_backup_fail
     let kinds: Vec<_> = late.attempts.iter().map(|a| a.reached).collect();
     assert_eq!(kinds, [false, true, true], "skipped, backup failed, forced");
     assert_eq!((a_calls.get(), b_calls.get()), (4, 1));
+}
+
+#[test]
+fn the_object_journals_every_isolates_verdicts_and_its_transitions() {
+    let p = FakePlatform::new().at(1_000);
+    let obj = FakeObject::new(&p, breaker());
+    let a = Isolate::new(&p, &obj, "a", 20_000);
+    let b = Isolate::new(&p, &obj, "b", 20_000);
+    // Two failures from a, one from b: the fleet opens on the third.
+    a.request(&p);
+    a.request(&p);
+    b.request(&p);
+    // Then cooldowns and probes until the primary has healed.
+    while p.now() < 40_000 {
+        a.request(&p);
+        b.request(&p);
+        p.advance(Duration::from_millis(500));
+    }
+    // The last verdicts wait out their batch's delay.
+    p.advance(Duration::from_secs(2));
+    for i in [&a, &b] {
+        i.client.store().flush_due(p.now());
+        i.client.store().link().pump();
+    }
+    let journal = block_on(&p, b.client.store().journal("primary")).expect("reachable");
+    let moves: Vec<_> = journal.recent.iter().map(|t| (t.from, t.to)).collect();
+    use resilient_llm::StateName::{Closed, HalfOpen, Open};
+    assert_eq!(moves.first(), Some(&(Closed, Open)), "{moves:?}");
+    assert_eq!(moves.last(), Some(&(HalfOpen, Closed)), "{moves:?}");
+    assert!(
+        moves.windows(2).all(|w| w[0].1 == w[1].0),
+        "a chain: {moves:?}"
+    );
+    assert_eq!(journal.recent[0].trips, 1);
+    assert_eq!(journal.recent[0].until, Some(journal.recent[0].at + 10_000));
+    assert_eq!(journal.counts.transitions, moves.len() as u64);
+    let calls = a.primary.get() + b.primary.get();
+    let c = journal.counts;
+    assert_eq!(
+        c.successes + c.failures + c.abandoned,
+        calls as u64,
+        "{c:?}"
+    );
+    assert!(c.failures >= 3 && c.successes >= 1, "{c:?}");
+    assert_eq!(
+        c.probes,
+        moves.iter().filter(|m| m.1 == HalfOpen).count() as u64
+    );
+    assert_eq!(
+        block_on(&p, a.client.store().journal("primary")),
+        Some(journal),
+        "one fleet-wide record, whichever isolate asks"
+    );
 }

@@ -4,7 +4,7 @@
 
 use resilient_llm::gateway::{Gateway, Inbound, Outbound, Setup};
 use resilient_llm::testing::{block_on, reply, FakePlatform};
-use resilient_llm::{Body, Headers, MemoryStore};
+use resilient_llm::{Body, Headers, MemoryStore, Platform};
 use serde_json::{json, Value};
 
 const KEY: &str = "client key;123";
@@ -239,4 +239,100 @@ fn the_page_shows_a_breaker_opening_on_a_dead_provider_and_closing_after_it_heal
         page.contains("<span class=\"state closed\">"),
         "a header key works too"
     );
+}
+
+#[test]
+fn with_fleet_breakers_the_page_and_metrics_show_what_every_isolate_did() {
+    use resilient_llm::fleet::fake::{FakeLink, FakeObject};
+    use resilient_llm::FleetStore;
+    let p = FakePlatform::new().at(1_700_000_000_000);
+    let config = json!({
+        "providers": {
+            "primary": { "kind": "openai", "baseUrl": "https://primary.test", "apiKey": "sk-p" },
+            "backup": { "kind": "anthropic", "baseUrl": "https://backup.test", "apiKey": "sk-b" }
+        },
+        "routes": { "default": [
+            { "provider": "primary", "model": "gpt-big" },
+            { "provider": "backup", "model": "claude-small" }
+        ] },
+        "retry": { "maxAttempts": 1 },
+        "breaker": { "failureThreshold": 1, "cooldownMs": 5000 },
+        "gateway": { "clientKeysEnv": ["GATEWAY_KEY"] }
+    })
+    .to_string();
+    let secret = |n: &str| (n == "GATEWAY_KEY").then(|| KEY.to_string());
+    let setup = || Setup::load(Some(&config), &secret).expect("valid config");
+    let obj = FakeObject::new(&p, setup().breaker());
+    let isolate = |name: &str| {
+        let s = setup();
+        let store = FleetStore::new(FakeLink::new(&obj), name, s.breaker());
+        s.into_gateway(p.clone(), store)
+    };
+    let (a, b) = (isolate("a"), isolate("b"));
+    let bearer = format!("Bearer {KEY}");
+    let auth = [("authorization", bearer.as_str())];
+    let chat = json!({ "model": "default", "messages": [{ "role": "user", "content": "hi" }] })
+        .to_string();
+
+    // Isolate a meets the dead primary; b has served nothing.
+    p.script("https://primary.test", [reply(503)]);
+    p.script("https://backup.test", [reply(200).body(anthropic_ok())]);
+    let out = block_on(
+        &p,
+        a.handle(req("POST", "/v1/chat/completions", &auth, &chat)),
+    );
+    assert_eq!(out.headers.get("x-served-by"), Some("backup/claude-small"));
+    a.client().store().flush_due(p.now());
+    a.client().store().link().pump();
+
+    let out = block_on(&p, b.handle(req("GET", "/status/data", &auth, "")));
+    let data: Value = serde_json::from_slice(&out.body).unwrap();
+    let fleet = data["fleet"].as_array().expect("fleet rows");
+    let primary = fleet.iter().find(|r| r["provider"] == "primary").unwrap();
+    assert_eq!(
+        (
+            primary["failures"].as_u64(),
+            primary["transitions"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    let fleet_moves: Vec<_> = data["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["type"] == "breaker" && c["fleet"] == true)
+        .map(|c| (c["provider"].clone(), c["from"].clone(), c["to"].clone()))
+        .collect();
+    assert_eq!(
+        fleet_moves,
+        [(json!("primary"), json!("closed"), json!("open"))]
+    );
+    let out = block_on(&p, b.handle(req("GET", "/status", &auth, "")));
+    let page = String::from_utf8(out.body).unwrap();
+    assert!(
+        page.contains("fleet breaker of primary: closed → open"),
+        "{page}"
+    );
+    assert!(page.contains("<tr data-provider=\"primary\"><td>primary</td><td>0</td><td>1</td>"));
+
+    let out = block_on(&p, b.handle(req("GET", "/metrics", &auth, "")));
+    let text = String::from_utf8(out.body).unwrap();
+    let lines = text.lines().map(|l| Ok(l.to_string()));
+    let scrape = prometheus_parse::Scrape::parse(lines).expect("parses");
+    let sample = |verdict: &str| {
+        scrape
+            .samples
+            .iter()
+            .find(|s| {
+                s.metric == "llm_gateway_fleet_calls_total"
+                    && s.labels.get("provider") == Some("primary")
+                    && s.labels.get("verdict") == Some(verdict)
+            })
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v) => v,
+                _ => f64::NAN,
+            })
+    };
+    assert_eq!(sample("failure"), Some(1.0), "{text}");
+    assert_eq!(sample("success"), Some(0.0));
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use super::{Fleet, FleetLink, FleetPolicy, Inbox, LeaseAnswer, LinkError, Report};
+use super::{Fleet, FleetLink, FleetPolicy, Inbox, Journal, LeaseAnswer, LinkError, Report};
 use crate::platform::Platform;
 use crate::policy::breaker::BreakerPolicy;
 use crate::testing::FakePlatform;
@@ -172,5 +172,9 @@ impl FleetLink for FakeLink {
         self.queue
             .borrow_mut()
             .push(Job::Refresh(key.to_string(), inbox));
+    }
+
+    async fn journal(&self, key: &str) -> Result<Journal, LinkError> {
+        self.object.call(key, |f, p, now, _| f.journal(p, now))
     }
 }

@@ -30,6 +30,7 @@
 //! [`FleetLink`] an isolate reaches the objects through; [`fake`] stands
 //! both in for tests.
 
+mod journal;
 mod object;
 mod outage;
 mod store;
@@ -46,6 +47,7 @@ use serde::{Deserialize, Serialize};
 use crate::platform::UnixMillis;
 use crate::policy::breaker::State;
 
+pub use journal::{Counts, Journal, Transition};
 pub use object::{Fleet, Lease};
 pub use outage::{Outage, OUTAGE_LOG_INTERVAL};
 pub use store::{FleetStore, Inbox};
@@ -188,4 +190,8 @@ pub trait FleetLink {
 
     /// Fetches the fleet's view in the background into `inbox`.
     fn refresh(&self, key: &str, inbox: Inbox);
+
+    /// The object's counters and recent transitions (awaited: asked only
+    /// by the status page and `/metrics`).
+    async fn journal(&self, key: &str) -> Result<Journal, LinkError>;
 }

@@ -10,6 +10,7 @@ use crate::policy::breaker::{
     Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, PermitKind, Snapshot, State,
 };
 
+use super::journal::{Journal, Transition};
 use super::{LeaseAnswer, Report, Verdict, View};
 
 /// A granted probe lease.
@@ -42,6 +43,9 @@ pub struct Fleet {
     /// before it describe an older state and are ignored.
     #[serde(default)]
     pub changed_at: UnixMillis,
+    /// Counts and recent transitions, for the status page and metrics.
+    #[serde(default, skip_serializing_if = "Journal::is_empty")]
+    pub journal: Journal,
 }
 
 impl Default for Fleet {
@@ -58,6 +62,7 @@ impl Fleet {
             leases: Vec::new(),
             next_token: 1,
             changed_at: 0,
+            journal: Journal::default(),
         }
     }
 
@@ -72,6 +77,7 @@ impl Fleet {
     pub fn fold(&mut self, policy: &BreakerPolicy, now: UnixMillis, reports: &[Report]) -> View {
         let mut b = self.restore(policy, now);
         for r in reports {
+            self.journal.verdict(r.verdict);
             match r.lease {
                 Some(token) => {
                     let Some(i) = self.leases.iter().position(|l| l.token == token) else {
@@ -144,6 +150,7 @@ impl Fleet {
                         holder,
                         expires_at,
                     });
+                    self.journal.probe();
                     self.save(&b, now);
                     LeaseAnswer::Granted {
                         token,
@@ -198,10 +205,30 @@ impl Fleet {
         b
     }
 
+    /// The journal as it stands.
+    pub fn journal(&mut self, policy: &BreakerPolicy, now: UnixMillis) -> Journal {
+        let b = self.restore(policy, now);
+        self.save(&b, now);
+        self.journal.clone()
+    }
+
     fn save(&mut self, b: &Breaker, now: UnixMillis) {
         let snap = b.snapshot();
         if snap.generation != self.breaker.generation {
             self.changed_at = now;
+            let (from, to) = (self.breaker.state.name(), snap.state.name());
+            if from != to {
+                self.journal.transition(Transition {
+                    at: now,
+                    from,
+                    to,
+                    until: match snap.state {
+                        State::Open { until } => Some(until),
+                        _ => None,
+                    },
+                    trips: snap.trips,
+                });
+            }
             self.leases
                 .retain(|l| l.permit.generation == snap.generation);
         }

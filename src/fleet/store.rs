@@ -12,7 +12,7 @@ use crate::policy::breaker::{
     Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, PermitKind, Snapshot, State,
 };
 
-use super::{FleetLink, FleetPolicy, LeaseAnswer, Report, Verdict, View};
+use super::{FleetLink, FleetPolicy, Journal, LeaseAnswer, Report, Verdict, View};
 
 /// Where background answers come back to a [`FleetStore`]. Holds no strong
 /// reference: answers for a store that is gone are dropped.
@@ -304,6 +304,10 @@ fn lease_token(permit: Permit) -> Option<u64> {
 }
 
 impl<L: FleetLink> BreakerStore for FleetStore<L> {
+    async fn journal(&self, key: &str) -> Option<Journal> {
+        self.link.journal(key).await.ok()
+    }
+
     async fn try_acquire(&self, key: &str, now: UnixMillis) -> Result<Permit, CircuitOpen> {
         let ttl = self.policy.ttl;
         let (gate, refresh) = self.with(key, |s| {

@@ -2,7 +2,8 @@
 //! text format, written by the prometheus-client crate. Requests are
 //! counted when their log line is written (a stream at its commit point,
 //! with the attempts that led to it); breaker state and health are read from
-//! the client when the page is asked for.
+//! the client when the page is asked for, and the fleet's totals (every
+//! isolate's calls, probes and transitions) from the breaker objects.
 
 use std::fmt::Write as _;
 
@@ -15,6 +16,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use super::log::{LogLine, Outcome};
+use crate::fleet::Journal;
 use crate::policy::breaker::StateName;
 use crate::policy::stats::Health;
 
@@ -52,6 +54,12 @@ struct ProviderLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerdictLabels {
+    provider: String,
+    verdict: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabels {
     provider: String,
     state: &'static str,
@@ -74,6 +82,9 @@ pub(super) struct Metrics {
     failovers: Family<ProviderLabels, Counter>,
     breaker: Family<StateLabels, Gauge>,
     consecutive_failures: Family<ProviderLabels, Gauge>,
+    fleet_calls: Family<VerdictLabels, Counter>,
+    fleet_probes: Family<ProviderLabels, Counter>,
+    fleet_transitions: Family<ProviderLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -88,6 +99,9 @@ impl Default for Metrics {
             failovers: Family::default(),
             breaker: Family::default(),
             consecutive_failures: Family::default(),
+            fleet_calls: Family::default(),
+            fleet_probes: Family::default(),
+            fleet_transitions: Family::default(),
         };
         let r = &mut m.registry;
         r.register(
@@ -125,6 +139,21 @@ impl Default for Metrics {
             "breaker_consecutive_failures",
             "Failures since the provider's last success",
             m.consecutive_failures.clone(),
+        );
+        r.register(
+            "fleet_calls",
+            "Calls to providers by every isolate, by verdict, as the provider's breaker object counted them",
+            m.fleet_calls.clone(),
+        );
+        r.register(
+            "fleet_probes",
+            "Half-open probe leases the provider's breaker object granted",
+            m.fleet_probes.clone(),
+        );
+        r.register(
+            "fleet_transitions",
+            "Transitions of the provider's fleet-wide breaker",
+            m.fleet_transitions.clone(),
         );
         m
     }
@@ -196,8 +225,28 @@ impl Metrics {
         }
     }
 
-    /// The text of `GET /metrics`, with the breakers as `health` has them.
-    pub(super) fn render(&self, health: &[Health]) -> String {
+    /// The text of `GET /metrics`, with the breakers as `health` has them
+    /// and the fleet's totals as each provider's object has them.
+    pub(super) fn render(&self, health: &[Health], fleet: &[(String, Journal)]) -> String {
+        for (provider, journal) in fleet {
+            let c = journal.counts;
+            let p = || ProviderLabels {
+                provider: provider.clone(),
+            };
+            for (verdict, total) in [
+                ("success", c.successes),
+                ("failure", c.failures),
+                ("abandoned", c.abandoned),
+            ] {
+                let labels = VerdictLabels {
+                    provider: provider.clone(),
+                    verdict,
+                };
+                follow(&self.fleet_calls.get_or_create(&labels), total);
+            }
+            follow(&self.fleet_probes.get_or_create(&p()), c.probes);
+            follow(&self.fleet_transitions.get_or_create(&p()), c.transitions);
+        }
         for h in health {
             for (state, name) in [
                 (StateName::Closed, "closed"),
@@ -223,5 +272,15 @@ impl Metrics {
             let _ = writeln!(out, "# EOF");
         }
         out
+    }
+}
+
+/// Brings `counter` up to the object's `total`. A counter only grows: an
+/// object whose stored state was lost starts again from zero, and the
+/// counter waits until the object's total passes it.
+fn follow(counter: &Counter, total: u64) {
+    let seen = counter.get();
+    if total > seen {
+        counter.inc_by(total - seen);
     }
 }

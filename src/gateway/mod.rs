@@ -435,11 +435,11 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 )
             }
             Route::Status if self.auth.check_with_cookie(&headers, status::COOKIE) => {
-                self.status(true)
+                self.status(true).await
             }
             Route::Status => html_response(401, status::login_page(None)),
             Route::StatusData if self.auth.check_with_cookie(&headers, status::COOKIE) => {
-                self.status(false)
+                self.status(false).await
             }
             Route::StatusLogin => self.login(body).await,
             _ if !self.auth.check(&headers) => {
@@ -452,9 +452,9 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 )
             }
             Route::Health => json_response(200, &self.health()),
-            Route::Metrics => self.metrics_page(),
+            Route::Metrics => self.metrics_page().await,
             // Reached with a header key, which the guard above also takes.
-            Route::StatusData => self.status(false),
+            Route::StatusData => self.status(false).await,
             Route::Models => json_response(200, &self.models(format)),
             Route::Chat(format) => self.chat(format, &headers, body, &mut log).await,
         };
@@ -668,10 +668,12 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     }
 
     /// `GET /status` (`html`) or `GET /status/data`: the same data.
-    fn status(&self, html: bool) -> Outbound {
+    async fn status(&self, html: bool) -> Outbound {
+        let fleet = self.fleet_journals().await;
         let health = self.client.health();
         let changes = self.changes.borrow();
-        let body = status::StatusBody::new(self.client.platform().now(), &health, &changes);
+        let now = self.client.platform().now();
+        let body = status::StatusBody::new(now, &health, &changes, &fleet);
         if html {
             html_response(200, status::page(&body))
         } else {
@@ -709,13 +711,30 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     }
 
     /// `GET /metrics`.
-    fn metrics_page(&self) -> Outbound {
+    /// What each provider's breaker object has journaled, for the providers
+    /// whose objects answer (none without fleet-wide breakers). Asked all
+    /// at once: the slowest object bounds the wait.
+    async fn fleet_journals(&self) -> Vec<(String, crate::fleet::Journal)> {
+        let keys: Vec<&String> = self.client.upstreams.keys().collect();
+        let asked = keys.iter().map(|k| self.client.store.journal(k));
+        let answers = futures_util::future::join_all(asked).await;
+        keys.into_iter()
+            .zip(answers)
+            .filter_map(|(k, j)| Some((k.clone(), j?)))
+            .collect()
+    }
+
+    async fn metrics_page(&self) -> Outbound {
+        let fleet = self.fleet_journals().await;
         let mut headers = Headers::new();
         headers.insert("content-type", metrics::CONTENT_TYPE);
         Outbound {
             status: 200,
             headers,
-            body: self.metrics.render(&self.client.health()).into_bytes(),
+            body: self
+                .metrics
+                .render(&self.client.health(), &fleet)
+                .into_bytes(),
             stream: None,
             log: String::new(),
         }

@@ -2,6 +2,11 @@
 //! external asset, rendered on the server from the same data as
 //! `GET /status/data`, which the page then polls to refresh itself.
 //!
+//! Where the Worker shares breakers through Durable Objects, the breakers'
+//! transitions and the fleet's totals come from the objects (every
+//! isolate's, kept there); failovers are this isolate's own (the objects
+//! see verdicts, not routes).
+//!
 //! Browsers sign in through a form (`POST /status/login`) that sets an
 //! `HttpOnly`, `Secure`, `SameSite=Strict` cookie holding the key; the key
 //! never goes in a URL. Only the status routes read that cookie: the chat
@@ -14,6 +19,7 @@ use html_escape::encode_text as esc;
 use serde::Serialize;
 
 use super::log::LogLine;
+use crate::fleet::{Counts, Journal};
 use crate::platform::UnixMillis;
 use crate::policy::breaker::StateName;
 use crate::policy::stats::Health;
@@ -35,6 +41,9 @@ pub(super) enum Change {
         provider: String,
         from: StateName,
         to: StateName,
+        /// Whether the fleet's breaker moved (its object's log), not only
+        /// this isolate's view of it.
+        fleet: bool,
     },
     /// A request moved from one entry to the next.
     #[serde(rename = "failover")]
@@ -91,10 +100,19 @@ impl Changes {
                     provider: provider.to_owned(),
                     from: before,
                     to: state,
+                    fleet: false,
                 });
             }
         }
     }
+}
+
+/// One provider's fleet-wide totals, from its breaker object.
+#[derive(Debug, Serialize)]
+pub(super) struct FleetRow<'a> {
+    pub(super) provider: &'a str,
+    #[serde(flatten)]
+    pub(super) counts: Counts,
 }
 
 /// `GET /status/data`.
@@ -104,17 +122,64 @@ pub(super) struct StatusBody<'a> {
     pub(super) time: UnixMillis,
     pub(super) status: &'static str,
     pub(super) providers: &'a [Health],
-    pub(super) changes: Vec<&'a Change>,
+    /// Empty where breakers are not shared (no fleet objects, or none
+    /// reachable).
+    pub(super) fleet: Vec<FleetRow<'a>>,
+    /// Newest first.
+    pub(super) changes: Vec<Change>,
 }
 
 impl<'a> StatusBody<'a> {
-    pub(super) fn new(now: UnixMillis, providers: &'a [Health], changes: &'a Changes) -> Self {
+    /// The page's data: `fleet` holds the journals of the providers whose
+    /// objects answered; their logs replace this isolate's record of those
+    /// providers' transitions.
+    pub(super) fn new(
+        now: UnixMillis,
+        providers: &'a [Health],
+        changes: &Changes,
+        fleet: &'a [(String, Journal)],
+    ) -> Self {
         let degraded = providers.iter().any(|h| h.state != StateName::Closed);
+        let journaled = |p: &str| fleet.iter().any(|(k, _)| k == p);
+        let mut all: Vec<Change> = changes
+            .recent
+            .iter()
+            .filter(|c| !matches!(c, Change::Breaker { provider, .. } if journaled(provider)))
+            .cloned()
+            .collect();
+        for (provider, journal) in fleet {
+            all.extend(journal.recent.iter().map(|t| Change::Breaker {
+                at: t.at,
+                provider: provider.clone(),
+                from: t.from,
+                to: t.to,
+                fleet: true,
+            }));
+        }
+        // Newest first; a stable sort keeps each source's own order.
+        all.reverse();
+        all.sort_by_key(|c| std::cmp::Reverse(c.at()));
+        all.truncate(KEPT);
         StatusBody {
             time: now,
             status: if degraded { "degraded" } else { "ok" },
             providers,
-            changes: changes.recent.iter().rev().collect(),
+            fleet: fleet
+                .iter()
+                .map(|(provider, j)| FleetRow {
+                    provider,
+                    counts: j.counts,
+                })
+                .collect(),
+            changes: all,
+        }
+    }
+}
+
+impl Change {
+    fn at(&self) -> UnixMillis {
+        match self {
+            Change::Breaker { at, .. } | Change::Failover { at, .. } => *at,
         }
     }
 }
@@ -220,8 +285,10 @@ pub(super) fn page(body: &StatusBody<'_>) -> String {
             p = esc(&h.provider),
         );
     }
+    out.push_str("</tbody></table>");
+    fleet_table(&mut out, &body.fleet);
     out.push_str(
-        "</tbody></table><h2>Recent transitions and failovers</h2>\
+        "<h2>Recent transitions and failovers</h2>\
          <table><thead><tr><th scope=\"col\">When</th><th scope=\"col\">What</th></tr></thead>\
          <tbody id=\"changes\">",
     );
@@ -236,6 +303,32 @@ pub(super) fn page(body: &StatusBody<'_>) -> String {
     out
 }
 
+/// The fleet's totals, when there are breaker objects to ask (the table
+/// is always there for the script to fill; hidden while empty).
+fn fleet_table(out: &mut String, rows: &[FleetRow<'_>]) {
+    let _ = write!(
+        out,
+        "<section id=\"fleet\"{}><h2>Fleet-wide, from the breaker objects</h2><table><thead><tr>\
+         <th scope=\"col\">Provider</th><th scope=\"col\">Calls answered</th>\
+         <th scope=\"col\">Calls failed</th><th scope=\"col\">Probes</th>\
+         <th scope=\"col\">Transitions</th></tr></thead><tbody id=\"fleet-rows\">",
+        if rows.is_empty() { " hidden" } else { "" }
+    );
+    for r in rows {
+        let c = r.counts;
+        let _ = write!(
+            out,
+            "<tr data-provider=\"{p}\"><td>{p}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            c.successes,
+            c.failures,
+            c.probes,
+            c.transitions,
+            p = esc(r.provider),
+        );
+    }
+    out.push_str("</tbody></table></section>");
+}
+
 fn describe(c: &Change) -> (UnixMillis, String) {
     match c {
         Change::Breaker {
@@ -243,10 +336,12 @@ fn describe(c: &Change) -> (UnixMillis, String) {
             provider,
             from,
             to,
+            fleet,
         } => (
             *at,
             format!(
-                "breaker of {provider}: {} → {}",
+                "{}breaker of {provider}: {} → {}",
+                if *fleet { "fleet " } else { "" },
                 state_label(*from).1,
                 state_label(*to).1
             ),
@@ -273,7 +368,7 @@ function state(s){const cls=s==="halfOpen"||s==="half_open"?"half_open":s;
   const l=document.createElement("span");l.className="label";l.textContent=LABEL[cls]||cls;span.appendChild(l);return span;}
 function when(t){return new Date(t).toUTCString();}
 function describe(c){if(c.type==="breaker"){const f=c.from==="halfOpen"?"half_open":c.from,t=c.to==="halfOpen"?"half_open":c.to;
-  return "breaker of "+c.provider+": "+LABEL[f]+" → "+LABEL[t];}
+  return (c.fleet?"fleet ":"")+"breaker of "+c.provider+": "+LABEL[f]+" → "+LABEL[t];}
   return "failover "+c.from+" → "+c.to+" ("+c.reason+")";}
 function render(d){
   const o=document.getElementById("overall");o.textContent=d.status;o.className="pill "+d.status;
@@ -286,6 +381,10 @@ function render(d){
     cell(tr,(h.errorRate*100).toFixed(1)+" %");
     cell(tr,ms(h.latencyMs.p50)+" / "+ms(h.latencyMs.p95)+" / "+ms(h.latencyMs.p99));
     cell(tr,ms(h.ttftMs.p50)+" / "+ms(h.ttftMs.p95));cell(tr,String(h.requests));body.appendChild(tr);}
+  const fl=document.getElementById("fleet"),fr=document.getElementById("fleet-rows");fr.replaceChildren();
+  fl.hidden=!d.fleet.length;
+  for(const r of d.fleet){const tr=document.createElement("tr");tr.dataset.provider=r.provider;cell(tr,r.provider);
+    for(const k of ["successes","failures","probes","transitions"])cell(tr,String(r[k]));fr.appendChild(tr);}
   const ch=document.getElementById("changes");ch.replaceChildren();
   for(const c of d.changes){const tr=document.createElement("tr");cell(tr,when(c.at));cell(tr,describe(c));ch.appendChild(tr);}
 }

@@ -10,7 +10,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use super::exec::{Clock, Executor};
-use crate::fleet::{Fleet, FleetLink, FleetPolicy, Inbox, LeaseAnswer, LinkError, Report};
+use crate::fleet::{Fleet, FleetLink, FleetPolicy, Inbox, Journal, LeaseAnswer, LinkError, Report};
 use crate::policy::breaker::BreakerPolicy;
 
 /// An isolate's call to a Durable Object and back.
@@ -91,5 +91,13 @@ impl FleetLink for SimLink {
 
     fn refresh(&self, key: &str, inbox: Inbox) {
         self.later(key, inbox, |f, p, now| f.view(p, now));
+    }
+
+    async fn journal(&self, key: &str) -> Result<Journal, LinkError> {
+        self.clock.at(self.clock.now() + ROUND_TRIP_MS).await;
+        let now = self.clock.now();
+        Ok(self
+            .objects
+            .call(key, now, |f, p, now, _| f.journal(p, now)))
     }
 }

@@ -16,7 +16,8 @@ use serde::de::DeserializeOwned;
 
 use crate::engine::timeout::timeout;
 use crate::fleet::{
-    Call, FleetLink, Inbox, LeaseAnswer, LinkError, Outage, Report, View, OUTAGE_LOG_INTERVAL,
+    Call, FleetLink, Inbox, Journal, LeaseAnswer, LinkError, Outage, Report, View,
+    OUTAGE_LOG_INTERVAL,
 };
 
 /// The Durable Object binding, as named in wrangler.toml.
@@ -169,5 +170,14 @@ impl FleetLink for DoLink {
                 inbox.deliver(&body.key, view);
             }
         });
+    }
+
+    async fn journal(&self, key: &str) -> Result<Journal, LinkError> {
+        let body = Call {
+            key: key.to_string(),
+            holder: None,
+            reports: Vec::new(),
+        };
+        call(&self.env, &self.outage, "journal", &body).await
     }
 }

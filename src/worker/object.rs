@@ -4,7 +4,8 @@
 //!
 //! `POST http://do/report {"key", "reports": [...]}` → the view after folding;
 //! `POST http://do/lease {"key", "holder"}` → a lease answer;
-//! `POST http://do/view {"key"}` → the view.
+//! `POST http://do/view {"key"}` → the view;
+//! `POST http://do/journal {"key"}` → its counters and recent transitions.
 //!
 //! For end-to-end tests of the isolates' fallback, and only when the
 //! Worker's `FLEET_FAULTS` variable is `on` (never in a deployment), the
@@ -96,6 +97,7 @@ impl DurableObject for BreakerStore {
                 serde_json::to_string(&fleet.lease(&policy, policies.lease_ttl, now, holder))
             }
             "/view" => serde_json::to_string(&fleet.view(&policy, now)),
+            "/journal" => serde_json::to_string(&fleet.journal(&policy, now)),
             _ => return Response::error("not found", 404),
         }
         .map_err(|e| worker::Error::RustError(e.to_string()))?;
