@@ -1,0 +1,148 @@
+// The OpenAI Responses API (POST /v1/responses) through the built Worker in workerd, with the
+// official Node SDK's responses.create, responses.stream and responses.parse: translated for
+// an Anthropic provider (Messages) and an OpenAI provider (Chat Completions), failover on a
+// 529, and a stream cut after the commit point (continued, or ended with the error event,
+// never a clean end). Asserts on what the mock provider received and on what the SDK returned.
+// Build first (scripts/test-worker.sh does): build/index.js.
+import { after, before, beforeEach, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import OpenAI from "openai";
+import { zodTextFormat } from "openai/helpers/zod";
+import { z } from "zod";
+import { GATEWAY_KEY } from "./gateway-harness.mjs";
+import { PNG, startResponses } from "./responses-setup.mjs";
+
+const WEATHER = {
+  type: "function",
+  name: "get_weather",
+  description: "get_weather of a city",
+  parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false },
+  strict: false,
+};
+
+describe("the Responses API through the edge, official Node SDK", { timeout: 180000 }, () => {
+  let f, mock, openai;
+  const last = (name) => mock.received(name).at(-1);
+  before(async () => {
+    f = await startResponses();
+    mock = f.mock;
+    openai = new OpenAI({ apiKey: GATEWAY_KEY, baseURL: `${f.gw.url}/v1`, maxRetries: 0, timeout: 20000 });
+  });
+  after(() => f?.close());
+  beforeEach(() => mock.clearReceived());
+
+  test("responses.create translated to an Anthropic provider: instructions, usage, the answering model", async () => {
+    const r = await openai.responses.create({ model: "claude", instructions: "Be terse.", input: "Paris?", max_output_tokens: 200 });
+    assert.equal(r.object, "response");
+    assert.equal(r.status, "completed");
+    assert.equal(r.output_text, "[ant] echo: Paris?");
+    assert.ok(r.usage.input_tokens > 0 && r.usage.output_tokens > 0, JSON.stringify(r.usage));
+    assert.equal(r.usage.total_tokens, r.usage.input_tokens + r.usage.output_tokens);
+    const sent = last("ant");
+    assert.equal(sent.path.endsWith("/v1/messages"), true);
+    assert.equal(sent.body.system, "Be terse.");
+    assert.equal(sent.body.max_tokens, 200);
+  });
+
+  test("responses.create translated to an OpenAI provider (Chat Completions): function tools, calls and their outputs", async () => {
+    const first = await openai.responses.create({ model: "gpt", input: "get_weather for Paris", tools: [WEATHER] });
+    const calls = first.output.filter((o) => o.type === "function_call");
+    assert.deepEqual(calls.map((c) => [c.name, JSON.parse(c.arguments)]), [["get_weather", { city: "mock" }]]);
+    const sent = last("oai");
+    assert.equal(sent.path.endsWith("/v1/chat/completions"), true);
+    assert.equal(sent.body.tools[0].function.name, "get_weather");
+    const second = await openai.responses.create({
+      model: "claude",
+      tools: [WEATHER],
+      input: [
+        { role: "user", content: "get_weather for Paris" },
+        ...calls.map(({ call_id, name, arguments: args }) => ({ type: "function_call", call_id, name, arguments: args })),
+        { type: "function_call_output", call_id: calls[0].call_id, output: "18C" },
+      ],
+    });
+    assert.equal(second.status, "completed");
+    const turns = last("ant").body.messages;
+    assert.equal(turns[1].content[0].type, "tool_use");
+    assert.deepEqual(turns[2].content[0], { type: "tool_result", tool_use_id: calls[0].call_id, content: "18C" });
+  });
+
+  test("responses.create: an input_image reaches Anthropic as an image block", async () => {
+    await openai.responses.create({
+      model: "claude",
+      input: [{ role: "user", content: [{ type: "input_text", text: "What is it?" }, { type: "input_image", image_url: `data:image/png;base64,${PNG}`, detail: "auto" }] }],
+    });
+    const block = last("ant").body.messages[0].content[1];
+    assert.deepEqual(block, { type: "image", source: { type: "base64", media_type: "image/png", data: PNG } });
+  });
+
+  test("responses.create: reasoning effort becomes a thinking budget; the reasoning comes back as a reasoning item", async () => {
+    const r = await openai.responses.create({ model: "claude", input: "Think about Paris", reasoning: { effort: "low" }, max_output_tokens: 4000 });
+    assert.equal(last("ant").body.thinking.type, "enabled");
+    const reasoning = r.output.find((o) => o.type === "reasoning");
+    assert.ok(reasoning?.content?.[0]?.text, JSON.stringify(r.output));
+    assert.equal(r.output_text, "[ant] echo: Think about Paris");
+  });
+
+  const City = z.object({ city: z.string(), population: z.number() });
+  for (const model of ["claude", "gpt"]) {
+    test(`responses.parse + zodTextFormat, translated (${model})`, async () => {
+      const r = await openai.responses.parse({ model, input: "Paris?", text: { format: zodTextFormat(City, "city") } });
+      assert.deepEqual(r.output_parsed, { city: "mock", population: 1.5 });
+    });
+  }
+
+  test("responses.stream: typed events with sequence numbers, ending in response.completed", async () => {
+    const stream = openai.responses.stream({ model: "claude", input: "Rome?" });
+    const types = [];
+    let text = "";
+    let seq = -1;
+    for await (const ev of stream) {
+      types.push(ev.type);
+      assert.equal(ev.sequence_number, seq + 1, "numbered in order");
+      seq = ev.sequence_number;
+      if (ev.type === "response.output_text.delta") text += ev.delta;
+    }
+    const final = await stream.finalResponse();
+    assert.deepEqual(types.slice(0, 2), ["response.created", "response.in_progress"]);
+    assert.equal(types.at(-1), "response.completed");
+    assert.equal(text, "[ant] echo: Rome?");
+    assert.equal(final.output_text, text);
+    assert.ok(final.usage.output_tokens > 0);
+  });
+
+  test("failover: the first entry answers 529, the next serves the answer", async () => {
+    const { data, response } = await openai.responses.create({ model: "failover", input: "Oslo?" }).withResponse();
+    assert.equal(data.output_text, "[oai] echo: Oslo?");
+    assert.equal(response.headers.get("x-served-by"), "oai/gpt-mock");
+    assert.equal(response.headers.get("x-attempts"), "3");
+    assert.equal(mock.received("ant-busy").length, 2);
+  });
+
+  test("a stream cut after the commit point is continued: one whole answer, completed", async () => {
+    const stream = openai.responses.stream({ model: "claude-cut", input: "Lima?" });
+    let text = "";
+    for await (const ev of stream) if (ev.type === "response.output_text.delta") text += ev.delta;
+    const final = await stream.finalResponse();
+    assert.equal(final.status, "completed");
+    assert.equal(text, "[ant-cut] echo: Lima?");
+    assert.equal(mock.received("ant-cut").length, 2, "a second attempt continued it");
+  });
+
+  test("a stream cut with no continuation ends with response.failed and the error event, never completed", async () => {
+    const stream = openai.responses.stream({ model: "claude-dead", input: "Quito?" });
+    const types = [];
+    await assert.rejects(async () => {
+      for await (const ev of stream) types.push(ev.type);
+    }, (err) => err instanceof OpenAI.APIError);
+    assert.ok(types.includes("response.output_text.delta"), "committed before the cut");
+    assert.equal(types.at(-1), "response.failed");
+    assert.ok(!types.includes("response.completed"));
+  });
+
+  test("stored state no entry holds: previous_response_id is a 400 naming it", async () => {
+    await assert.rejects(
+      openai.responses.create({ model: "claude", input: "again", previous_response_id: "resp_123" }),
+      (err) => err instanceof OpenAI.BadRequestError && /previous_response_id/.test(err.message),
+    );
+  });
+});
