@@ -98,9 +98,15 @@ fn gateway(p: &FakePlatform, max_attempts: u32) -> Gateway<FakePlatform, MemoryS
     let config = json!({
         "providers": {
             "primary": { "kind": "anthropic", "baseUrl": "https://primary.test", "apiKeyEnv": "K" },
-            "backup": { "kind": "openai", "baseUrl": "https://backup.test", "apiKeyEnv": "K" }
+            "backup": { "kind": "openai", "baseUrl": "https://backup.test", "apiKeyEnv": "K" },
+            "compat": { "kind": "openai-compatible", "preset": "vllm", "baseUrl": "https://compat.test", "apiKeyEnv": "K" }
         },
-        "routes": { "default": [ { "provider": "primary", "model": "claude-big" }, { "provider": "backup", "model": "gpt-small" } ] },
+        "routes": {
+            "default": [ { "provider": "primary", "model": "claude-big" }, { "provider": "backup", "model": "gpt-small" } ],
+            "translated": [ { "provider": "primary", "model": "claude-big" }, { "provider": "compat", "model": "llama" } ],
+            "claude": [ { "provider": "primary", "model": "claude-big" } ],
+            "gpt": [ { "provider": "backup", "model": "gpt-small" } ]
+        },
         "retry": { "maxAttempts": max_attempts, "baseDelayMs": 10, "maxDelayMs": 100 },
         "gateway": { "allowUnauthenticated": true }
     });
@@ -261,19 +267,98 @@ fn a_whole_answer_is_a_response_object_in_the_clients_format() {
 }
 
 #[test]
-fn an_overloaded_provider_fails_over_to_the_next_entry() {
+fn an_overloaded_provider_fails_over_to_a_chat_completions_entry() {
     let p = FakePlatform::new();
     p.script("https://primary.test", [overloaded(), overloaded()]);
-    p.script("https://backup.test", [openai_ok("from backup")]);
+    p.script("https://compat.test", [openai_ok("from compat")]);
     let g = gateway(&p, 2);
-    let (out, _, _) = run(&p, &g, post(json!({"model": "default", "input": "hi"})));
+    let (out, _, _) = run(&p, &g, post(json!({"model": "translated", "input": "hi"})));
     assert_eq!(out.status, 200);
-    assert_eq!(out.headers.get("x-served-by"), Some("backup/gpt-small"));
+    assert_eq!(out.headers.get("x-served-by"), Some("compat/llama"));
     assert_eq!(out.headers.get("x-attempts"), Some("3"));
     let v = json_of(&out);
-    assert_eq!(v["output"][0]["content"][0]["text"], "from backup");
-    let sent: Value = serde_json::from_slice(&p.requests()[2].body).unwrap();
+    assert_eq!(v["output"][0]["content"][0]["text"], "from compat");
+    let req = &p.requests()[2];
+    assert_eq!(req.url, "https://compat.test/v1/chat/completions");
+    let sent: Value = serde_json::from_slice(&req.body).unwrap();
     assert_eq!(sent["messages"][0]["content"], "hi", "Chat Completions");
+}
+
+fn response_object(id: &str, text: &str) -> String {
+    json!({
+        "id": id, "object": "response", "created_at": 1, "status": "completed", "model": "gpt-small-2",
+        "output": [{"type": "message", "id": "msg_p", "status": "completed", "role": "assistant",
+                    "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+        "error": null, "incomplete_details": null, "store": true, "provider_only_field": 1,
+        "usage": {"input_tokens": 4, "output_tokens": 2, "total_tokens": 6}
+    })
+    .to_string()
+}
+
+#[test]
+fn an_openai_entry_is_sent_the_clients_body_and_its_answer_comes_back_as_it_came() {
+    let p = FakePlatform::new();
+    let answer = response_object("resp_provider_1", "passed");
+    p.script("https://backup.test", [reply(200).body(answer.clone())]);
+    let g = gateway(&p, 2);
+    let body = json!({"model": "default", "input": "hi", "include": ["reasoning.encrypted_content"],
+                      "tools": [{"type": "web_search"}], "future_field": {"x": 1}});
+    let (out, _, _) = run(&p, &g, post(body));
+    assert_eq!(out.status, 200);
+    assert_eq!(out.headers.get("x-served-by"), Some("backup/gpt-small"));
+    assert_eq!(
+        out.body,
+        answer.as_bytes(),
+        "the provider's body, byte for byte"
+    );
+    // The Anthropic entry first in the route cannot be given a hosted tool.
+    assert_eq!(p.requests().len(), 1);
+    let req = &p.requests()[0];
+    assert_eq!(req.url, "https://backup.test/v1/responses");
+    let sent: Value = serde_json::from_slice(&req.body).unwrap();
+    assert_eq!(sent["model"], "gpt-small", "the entry's model");
+    assert_eq!(sent["input"], "hi");
+    assert_eq!(
+        sent["tools"][0]["type"], "web_search",
+        "hosted tools go as sent"
+    );
+    assert_eq!(sent["future_field"]["x"], 1, "unknown fields too");
+}
+
+#[test]
+fn a_passed_through_stream_is_read_and_given_as_responses_events() {
+    let p = FakePlatform::new();
+    let ev = |kind: &str, data: Value| {
+        let mut data = data;
+        data["type"] = json!(kind);
+        format!("event: {kind}\ndata: {data}\n\n")
+    };
+    p.script(
+        "https://backup.test",
+        [sse(vec![
+            ev("response.created", json!({"response": {"id": "resp_p", "model": "gpt-small-2", "status": "in_progress", "output": []}})),
+            ev("response.output_item.added", json!({"output_index": 0, "item": {"type": "message", "id": "m", "content": []}})),
+            ev("response.output_text.delta", json!({"output_index": 0, "content_index": 0, "delta": "Hel"})),
+            ev("response.output_text.delta", json!({"output_index": 0, "content_index": 0, "delta": "lo"})),
+            ev("response.completed", json!({"response": {"id": "resp_p", "status": "completed", "output": [],
+                "usage": {"input_tokens": 4, "output_tokens": 2, "total_tokens": 6}}})),
+        ])],
+    );
+    let g = gateway(&p, 2);
+    let (out, events, _) = run(
+        &p,
+        &g,
+        post(json!({"model": "gpt", "input": "hi", "stream": true})),
+    );
+    assert_eq!(out.status, 200);
+    assert_eq!(p.requests()[0].url, "https://backup.test/v1/responses");
+    let sent: Value = serde_json::from_slice(&p.requests()[0].body).unwrap();
+    assert_eq!(sent["stream"], true);
+    assert_eq!(text_of(&events), "Hello");
+    let (name, done) = events.last().unwrap();
+    assert_eq!(name, "response.completed");
+    assert_eq!(done["response"]["model"], "gpt-small-2");
+    assert_eq!(done["response"]["usage"]["output_tokens"], 2);
 }
 
 #[test]
@@ -376,12 +461,34 @@ fn a_stream_cut_after_the_commit_point_is_continued_or_ends_failed_never_complet
 }
 
 #[test]
-fn a_request_needing_stored_state_is_a_clear_400() {
+fn a_request_needing_stored_state_goes_only_to_an_entry_that_holds_it() {
+    let p = FakePlatform::new();
+    p.script(
+        "https://backup.test",
+        [reply(200).body(response_object("resp_2", "again"))],
+    );
+    let g = gateway(&p, 2);
+    let body = json!({"model": "default", "input": "more", "previous_response_id": "resp_1"});
+    let (out, _, _) = run(&p, &g, post(body));
+    assert_eq!(out.status, 200);
+    assert_eq!(out.headers.get("x-served-by"), Some("backup/gpt-small"));
+    let urls: Vec<_> = p.requests().iter().map(|r| r.url.clone()).collect();
+    assert_eq!(
+        urls,
+        ["https://backup.test/v1/responses"],
+        "the Anthropic entry is skipped"
+    );
+    let sent: Value = serde_json::from_slice(&p.requests()[0].body).unwrap();
+    assert_eq!(sent["previous_response_id"], "resp_1");
+}
+
+#[test]
+fn a_request_needing_stored_state_no_entry_holds_is_a_clear_400() {
     let p = FakePlatform::new();
     let g = gateway(&p, 2);
     for body in [
-        json!({"model": "default", "input": "hi", "previous_response_id": "resp_1"}),
-        json!({"model": "default", "input": "hi", "store": true}),
+        json!({"model": "translated", "input": "hi", "previous_response_id": "resp_1"}),
+        json!({"model": "claude", "input": "hi", "store": true}),
     ] {
         let (out, _, _) = run(&p, &g, post(body.clone()));
         assert_eq!(out.status, 400, "{body}");

@@ -1,7 +1,8 @@
 // The OpenAI Responses API (POST /v1/responses) through the built Worker in workerd, with the
-// official Node SDK's responses.create, responses.stream and responses.parse: translated for
-// an Anthropic provider (Messages) and an OpenAI provider (Chat Completions), failover on a
-// 529, and a stream cut after the commit point (continued, or ended with the error event,
+// official Node SDK's responses.create, responses.stream and responses.parse: passed through
+// to an OpenAI provider (which speaks Responses), translated for an Anthropic provider
+// (Messages) and an OpenAI-compatible one (Chat Completions), failover on a 529, stored state
+// sent only to the entry that holds it, and a stream cut after the commit point (continued, or ended with the error event,
 // never a clean end). Asserts on what the mock provider received and on what the SDK returned.
 // Build first (scripts/test-worker.sh does): build/index.js.
 import { after, before, beforeEach, describe, test } from "node:test";
@@ -44,11 +45,21 @@ describe("the Responses API through the edge, official Node SDK", { timeout: 180
     assert.equal(sent.body.max_tokens, 200);
   });
 
-  test("responses.create translated to an OpenAI provider (Chat Completions): function tools, calls and their outputs", async () => {
-    const first = await openai.responses.create({ model: "gpt", input: "get_weather for Paris", tools: [WEATHER] });
+  test("responses.create passed through to an OpenAI provider: the client's body as sent, the provider's answer as it came", async () => {
+    const body = { model: "gpt", input: "Bern?", include: ["reasoning.encrypted_content"], store: false, future_field: { x: 1 } };
+    const r = await openai.responses.create(body);
+    assert.equal(r.id, `resp_mock_oai_${mock.received("oai").at(-1).seq}`, "the provider's own response id");
+    assert.equal(r.output_text, "[oai] echo: Bern?");
+    const sent = last("oai");
+    assert.equal(sent.path.endsWith("/v1/responses"), true);
+    assert.deepEqual(sent.body, { ...body, model: "gpt-mock" }, "every field as sent, the entry's model");
+  });
+
+  test("responses.create translated to a Chat Completions provider: function tools, calls and their outputs", async () => {
+    const first = await openai.responses.create({ model: "compat", input: "get_weather for Paris", tools: [WEATHER] });
     const calls = first.output.filter((o) => o.type === "function_call");
     assert.deepEqual(calls.map((c) => [c.name, JSON.parse(c.arguments)]), [["get_weather", { city: "mock" }]]);
-    const sent = last("oai");
+    const sent = last("vllm");
     assert.equal(sent.path.endsWith("/v1/chat/completions"), true);
     assert.equal(sent.body.tools[0].function.name, "get_weather");
     const second = await openai.responses.create({
@@ -84,15 +95,16 @@ describe("the Responses API through the edge, official Node SDK", { timeout: 180
   });
 
   const City = z.object({ city: z.string(), population: z.number() });
-  for (const model of ["claude", "gpt"]) {
-    test(`responses.parse + zodTextFormat, translated (${model})`, async () => {
+  for (const model of ["claude", "compat", "gpt"]) {
+    test(`responses.parse + zodTextFormat (${model === "gpt" ? "passthrough" : "translated"}: ${model})`, async () => {
       const r = await openai.responses.parse({ model, input: "Paris?", text: { format: zodTextFormat(City, "city") } });
       assert.deepEqual(r.output_parsed, { city: "mock", population: 1.5 });
     });
   }
 
-  test("responses.stream: typed events with sequence numbers, ending in response.completed", async () => {
-    const stream = openai.responses.stream({ model: "claude", input: "Rome?" });
+  for (const [model, provider] of [["claude", "ant"], ["gpt", "oai"]]) {
+  test(`responses.stream: typed events with sequence numbers, ending in response.completed (${model})`, async () => {
+    const stream = openai.responses.stream({ model, input: "Rome?" });
     const types = [];
     let text = "";
     let seq = -1;
@@ -105,10 +117,11 @@ describe("the Responses API through the edge, official Node SDK", { timeout: 180
     const final = await stream.finalResponse();
     assert.deepEqual(types.slice(0, 2), ["response.created", "response.in_progress"]);
     assert.equal(types.at(-1), "response.completed");
-    assert.equal(text, "[ant] echo: Rome?");
+    assert.equal(text, `[${provider}] echo: Rome?`);
     assert.equal(final.output_text, text);
     assert.ok(final.usage.output_tokens > 0);
   });
+  }
 
   test("failover: the first entry answers 529, the next serves the answer", async () => {
     const { data, response } = await openai.responses.create({ model: "failover", input: "Oslo?" }).withResponse();
@@ -118,15 +131,17 @@ describe("the Responses API through the edge, official Node SDK", { timeout: 180
     assert.equal(mock.received("ant-busy").length, 2);
   });
 
-  test("a stream cut after the commit point is continued: one whole answer, completed", async () => {
-    const stream = openai.responses.stream({ model: "claude-cut", input: "Lima?" });
-    let text = "";
-    for await (const ev of stream) if (ev.type === "response.output_text.delta") text += ev.delta;
-    const final = await stream.finalResponse();
-    assert.equal(final.status, "completed");
-    assert.equal(text, "[ant-cut] echo: Lima?");
-    assert.equal(mock.received("ant-cut").length, 2, "a second attempt continued it");
-  });
+  for (const [model, provider] of [["claude-cut", "ant-cut"], ["gpt-cut", "oai-cut"]]) {
+    test(`a stream cut after the commit point is continued: one whole answer, completed (${model})`, async () => {
+      const stream = openai.responses.stream({ model, input: "Lima?" });
+      let text = "";
+      for await (const ev of stream) if (ev.type === "response.output_text.delta") text += ev.delta;
+      const final = await stream.finalResponse();
+      assert.equal(final.status, "completed");
+      assert.equal(text, `[${provider}] echo: Lima?`);
+      assert.equal(mock.received(provider).length, 2, "a second attempt continued it");
+    });
+  }
 
   test("a stream cut with no continuation ends with response.failed and the error event, never completed", async () => {
     const stream = openai.responses.stream({ model: "claude-dead", input: "Quito?" });
@@ -137,6 +152,15 @@ describe("the Responses API through the edge, official Node SDK", { timeout: 180
     assert.ok(types.includes("response.output_text.delta"), "committed before the cut");
     assert.equal(types.at(-1), "response.failed");
     assert.ok(!types.includes("response.completed"));
+  });
+
+  test("stored state: previous_response_id goes only to the entry that holds it", async () => {
+    const first = await openai.responses.create({ model: "gpt", input: "Riga?" });
+    const { data, response } = await openai.responses.create({ model: "stateful", input: "and Vilnius?", previous_response_id: first.id }).withResponse();
+    assert.equal(response.headers.get("x-served-by"), "oai/gpt-mock", "the Anthropic entry first in the route is skipped");
+    assert.equal(data.output_text, "[oai] echo: and Vilnius?");
+    assert.equal(last("oai").body.previous_response_id, first.id);
+    assert.equal(mock.received("ant").length, 0);
   });
 
   test("stored state no entry holds: previous_response_id is a 400 naming it", async () => {

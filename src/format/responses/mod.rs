@@ -20,11 +20,13 @@
 //! `text.verbosity`, reasoning items of earlier turns). A provider that
 //! speaks Responses is sent the client's own body instead.
 
+mod decode;
 mod echo;
 mod parse;
 mod response;
 mod stream;
 
+pub use decode::{decode_event, decode_response};
 pub use echo::Echo;
 pub use parse::{parse_request, request_from_value};
 pub use response::render_response;

@@ -52,28 +52,38 @@ class ResponsesApi(unittest.TestCase):
         self.assertEqual(sent["body"]["system"], "Be terse.")
 
     def test_create_translated_to_chat_completions(self):
+        forget("vllm")
+        r = self.client.responses.create(model="compat", input="Oslo?")
+        self.assertEqual(r.output_text, "[vllm] echo: Oslo?")
+        self.assertTrue(received("vllm")[-1]["path"].endswith("/v1/chat/completions"))
+
+    def test_create_passed_through_to_openai(self):
         forget("oai")
-        r = self.client.responses.create(model="gpt", input="Oslo?")
-        self.assertEqual(r.output_text, "[oai] echo: Oslo?")
-        self.assertTrue(received("oai")[-1]["path"].endswith("/v1/chat/completions"))
+        r = self.client.responses.create(model="gpt", input="Bern?", extra_body={"future_field": 1})
+        self.assertEqual(r.output_text, "[oai] echo: Bern?")
+        self.assertTrue(r.id.startswith("resp_mock_oai_"), r.id)
+        sent = received("oai")[-1]
+        self.assertTrue(sent["path"].endswith("/v1/responses"))
+        self.assertEqual(sent["body"]["future_field"], 1)
 
     def test_parse_with_a_pydantic_model(self):
-        for model in ("claude", "gpt"):
+        for model in ("claude", "compat", "gpt"):
             r = self.client.responses.parse(model=model, input="Paris?", text_format=City)
             self.assertEqual(r.output_parsed, City(city="mock", population=1), model)
 
     def test_stream_events_end_completed(self):
-        types, text = [], ""
-        with self.client.responses.stream(model="claude", input="Rome?") as stream:
-            for ev in stream:
-                types.append(ev.type)
-                if ev.type == "response.output_text.delta":
-                    text += ev.delta
-            final = stream.get_final_response()
-        self.assertEqual(types[0], "response.created")
-        self.assertEqual(types[-1], "response.completed")
-        self.assertEqual(text, "[ant] echo: Rome?")
-        self.assertEqual(final.output_text, text)
+        for model, provider in (("claude", "ant"), ("gpt", "oai")):
+            types, text = [], ""
+            with self.client.responses.stream(model=model, input="Rome?") as stream:
+                for ev in stream:
+                    types.append(ev.type)
+                    if ev.type == "response.output_text.delta":
+                        text += ev.delta
+                final = stream.get_final_response()
+            self.assertEqual(types[0], "response.created")
+            self.assertEqual(types[-1], "response.completed")
+            self.assertEqual(text, f"[{provider}] echo: Rome?")
+            self.assertEqual(final.output_text, text)
 
     def test_failover_on_529(self):
         raw = self.client.responses.with_raw_response.create(model="failover", input="Lima?")
