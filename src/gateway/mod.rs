@@ -10,7 +10,7 @@
 //! |------------------------------|-----------------------------------------------|
 //! | `POST /v1/chat/completions`  | OpenAI Chat Completions, whole or streamed    |
 //! | `POST /v1/messages`          | Anthropic Messages, whole or streamed         |
-//! | `POST /v1/responses`         | OpenAI Responses, whole or streamed (translated) |
+//! | `POST /v1/responses`         | OpenAI Responses, whole or streamed           |
 //! | `GET /v1/models`             | the configured routes (OpenAI or Anthropic shape) |
 //! | `GET /health`                | per provider: breaker, error rate, latency, last failure |
 //! | `GET /metrics`               | this isolate's counters, Prometheus / OpenMetrics text |

@@ -2,12 +2,14 @@
 //! what its answers echo of the request, and the answer rendered as a
 //! Response object.
 //!
-//! Every provider is reached by translation (to Chat Completions or
-//! Messages), with the failover, breaker and commit-point rules of the
-//! other formats. The gateway keeps no responses, so a request that needs
-//! stored state (`previous_response_id`, `conversation`, `store: true`,
-//! `item_reference` items) is refused by every translating entry and ends
-//! in a 400 naming the field.
+//! An entry that speaks Responses is sent the client's body and its whole
+//! answer comes back as it came; the others are reached by translation (to
+//! Chat Completions or Messages), with the failover, breaker and
+//! commit-point rules of the other formats. The gateway keeps no
+//! responses: a request that needs stored state (`previous_response_id`,
+//! `conversation`, `store: true`, `item_reference` items) is refused by
+//! every translating entry, so it goes only to the Responses-speaking
+//! entries, and is a 400 naming the field when its route has none.
 
 use super::render::json_response;
 use super::{Format, Outbound};
