@@ -88,3 +88,80 @@ pub(super) fn error_in(v: &Value) -> Option<ErrorBody> {
     }
     ErrorBody::from_value(v)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chat::{Dialect, Native};
+    use crate::provider::Provider;
+
+    fn request(body: Value) -> ChatRequest {
+        let Value::Object(map) = body.clone() else {
+            panic!("an object")
+        };
+        let mut req = crate::format::responses::request_from_value(&body).unwrap();
+        req.native = Some(Box::new(Native {
+            dialect: Dialect::Responses,
+            body: map,
+            headers: Vec::new(),
+        }));
+        req
+    }
+
+    #[test]
+    fn openai_and_azure_are_sent_the_clients_body_at_their_responses_endpoint() {
+        let req =
+            request(json!({"model": "route", "input": "hi", "tools": [{"type": "web_search"}]}));
+        let openai = OpenAi::new("o", PresetName::OpenAi);
+        assert!(openai.speaks_responses());
+        let http = openai.encode(&req, "gpt-x").unwrap();
+        assert_eq!(http.url, "https://api.openai.com/v1/responses");
+        let sent: Value = serde_json::from_slice(&http.body).unwrap();
+        assert_eq!(
+            sent,
+            json!({"model": "gpt-x", "input": "hi", "tools": [{"type": "web_search"}]})
+        );
+
+        let azure = OpenAi::new("az", PresetName::Azure)
+            .base_url("https://r.example")
+            .deployment("dep-1");
+        let http = azure.encode(&req, "gpt-x").unwrap();
+        assert_eq!(http.url, "https://r.example/openai/v1/responses");
+        let sent: Value = serde_json::from_slice(&http.body).unwrap();
+        assert_eq!(
+            sent["model"], "dep-1",
+            "Azure's v1 API takes the deployment"
+        );
+
+        // A Chat Completions-only preset is sent a translation, which
+        // cannot carry a hosted tool.
+        let groq = OpenAi::new("g", PresetName::Groq);
+        assert!(!groq.speaks_responses());
+        let err = groq.encode(&req, "llama").unwrap_err();
+        assert!(err.message.starts_with("tools[0].type"), "{}", err.message);
+    }
+
+    #[test]
+    fn answers_and_events_are_told_apart_and_their_errors_read() {
+        assert!(is_response(
+            br#"{"id":"r","object":"response","output":[]}"#
+        ));
+        assert!(!is_response(
+            br#"{"object":"chat.completion","choices":[]}"#
+        ));
+        let named = |name: Option<&str>| SseEvent {
+            event: name.map(str::to_string),
+            data: "{}".into(),
+            ..SseEvent::default()
+        };
+        assert!(is_event(&named(Some("response.created"))));
+        assert!(!is_event(&named(None)));
+        let failed = json!({"type": "response.failed",
+            "response": {"error": {"code": "server_error", "message": "boom"}}});
+        assert_eq!(error_in(&failed).unwrap().message.as_deref(), Some("boom"));
+        let event = json!({"type": "error", "code": "rate_limit_exceeded", "message": "slow down"});
+        let body = error_in(&event).unwrap();
+        assert_eq!(body.code.as_deref(), Some("rate_limit_exceeded"));
+        assert_eq!(body.message.as_deref(), Some("slow down"));
+    }
+}
