@@ -213,6 +213,10 @@ pub enum Dialect {
     /// Anthropic Messages (`/v1/messages`).
     #[serde(rename = "anthropic")]
     Anthropic,
+    /// OpenAI Responses (`/v1/responses`): a client format, passed through
+    /// to the providers that speak it.
+    #[serde(rename = "responses")]
+    Responses,
 }
 
 /// The client's request as it sent it, kept beside its neutral reading: a
@@ -403,12 +407,13 @@ impl ChatRequest {
     }
 
     /// Whether the client asked for token counts at the end of a stream:
-    /// an Anthropic client always gets them, an OpenAI client when it set
+    /// an Anthropic or Responses client always gets them (in
+    /// `message_delta`, `response.completed`), an OpenAI client when it set
     /// `stream_options.include_usage`. Adapters then ask the provider for
     /// them whatever their own default.
     pub fn wants_usage(&self) -> bool {
         match self.native.as_deref() {
-            Some(n) if n.dialect == Dialect::Anthropic => true,
+            Some(n) if matches!(n.dialect, Dialect::Anthropic | Dialect::Responses) => true,
             Some(n) => n
                 .body
                 .get("stream_options")

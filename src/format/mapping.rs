@@ -130,6 +130,7 @@ pub fn check_untranslated(
     let name = match target {
         Dialect::OpenAi => "openai",
         Dialect::Anthropic => "anthropic",
+        Dialect::Responses => "responses",
     };
     for u in &req.untranslated {
         if let (true, Some(value)) = (u.dialect == target, &u.value) {

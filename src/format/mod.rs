@@ -35,6 +35,7 @@ pub mod gemini;
 pub mod mapping;
 pub mod openai;
 pub mod openai_stream;
+pub mod responses;
 pub mod structured;
 pub(crate) mod wire;
 

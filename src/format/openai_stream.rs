@@ -465,7 +465,7 @@ fn data_line(v: &impl Serialize) -> Vec<u8> {
 }
 
 /// The OpenAI error `type` for a failure.
-fn error_type(e: &ProviderError) -> &'static str {
+pub(crate) fn error_type(e: &ProviderError) -> &'static str {
     match e.kind {
         ErrorKind::RateLimited => "rate_limit_error",
         ErrorKind::QuotaExhausted => "insufficient_quota",
@@ -487,7 +487,7 @@ fn error_type(e: &ProviderError) -> &'static str {
 }
 
 /// The OpenAI error `code` for a failure whose provider gave none.
-fn default_code(kind: ErrorKind) -> Option<&'static str> {
+pub(crate) fn default_code(kind: ErrorKind) -> Option<&'static str> {
     match kind {
         ErrorKind::RateLimited => Some("rate_limit_exceeded"),
         ErrorKind::QuotaExhausted => Some("insufficient_quota"),

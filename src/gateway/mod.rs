@@ -10,6 +10,7 @@
 //! |------------------------------|-----------------------------------------------|
 //! | `POST /v1/chat/completions`  | OpenAI Chat Completions, whole or streamed    |
 //! | `POST /v1/messages`          | Anthropic Messages, whole or streamed         |
+//! | `POST /v1/responses`         | OpenAI Responses, whole or streamed           |
 //! | `GET /v1/models`             | the configured routes (OpenAI or Anthropic shape) |
 //! | `GET /health`                | per provider: breaker, error rate, latency, last failure |
 //! | `GET /metrics`               | this isolate's counters, Prometheus / OpenMetrics text |
@@ -29,6 +30,7 @@ mod pass;
 mod point;
 mod render;
 mod request;
+mod responses;
 mod sse;
 mod status;
 
@@ -69,6 +71,8 @@ pub enum Format {
     OpenAi,
     /// Anthropic Messages.
     Anthropic,
+    /// OpenAI Responses.
+    Responses,
 }
 
 impl Format {
@@ -77,6 +81,7 @@ impl Format {
         match self {
             Format::OpenAi => Dialect::OpenAi,
             Format::Anthropic => Dialect::Anthropic,
+            Format::Responses => Dialect::Responses,
         }
     }
 
@@ -86,6 +91,8 @@ impl Format {
     pub fn guess(path: &str, headers: &Headers) -> Format {
         if path.starts_with("/v1/messages") || headers.get("anthropic-version").is_some() {
             Format::Anthropic
+        } else if path.starts_with("/v1/responses") {
+            Format::Responses
         } else {
             Format::OpenAi
         }
@@ -306,6 +313,7 @@ fn route(method: &str, path: &str) -> Route {
     let (want, r) = match path {
         "/v1/chat/completions" => ("POST", Route::Chat(Format::OpenAi)),
         "/v1/messages" => ("POST", Route::Chat(Format::Anthropic)),
+        "/v1/responses" => ("POST", Route::Chat(Format::Responses)),
         "/v1/models" => ("GET", Route::Models),
         "/health" => ("GET", Route::Health),
         "/metrics" => ("GET", Route::Metrics),
@@ -515,10 +523,11 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 .filter(|ms| *ms > 0)
                 .map(Duration::from_millis),
         };
+        let echo = responses::echo(format, &request);
         if request.stream {
             let include_usage = request.wants_usage();
             return self
-                .chat_stream(format, request, opts, include_usage, log)
+                .chat_stream(format, request, opts, include_usage, echo, log)
                 .await;
         }
         let result = self.client.chat_with(request, opts).await;
@@ -533,7 +542,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                     "{}/{}",
                     reply.served_by.provider, reply.served_by.model
                 ));
-                self.render_reply(format, reply, log)
+                self.render_reply(format, reply, echo.as_ref(), log)
             }
             Err(e) => {
                 log.error = Some(error_code(&e));
@@ -552,6 +561,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         request: crate::chat::ChatRequest,
         opts: CallOptions,
         include_usage: bool,
+        echo: Option<crate::format::responses::Echo>,
         log: &mut LogLine<'_>,
     ) -> Outbound {
         let started = self.client.platform().now();
@@ -586,7 +596,14 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                             _ => served.map(|s| s.model).unwrap_or_default(),
                         };
                         let created = started / 1000;
-                        sse::Encoder::new(format, log.request_id, created, model, include_usage)
+                        sse::Encoder::new(
+                            format,
+                            log.request_id,
+                            created,
+                            model,
+                            include_usage,
+                            echo,
+                        )
                     }
                 };
                 let mut headers = Headers::new();
@@ -623,7 +640,13 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// client's dialect (every field: several choices, logprobs, token
     /// details, `model` as the provider named it), else the neutral answer
     /// rendered in the client's format.
-    fn render_reply(&self, format: Format, reply: Reply, log: &mut LogLine<'_>) -> Outbound {
+    fn render_reply(
+        &self,
+        format: Format,
+        reply: Reply,
+        echo: Option<&crate::format::responses::Echo>,
+        log: &mut LogLine<'_>,
+    ) -> Outbound {
         if let (Some(dialect), Some(raw)) = (reply.response.dialect, &reply.response.raw) {
             if dialect == format.dialect() {
                 let mut headers = Headers::new();
@@ -649,6 +672,10 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                     200,
                     &openai::render_response(&response, &format!("chatcmpl-{id}"), created),
                 )
+            }
+            Format::Responses => {
+                let created = self.client.platform().now() / 1000;
+                responses::render(&response, id, created, echo)
             }
             Format::Anthropic => {
                 match anthropic::render_response(&response, &format!("msg_{id}")) {
@@ -755,7 +782,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     fn models(&self, format: Format) -> Value {
         let routes: &BTreeMap<String, Vec<Entry>> = self.client.routes();
         match format {
-            Format::OpenAi => json!({
+            Format::OpenAi | Format::Responses => json!({
                 "object": "list",
                 "data": routes.iter().map(|(name, entries)| json!({
                     "id": name,
@@ -822,6 +849,7 @@ fn index() -> Value {
         "endpoints": [
             "POST /v1/chat/completions",
             "POST /v1/messages",
+            "POST /v1/responses",
             "GET /v1/models",
             "GET /health",
             "GET /metrics",

@@ -135,6 +135,16 @@ impl PassWriter {
                 }
             }
             Format::Anthropic => self.seen_anthropic(ev.event.as_deref(), data),
+            Format::Responses => {
+                let end = [
+                    "response.completed",
+                    "response.incomplete",
+                    "response.failed",
+                ];
+                if ev.event.as_deref().is_some_and(|e| end.contains(&e)) {
+                    self.ended = true;
+                }
+            }
         }
         match raw.bytes {
             Some(bytes) => bytes,
@@ -218,6 +228,10 @@ impl PassWriter {
                     .map_or_else(Vec::new, |c| c.delta(d))
             }
             Format::Anthropic => self.anthropic_delta(d),
+            // No provider passes a Responses stream through (the engine
+            // passes Chat Completions and Messages streams only), so no
+            // continuation follows one.
+            Format::Responses => Vec::new(),
         }
     }
 
@@ -309,6 +323,8 @@ impl PassWriter {
                 Some(enc) => enc.finish(),
                 None => b"data: [DONE]\n\n".to_vec(),
             },
+            // The provider's own `response.completed` ends it (see `raw`).
+            Format::Responses => Vec::new(),
             Format::Anthropic => {
                 let mut out = Vec::new();
                 self.stop_block(&mut out);
@@ -340,7 +356,9 @@ impl PassWriter {
         }
         self.closed = true;
         match self.format {
-            Format::OpenAi => {
+            // An `error` member: what the OpenAI SDKs raise on in a
+            // Responses stream too.
+            Format::OpenAi | Format::Responses => {
                 OpenAiStreamEncoder::new(String::new(), 0, String::new(), false).error(e)
             }
             Format::Anthropic => AnthropicStreamEncoder::new(String::new(), String::new()).error(e),

@@ -84,7 +84,8 @@ pub fn error_response(format: Format, status: u16, message: &str, code: Option<&
 
 fn error_body(format: Format, status: u16, message: &str, code: Option<&str>) -> Value {
     match format {
-        Format::OpenAi => openai::render_error(status, message, code),
+        // The Responses API answers errors as Chat Completions does.
+        Format::OpenAi | Format::Responses => openai::render_error(status, message, code),
         Format::Anthropic => anthropic::render_error(status, message),
     }
 }

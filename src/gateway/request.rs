@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::Format;
 use crate::chat::{ChatRequest, Dialect, Native};
-use crate::format::{anthropic, openai, parse_json, FormatError};
+use crate::format::{anthropic, openai, parse_json, responses, FormatError};
 use crate::platform::{Body, Headers, Platform};
 
 /// Request headers that mean something to a provider, forwarded from the
@@ -26,6 +26,7 @@ pub(super) fn read_chat(
     let (dialect, mut request) = match format {
         Format::OpenAi => (Dialect::OpenAi, openai::request_from_value(&value)?),
         Format::Anthropic => (Dialect::Anthropic, anthropic::request_from_value(&value)?),
+        Format::Responses => (Dialect::Responses, responses::request_from_value(&value)?),
     };
     super::limits::check_request(&request)?;
     // The readers take only an object, so this is the body's own map.

@@ -25,6 +25,7 @@ use crate::engine::stream::{ChatStream, IdleTimers, StreamItem};
 use crate::error::{discarded_usage, Error, ErrorKind, ProviderError};
 use crate::format::anthropic_stream::AnthropicStreamEncoder;
 use crate::format::openai_stream::OpenAiStreamEncoder;
+use crate::format::responses::{Echo, ResponsesStreamEncoder};
 use crate::platform::Platform;
 
 /// One piece of a streamed response.
@@ -43,6 +44,7 @@ pub type PieceStream = Pin<Box<dyn Stream<Item = Piece>>>;
 pub(crate) enum Encoder {
     OpenAi(OpenAiStreamEncoder),
     Anthropic(AnthropicStreamEncoder),
+    Responses(ResponsesStreamEncoder),
     /// The provider's own events, in the client's dialect.
     Pass(PassWriter),
 }
@@ -54,6 +56,7 @@ impl Encoder {
         created: u64,
         model: String,
         include_usage: bool,
+        echo: Option<Echo>,
     ) -> Self {
         match format {
             Format::OpenAi => Encoder::OpenAi(OpenAiStreamEncoder::new(
@@ -65,6 +68,12 @@ impl Encoder {
             Format::Anthropic => {
                 Encoder::Anthropic(AnthropicStreamEncoder::new(format!("msg_{id}"), model))
             }
+            Format::Responses => Encoder::Responses(ResponsesStreamEncoder::new(
+                id.to_string(),
+                created,
+                model,
+                echo.unwrap_or_default(),
+            )),
         }
     }
 
@@ -73,9 +82,13 @@ impl Encoder {
             (Encoder::Pass(w), StreamItem::Raw(ev)) => w.raw(ev),
             (Encoder::Pass(w), StreamItem::Delta { delta, passed }) => w.delta(&delta, passed),
             // Raw events come only to a stream that passes them through.
-            (Encoder::OpenAi(_) | Encoder::Anthropic(_), StreamItem::Raw(_)) => Vec::new(),
+            (
+                Encoder::OpenAi(_) | Encoder::Anthropic(_) | Encoder::Responses(_),
+                StreamItem::Raw(_),
+            ) => Vec::new(),
             (Encoder::OpenAi(e), StreamItem::Delta { delta, .. }) => e.delta(&delta),
             (Encoder::Anthropic(e), StreamItem::Delta { delta, .. }) => e.delta(&delta),
+            (Encoder::Responses(e), StreamItem::Delta { delta, .. }) => e.delta(&delta),
         }
     }
 
@@ -83,7 +96,7 @@ impl Encoder {
     fn is_openai(&self) -> bool {
         match self {
             Encoder::OpenAi(_) => true,
-            Encoder::Anthropic(_) => false,
+            Encoder::Anthropic(_) | Encoder::Responses(_) => false,
             Encoder::Pass(w) => w.is_openai(),
         }
     }
@@ -92,6 +105,7 @@ impl Encoder {
         match self {
             Encoder::OpenAi(e) => e.finish(),
             Encoder::Anthropic(e) => e.finish(),
+            Encoder::Responses(e) => e.finish(),
             Encoder::Pass(w) => w.finish(),
         }
     }
@@ -100,6 +114,7 @@ impl Encoder {
         match self {
             Encoder::OpenAi(enc) => enc.error(e),
             Encoder::Anthropic(enc) => enc.error(e),
+            Encoder::Responses(enc) => enc.error(e),
             Encoder::Pass(w) => w.error(e),
         }
     }

@@ -312,8 +312,9 @@ impl ResilientClient {
     }
 
     /// A `fetch`-compatible function answering OpenAI Chat Completions
-    /// (`POST …/v1/chat/completions`) and Anthropic Messages (`POST
-    /// …/v1/messages`) requests in process, with the gateway's request
+    /// (`POST …/v1/chat/completions`), OpenAI Responses (`POST
+    /// …/v1/responses`) and Anthropic Messages (`POST …/v1/messages`)
+    /// requests in process, with the gateway's request
     /// handling over this client: its routes, failover and breakers. Give
     /// it to an official SDK as its `fetch`; the URL's host is not used.
     #[wasm_bindgen(getter, unchecked_return_type = "typeof fetch")]

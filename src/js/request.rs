@@ -371,6 +371,7 @@ fn read_native(native: JsNative) -> Result<ChatRequest, ConfigError> {
     let read = match native.dialect {
         Dialect::OpenAi => openai::request_from_value(&body),
         Dialect::Anthropic => anthropic::request_from_value(&body),
+        Dialect::Responses => crate::format::responses::request_from_value(&body),
     };
     let mut req = read.map_err(|e| {
         let path = if e.path.is_empty() {

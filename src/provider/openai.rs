@@ -22,9 +22,14 @@ use crate::chat::{ChatRequest, ChatResponse, Delta, Dialect, Native};
 use crate::error::{ErrorKind, ProviderError};
 use crate::format::openai::{decode_response, encode_request, EncodeOptions, MaxTokensField};
 use crate::format::openai_stream::decode_chunk;
+use crate::format::responses::{
+    decode_event as decode_responses_event, decode_response as decode_responses,
+};
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
 use crate::secret::Secret;
 use crate::sse::SseEvent;
+
+mod responses;
 
 /// A Chat Completions adapter. Built with [`OpenAi::new`] and the
 /// builder methods, or from configuration by [`crate::build_provider`].
@@ -137,6 +142,14 @@ impl OpenAi {
         self
     }
 
+    /// Whether this provider serves the Responses API (`POST /responses`
+    /// beside Chat Completions): OpenAI and Azure OpenAI. A Responses
+    /// client's own body is sent to it as written; every other provider is
+    /// sent a translation.
+    pub fn speaks_responses(&self) -> bool {
+        matches!(self.preset.name, PresetName::OpenAi | PresetName::Azure)
+    }
+
     /// The URL a request for `model` goes to.
     pub fn url(&self, model: &str) -> String {
         let deployment = self.deployment.as_deref().unwrap_or(model);
@@ -200,11 +213,17 @@ impl Provider for OpenAi {
 
     fn encode(&self, req: &ChatRequest, model: &str) -> Result<HttpRequest, ProviderError> {
         self.models.check(req, model)?;
+        let mut url = None;
         let (body, omitted) = match native_in(req, Dialect::OpenAi) {
             Some(native) => (
                 self.native_body(native, model, req.stream).to_vec()?,
                 Vec::new(),
             ),
+            None if self.speaks_responses() && req.sends_native(Some(Dialect::Responses)) => {
+                let (to, body) = responses::native(self, req, model)?;
+                url = Some(to);
+                (body, Vec::new())
+            }
             None => {
                 let mut options = self.options;
                 options.stream_usage = self.preset.quirks.stream_options
@@ -216,7 +235,7 @@ impl Provider for OpenAi {
                 (bytes, body.omitted)
             }
         };
-        let mut http = HttpRequest::post_json(self.url(model), body);
+        let mut http = HttpRequest::post_json(url.unwrap_or_else(|| self.url(model)), body);
         http.omitted = omitted;
         for (name, value) in self.headers.iter() {
             http.headers.insert(name, value);
@@ -240,7 +259,11 @@ impl Provider for OpenAi {
         now: UnixMillis,
     ) -> Result<ChatResponse, ProviderError> {
         let secret = self.key.as_ref().map(Secret::expose);
-        let mut out = decode_success(resp, now, secret, decode_response, error_in)?;
+        let mut out = if responses::is_response(&resp.body) {
+            decode_success(resp, now, secret, decode_responses, responses::error_in)?
+        } else {
+            decode_success(resp, now, secret, decode_response, error_in)?
+        };
         out.provider = self.id.clone();
         Ok(out)
     }
@@ -256,6 +279,9 @@ impl Provider for OpenAi {
         }
         if data.is_empty() {
             return Ok(Vec::new());
+        }
+        if responses::is_event(ev) {
+            return decode_data(data, secret, decode_responses_event, responses::error_in);
         }
         decode_data(data, secret, decode_chunk, error_in)
     }

@@ -17,6 +17,7 @@
 // Routes (any provider name works; unconfigured ones answer normally):
 //   POST /p/<name>/v1/chat/completions   OpenAI format  (SDK baseURL: <url>/p/<name>/v1)
 //   POST /p/<name>/v1/messages           Anthropic format (SDK baseURL: <url>/p/<name>)
+//   POST /p/<name>/v1/responses          OpenAI Responses (tests/e2e/mock-responses.mjs)
 //   GET  /p/<name>/v1/models             model list (Anthropic shape with anthropic-version)
 //   POST /bedrock/<name>/model/<id>/{invoke,invoke-with-response-stream,converse,converse-stream}
 //                                        AWS Bedrock, SigV4-checked (tests/e2e/mock-bedrock.mjs)
@@ -76,6 +77,7 @@ import { pathToFileURL } from "node:url";
 import { FORMATS, planAnswer } from "./mock-answers.mjs";
 import { bedrockBody, bedrockErrorBody, bedrockErrorHeaders, bedrockFormat, bedrockFrame, bedrockRoute, signatureProblem } from "./mock-bedrock.mjs";
 import { echoKey } from "./mock-echo.mjs";
+import { responses } from "./mock-responses.mjs";
 import { routeVertex, vertexApi } from "./mock-vertex.mjs";
 
 const HOST = "127.0.0.1";
@@ -370,6 +372,9 @@ async function writeEvent(ctx, { event, data }) {
   signal.throwIfAborted();
 }
 
+// The wires a chat route speaks, by format.
+const WIRES = { ...FORMATS, responses };
+
 // ---------------------------------------------------------------- answering
 
 function responseHeaders(ctx, format) {
@@ -380,7 +385,7 @@ function responseHeaders(ctx, format) {
 
 async function answer(ctx, body) {
   const { provider, format } = ctx;
-  const wire = ctx.bedrock ? bedrockFormat(ctx.bedrock) : FORMATS[format];
+  const wire = ctx.bedrock ? bedrockFormat(ctx.bedrock) : WIRES[format];
   const invalid = wire.validate(body);
   if (invalid) return replyError(ctx, 400, "invalid_request", invalid);
   const models = provider.settings.models;
@@ -401,7 +406,7 @@ async function answer(ctx, body) {
 }
 
 async function stream(ctx, body, fault) {
-  const events = (ctx.bedrock ? bedrockFormat(ctx.bedrock) : FORMATS[ctx.format]).streamEvents(ctx, body);
+  const events = (ctx.bedrock ? bedrockFormat(ctx.bedrock) : WIRES[ctx.format]).streamEvents(ctx, body);
   const { res } = ctx;
   ctx.provider.stats.streams += 1;
   ctx.status = 200;
@@ -627,11 +632,11 @@ async function route(state, req, res) {
   if (parts[0] === "vertex") {
     return routeVertex(state, req, res, new URL(req.url ?? "/", "http://mock"), { sendJson, readBody, trackChat, providerFor });
   }
-  const m = /^\/p\/([A-Za-z0-9_.-]{1,64})\/v1\/(chat\/completions|messages|models)$/.exec(path);
+  const m = /^\/p\/([A-Za-z0-9_.-]{1,64})\/v1\/(chat\/completions|messages|responses|models)$/.exec(path);
   if (!m) return sendJson(res, 404, { error: { message: `no route for ${req.method} ${path}`, type: "invalid_request_error" } });
   const provider = providerFor(state, m[1]);
   if (m[2] === "models") return sendJson(res, 200, modelList(provider, req.headers["anthropic-version"] !== undefined));
-  const format = m[2] === "messages" ? "anthropic" : "openai";
+  const format = m[2] === "messages" ? "anthropic" : m[2] === "responses" ? "responses" : "openai";
   if (req.method !== "POST") {
     return sendJson(res, 405, errorBody(format, "invalid_request", `Method ${req.method} not allowed; use POST.`), { allow: "POST" });
   }
