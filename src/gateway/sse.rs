@@ -223,7 +223,7 @@ fn cause_of(e: &Error) -> ProviderError {
             .last()
             .cloned()
             .unwrap_or_else(|| ProviderError::new(ErrorKind::Server, x.headline())),
-        Error::InvalidRequest(_) | Error::UnknownRoute(_) => {
+        Error::InvalidRequest(_) | Error::UnknownRoute(_) | Error::SpendCapReached { .. } => {
             ProviderError::new(ErrorKind::InvalidRequest, e.to_string())
         }
     }
