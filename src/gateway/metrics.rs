@@ -14,7 +14,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use std::sync::atomic::AtomicU64;
+
 use super::log::{LogLine, Outcome};
+use crate::engine::cost::ModelCost;
 use crate::policy::breaker::StateName;
 use crate::policy::stats::Health;
 
@@ -74,6 +77,7 @@ pub(super) struct Metrics {
     failovers: Family<ProviderLabels, Counter>,
     breaker: Family<StateLabels, Gauge>,
     consecutive_failures: Family<ProviderLabels, Gauge>,
+    cost: Family<ModelLabels, Counter<f64, AtomicU64>>,
 }
 
 impl Default for Metrics {
@@ -88,6 +92,7 @@ impl Default for Metrics {
             failovers: Family::default(),
             breaker: Family::default(),
             consecutive_failures: Family::default(),
+            cost: Family::default(),
         };
         let r = &mut m.registry;
         r.register(
@@ -125,6 +130,11 @@ impl Default for Metrics {
             "breaker_consecutive_failures",
             "Failures since the provider's last success",
             m.consecutive_failures.clone(),
+        );
+        r.register(
+            "cost_usd",
+            "US dollars spent, from the usage providers reported and the configured prices",
+            m.cost.clone(),
         );
         m
     }
@@ -197,7 +207,19 @@ impl Metrics {
     }
 
     /// The text of `GET /metrics`, with the breakers as `health` has them.
-    pub(super) fn render(&self, health: &[Health]) -> String {
+    pub(super) fn render(&self, health: &[Health], costs: &[ModelCost]) -> String {
+        // The client keeps the exact totals; the counter catches up to them
+        // (a stream's cost is known at its end, after its log line).
+        for c in costs {
+            let counter = self.cost.get_or_create(&ModelLabels {
+                provider: c.provider.clone(),
+                model: c.model.clone(),
+            });
+            let behind = c.usd.usd() - counter.get();
+            if behind > 0.0 {
+                counter.inc_by(behind);
+            }
+        }
         for h in health {
             for (state, name) in [
                 (StateName::Closed, "closed"),

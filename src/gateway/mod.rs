@@ -397,6 +397,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             method: Some(&method),
             path: &path,
             auth_disabled: self.auth.is_open(),
+            prices: Some(&self.client.cost_policy().prices).filter(|p| !p.is_empty()),
             ..LogLine::default()
         };
         let r = route(&method, &path);
@@ -537,7 +538,9 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             }
             Err(e) => {
                 log.error = Some(error_code(&e));
-                render_error(format, &e)
+                let mut out = render_error(format, &e);
+                render::spend_retry_after(&e, self.client.platform().now(), &mut out);
+                out
             }
         };
         log.answer_headers(&mut out);
@@ -560,7 +563,9 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             Ok(s) => s,
             Err(e) => {
                 log.error = Some(error_code(&e));
-                return render_error(format, &e);
+                let mut out = render_error(format, &e);
+                render::spend_retry_after(&e, self.client.platform().now(), &mut out);
+                return out;
             }
         };
         stream.pass_through(format.dialect());
@@ -715,7 +720,10 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         Outbound {
             status: 200,
             headers,
-            body: self.metrics.render(&self.client.health()).into_bytes(),
+            body: self
+                .metrics
+                .render(&self.client.health(), &self.client.cost_totals())
+                .into_bytes(),
             stream: None,
             log: String::new(),
         }
@@ -729,6 +737,8 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             providers,
             status: if degraded { "degraded" } else { "ok" },
             time: self.client.platform().now(),
+            costs: self.client.cost_totals(),
+            spend: self.client.spend(),
         }
     }
 
@@ -791,7 +801,13 @@ fn html_response(status: u16, html: String) -> Outbound {
 /// `GET /health`'s answer.
 #[derive(Serialize)]
 struct HealthBody {
+    /// What each provider's model cost, from the usage reported.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    costs: Vec<crate::engine::cost::ModelCost>,
     providers: Vec<Health>,
+    /// Each route with a daily budget: what it spent today.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    spend: Vec<crate::engine::cost::SpendHealth>,
     status: &'static str,
     time: UnixMillis,
 }

@@ -169,13 +169,16 @@ impl Prices {
 }
 
 /// What a request cost, from the usage its attempts reported.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Bill {
+    /// The answering attempt's share.
+    #[serde(rename = "answerUsd", skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Cost>,
     /// Every attempt that reported usage and has a price: the answer,
     /// rejected answers, cut streams, losers. `None` when none had both.
+    #[serde(rename = "totalUsd", skip_serializing_if = "Option::is_none")]
     pub total: Option<Cost>,
-    /// The answering attempt's share.
-    pub answer: Option<Cost>,
 }
 
 #[cfg(test)]
