@@ -184,11 +184,11 @@ impl CostBook {
         let (Some(cost), Some(route)) = (sum, route) else {
             return;
         };
-        if !self
+        if self
             .policy
             .routes
             .get(route)
-            .is_some_and(|r| r.cap.is_some())
+            .is_none_or(|r| r.cap.is_none())
         {
             return;
         }

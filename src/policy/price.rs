@@ -28,7 +28,7 @@ impl Cost {
     /// non-finite amount, or one too large to count.
     pub fn from_usd(usd: f64) -> Option<Cost> {
         let pico = (usd * Self::PER_USD as f64).round();
-        (usd.is_finite() && usd >= 0.0 && pico < u64::MAX as f64).then(|| Cost(pico as u64))
+        (usd.is_finite() && usd >= 0.0 && pico < u64::MAX as f64).then_some(Cost(pico as u64))
     }
 
     /// The amount in picodollars.
