@@ -156,6 +156,7 @@ impl std::fmt::Debug for Outbound {
 pub struct Setup {
     validated: Validated,
     auth: Auth,
+    ledger: Option<Rc<dyn crate::engine::cost::SpendLedger>>,
 }
 
 impl Setup {
@@ -185,7 +186,11 @@ impl Setup {
             }
         };
         match validated {
-            Some(validated) if issues.is_empty() => Ok(Setup { validated, auth }),
+            Some(validated) if issues.is_empty() => Ok(Setup {
+                validated,
+                auth,
+                ledger: None,
+            }),
             _ => Err(ConfigError { issues }),
         }
     }
@@ -216,11 +221,23 @@ impl Setup {
         platform: P,
         store: S,
     ) -> Gateway<P, S> {
-        let client = self
-            .validated
-            .into_builder(platform, Vec::new())
-            .build_with_store(store);
-        Gateway::new(client, self.auth)
+        let mut builder = self.validated.into_builder(platform, Vec::new());
+        if let Some(ledger) = self.ledger {
+            builder = builder.spend_ledger(ledger);
+        }
+        Gateway::new(builder.build_with_store(store), self.auth)
+    }
+
+    /// Keeps the routes' daily spending in `ledger` too (the Worker's
+    /// fleet-wide spend objects).
+    pub fn spend_ledger(mut self, ledger: Rc<dyn crate::engine::cost::SpendLedger>) -> Self {
+        self.ledger = Some(ledger);
+        self
+    }
+
+    /// Whether some route has a daily budget (and so a ledger has work).
+    pub fn has_spend_caps(&self) -> bool {
+        self.validated.cost.routes.values().any(|r| r.cap.is_some())
     }
 }
 

@@ -79,6 +79,13 @@ fn load(env: &Env) -> Rc<Loaded> {
             for (id, p) in setup.breakers() {
                 store = store.with_policy(id.clone(), *p);
             }
+            let setup = if setup.has_spend_caps() {
+                let link = DoLink::new(env.clone(), background.clone());
+                let ttl = crate::fleet::FleetPolicy::default().ttl;
+                setup.spend_ledger(Rc::new(crate::fleet::FleetSpend::new(link, ttl)))
+            } else {
+                setup
+            };
             Loaded::Ready(
                 Rc::new(setup.into_gateway(WebPlatform::new(), store)),
                 background,
