@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use crate::chat::Usage;
-use crate::error::Attempt;
+use crate::error::{Attempt, AttemptOutcome};
 
 /// An amount of US dollars, in whole picodollars (10⁻¹² USD).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -118,29 +118,26 @@ impl Price {
 /// Prices by provider id and model.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Prices {
-    by_model: BTreeMap<(String, String), Price>,
+    by_provider: BTreeMap<String, BTreeMap<String, Price>>,
 }
 
 impl Prices {
     /// Sets the price of `provider`'s `model`.
     pub fn insert(&mut self, provider: impl Into<String>, model: impl Into<String>, price: Price) {
-        self.by_model.insert((provider.into(), model.into()), price);
+        self.by_provider
+            .entry(provider.into())
+            .or_default()
+            .insert(model.into(), price);
     }
 
     /// The price of `provider`'s `model`, when configured.
     pub fn get(&self, provider: &str, model: &str) -> Option<&Price> {
-        // A tuple of Strings is not borrowable as (&str, &str): look up by
-        // range over the provider's models instead of allocating a key.
-        self.by_model
-            .range((provider.to_owned(), String::new())..)
-            .take_while(|((p, _), _)| p == provider)
-            .find(|((_, m), _)| m == model)
-            .map(|(_, price)| price)
+        self.by_provider.get(provider)?.get(model)
     }
 
     /// Whether no price is configured.
     pub fn is_empty(&self) -> bool {
-        self.by_model.is_empty()
+        self.by_provider.is_empty()
     }
 
     /// What `usage` of `provider`'s `model` cost; `None` without a price.
@@ -159,7 +156,9 @@ impl Prices {
         let answer = attempts
             .iter()
             .rev()
-            .find(|a| a.error().is_none() && a.number > 0)
+            // Only a success is the answer: other outcomes that carry usage
+            // (a rejected answer, a hedge's loser) may come after it.
+            .find(|a| a.number > 0 && matches!(a.outcome, AttemptOutcome::Success))
             .and_then(|a| self.attempt_cost(a));
         Bill {
             total: Cost::sum(attempts.iter().filter_map(|a| self.attempt_cost(a))),
@@ -236,5 +235,56 @@ mod tests {
             ..price
         };
         assert_eq!(plain.cost(&usage).to_string(), "0.006");
+    }
+
+    #[test]
+    fn a_bill_sums_every_attempt_with_usage_and_names_the_answer_s_share() {
+        let mut prices = Prices::default();
+        prices.insert(
+            "p",
+            "m",
+            Price {
+                input: 1_000_000,
+                output: 2_000_000,
+                ..Price::default()
+            },
+        );
+        let attempt = |ok: bool, usage: Option<(u64, u64)>, model: &str| Attempt {
+            provider: "p".into(),
+            model: model.into(),
+            number: 1,
+            started_at: 0,
+            duration: std::time::Duration::ZERO,
+            reached: true,
+            outcome: if ok {
+                AttemptOutcome::Success
+            } else {
+                AttemptOutcome::Failure {
+                    error: crate::error::ProviderError::new(crate::ErrorKind::Transport, "cut"),
+                }
+            },
+            usage: usage.map(|(i, o)| Usage {
+                input_tokens: i,
+                output_tokens: o,
+                ..Usage::default()
+            }),
+            omitted: Vec::new(),
+        };
+        let bill = prices.bill(&[
+            attempt(false, Some((100, 5)), "m"),
+            attempt(false, None, "m"),
+            attempt(false, Some((100, 5)), "unpriced"),
+            attempt(true, Some((10, 20)), "m"),
+        ]);
+        assert_eq!(
+            bill.total.map(|c| c.to_string()).as_deref(),
+            Some("0.00016")
+        );
+        assert_eq!(
+            bill.answer.map(|c| c.to_string()).as_deref(),
+            Some("0.00005")
+        );
+        let none = prices.bill(&[attempt(true, None, "m"), attempt(false, None, "m")]);
+        assert_eq!(none, Bill::default(), "no usage: no cost, not zero");
     }
 }
