@@ -585,6 +585,8 @@ pub enum Error {
         budget: String,
         /// When the UTC day ends and the budget is whole again.
         resets_at: UnixMillis,
+        /// How long until then (the gateway's `retry-after`).
+        retry_after: Duration,
         /// Whether the route serves cheaper entries once spent (and none
         /// was left), rather than refusing every request.
         cheaper_only: bool,
@@ -622,9 +624,8 @@ impl Error {
             Error::Rejected { .. }
             | Error::Interrupted { .. }
             | Error::InvalidRequest(_)
-            | Error::UnknownRoute(_)
-            // The gateway knows the time: it sets the day's end itself.
-            | Error::SpendCapReached { .. } => None,
+            | Error::UnknownRoute(_) => None,
+            Error::SpendCapReached { retry_after, .. } => Some(*retry_after),
         }
     }
 }

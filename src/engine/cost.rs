@@ -11,6 +11,7 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -139,10 +140,12 @@ impl CostBook {
                     .cloned()
                     .collect();
                 if allowed.is_empty() {
+                    let resets_at = day_end(utc_day(now));
                     return Err(Error::SpendCapReached {
                         route: name.clone(),
                         budget: cap.daily.to_string(),
-                        resets_at: day_end(utc_day(now)),
+                        resets_at,
+                        retry_after: Duration::from_millis(resets_at - now),
                         cheaper_only: matches!(cap.over, OverBudget::MaxPrice(_)),
                     });
                 }

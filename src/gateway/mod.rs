@@ -234,11 +234,6 @@ impl Setup {
         self.ledger = Some(ledger);
         self
     }
-
-    /// Whether some route has a daily budget (and so a ledger has work).
-    pub fn has_spend_caps(&self) -> bool {
-        self.validated.cost.routes.values().any(|r| r.cap.is_some())
-    }
 }
 
 fn auth_from(
@@ -555,9 +550,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             }
             Err(e) => {
                 log.error = Some(error_code(&e));
-                let mut out = render_error(format, &e);
-                render::spend_retry_after(&e, self.client.platform().now(), &mut out);
-                out
+                render_error(format, &e)
             }
         };
         log.answer_headers(&mut out);
@@ -580,9 +573,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             Ok(s) => s,
             Err(e) => {
                 log.error = Some(error_code(&e));
-                let mut out = render_error(format, &e);
-                render::spend_retry_after(&e, self.client.platform().now(), &mut out);
-                return out;
+                return render_error(format, &e);
             }
         };
         stream.pass_through(format.dialect());

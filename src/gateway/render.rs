@@ -80,14 +80,6 @@ pub fn render_error(format: Format, e: &Error) -> Outbound {
     out
 }
 
-/// A spent budget's `retry-after`: the seconds until the UTC day ends.
-pub(super) fn spend_retry_after(e: &Error, now: crate::platform::UnixMillis, out: &mut Outbound) {
-    if let Error::SpendCapReached { resets_at, .. } = e {
-        let secs = resets_at.saturating_sub(now).div_ceil(1000).max(1);
-        out.headers.insert("retry-after", secs.to_string());
-    }
-}
-
 /// An error answer in the client's format.
 pub fn error_response(format: Format, status: u16, message: &str, code: Option<&str>) -> Outbound {
     json_response(status, &error_body(format, status, message, code))
