@@ -55,7 +55,7 @@ proto.chat = function (request, options) {
   if (disposed(this)) return Promise.reject(disposedError());
   return chat.call(this, request, options);
 };
-for (const name of ["stream", "health"]) {
+for (const name of ["stream", "health", "costs"]) {
   const method = proto[name];
   proto[name] = function (...args) {
     if (disposed(this)) throw disposedError();

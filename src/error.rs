@@ -575,6 +575,22 @@ pub enum Error {
     /// The request's `model` names no configured route or model.
     #[error("unknown route or model \"{0}\"")]
     UnknownRoute(String),
+    /// The route has spent its daily budget and no entry it may still use
+    /// is left (429 at the gateway).
+    #[error("route \"{route}\" has spent its daily budget of ${budget}{}; it serves again from 00:00 UTC", if *cheaper_only { " and has no entry under its price limit" } else { "" })]
+    SpendCapReached {
+        /// The route.
+        route: String,
+        /// Its budget in dollars, as a decimal.
+        budget: String,
+        /// When the UTC day ends and the budget is whole again.
+        resets_at: UnixMillis,
+        /// How long until then (the gateway's `retry-after`).
+        retry_after: Duration,
+        /// Whether the route serves cheaper entries once spent (and none
+        /// was left), rather than refusing every request.
+        cheaper_only: bool,
+    },
 }
 
 impl Error {
@@ -586,6 +602,7 @@ impl Error {
             Error::InvalidRequest(_) => 400,
             Error::UnknownRoute(_) => 404,
             Error::Interrupted { .. } => 502,
+            Error::SpendCapReached { .. } => 429,
         }
     }
 
@@ -594,7 +611,9 @@ impl Error {
         match self {
             Error::AllProvidersFailed(e) => &e.attempts,
             Error::Rejected { attempts, .. } | Error::Interrupted { attempts, .. } => attempts,
-            Error::InvalidRequest(_) | Error::UnknownRoute(_) => &[],
+            Error::InvalidRequest(_) | Error::UnknownRoute(_) | Error::SpendCapReached { .. } => {
+                &[]
+            }
         }
     }
 
@@ -606,6 +625,7 @@ impl Error {
             | Error::Interrupted { .. }
             | Error::InvalidRequest(_)
             | Error::UnknownRoute(_) => None,
+            Error::SpendCapReached { retry_after, .. } => Some(*retry_after),
         }
     }
 }

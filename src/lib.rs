@@ -83,10 +83,12 @@ pub use chat::{
     ToolChoice, Untranslated, Usage,
 };
 pub use config::{
-    BreakerConfig, BudgetConfig, Config, EntryConfig, GatewayConfig, LimitsConfig, Policies,
-    RetryConfig, Validated,
+    BreakerConfig, BudgetConfig, Config, CostConfig, EntryConfig, GatewayConfig, LimitsConfig,
+    OverBudgetConfig, Policies, PriceConfig, RetryConfig, RouteCostConfig, StrategyConfig,
+    Validated,
 };
 pub use engine::client::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
+pub use engine::cost::{CostPolicy, ModelCost, RouteCost, SpendHealth, SpendLedger};
 pub use engine::store::{BreakerStore, MemoryStore};
 pub use engine::stream::ChatStream;
 pub use engine::timeout::timeout;
@@ -106,6 +108,9 @@ pub use policy::breaker::{
     Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, PermitKind, Snapshot, State, StateName,
 };
 pub use policy::budget::{BudgetPolicy, RetryBudget};
+pub use policy::cheapest::Strategy;
+pub use policy::price::{Bill, Cost, Price, Prices};
+pub use policy::spend::{OverBudget, SpendCap, Tally};
 pub use policy::stats::{Health, Latency};
 pub use provider::bedrock;
 pub use provider::{

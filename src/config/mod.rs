@@ -15,6 +15,10 @@
 //! }
 //! ```
 
+mod cost;
+
+pub use cost::{CostConfig, OverBudgetConfig, PriceConfig, RouteCostConfig, StrategyConfig};
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -83,6 +87,10 @@ pub struct Config {
     /// Settings of the gateway host (the Worker).
     #[serde(default)]
     pub gateway: GatewayConfig,
+    /// Prices for providers written in code, and routes' ordering and
+    /// daily budgets.
+    #[serde(default)]
+    pub cost: cost::CostConfig,
 }
 
 /// The gateway's own settings.
@@ -107,6 +115,8 @@ pub struct Validated {
     pub breakers: Vec<(String, BreakerPolicy)>,
     /// The HTTP adapters, in provider id order.
     pub providers: Vec<(String, Box<dyn Provider>)>,
+    /// Prices and the routes' cost settings.
+    pub cost: crate::engine::cost::CostPolicy,
 }
 
 impl Config {
@@ -295,6 +305,12 @@ impl Config {
         {
             issues.add("gateway.clientKeysEnv", "secret names must not be empty");
         }
+        let cost = self.cost.policy(
+            &self.providers,
+            &known,
+            &|name| routes.contains_key(name),
+            &mut issues,
+        );
         if !issues.0.is_empty() {
             return Err(ConfigError { issues: issues.0 });
         }
@@ -307,6 +323,7 @@ impl Config {
             },
             breakers,
             providers,
+            cost,
         })
     }
 }
@@ -349,7 +366,8 @@ impl Validated {
     ) -> ClientBuilder<P> {
         let mut b = Client::builder(platform)
             .policy(self.policies.client)
-            .breaker(self.policies.breaker);
+            .breaker(self.policies.breaker)
+            .cost(self.cost);
         for (id, p) in self.providers {
             b = b.upstream(id, Upstream::Http(p));
         }

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::chat::{ChatRequest, ChatResponse};
+use crate::engine::cost::{CostBook, CostPolicy, ModelCost, SpendHealth, SpendLedger};
 use crate::engine::cursor::{Cursor, Run};
 use crate::engine::store::{BreakerStore, MemoryStore};
 use crate::error::{Attempt, Error, ProviderError};
@@ -172,6 +173,7 @@ pub struct Client<P: Platform, S: BreakerStore = MemoryStore> {
     pub(crate) budget: RefCell<RetryBudget>,
     pub(crate) stats: RefCell<BTreeMap<String, ProviderStats>>,
     observer: Option<Observer>,
+    pub(crate) cost: std::rc::Rc<CostBook>,
 }
 
 /// Builds a [`Client`].
@@ -184,6 +186,8 @@ pub struct ClientBuilder<P: Platform> {
     breaker: BreakerPolicy,
     breakers: BTreeMap<String, BreakerPolicy>,
     observer: Option<Observer>,
+    cost: CostPolicy,
+    ledger: Option<std::rc::Rc<dyn SpendLedger>>,
 }
 
 impl<P: Platform> ClientBuilder<P> {
@@ -231,6 +235,19 @@ impl<P: Platform> ClientBuilder<P> {
         self
     }
 
+    /// Sets the prices and the routes' cost settings (ordering, spend caps).
+    pub fn cost(mut self, policy: CostPolicy) -> Self {
+        self.cost = policy;
+        self
+    }
+
+    /// Keeps the routes' daily spending in `ledger` too (fleet-wide), beside
+    /// this client's own count.
+    pub fn spend_ledger(mut self, ledger: std::rc::Rc<dyn SpendLedger>) -> Self {
+        self.ledger = Some(ledger);
+        self
+    }
+
     /// A client with breakers in memory.
     pub fn build(mut self) -> Client<P> {
         let mut store = MemoryStore::new(self.breaker);
@@ -250,6 +267,7 @@ impl<P: Platform> ClientBuilder<P> {
             store,
             stats: RefCell::default(),
             observer: self.observer,
+            cost: std::rc::Rc::new(CostBook::new(self.cost, self.ledger)),
         }
     }
 }
@@ -276,6 +294,8 @@ impl<P: Platform> Client<P> {
             breaker: BreakerPolicy::default(),
             breakers: BTreeMap::new(),
             observer: None,
+            cost: CostPolicy::default(),
+            ledger: None,
         }
     }
 }
@@ -351,12 +371,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         req: &ChatRequest,
         opts: &CallOptions,
     ) -> Result<Cow<'_, [Entry]>, Error> {
-        let name = opts
-            .route
-            .as_deref()
-            .or(req.model.as_deref())
-            .or(self.default_route.as_deref());
-        let Some(name) = name else {
+        let Some(name) = self.route_name(req, opts) else {
             return Err(Error::UnknownRoute(String::new()));
         };
         if let Some(chain) = self.routes.get(name) {
@@ -372,6 +387,19 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             }
             _ => Err(Error::UnknownRoute(name.to_string())),
         }
+    }
+
+    /// The name a request's route is looked up by: the options', the
+    /// request's `model`, or the default route.
+    pub(crate) fn route_name<'a>(
+        &'a self,
+        req: &'a ChatRequest,
+        opts: &'a CallOptions,
+    ) -> Option<&'a str> {
+        opts.route
+            .as_deref()
+            .or(req.model.as_deref())
+            .or(self.default_route.as_deref())
     }
 
     /// Whether some route sends `model` to `provider`.
@@ -464,6 +492,21 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 }
             })
             .collect()
+    }
+
+    /// The prices and the routes' cost settings.
+    pub fn cost_policy(&self) -> &CostPolicy {
+        &self.cost.policy
+    }
+
+    /// What each provider's model cost so far, from the usage reported.
+    pub fn cost_totals(&self) -> Vec<ModelCost> {
+        self.cost.totals()
+    }
+
+    /// Every route with a daily budget: what it spent today.
+    pub fn spend(&self) -> Vec<SpendHealth> {
+        self.cost.spend_health(self.platform.now())
     }
 
     /// The client-wide policies.

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::engine::client::{CallOptions, Client, Entry, Reply, ServedBy};
+use crate::engine::cost::CostBook;
 use crate::engine::store::BreakerStore;
 use crate::error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
 use crate::platform::{millis, Platform, UnixMillis};
@@ -29,9 +30,25 @@ pub(crate) struct Run {
     /// Whether `deadline_at` is the caller's, tighter than the client's.
     pub(crate) callers_deadline: bool,
     pub(crate) attempts: Vec<Attempt>,
+    /// Where the attempts' cost is booked, once, when they leave the run.
+    booking: Option<Booking>,
+}
+
+/// The cost book of a run's client and its route's name.
+struct Booking {
+    book: std::rc::Rc<CostBook>,
+    route: Option<String>,
 }
 
 impl Run {
+    /// The attempts, taken out of the run and their cost booked.
+    pub(crate) fn take_attempts(&mut self) -> Vec<Attempt> {
+        if let Some(b) = self.booking.take() {
+            b.book.book(b.route.as_deref(), &self.attempts);
+        }
+        std::mem::take(&mut self.attempts)
+    }
+
     /// An attempt that timed out because the caller's own deadline cut it
     /// short failed by the caller's choice, not the provider's fault: it
     /// becomes `DeadlineExceeded`, which no breaker counts and which ends
@@ -82,6 +99,16 @@ pub(crate) struct Cursor<'c> {
     pub(crate) run: Run,
 }
 
+/// A run dropped before its end (a stream the client left, a cut stream)
+/// still books what its attempts cost.
+impl Drop for Run {
+    fn drop(&mut self) {
+        if let Some(b) = self.booking.take() {
+            b.book.book(b.route.as_deref(), &self.attempts);
+        }
+    }
+}
+
 impl<'c> Cursor<'c> {
     /// The walk for `req`: its route resolved, its deadline set (the
     /// client's, or the caller's if tighter), the retry budget credited
@@ -99,6 +126,12 @@ impl<'c> Cursor<'c> {
         }
         let policy = client.policy();
         let start = client.platform().now();
+        let route = client.route_name(req, opts);
+        let chain = client.cost.plan(route, chain, req, start)?;
+        let booking = (!client.cost.is_empty()).then(|| Booking {
+            book: std::rc::Rc::clone(&client.cost),
+            route: route.map(str::to_owned),
+        });
         let deadline = opts
             .deadline
             .map_or(policy.deadline, |d| d.min(policy.deadline));
@@ -117,6 +150,7 @@ impl<'c> Cursor<'c> {
                 deadline_at: start.saturating_add(millis(deadline)),
                 callers_deadline,
                 attempts: Vec::new(),
+                booking,
             },
         })
     }
@@ -261,14 +295,14 @@ impl<'c> Cursor<'c> {
         Reply {
             response,
             served_by,
-            attempts: std::mem::take(&mut self.run.attempts),
+            attempts: self.run.take_attempts(),
         }
     }
 
     /// The call's end on an error that does not fail over: the provider
     /// rejected the request (or the deadline passed inside it).
     pub(crate) fn stop(&mut self, error: ProviderError) -> Error {
-        let attempts = std::mem::take(&mut self.run.attempts);
+        let attempts = self.run.take_attempts();
         match error.kind {
             ErrorKind::DeadlineExceeded => Error::AllProvidersFailed(Exhausted { attempts }),
             _ => Error::Rejected {
@@ -282,7 +316,7 @@ impl<'c> Cursor<'c> {
     /// The call's end with every entry spent.
     pub(crate) fn exhausted(&mut self) -> Error {
         Error::AllProvidersFailed(Exhausted {
-            attempts: std::mem::take(&mut self.run.attempts),
+            attempts: self.run.take_attempts(),
         })
     }
 }

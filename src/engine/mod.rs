@@ -5,6 +5,7 @@
 
 pub(crate) mod authorize;
 pub(crate) mod client;
+pub(crate) mod cost;
 pub(crate) mod cursor;
 pub(crate) mod open;
 pub(crate) mod prefill;

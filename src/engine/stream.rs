@@ -914,7 +914,7 @@ where
                 ProviderError::new(ErrorKind::Transport, "the stream was interrupted")
             }),
             delivered: self.sent.text.len(),
-            attempts: std::mem::take(&mut self.walk.run.attempts),
+            attempts: self.walk.run.take_attempts(),
         }
     }
 }

@@ -33,10 +33,13 @@
 mod journal;
 mod object;
 mod outage;
+mod spend;
 mod store;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod fake;
+#[cfg(any(test, feature = "testing"))]
+pub mod fake_spend;
 #[cfg(test)]
 mod tests;
 
@@ -50,6 +53,7 @@ use crate::policy::breaker::State;
 pub use journal::{Counts, Journal, Transition};
 pub use object::{Fleet, Lease};
 pub use outage::{Outage, OUTAGE_LOG_INTERVAL};
+pub use spend::{fold_spend, spend_key, FleetSpend, SpendCall, SpendInbox, SpendLink};
 pub use store::{FleetStore, Inbox};
 
 /// How an isolate shares its breakers with the fleet.

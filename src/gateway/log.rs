@@ -7,6 +7,7 @@ use super::{Format, Outbound};
 use crate::chat::Usage;
 use crate::error::{discarded_usage, Attempt, AttemptOutcome, ErrorKind};
 use crate::platform::UnixMillis;
+use crate::policy::price::{Bill, Cost, Prices};
 
 /// One request's log line. The fields are in their keys' sorted order, so
 /// every line lists its keys in one order.
@@ -16,6 +17,9 @@ pub(super) struct LogLine<'a> {
     pub(super) attempts: usize,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub(super) auth_disabled: bool,
+    /// What the attempts cost, where their usage and prices are known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) cost: Option<Bill>,
     /// Tokens consumed by attempts that did not become the answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) discarded_usage: Option<Usage>,
@@ -45,6 +49,9 @@ pub(super) struct LogLine<'a> {
     pub(super) stream: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(super) trail: Vec<TrailItem>,
+    /// The client's prices, when it has any.
+    #[serde(skip)]
+    pub(super) prices: Option<&'a Prices>,
 }
 
 impl LogLine<'_> {
@@ -54,12 +61,17 @@ impl LogLine<'_> {
     pub(super) fn record_attempts(&mut self, attempts: &[Attempt]) {
         self.attempts = attempts.iter().filter(|a| a.number > 0).count();
         self.discarded_usage = discarded_usage(attempts);
+        self.cost = self
+            .prices
+            .map(|p| p.bill(attempts))
+            .filter(|b| b.total.is_some());
         if let Some(answered) = attempts.iter().rev().find(|a| a.error().is_none()) {
             self.omitted.clone_from(&answered.omitted);
         }
         self.trail = attempts
             .iter()
             .map(|a| TrailItem {
+                cost_usd: self.prices.and_then(|p| p.attempt_cost(a)),
                 provider: a.provider.clone(),
                 model: a.model.clone(),
                 number: a.number,
@@ -92,6 +104,9 @@ impl LogLine<'_> {
             out.headers
                 .insert("x-omitted-fields", self.omitted.join(", "));
         }
+        if let Some(bill) = &self.cost {
+            cost_headers(bill, out);
+        }
         if let Some(u) = self.discarded_usage {
             out.headers.insert(
                 "x-discarded-usage",
@@ -101,6 +116,17 @@ impl LogLine<'_> {
                 ),
             );
         }
+    }
+}
+
+/// `x-cost-usd` (every attempt's cost known) and `x-cost-usd-answer` (the
+/// answering attempt's share), as exact decimals of dollars.
+pub(super) fn cost_headers(bill: &Bill, out: &mut Outbound) {
+    if let Some(total) = bill.total {
+        out.headers.insert("x-cost-usd", total.to_string());
+    }
+    if let Some(answer) = bill.answer {
+        out.headers.insert("x-cost-usd-answer", answer.to_string());
     }
 }
 
@@ -119,6 +145,9 @@ pub(super) fn header_safe(name: &str) -> String {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct TrailItem {
+    /// What the attempt cost, when it reported usage and has a price.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) cost_usd: Option<Cost>,
     pub(super) duration_ms: u64,
     pub(super) model: String,
     pub(super) number: u32,

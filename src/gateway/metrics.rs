@@ -15,7 +15,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use std::sync::atomic::AtomicU64;
+
 use super::log::{LogLine, Outcome};
+use crate::engine::cost::ModelCost;
 use crate::fleet::Journal;
 use crate::policy::breaker::StateName;
 use crate::policy::stats::Health;
@@ -85,6 +88,7 @@ pub(super) struct Metrics {
     fleet_calls: Family<VerdictLabels, Counter>,
     fleet_probes: Family<ProviderLabels, Counter>,
     fleet_transitions: Family<ProviderLabels, Counter>,
+    cost: Family<ModelLabels, Counter<f64, AtomicU64>>,
 }
 
 impl Default for Metrics {
@@ -102,6 +106,7 @@ impl Default for Metrics {
             fleet_calls: Family::default(),
             fleet_probes: Family::default(),
             fleet_transitions: Family::default(),
+            cost: Family::default(),
         };
         let r = &mut m.registry;
         r.register(
@@ -154,6 +159,11 @@ impl Default for Metrics {
             "fleet_transitions",
             "Transitions of the provider's fleet-wide breaker",
             m.fleet_transitions.clone(),
+        );
+        r.register(
+            "cost_usd",
+            "US dollars spent, from the usage providers reported and the configured prices",
+            m.cost.clone(),
         );
         m
     }
@@ -225,9 +235,15 @@ impl Metrics {
         }
     }
 
-    /// The text of `GET /metrics`, with the breakers as `health` has them
-    /// and the fleet's totals as each provider's object has them.
-    pub(super) fn render(&self, health: &[Health], fleet: &[(String, Journal)]) -> String {
+    /// The text of `GET /metrics`, with the breakers as `health` has them,
+    /// the fleet's totals as each provider's object has them, and the
+    /// client's cost totals.
+    pub(super) fn render(
+        &self,
+        health: &[Health],
+        fleet: &[(String, Journal)],
+        costs: &[ModelCost],
+    ) -> String {
         for (provider, journal) in fleet {
             let c = journal.counts;
             let p = || ProviderLabels {
@@ -246,6 +262,18 @@ impl Metrics {
             }
             follow(&self.fleet_probes.get_or_create(&p()), c.probes);
             follow(&self.fleet_transitions.get_or_create(&p()), c.transitions);
+        }
+        // The client keeps the exact totals; the counter catches up to them
+        // (a stream's cost is known at its end, after its log line).
+        for c in costs {
+            let counter = self.cost.get_or_create(&ModelLabels {
+                provider: c.provider.clone(),
+                model: c.model.clone(),
+            });
+            let behind = c.usd.usd() - counter.get();
+            if behind > 0.0 {
+                counter.inc_by(behind);
+            }
         }
         for h in health {
             for (state, name) in [

@@ -163,6 +163,7 @@ impl std::fmt::Debug for Outbound {
 pub struct Setup {
     validated: Validated,
     auth: Auth,
+    ledger: Option<Rc<dyn crate::engine::cost::SpendLedger>>,
 }
 
 impl Setup {
@@ -192,7 +193,11 @@ impl Setup {
             }
         };
         match validated {
-            Some(validated) if issues.is_empty() => Ok(Setup { validated, auth }),
+            Some(validated) if issues.is_empty() => Ok(Setup {
+                validated,
+                auth,
+                ledger: None,
+            }),
             _ => Err(ConfigError { issues }),
         }
     }
@@ -223,11 +228,18 @@ impl Setup {
         platform: P,
         store: S,
     ) -> Gateway<P, S> {
-        let client = self
-            .validated
-            .into_builder(platform, Vec::new())
-            .build_with_store(store);
-        Gateway::new(client, self.auth)
+        let mut builder = self.validated.into_builder(platform, Vec::new());
+        if let Some(ledger) = self.ledger {
+            builder = builder.spend_ledger(ledger);
+        }
+        Gateway::new(builder.build_with_store(store), self.auth)
+    }
+
+    /// Keeps the routes' daily spending in `ledger` too (the Worker's
+    /// fleet-wide spend objects).
+    pub fn spend_ledger(mut self, ledger: Rc<dyn crate::engine::cost::SpendLedger>) -> Self {
+        self.ledger = Some(ledger);
+        self
     }
 }
 
@@ -405,6 +417,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             method: Some(&method),
             path: &path,
             auth_disabled: self.auth.is_open(),
+            prices: Some(&self.client.cost_policy().prices).filter(|p| !p.is_empty()),
             ..LogLine::default()
         };
         let r = route(&method, &path);
@@ -760,7 +773,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             headers,
             body: self
                 .metrics
-                .render(&self.client.health(), &fleet)
+                .render(&self.client.health(), &fleet, &self.client.cost_totals())
                 .into_bytes(),
             stream: None,
             log: String::new(),
@@ -775,6 +788,8 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             providers,
             status: if degraded { "degraded" } else { "ok" },
             time: self.client.platform().now(),
+            costs: self.client.cost_totals(),
+            spend: self.client.spend(),
         }
     }
 
@@ -837,7 +852,13 @@ fn html_response(status: u16, html: String) -> Outbound {
 /// `GET /health`'s answer.
 #[derive(Serialize)]
 struct HealthBody {
+    /// What each provider's model cost, from the usage reported.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    costs: Vec<crate::engine::cost::ModelCost>,
     providers: Vec<Health>,
+    /// Each route with a daily budget: what it spent today.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    spend: Vec<crate::engine::cost::SpendHealth>,
     status: &'static str,
     time: UnixMillis,
 }

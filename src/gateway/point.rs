@@ -2,19 +2,22 @@
 //! writes it when an Analytics Engine dataset is bound as `ANALYTICS`.
 
 use super::log::LogLine;
+use crate::policy::price::Cost;
 
 /// A request as an Analytics Engine data point. Blobs: path, route,
 /// provider, model (the answering entry's, empty when none answered),
-/// status as text. Doubles: status, latency in ms, attempts that made a
-/// call, attempts in all (skipped entries included). Index: the route (the
-/// path for requests without one).
+/// status as text, and when the cost is known the cost in US dollars as an
+/// exact decimal. Doubles: status, latency in ms, attempts that made a call,
+/// attempts in all (skipped entries included), and when the cost is known
+/// the cost in dollars (no usage reported or no price: no blob6 and no
+/// double5, never a zero). Index: the route (the path for requests without one).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DataPoint {
     /// The sampling index (one).
     pub index: String,
-    /// blob1 … blob5.
+    /// blob1 … blob5, and blob6 when the cost is known.
     pub blobs: Vec<String>,
-    /// double1 … double4.
+    /// double1 … double4, and double5 when the cost is known.
     pub doubles: Vec<f64>,
 }
 
@@ -28,6 +31,7 @@ impl DataPoint {
             .map_or((String::new(), String::new()), |(p, m)| {
                 (p.into(), m.into())
             });
+        let cost = log.cost.and_then(|b| b.total);
         DataPoint {
             index: if route.is_empty() {
                 log.path.to_owned()
@@ -40,13 +44,19 @@ impl DataPoint {
                 provider,
                 model,
                 log.status.to_string(),
-            ],
+            ]
+            .into_iter()
+            .chain(cost.map(|c| c.to_string()))
+            .collect(),
             doubles: vec![
                 f64::from(log.status),
                 log.latency_ms as f64,
                 log.attempts as f64,
                 log.trail.len() as f64,
-            ],
+            ]
+            .into_iter()
+            .chain(cost.map(Cost::usd))
+            .collect(),
         }
     }
 }

@@ -26,6 +26,7 @@ pub(super) fn error_code(e: &Error) -> &'static str {
         Error::InvalidRequest(_) => "invalid_request",
         Error::UnknownRoute(_) => "model_not_found",
         Error::Interrupted { .. } => "interrupted",
+        Error::SpendCapReached { .. } => "spend_cap_reached",
     }
 }
 
@@ -52,7 +53,9 @@ pub fn render_error(format: Format, e: &Error) -> Outbound {
             Some(error_code(e).to_string()),
         ),
         // Only streams are interrupted; this gateway answers whole bodies.
-        Error::Interrupted { .. } => (e.to_string(), Some(error_code(e).to_string())),
+        Error::Interrupted { .. } | Error::SpendCapReached { .. } => {
+            (e.to_string(), Some(error_code(e).to_string()))
+        }
     };
     let mut body = error_body(format, status, &message, code.as_deref());
     if let Error::AllProvidersFailed(x) = e {

@@ -22,11 +22,12 @@ use crate::chat::{Delta, Usage};
 use crate::engine::client::Client;
 use crate::engine::store::BreakerStore;
 use crate::engine::stream::{ChatStream, IdleTimers, StreamItem};
-use crate::error::{discarded_usage, Error, ErrorKind, ProviderError};
+use crate::error::{discarded_usage, Attempt, Error, ErrorKind, ProviderError};
 use crate::format::anthropic_stream::AnthropicStreamEncoder;
 use crate::format::openai_stream::OpenAiStreamEncoder;
 use crate::format::responses::{Echo, ResponsesStreamEncoder};
 use crate::platform::Platform;
+use crate::policy::price::Bill;
 
 /// One piece of a streamed response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,16 +196,20 @@ async fn next_piece<P: Platform, S: BreakerStore>(
                 delta: Delta::Done, ..
             }))
             | None => {
-                st.phase = Phase::Ending(end_line(&st, "complete", None));
+                let bill = bill(&st, st.stream.attempts());
+                st.phase = Phase::Ending(end_line(&st, "complete", None, bill));
                 let mut bytes = continuation_note(&st);
+                bytes.extend(cost_note(&st, bill));
                 bytes.extend(st.encoder.finish());
                 bytes
             }
             Some(Ok(item)) => st.encoder.item(item),
             Some(Err(e)) => {
                 let cause = cause_of(&e);
-                st.phase = Phase::Ending(end_line(&st, "interrupted", Some(&cause)));
+                let bill = bill(&st, e.attempts());
+                st.phase = Phase::Ending(end_line(&st, "interrupted", Some(&cause), bill));
                 let mut bytes = continuation_note(&st);
+                bytes.extend(cost_note(&st, bill));
                 bytes.extend(st.encoder.error(&cause));
                 bytes
             }
@@ -238,7 +243,7 @@ fn cause_of(e: &Error) -> ProviderError {
             .last()
             .cloned()
             .unwrap_or_else(|| ProviderError::new(ErrorKind::Server, x.headline())),
-        Error::InvalidRequest(_) | Error::UnknownRoute(_) => {
+        Error::InvalidRequest(_) | Error::UnknownRoute(_) | Error::SpendCapReached { .. } => {
             ProviderError::new(ErrorKind::InvalidRequest, e.to_string())
         }
     }
@@ -249,6 +254,9 @@ fn cause_of(e: &Error) -> ProviderError {
 #[serde(rename_all = "camelCase")]
 struct EndLine<'a> {
     attempts: usize,
+    /// What every attempt cost, where usage and prices are known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cost: Option<Bill>,
     /// Tokens consumed by attempts that did not become the answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     discarded_usage: Option<Usage>,
@@ -290,15 +298,43 @@ fn continuation_note<P: Platform, S: BreakerStore>(st: &State<P, S>) -> Vec<u8> 
     format!(": continued after the commit point: attempts={all}{last}\n\n").into_bytes()
 }
 
+/// What a stream's attempts cost, when any had usage and a price.
+fn bill<P: Platform, S: BreakerStore>(st: &State<P, S>, attempts: &[Attempt]) -> Option<Bill> {
+    let prices = &st.stream.client().cost_policy().prices;
+    if prices.is_empty() {
+        return None;
+    }
+    Some(prices.bill(attempts)).filter(|b| b.total.is_some())
+}
+
+/// For an OpenAI client, the stream's final cost as an SSE comment before
+/// the end (`: cost usd=0.0042 answer=0.004`): the headers went before the
+/// answer had any, and clients ignore comments.
+fn cost_note<P: Platform, S: BreakerStore>(st: &State<P, S>, bill: Option<Bill>) -> Vec<u8> {
+    let Some(total) = bill
+        .and_then(|b| b.total)
+        .filter(|_| st.encoder.is_openai())
+    else {
+        return Vec::new();
+    };
+    let answer = bill
+        .and_then(|b| b.answer)
+        .map(|a| format!(" answer={a}"))
+        .unwrap_or_default();
+    format!(": cost usd={total}{answer}\n\n").into_bytes()
+}
+
 /// The log line of a stream's end.
 fn end_line<P: Platform, S: BreakerStore>(
     st: &State<P, S>,
     outcome: &str,
     cause: Option<&ProviderError>,
+    cost: Option<Bill>,
 ) -> String {
     let now = st.stream.client().platform().now();
     let line = EndLine {
         attempts: attempts(st),
+        cost,
         discarded_usage: discarded_usage(st.stream.attempts()),
         error: cause.map(|c| c.kind),
         latency_ms: now.saturating_sub(st.started),

@@ -153,6 +153,6 @@ pub(crate) fn provider_response(v: &JsValue, model: &str) -> Result<ChatResponse
 }
 
 /// `await client.chat(…)`.
-pub(crate) fn chat_result(reply: &Reply) -> JsValue {
-    to_js(&crate::js::shapes::ChatResult::new(reply))
+pub(crate) fn chat_result(reply: &Reply, prices: &crate::policy::price::Prices) -> JsValue {
+    to_js(&crate::js::shapes::ChatResult::new(reply, prices))
 }

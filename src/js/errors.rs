@@ -180,6 +180,7 @@ pub(crate) fn call_error(e: &Error, exhaustion: Exhaustion) -> JsValue {
         ),
         Error::InvalidRequest(message) => client_error("invalid_request", 400, message),
         Error::UnknownRoute(_) => client_error("unknown_route", 404, &e.to_string()),
+        Error::SpendCapReached { .. } => client_error("spend_cap_reached", 429, &e.to_string()),
     }
 }
 

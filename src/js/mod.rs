@@ -281,7 +281,7 @@ impl ResilientClient {
                 }
             };
             match result {
-                Ok(reply) => Ok(convert::chat_result(&reply)),
+                Ok(reply) => Ok(convert::chat_result(&reply, &client.cost_policy().prices)),
                 Err(e) => Err(errors::call_error(&e, exhaustion)),
             }
         })
@@ -327,6 +327,16 @@ impl ResilientClient {
     #[wasm_bindgen(unchecked_return_type = "ProviderHealth[]")]
     pub fn health(&self) -> JsValue {
         errors::to_js(&self.inner.health())
+    }
+
+    /// What was spent: per provider and model since the client started,
+    /// and each route with a daily budget today (`costs`, `spend`).
+    #[wasm_bindgen(unchecked_return_type = "CostReport")]
+    pub fn costs(&self) -> JsValue {
+        errors::to_js(&crate::js::shapes::CostReport {
+            costs: self.inner.cost_totals(),
+            spend: self.inner.spend(),
+        })
     }
 }
 

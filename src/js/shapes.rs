@@ -289,10 +289,20 @@ pub(crate) struct ChatResult<'a> {
     tool_calls: &'a [ToolCall],
     thinking: &'a [Thinking],
     raw: Option<&'a crate::chat::RawJson>,
+    /// What the attempts cost (`totalUsd`, `answerUsd`), `null` when no
+    /// attempt reported usage of a priced model.
+    cost: Option<crate::policy::price::Bill>,
+}
+
+/// `client.costs()`.
+#[derive(serde::Serialize)]
+pub(crate) struct CostReport {
+    pub(crate) costs: Vec<crate::engine::cost::ModelCost>,
+    pub(crate) spend: Vec<crate::engine::cost::SpendHealth>,
 }
 
 impl<'a> ChatResult<'a> {
-    pub(crate) fn new(reply: &'a Reply) -> Self {
+    pub(crate) fn new(reply: &'a Reply, prices: &crate::policy::price::Prices) -> Self {
         let r = &reply.response;
         ChatResult {
             text: &r.text,
@@ -305,6 +315,7 @@ impl<'a> ChatResult<'a> {
             tool_calls: &r.tool_calls,
             thinking: &r.thinking,
             raw: r.raw.as_ref(),
+            cost: Some(prices.bill(&reply.attempts)).filter(|b| b.total.is_some()),
         }
     }
 }

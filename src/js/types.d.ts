@@ -70,8 +70,11 @@ export interface ModelConfig {
   contextWindow?: number;
   prefill?: boolean;
   tools?: boolean;
+  /** US dollars per million tokens: input, output, and input read from or written to the prompt cache (at the input price when not given). */
   inputPricePerMtok?: number;
   outputPricePerMtok?: number;
+  cachedInputPricePerMtok?: number;
+  cacheWritePricePerMtok?: number;
 }
 
 /** A built-in HTTP provider (Anthropic, OpenAI, OpenAI-compatible presets, AWS Bedrock, Vertex AI). */
@@ -176,6 +179,33 @@ export interface Config {
   allowAnyModel?: boolean;
   /** Settings of the gateway host (the Worker); ignored by this package. */
   gateway?: { clientKeysEnv?: string[]; allowUnauthenticated?: boolean };
+  /** Prices for JS providers (by `provider/model`), and per route its ordering and daily budget. */
+  cost?: CostConfig;
+}
+
+/** A model's prices in US dollars per million tokens. */
+export interface PriceConfig {
+  inputPerMtok: number;
+  outputPerMtok: number;
+  cachedInputPerMtok?: number;
+  cacheWritePerMtok?: number;
+}
+
+/** Cost settings: prices for providers written in code, and each route's ordering and budget. */
+export interface CostConfig {
+  /** By `provider/model`; over a provider's `models` table. */
+  prices?: Record<string, PriceConfig>;
+  routes?: Record<
+    string,
+    {
+      /** `"cheapest"`: entries by expected cost for the request (prices × its size and `maxTokens`). Default `"ordered"`. */
+      strategy?: "ordered" | "cheapest";
+      /** What the route may spend per UTC day, in US dollars (kept per client in this package). */
+      dailyBudgetUsd?: number;
+      /** Once spent: refuse (`"reject"`, the default) or serve only entries priced at most this per million tokens. */
+      overBudget?: "reject" | { maxPricePerMtok: number };
+    }
+  >;
 }
 
 // ---- Requests and responses ----
@@ -423,6 +453,20 @@ export interface ChatResult {
   thinking: Thinking[];
   /** The provider's own response (JSON), or null. */
   raw: unknown;
+  /**
+   * What the attempts cost in US dollars, from the usage providers reported
+   * and the configured prices: every attempt (`totalUsd`) and the answer's
+   * share (`answerUsd`). Null when no attempt reported usage of a priced model.
+   */
+  cost: { totalUsd: number; answerUsd?: number } | null;
+}
+
+/** `client.costs()`: what was spent. */
+export interface CostReport {
+  /** Per provider and model since the client started. */
+  costs: { provider: string; model: string; usd: number; attempts: number }[];
+  /** Each route with a daily budget: today's spend (UTC day). */
+  spend: { route: string; budgetUsd: number; spentUsd: number; exhausted: boolean; resetsAt: number }[];
 }
 
 // ---- Streams ----

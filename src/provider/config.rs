@@ -113,6 +113,14 @@ pub struct ModelConfig {
     /// US dollars per million output tokens.
     #[serde(default)]
     pub output_price_per_mtok: Option<f64>,
+    /// US dollars per million input tokens read from the prompt cache
+    /// (default: the input price).
+    #[serde(default)]
+    pub cached_input_price_per_mtok: Option<f64>,
+    /// US dollars per million input tokens written to the prompt cache
+    /// (default: the input price).
+    #[serde(default)]
+    pub cache_write_price_per_mtok: Option<f64>,
     /// How an Anthropic model is asked for a structured answer
     /// (`response_format` from an OpenAI client): `"tool"` (the default,
     /// a forced tool whose input is the answer) or `"native"` (Anthropic's
@@ -638,6 +646,8 @@ impl Check<'_> {
             for (key, price) in [
                 ("inputPricePerMtok", m.input_price_per_mtok),
                 ("outputPricePerMtok", m.output_price_per_mtok),
+                ("cachedInputPricePerMtok", m.cached_input_price_per_mtok),
+                ("cacheWritePricePerMtok", m.cache_write_price_per_mtok),
             ] {
                 if price.is_some_and(|p| !p.is_finite() || p < 0.0) {
                     self.issue(&format!("{field}.{key}"), "must be a non-negative number");

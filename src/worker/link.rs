@@ -13,12 +13,14 @@ use worker::wasm_bindgen_futures::{future_to_promise, JsFuture};
 use worker::{web_sys, Context, Delay, Env};
 
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 
 use crate::engine::timeout::timeout;
 use crate::fleet::{
-    Call, FleetLink, Inbox, Journal, LeaseAnswer, LinkError, Outage, Report, View,
-    OUTAGE_LOG_INTERVAL,
+    spend_key, Call, FleetLink, Inbox, Journal, LeaseAnswer, LinkError, Outage, Report, SpendCall,
+    SpendInbox, SpendLink, View, OUTAGE_LOG_INTERVAL,
 };
+use crate::policy::spend::Tally;
 
 /// The Durable Object binding, as named in wrangler.toml.
 pub(super) const BINDING: &str = "BREAKERS";
@@ -69,15 +71,16 @@ impl DoLink {
     }
 }
 
-/// One call to `body.key`'s object, with its failure or recovery noted in
+/// One call to `key`'s object, with its failure or recovery noted in
 /// `outage` and logged when that is due (not once per failed call).
 async fn call<T: DeserializeOwned>(
     env: &Env,
     outage: &RefCell<Outage>,
     op: &str,
-    body: &Call,
+    key: &str,
+    body: &impl Serialize,
 ) -> Result<T, LinkError> {
-    let result = call_object(env, op, body).await;
+    let result = call_object(env, op, key, body).await;
     let now = worker::js_sys::Date::now() as u64;
     match &result {
         Ok(_) => {
@@ -97,15 +100,15 @@ async fn call<T: DeserializeOwned>(
     result
 }
 
-/// One call to `body.key`'s object: `POST http://do/<op>` with `body`; the
+/// One call to `key`'s object: `POST http://do/<op>` with `body`; the
 /// answer, read as a `T`.
 async fn call_object<T: DeserializeOwned>(
     env: &Env,
     op: &str,
-    body: &Call,
+    key: &str,
+    body: &impl Serialize,
 ) -> Result<T, LinkError> {
     let fail = |e: worker::Error| LinkError(e.to_string());
-    let key = body.key.as_str();
     let body = serde_json::to_string(body).map_err(|e| LinkError(e.to_string()))?;
     let stub = env
         .durable_object(BINDING)
@@ -139,7 +142,7 @@ impl FleetLink for DoLink {
             holder: Some(holder.to_string()),
             reports: Vec::new(),
         };
-        call(&self.env, &self.outage, "lease", &body).await
+        call(&self.env, &self.outage, "lease", key, &body).await
     }
 
     fn report(&self, key: &str, reports: Vec<Report>, inbox: Inbox) {
@@ -151,7 +154,7 @@ impl FleetLink for DoLink {
             reports,
         };
         self.background.spawn(async move {
-            if let Ok(view) = call::<View>(&env, &outage, "report", &body).await {
+            if let Ok(view) = call::<View>(&env, &outage, "report", &body.key, &body).await {
                 inbox.deliver(&body.key, view);
             }
         });
@@ -166,7 +169,7 @@ impl FleetLink for DoLink {
             reports: Vec::new(),
         };
         self.background.spawn(async move {
-            if let Ok(view) = call::<View>(&env, &outage, "view", &body).await {
+            if let Ok(view) = call::<View>(&env, &outage, "view", &body.key, &body).await {
                 inbox.deliver(&body.key, view);
             }
         });
@@ -179,5 +182,18 @@ impl FleetLink for DoLink {
             reports: Vec::new(),
         };
         call(&self.env, &self.outage, "journal", &body).await
+    }
+}
+
+/// The same namespace holds the routes' spend objects (`spend:<route>`).
+impl SpendLink for DoLink {
+    fn spend(&self, body: SpendCall, inbox: SpendInbox) {
+        let env = self.env.clone();
+        let outage = Rc::clone(&self.outage);
+        self.background.spawn(async move {
+            let key = spend_key(&body.route);
+            let answer = call::<Tally>(&env, &outage, "spend", &key, &body).await;
+            inbox.deliver(&body.route, body.add, answer.ok());
+        });
     }
 }

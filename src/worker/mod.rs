@@ -79,6 +79,10 @@ fn load(env: &Env) -> Rc<Loaded> {
             for (id, p) in setup.breakers() {
                 store = store.with_policy(id.clone(), *p);
             }
+            // Only routes with a daily budget ever reach their spend objects.
+            let link = DoLink::new(env.clone(), background.clone());
+            let ttl = crate::fleet::FleetPolicy::default().ttl;
+            let setup = setup.spend_ledger(Rc::new(crate::fleet::FleetSpend::new(link, ttl)));
             Loaded::Ready(
                 Rc::new(setup.into_gateway(WebPlatform::new(), store)),
                 background,

@@ -5,7 +5,9 @@
 //! `POST http://do/report {"key", "reports": [...]}` → the view after folding;
 //! `POST http://do/lease {"key", "holder"}` → a lease answer;
 //! `POST http://do/view {"key"}` → the view;
-//! `POST http://do/journal {"key"}` → its counters and recent transitions.
+//! `POST http://do/journal {"key"}` → its counters and recent transitions;
+//! `POST http://do/spend {"route", "add"}` → a route's spend today, after
+//! adding (to the object `spend:<route>`, in a table of its own).
 //!
 //! For end-to-end tests of the isolates' fallback, and only when the
 //! Worker's `FLEET_FAULTS` variable is `on` (never in a deployment), the
@@ -20,7 +22,7 @@ use serde::Deserialize;
 use worker::{durable_object, Delay, DurableObject, Env, Request, Response, Result, State};
 
 use crate::config::Config;
-use crate::fleet::{Call, Fleet};
+use crate::fleet::{fold_spend, Call, Fleet, SpendCall};
 use crate::policy::breaker::BreakerPolicy;
 
 /// The `BreakerStore` Durable Object class.
@@ -74,6 +76,9 @@ impl DurableObject for BreakerStore {
         let text = req.text().await.ok();
         if let Some(answer) = self.test_fault(&op, text.as_deref()).await {
             return answer;
+        }
+        if op == "/spend" {
+            return self.spend(text.as_deref());
         }
         let call = text;
         let Some(call) = call.and_then(|t| serde_json::from_str::<Call>(&t).ok()) else {
@@ -136,6 +141,39 @@ impl BreakerStore {
                 Some(Err(worker::Error::RustError("test fault: hung".into())))
             }
         }
+    }
+
+    /// `POST http://do/spend {"route", "add"}` to a route's spend object
+    /// (`spend:<route>`): the day's tally after adding, in its own table.
+    fn spend(&self, text: Option<&str>) -> Result<Response> {
+        let Some(call) = text.and_then(|t| serde_json::from_str::<SpendCall>(t).ok()) else {
+            return Response::error("bad request", 400);
+        };
+        let sql = self.state.storage().sql();
+        sql.exec(
+            "CREATE TABLE IF NOT EXISTS spend (id INTEGER PRIMARY KEY, state TEXT NOT NULL)",
+            None,
+        )?;
+        let row = sql
+            .exec("SELECT state FROM spend WHERE id = 1", None)?
+            .raw()
+            .next()
+            .transpose()?;
+        let stored = match row.as_deref() {
+            Some([worker::SqlStorageValue::String(state)]) => serde_json::from_str(state).ok(),
+            _ => None,
+        };
+        let now = worker::js_sys::Date::now() as u64;
+        let tally = fold_spend(stored, now, call.add);
+        let json =
+            serde_json::to_string(&tally).map_err(|e| worker::Error::RustError(e.to_string()))?;
+        sql.exec(
+            "INSERT OR REPLACE INTO spend (id, state) VALUES (1, ?)",
+            vec![json.clone().into()],
+        )?;
+        let headers = worker::Headers::new();
+        headers.set("content-type", "application/json")?;
+        Ok(Response::ok(json)?.with_headers(headers))
     }
 
     fn sql_init(&self) -> Result<()> {
