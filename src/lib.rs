@@ -82,11 +82,13 @@ pub use chat::{
     Message, Native, Part, RawJson, Reasoning, ResponseFormat, Role, Thinking, Tool, ToolCall,
     ToolChoice, Untranslated, Usage,
 };
+pub use config::embeddings::EmbeddingsConfig;
 pub use config::{
     BreakerConfig, BudgetConfig, Config, EntryConfig, GatewayConfig, LimitsConfig, Policies,
     RetryConfig, Validated,
 };
 pub use engine::client::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
+pub use engine::endpoint::{EmbeddingModel, EndpointCall, EndpointReply};
 pub use engine::store::{BreakerStore, MemoryStore};
 pub use engine::stream::ChatStream;
 pub use engine::timeout::timeout;
@@ -108,6 +110,7 @@ pub use policy::breaker::{
 pub use policy::budget::{BudgetPolicy, RetryBudget};
 pub use policy::stats::{Health, Latency};
 pub use provider::bedrock;
+pub use provider::Endpoint;
 pub use provider::{
     build_provider, classify, Anthropic, AuthStyle, Bedrock, Capabilities, Credential,
     CustomProvider, ErrorBody, LocalFuture, ModelConfig, Models, OpenAi, Preset, PresetName,

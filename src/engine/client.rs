@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::engine::cursor::{Cursor, Run};
+use crate::engine::endpoint::EmbeddingModel;
 use crate::engine::store::{BreakerStore, MemoryStore};
 use crate::error::{Attempt, Error, ProviderError};
 use crate::event::{Event, Observer};
@@ -41,6 +42,8 @@ pub struct Entry {
     pub retry: Option<RetryPolicy>,
     /// Time-to-first-token deadline for streams at this entry.
     pub first_token_timeout: Option<Duration>,
+    /// The embedding model it serves, on an embeddings route.
+    pub embeddings: Option<EmbeddingModel>,
 }
 
 impl Entry {
@@ -53,6 +56,7 @@ impl Entry {
             timeout: None,
             retry: None,
             first_token_timeout: None,
+            embeddings: None,
         }
     }
 
@@ -77,6 +81,12 @@ impl Entry {
     /// Sets the label.
     pub fn label(mut self, l: impl Into<String>) -> Self {
         self.label = Some(l.into());
+        self
+    }
+
+    /// Declares the embedding model this entry serves.
+    pub fn embeddings(mut self, m: EmbeddingModel) -> Self {
+        self.embeddings = Some(m);
         self
     }
 }
@@ -351,10 +361,19 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         req: &ChatRequest,
         opts: &CallOptions,
     ) -> Result<Cow<'_, [Entry]>, Error> {
+        self.resolve_name(req.model.as_deref(), opts)
+    }
+
+    /// The chain for a request whose `model` is `model`; see [`Client::resolve`].
+    pub(crate) fn resolve_name(
+        &self,
+        model: Option<&str>,
+        opts: &CallOptions,
+    ) -> Result<Cow<'_, [Entry]>, Error> {
         let name = opts
             .route
             .as_deref()
-            .or(req.model.as_deref())
+            .or(model)
             .or(self.default_route.as_deref());
         let Some(name) = name else {
             return Err(Error::UnknownRoute(String::new()));
@@ -495,15 +514,15 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
 /// Gives a permit back if the call is abandoned (the request future dropped
 /// mid-attempt), so a half-open breaker is not left waiting on a dead probe
 /// and a failing request stops counting as one.
-struct PermitGuard<'a, S: BreakerStore> {
-    store: &'a S,
-    key: &'a str,
-    permit: Permit,
-    armed: bool,
+pub(crate) struct PermitGuard<'a, S: BreakerStore> {
+    pub(crate) store: &'a S,
+    pub(crate) key: &'a str,
+    pub(crate) permit: Permit,
+    pub(crate) armed: bool,
 }
 
 impl<S: BreakerStore> PermitGuard<'_, S> {
-    fn disarm(mut self) -> Permit {
+    pub(crate) fn disarm(mut self) -> Permit {
         self.armed = false;
         self.permit
     }

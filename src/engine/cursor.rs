@@ -91,6 +91,15 @@ impl<'c> Cursor<'c> {
                 "messages: at least one message is required".into(),
             ));
         }
+        Ok(Self::over(client, chain, opts))
+    }
+
+    /// The walk over `chain`, resolved by the caller.
+    pub(crate) fn over<P: Platform, S: BreakerStore>(
+        client: &'c Client<P, S>,
+        chain: Cow<'c, [Entry]>,
+        opts: &CallOptions,
+    ) -> Self {
         let policy = client.policy();
         let start = client.platform().now();
         let deadline = opts
@@ -101,7 +110,7 @@ impl<'c> Cursor<'c> {
         client
             .store
             .warm(chain.iter().map(|e| e.provider.as_str()), start);
-        Ok(Cursor {
+        Cursor {
             chain,
             index: 0,
             skipped: Vec::new(),
@@ -112,7 +121,7 @@ impl<'c> Cursor<'c> {
                 callers_deadline,
                 attempts: Vec::new(),
             },
-        })
+        }
     }
 
     /// The same walk, owning its route (for a stream that outlives the
