@@ -435,6 +435,7 @@ pub struct EntryConfig {
     pub first_token_timeout_ms: Option<u64>,
     /// The embedding model it serves, which makes its route an
     /// embeddings route ([`embeddings`]).
+    #[serde(default)]
     pub embeddings: Option<embeddings::EmbeddingsConfig>,
 }
 
