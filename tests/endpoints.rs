@@ -106,7 +106,8 @@ fn embeddings_fail_over_on_529_to_an_entry_of_the_same_model() {
     let g = gateway(&p);
     let body = json!({ "model": "embed", "input": ["a", "b"], "encoding_format": "float",
                        "dimensions": 3, "user": "u1" });
-    let out = block_on(&p, g.handle(post("/v1/embeddings", &[BEARER], &body)));
+    let headers = [BEARER, ("idempotency-key", "k-1")];
+    let out = block_on(&p, g.handle(post("/v1/embeddings", &headers, &body)));
     assert_eq!(out.status, 200, "{}", String::from_utf8_lossy(&out.body));
     assert_eq!(
         out.body,
@@ -128,6 +129,12 @@ fn embeddings_fail_over_on_529_to_an_entry_of_the_same_model() {
         "https://az.test/openai/deployments/small-deployment/embeddings?api-version=2024-10-21"
     );
     assert_eq!(sent[2].headers.get("api-key"), Some("az-secret"));
+    assert_eq!(sent[2].headers.get("idempotency-key"), Some("k-1"));
+    assert_eq!(
+        sent[2].headers.get("authorization"),
+        None,
+        "never the client's key"
+    );
     let first: Value = serde_json::from_slice(&sent[0].body).unwrap();
     let last: Value = serde_json::from_slice(&sent[2].body).unwrap();
     assert_eq!(first["model"], SMALL);
@@ -246,6 +253,7 @@ fn count_tokens_skips_providers_without_it_and_fails_over() {
             &[
                 ("x-api-key", "client-key-123"),
                 ("anthropic-version", "2023-06-01"),
+                ("anthropic-beta", "token-counting-2024-11-01"),
             ],
             &body,
         ),
@@ -262,6 +270,10 @@ fn count_tokens_skips_providers_without_it_and_fails_over() {
     assert_eq!(sent[0].url, "https://ant.test/v1/messages/count_tokens");
     assert_eq!(sent[2].headers.get("x-api-key"), Some("sk-ant-secret"));
     assert_eq!(sent[2].headers.get("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(
+        sent[2].headers.get("anthropic-beta"),
+        Some("token-counting-2024-11-01")
+    );
     let last: Value = serde_json::from_slice(&sent[2].body).unwrap();
     assert_eq!(last["model"], "claude-b");
     assert_eq!(last["system"], "be brief");

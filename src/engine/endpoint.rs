@@ -17,7 +17,7 @@ use crate::engine::client::{CallOptions, Client, Entry, PermitGuard, ServedBy};
 use crate::engine::cursor::{Cursor, Run};
 use crate::engine::store::BreakerStore;
 use crate::error::{Attempt, Error, ErrorKind, ProviderError};
-use crate::platform::{millis, BufferedResponse, Platform, TransportErrorKind};
+use crate::platform::{millis, BufferedResponse, Headers, Platform, TransportErrorKind};
 use crate::policy::breaker::Permit;
 use crate::provider::{Endpoint, Provider, Upstream};
 
@@ -42,6 +42,8 @@ pub struct EndpointCall {
     pub model: Option<String>,
     /// The body as the client sent it.
     pub body: Map<String, Value>,
+    /// The client's headers passed on ([`Endpoint::forwarded`]).
+    pub headers: Headers,
 }
 
 impl EndpointCall {
@@ -52,7 +54,18 @@ impl EndpointCall {
             endpoint,
             model,
             body,
+            headers: Headers::new(),
         }
+    }
+
+    /// Passes on those of the client's `headers` the endpoint's API takes.
+    pub fn forward(mut self, headers: &Headers) -> Self {
+        for name in self.endpoint.forwarded() {
+            if let Some(value) = headers.get(name) {
+                self.headers.insert(name, value);
+            }
+        }
+        self
     }
 
     /// The body for an entry's `model`.
@@ -229,6 +242,9 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             Ok(h) => h,
             Err(e) => return (Err(e), false),
         };
+        for (name, value) in call.headers.iter() {
+            http.headers.insert(name, value);
+        }
         if let Err(e) = provider.sign(&mut http, self.platform.now()) {
             return (Err(e), false);
         }

@@ -44,7 +44,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             }
         };
         let call = match read_endpoint(endpoint, &bytes) {
-            Ok(body) => EndpointCall::new(endpoint, body),
+            Ok(body) => EndpointCall::new(endpoint, body).forward(headers),
             Err(e) => {
                 log.error = Some("malformed_request");
                 return error_response(format, 400, &e.to_string(), Some("invalid_request"));

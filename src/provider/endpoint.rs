@@ -30,6 +30,15 @@ impl Endpoint {
             Endpoint::CountTokens => "count_tokens",
         }
     }
+
+    /// The client's headers passed on to the provider, as on chat requests
+    /// of the endpoint's API (never a key).
+    pub fn forwarded(self) -> &'static [&'static str] {
+        match self {
+            Endpoint::Embeddings => &["openai-beta", "idempotency-key"],
+            Endpoint::CountTokens => &["anthropic-beta"],
+        }
+    }
 }
 
 /// The error of an entry whose provider does not serve `endpoint`: the
