@@ -228,6 +228,24 @@ fn embeddings_refuse_chat_routes_and_bad_input_in_openai_format() {
         ),
     );
     assert_eq!(out.status, 401);
+    let chat = json!({ "model": "embed", "messages": [{ "role": "user", "content": "hi" }] });
+    let (out, body) = run(&p, &g, post("/v1/chat/completions", &[BEARER], &chat));
+    assert_eq!(out.status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("serves embeddings"),
+        "{body}"
+    );
+    let stream = json!({ "model": "embed", "stream": true, "max_tokens": 5,
+                         "messages": [{ "role": "user", "content": "hi" }] });
+    let (out, body) = run(&p, &g, post("/v1/messages", &[BEARER], &stream));
+    assert_eq!(
+        (out.status, body["type"].as_str()),
+        (400, Some("error")),
+        "{body}"
+    );
     assert!(p.requests().is_empty(), "nothing was sent");
 }
 

@@ -361,7 +361,15 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         req: &ChatRequest,
         opts: &CallOptions,
     ) -> Result<Cow<'_, [Entry]>, Error> {
-        self.resolve_name(req.model.as_deref(), opts)
+        let chain = self.resolve_name(req.model.as_deref(), opts)?;
+        if chain.iter().any(|e| e.embeddings.is_some()) {
+            let name = opts.route.as_deref().or(req.model.as_deref());
+            return Err(Error::InvalidRequest(format!(
+                "model: route \"{}\" serves embeddings (POST /v1/embeddings), not chat",
+                name.unwrap_or_default()
+            )));
+        }
+        Ok(chain)
     }
 
     /// The chain for a request whose `model` is `model`; see [`Client::resolve`].
