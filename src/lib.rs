@@ -82,6 +82,7 @@ pub use chat::{
     Message, Native, Part, RawJson, Reasoning, ResponseFormat, Role, Thinking, Tool, ToolCall,
     ToolChoice, Untranslated, Usage,
 };
+pub use config::embeddings::EmbeddingsConfig;
 pub use config::{
     BreakerConfig, BudgetConfig, Config, CostConfig, EntryConfig, GatewayConfig, LimitsConfig,
     OverBudgetConfig, Policies, PriceConfig, RetryConfig, RouteCostConfig, StrategyConfig,
@@ -89,6 +90,7 @@ pub use config::{
 };
 pub use engine::client::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
 pub use engine::cost::{CostPolicy, ModelCost, RouteCost, SpendHealth, SpendLedger};
+pub use engine::endpoint::{EmbeddingModel, EndpointCall, EndpointReply};
 pub use engine::store::{BreakerStore, MemoryStore};
 pub use engine::stream::ChatStream;
 pub use engine::timeout::timeout;
@@ -113,6 +115,7 @@ pub use policy::price::{Bill, Cost, Price, Prices};
 pub use policy::spend::{OverBudget, SpendCap, Tally};
 pub use policy::stats::{Health, Latency};
 pub use provider::bedrock;
+pub use provider::Endpoint;
 pub use provider::{
     build_provider, classify, Anthropic, AuthStyle, Bedrock, Capabilities, Credential,
     CustomProvider, ErrorBody, LocalFuture, ModelConfig, Models, OpenAi, Preset, PresetName,

@@ -36,6 +36,8 @@ use crate::policy::budget::BudgetPolicy;
 use crate::provider::{Provider, ProviderConfig, Upstream};
 pub(crate) use crate::secret::Secret;
 
+pub(crate) mod embeddings;
+
 /// The whole configuration, as JSON from wrangler `[vars]` or from JS.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -273,6 +275,7 @@ impl Config {
                             client.first_token_timeout,
                         )
                     }),
+                    embeddings: e.embeddings.as_ref().map(|m| m.model()),
                 });
             }
             routes.insert(name.clone(), chain);
@@ -288,6 +291,7 @@ impl Config {
                 }
             }
         }
+        embeddings::check(&self.routes, &providers, extra, &mut issues);
         let default_route = match &self.default_route {
             Some(name) if !routes.contains_key(name) => {
                 issues.add("defaultRoute", format!("unknown route \"{name}\""));
@@ -447,6 +451,10 @@ pub struct EntryConfig {
     pub retry: Option<RetryConfig>,
     /// This entry's time-to-first-token deadline for streams.
     pub first_token_timeout_ms: Option<u64>,
+    /// The embedding model it serves, which makes its route an
+    /// embeddings route ([`embeddings`]).
+    #[serde(default)]
+    pub embeddings: Option<embeddings::EmbeddingsConfig>,
 }
 
 /// Size limits.

@@ -16,6 +16,7 @@ use std::time::Duration;
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::engine::cost::{CostBook, CostPolicy, ModelCost, SpendHealth, SpendLedger};
 use crate::engine::cursor::{Cursor, Run};
+use crate::engine::endpoint::EmbeddingModel;
 use crate::engine::store::{BreakerStore, MemoryStore};
 use crate::error::{Attempt, Error, ProviderError};
 use crate::event::{Event, Observer};
@@ -42,6 +43,8 @@ pub struct Entry {
     pub retry: Option<RetryPolicy>,
     /// Time-to-first-token deadline for streams at this entry.
     pub first_token_timeout: Option<Duration>,
+    /// The embedding model it serves, on an embeddings route.
+    pub embeddings: Option<EmbeddingModel>,
 }
 
 impl Entry {
@@ -54,6 +57,7 @@ impl Entry {
             timeout: None,
             retry: None,
             first_token_timeout: None,
+            embeddings: None,
         }
     }
 
@@ -78,6 +82,12 @@ impl Entry {
     /// Sets the label.
     pub fn label(mut self, l: impl Into<String>) -> Self {
         self.label = Some(l.into());
+        self
+    }
+
+    /// Declares the embedding model this entry serves.
+    pub fn embeddings(mut self, m: EmbeddingModel) -> Self {
+        self.embeddings = Some(m);
         self
     }
 }
@@ -371,7 +381,24 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         req: &ChatRequest,
         opts: &CallOptions,
     ) -> Result<Cow<'_, [Entry]>, Error> {
-        let Some(name) = self.route_name(req, opts) else {
+        let chain = self.resolve_name(req.model.as_deref(), opts)?;
+        if chain.iter().any(|e| e.embeddings.is_some()) {
+            let name = opts.route.as_deref().or(req.model.as_deref());
+            return Err(Error::InvalidRequest(format!(
+                "model: route \"{}\" serves embeddings (POST /v1/embeddings), not chat",
+                name.unwrap_or_default()
+            )));
+        }
+        Ok(chain)
+    }
+
+    /// The chain for a request whose `model` is `model`; see [`Client::resolve`].
+    pub(crate) fn resolve_name(
+        &self,
+        model: Option<&str>,
+        opts: &CallOptions,
+    ) -> Result<Cow<'_, [Entry]>, Error> {
+        let Some(name) = self.name_of(model, opts) else {
             return Err(Error::UnknownRoute(String::new()));
         };
         if let Some(chain) = self.routes.get(name) {
@@ -396,9 +423,18 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         req: &'a ChatRequest,
         opts: &'a CallOptions,
     ) -> Option<&'a str> {
+        self.name_of(req.model.as_deref(), opts)
+    }
+
+    /// The name a route is looked up by: the options', `model`, or the default route.
+    pub(crate) fn name_of<'a>(
+        &'a self,
+        model: Option<&'a str>,
+        opts: &'a CallOptions,
+    ) -> Option<&'a str> {
         opts.route
             .as_deref()
-            .or(req.model.as_deref())
+            .or(model)
             .or(self.default_route.as_deref())
     }
 
@@ -538,15 +574,15 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
 /// Gives a permit back if the call is abandoned (the request future dropped
 /// mid-attempt), so a half-open breaker is not left waiting on a dead probe
 /// and a failing request stops counting as one.
-struct PermitGuard<'a, S: BreakerStore> {
-    store: &'a S,
-    key: &'a str,
-    permit: Permit,
-    armed: bool,
+pub(crate) struct PermitGuard<'a, S: BreakerStore> {
+    pub(crate) store: &'a S,
+    pub(crate) key: &'a str,
+    pub(crate) permit: Permit,
+    pub(crate) armed: bool,
 }
 
 impl<S: BreakerStore> PermitGuard<'_, S> {
-    fn disarm(mut self) -> Permit {
+    pub(crate) fn disarm(mut self) -> Permit {
         self.armed = false;
         self.permit
     }

@@ -124,10 +124,23 @@ impl<'c> Cursor<'c> {
                 "messages: at least one message is required".into(),
             ));
         }
+        let route = client.route_name(req, opts);
+        let chain = client
+            .cost
+            .plan(route, chain, req, client.platform().now())?;
+        Ok(Self::over(client, chain, route, opts))
+    }
+
+    /// The walk over `chain`, resolved (and planned) by the caller; what it
+    /// costs is booked to `route`.
+    pub(crate) fn over<P: Platform, S: BreakerStore>(
+        client: &'c Client<P, S>,
+        chain: Cow<'c, [Entry]>,
+        route: Option<&str>,
+        opts: &CallOptions,
+    ) -> Self {
         let policy = client.policy();
         let start = client.platform().now();
-        let route = client.route_name(req, opts);
-        let chain = client.cost.plan(route, chain, req, start)?;
         let booking = (!client.cost.is_empty()).then(|| Booking {
             book: std::rc::Rc::clone(&client.cost),
             route: route.map(str::to_owned),
@@ -140,7 +153,7 @@ impl<'c> Cursor<'c> {
         client
             .store
             .warm(chain.iter().map(|e| e.provider.as_str()), start);
-        Ok(Cursor {
+        Cursor {
             chain,
             index: 0,
             skipped: Vec::new(),
@@ -152,7 +165,7 @@ impl<'c> Cursor<'c> {
                 attempts: Vec::new(),
                 booking,
             },
-        })
+        }
     }
 
     /// The same walk, owning its route (for a stream that outlives the

@@ -7,6 +7,7 @@ pub(crate) mod authorize;
 pub(crate) mod client;
 pub(crate) mod cost;
 pub(crate) mod cursor;
+pub(crate) mod endpoint;
 pub(crate) mod open;
 pub(crate) mod prefill;
 pub(crate) mod retry;

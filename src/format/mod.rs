@@ -31,6 +31,7 @@
 
 pub mod anthropic;
 pub mod anthropic_stream;
+pub mod endpoints;
 pub mod gemini;
 pub mod mapping;
 pub mod openai;

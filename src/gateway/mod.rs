@@ -11,7 +11,10 @@
 //! | `POST /v1/chat/completions`  | OpenAI Chat Completions, whole or streamed    |
 //! | `POST /v1/messages`          | Anthropic Messages, whole or streamed         |
 //! | `POST /v1/responses`         | OpenAI Responses, whole or streamed           |
+//! | `POST /v1/embeddings`        | OpenAI embeddings, failed over within one embedding model |
+//! | `POST /v1/messages/count_tokens` | Anthropic token count, from a provider that serves it |
 //! | `GET /v1/models`             | the configured routes (OpenAI or Anthropic shape) |
+//! | `GET /v1/models/{id}`        | one route, in the same shapes                 |
 //! | `GET /health`                | per provider: breaker, error rate, latency, last failure |
 //! | `GET /metrics`               | this isolate's counters, Prometheus / OpenMetrics text |
 //! | `GET /status`                | the status page (HTML; sign-in form at `POST /status/login`) |
@@ -23,9 +26,11 @@
 //! `{"type":"error","error":{"type","message"}}`. No input can panic.
 
 mod auth;
+mod endpoints;
 pub mod limits;
 mod log;
 mod metrics;
+mod models;
 mod pass;
 mod point;
 mod render;
@@ -34,7 +39,6 @@ mod responses;
 mod sse;
 mod status;
 
-use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -43,7 +47,7 @@ use serde_json::{json, Value};
 
 use crate::chat::Dialect;
 use crate::config::{Config, ConfigError, ConfigIssue, Secret, Validated};
-use crate::engine::client::{CallOptions, Client, Entry, Reply};
+use crate::engine::client::{CallOptions, Client, Reply};
 use crate::engine::store::BreakerStore;
 use crate::engine::stream::{ChatStream, StreamItem};
 use crate::format::{anthropic, openai, FormatErrorKind};
@@ -307,6 +311,8 @@ pub fn config_error(
 enum Route {
     Chat(Format),
     Models,
+    Model,
+    Call(crate::provider::Endpoint),
     Health,
     Metrics,
     Status,
@@ -323,6 +329,11 @@ fn route(method: &str, path: &str) -> Route {
         .filter(|p| !p.is_empty())
         .unwrap_or(path);
     let (want, r) = match path {
+        p if p.len() > 11 && p.starts_with("/v1/models/") => ("GET", Route::Model),
+        "/v1/embeddings" => ("POST", Route::Call(crate::provider::Endpoint::Embeddings)),
+        "/v1/messages/count_tokens" => {
+            ("POST", Route::Call(crate::provider::Endpoint::CountTokens))
+        }
         "/v1/chat/completions" => ("POST", Route::Chat(Format::OpenAi)),
         "/v1/messages" => ("POST", Route::Chat(Format::Anthropic)),
         "/v1/responses" => ("POST", Route::Chat(Format::Responses)),
@@ -476,7 +487,9 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             Route::Metrics => self.metrics_page().await,
             // Reached with a header key, which the guard above also takes.
             Route::StatusData => self.status(false).await,
-            Route::Models => json_response(200, &self.models(format)),
+            Route::Models => json_response(200, &models::list(self.client.routes(), format)),
+            Route::Model => self.model(format, &path),
+            Route::Call(e) => self.endpoint(e, format, &headers, body, &mut log).await,
             Route::Chat(format) => self.chat(format, &headers, body, &mut log).await,
         };
         let now = self.client.platform().now();
@@ -793,39 +806,20 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         }
     }
 
-    /// `GET /v1/models`: every configured route.
-    fn models(&self, format: Format) -> Value {
-        let routes: &BTreeMap<String, Vec<Entry>> = self.client.routes();
-        match format {
-            Format::OpenAi | Format::Responses => json!({
-                "object": "list",
-                "data": routes.iter().map(|(name, entries)| json!({
-                    "id": name,
-                    "object": "model",
-                    "created": 0,
-                    "owned_by": "resilient-llm",
-                    "entries": entries.iter().map(|e| format!("{}/{}", e.provider, e.model)).collect::<Vec<_>>(),
-                })).collect::<Vec<_>>(),
-            }),
-            Format::Anthropic => {
-                let data: Vec<Value> = routes
-                    .keys()
-                    .map(|name| {
-                        json!({
-                            "type": "model",
-                            "id": name,
-                            "display_name": name,
-                            "created_at": "1970-01-01T00:00:00Z",
-                        })
-                    })
-                    .collect();
-                json!({
-                    "first_id": routes.keys().next(),
-                    "last_id": routes.keys().next_back(),
-                    "has_more": false,
-                    "data": data,
-                })
-            }
+    /// `GET /v1/models/{id}`.
+    fn model(&self, format: Format, path: &str) -> Outbound {
+        let id = path.trim_end_matches('/').trim_start_matches("/v1/models/");
+        match models::one(self.client.routes(), format, id) {
+            Some(m) => json_response(200, &m),
+            None => error_response(
+                format,
+                404,
+                &format!(
+                    "no route or model \"{}\" (GET /v1/models lists them)",
+                    clip(id, 200)
+                ),
+                Some("model_not_found"),
+            ),
         }
     }
 }
@@ -871,6 +865,8 @@ fn index() -> Value {
             "POST /v1/chat/completions",
             "POST /v1/messages",
             "POST /v1/responses",
+            "POST /v1/embeddings",
+            "POST /v1/messages/count_tokens",
             "GET /v1/models",
             "GET /health",
             "GET /metrics",
@@ -924,6 +920,12 @@ mod tests {
         );
         assert_eq!(route("HEAD", "/health"), Route::Health);
         assert_eq!(route("POST", "/health"), Route::WrongMethod("GET"));
-        assert_eq!(route("GET", "/v1/messages/count_tokens"), Route::NotFound);
+        assert_eq!(
+            route("GET", "/v1/messages/count_tokens"),
+            Route::WrongMethod("POST")
+        );
+        assert_eq!(route("GET", "/v1/models/a%2Fb/"), Route::Model);
+        assert_eq!(route("GET", "/v1/models/"), Route::Models);
+        assert_eq!(route("POST", "/v1/modelsx"), Route::NotFound);
     }
 }

@@ -21,6 +21,7 @@
 
 mod config;
 mod convert;
+mod endpoints;
 mod errors;
 mod fetch;
 mod parts;
@@ -361,6 +362,12 @@ impl ResilientClient {
                 &format!("invalid request: {}", detail.join("; ")),
             )
         })?;
+        let (opts, signal) = Self::call_options(options)?;
+        Ok((req, opts, signal))
+    }
+
+    /// `options.route`, `options.deadlineMs` and `options.signal`.
+    fn call_options(options: &JsValue) -> Result<(CallOptions, Option<AbortSignal>), JsValue> {
         let bad = |m: &str| errors::client_error("invalid_request", 400, m);
         let route = match prop(options, "route") {
             v if v.is_undefined() || v.is_null() => None,
@@ -385,7 +392,7 @@ impl ResilientClient {
                     .map_err(|_| bad("options.signal: must be an AbortSignal"))?,
             ),
         };
-        Ok((req, CallOptions { route, deadline }, signal))
+        Ok((CallOptions { route, deadline }, signal))
     }
 }
 

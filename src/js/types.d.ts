@@ -55,6 +55,11 @@ export interface RouteEntry {
   retry?: RetryConfig;
   /** Streams: this entry's first-token deadline in ms. */
   firstTokenTimeoutMs?: number;
+  /**
+   * The embedding model it serves: on an embeddings route every entry declares the same family
+   * and dimensions (vectors of different models are not interchangeable).
+   */
+  embeddings?: { family: string; dimensions: number };
 }
 
 /** Size limits. */
@@ -374,6 +379,49 @@ export interface ChatOptions {
   route?: string;
   /** A tighter end-to-end deadline for this call, in ms. */
   deadlineMs?: number;
+}
+
+/** What `client.embeddings(…)` takes: an OpenAI embeddings body, sent on as written. */
+export interface EmbeddingsRequest {
+  /** An embeddings route (or `provider/model`). */
+  model: string;
+  input: string | string[] | number[] | number[][];
+  encoding_format?: "float" | "base64";
+  dimensions?: number;
+  user?: string;
+  [field: string]: unknown;
+}
+
+/** What `await client.embeddings(…)` gives. */
+export interface EmbeddingsResult {
+  /** One vector per input, in input order: numbers, or base64 for `encoding_format: "base64"`. */
+  embeddings: (number[] | string)[];
+  /** The model that answered, as the provider named it. */
+  model: string | null;
+  /** The provider's usage, as it reported it (`{ prompt_tokens, total_tokens }`), or null. */
+  usage: { prompt_tokens?: number; total_tokens?: number } | null;
+  servedBy: { provider: string; model: string; label: string | null };
+  attempts: AttemptRecord[];
+  /** The provider's own response (JSON). */
+  raw: unknown;
+}
+
+/** What `client.countTokens(…)` takes: an Anthropic count_tokens body, sent on as written. */
+export interface CountTokensRequest {
+  model: string;
+  messages: unknown[];
+  system?: unknown;
+  tools?: unknown[];
+  [field: string]: unknown;
+}
+
+/** What `await client.countTokens(…)` gives. */
+export interface CountTokensResult {
+  inputTokens: number;
+  servedBy: { provider: string; model: string; label: string | null };
+  attempts: AttemptRecord[];
+  /** The provider's own response (`{ input_tokens }`). */
+  raw: unknown;
 }
 
 export type ErrorKind =

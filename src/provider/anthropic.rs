@@ -16,8 +16,8 @@ use serde_json::Value;
 
 use super::native::{forward_headers, native_in, NativeBody};
 use super::{
-    decode_success, event_error, event_json, event_shape_error, named_error_event, Capabilities,
-    Models, Provider,
+    decode_success, endpoint, event_error, event_json, event_shape_error, named_error_event,
+    Capabilities, Endpoint, Models, Provider,
 };
 use crate::chat::{ChatRequest, ChatResponse, Delta, Dialect, Native};
 use crate::error::{ErrorKind, ProviderError};
@@ -216,5 +216,40 @@ impl Provider for Anthropic {
 
     fn dialect(&self) -> Option<Dialect> {
         Some(Dialect::Anthropic)
+    }
+
+    fn serves(&self, endpoint: Endpoint) -> bool {
+        endpoint == Endpoint::CountTokens
+    }
+
+    fn encode_endpoint(
+        &self,
+        endpoint: Endpoint,
+        body: Vec<u8>,
+        _model: &str,
+    ) -> Result<HttpRequest, ProviderError> {
+        if endpoint != Endpoint::CountTokens {
+            return Err(endpoint::unsupported(&self.id, endpoint));
+        }
+        let url = format!("{}/v1/messages/count_tokens", self.base_url);
+        let mut http = HttpRequest::post_json(url, body);
+        for (name, value) in self.headers.iter() {
+            http.headers.insert(name, value);
+        }
+        http.headers
+            .insert("anthropic-version", self.version.clone());
+        if let Some(key) = &self.key {
+            http.headers.insert("x-api-key", key.expose());
+        }
+        Ok(http)
+    }
+
+    fn decode_endpoint(
+        &self,
+        endpoint: Endpoint,
+        resp: &BufferedResponse,
+        now: UnixMillis,
+    ) -> Result<Vec<u8>, ProviderError> {
+        endpoint::decode(endpoint, resp, now, self.key.as_ref().map(Secret::expose))
     }
 }

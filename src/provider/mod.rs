@@ -13,6 +13,7 @@ pub mod bedrock;
 pub mod classify;
 pub(crate) mod config;
 pub(crate) mod credential;
+pub(crate) mod endpoint;
 pub(crate) mod native;
 pub(crate) mod openai;
 pub(crate) mod preset;
@@ -35,6 +36,7 @@ pub use bedrock::Bedrock;
 pub use classify::{classify, ErrorBody};
 pub use config::{build_provider, ModelConfig, ProviderConfig};
 pub use credential::Credential;
+pub use endpoint::Endpoint;
 pub use openai::OpenAi;
 pub use preset::{AuthStyle, Preset, PresetName, Quirks};
 pub use vertex::{Publisher, ServiceAccount, Vertex};
@@ -300,6 +302,34 @@ pub trait Provider {
     /// (none, by default).
     fn credential(&self) -> Option<&dyn Credential> {
         None
+    }
+
+    /// Whether this provider serves `endpoint` for its models.
+    fn serves(&self, _endpoint: Endpoint) -> bool {
+        false
+    }
+
+    /// Builds the request for `endpoint` from the client's JSON `body`
+    /// (whose `model` is already the entry's). [`ErrorKind::Unsupported`]
+    /// where [`Provider::serves`] is false.
+    fn encode_endpoint(
+        &self,
+        endpoint: Endpoint,
+        _body: Vec<u8>,
+        _model: &str,
+    ) -> Result<HttpRequest, ProviderError> {
+        Err(endpoint::unsupported(self.id(), endpoint))
+    }
+
+    /// Reads `endpoint`'s answer: the body unchanged when it has the
+    /// endpoint's shape, else the classified error.
+    fn decode_endpoint(
+        &self,
+        endpoint: Endpoint,
+        resp: &BufferedResponse,
+        now: UnixMillis,
+    ) -> Result<Vec<u8>, ProviderError> {
+        endpoint::decode(endpoint, resp, now, None)
     }
 }
 

@@ -17,7 +17,10 @@ use serde_json::{Map, Value};
 use super::classify::ErrorBody;
 use super::native::{forward_headers, native_in, NativeBody};
 use super::preset::{AuthStyle, Preset, PresetName};
-use super::{decode_data, decode_success, named_error_event, Capabilities, Models, Provider};
+use super::{
+    decode_data, decode_success, endpoint, named_error_event, Capabilities, Endpoint, Models,
+    Provider,
+};
 use crate::chat::{ChatRequest, ChatResponse, Delta, Dialect, Native};
 use crate::error::{ErrorKind, ProviderError};
 use crate::format::openai::{decode_response, encode_request, EncodeOptions, MaxTokensField};
@@ -152,8 +155,13 @@ impl OpenAi {
 
     /// The URL a request for `model` goes to.
     pub fn url(&self, model: &str) -> String {
+        self.url_at(&self.path, model)
+    }
+
+    /// The URL of the endpoint at `path` for `model`.
+    fn url_at(&self, path: &str, model: &str) -> String {
         let deployment = self.deployment.as_deref().unwrap_or(model);
-        let path = self.path.replace("{deployment}", &path_segment(deployment));
+        let path = path.replace("{deployment}", &path_segment(deployment));
         match &self.api_version {
             Some(v) => format!("{}{path}?api-version={v}", self.base_url),
             None => format!("{}{path}", self.base_url),
@@ -292,6 +300,62 @@ impl Provider for OpenAi {
 
     fn dialect(&self) -> Option<Dialect> {
         Some(Dialect::OpenAi)
+    }
+
+    fn serves(&self, endpoint: Endpoint) -> bool {
+        endpoint == Endpoint::Embeddings && self.embeddings_path().is_some()
+    }
+
+    fn encode_endpoint(
+        &self,
+        endpoint: Endpoint,
+        body: Vec<u8>,
+        model: &str,
+    ) -> Result<HttpRequest, ProviderError> {
+        match (endpoint, self.embeddings_path()) {
+            (Endpoint::Embeddings, Some(path)) => {
+                let url = self.url_at(&path, model);
+                let mut http = HttpRequest::post_json(url, body);
+                self.authorize(&mut http);
+                Ok(http)
+            }
+            _ => Err(endpoint::unsupported(&self.id, endpoint)),
+        }
+    }
+
+    fn decode_endpoint(
+        &self,
+        endpoint: Endpoint,
+        resp: &BufferedResponse,
+        now: UnixMillis,
+    ) -> Result<Vec<u8>, ProviderError> {
+        endpoint::decode(endpoint, resp, now, self.key.as_ref().map(Secret::expose))
+    }
+}
+
+impl OpenAi {
+    /// The embeddings endpoint beside the chat one (`…/chat/completions`
+    /// → `…/embeddings`: OpenAI, Azure deployments and the compatible
+    /// servers); none for a custom path of another form.
+    fn embeddings_path(&self) -> Option<String> {
+        let prefix = self.path.strip_suffix("/chat/completions")?;
+        Some(format!("{prefix}/embeddings"))
+    }
+
+    /// The adapter's own headers and its key, as on every chat request.
+    fn authorize(&self, http: &mut HttpRequest) {
+        for (name, value) in self.headers.iter() {
+            http.headers.insert(name, value);
+        }
+        if let Some(key) = &self.key {
+            match self.preset.auth {
+                AuthStyle::Bearer => http
+                    .headers
+                    .insert("authorization", format!("Bearer {}", key.expose())),
+                AuthStyle::ApiKeyHeader(name) => http.headers.insert(name, key.expose()),
+                AuthStyle::None => {}
+            }
+        }
     }
 }
 

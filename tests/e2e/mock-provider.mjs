@@ -19,6 +19,8 @@
 //   POST /p/<name>/v1/messages           Anthropic format (SDK baseURL: <url>/p/<name>)
 //   POST /p/<name>/v1/responses          OpenAI Responses (tests/e2e/mock-responses.mjs)
 //   GET  /p/<name>/v1/models             model list (Anthropic shape with anthropic-version)
+//   POST /p/<name>/v1/embeddings, /p/<name>/v1/messages/count_tokens
+//                                        deterministic vectors, token counts (mock-endpoints.mjs)
 //   POST /bedrock/<name>/model/<id>/{invoke,invoke-with-response-stream,converse,converse-stream}
 //                                        AWS Bedrock, SigV4-checked (tests/e2e/mock-bedrock.mjs)
 //   POST /vertex/…                       Google Vertex AI: token endpoint, rawPredict, generateContent
@@ -78,6 +80,7 @@ import { FORMATS, planAnswer } from "./mock-answers.mjs";
 import { bedrockBody, bedrockErrorBody, bedrockErrorHeaders, bedrockFormat, bedrockFrame, bedrockRoute, signatureProblem } from "./mock-bedrock.mjs";
 import { echoKey } from "./mock-echo.mjs";
 import { responses } from "./mock-responses.mjs";
+import { endpointFor } from "./mock-endpoints.mjs";
 import { routeVertex, vertexApi } from "./mock-vertex.mjs";
 
 const HOST = "127.0.0.1";
@@ -384,6 +387,7 @@ function responseHeaders(ctx, format) {
 }
 
 async function answer(ctx, body) {
+  if (ctx.answerWith) return ctx.answerWith(ctx, body, { replyError, sendJson, responseHeaders });
   const { provider, format } = ctx;
   const wire = ctx.bedrock ? bedrockFormat(ctx.bedrock) : WIRES[format];
   const invalid = wire.validate(body);
@@ -632,15 +636,16 @@ async function route(state, req, res) {
   if (parts[0] === "vertex") {
     return routeVertex(state, req, res, new URL(req.url ?? "/", "http://mock"), { sendJson, readBody, trackChat, providerFor });
   }
-  const m = /^\/p\/([A-Za-z0-9_.-]{1,64})\/v1\/(chat\/completions|messages|responses|models)$/.exec(path);
+  const m = /^\/p\/([A-Za-z0-9_.-]{1,64})\/v1\/(chat\/completions|messages|responses|models|embeddings|messages\/count_tokens)$/.exec(path);
   if (!m) return sendJson(res, 404, { error: { message: `no route for ${req.method} ${path}`, type: "invalid_request_error" } });
   const provider = providerFor(state, m[1]);
   if (m[2] === "models") return sendJson(res, 200, modelList(provider, req.headers["anthropic-version"] !== undefined));
-  const format = m[2] === "messages" ? "anthropic" : m[2] === "responses" ? "responses" : "openai";
+  const endpoint = endpointFor(m[2]);
+  const format = endpoint?.format ?? (m[2] === "messages" ? "anthropic" : m[2] === "responses" ? "responses" : "openai");
   if (req.method !== "POST") {
     return sendJson(res, 405, errorBody(format, "invalid_request", `Method ${req.method} not allowed; use POST.`), { allow: "POST" });
   }
-  return trackChat(state, provider, format, req, res, path);
+  return trackChat(state, provider, format, req, res, path, endpoint ? { answerWith: endpoint.answerWith } : {});
 }
 
 /**

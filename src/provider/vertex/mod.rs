@@ -26,7 +26,7 @@ use serde_json::{Map, Value};
 use super::anthropic::Anthropic;
 use super::classify::{self, ErrorBody};
 use super::credential::Credential;
-use super::{decode_data, decode_success, Capabilities, Models, Provider};
+use super::{decode_data, decode_success, endpoint, Capabilities, Endpoint, Models, Provider};
 use crate::chat::{ChatRequest, ChatResponse, Delta, Dialect};
 use crate::error::{ErrorKind, ProviderError};
 use crate::format::gemini;
@@ -267,5 +267,48 @@ impl Provider for Vertex {
 
     fn credential(&self) -> Option<&dyn Credential> {
         Some(&self.account)
+    }
+
+    fn serves(&self, endpoint: Endpoint) -> bool {
+        endpoint == Endpoint::CountTokens && self.publisher == Publisher::Anthropic
+    }
+
+    /// Claude's token count: one `count-tokens:rawPredict` path for every
+    /// model, which stays in the body, with Vertex's `anthropic_version`.
+    fn encode_endpoint(
+        &self,
+        endpoint: Endpoint,
+        body: Vec<u8>,
+        _model: &str,
+    ) -> Result<HttpRequest, ProviderError> {
+        if !self.serves(endpoint) {
+            return Err(endpoint::unsupported(&self.id, endpoint));
+        }
+        let invalid =
+            |e: serde_json::Error| ProviderError::new(ErrorKind::InvalidRequest, e.to_string());
+        let mut body: Map<String, Value> = serde_json::from_slice(&body).map_err(invalid)?;
+        body.entry("anthropic_version")
+            .or_insert_with(|| ANTHROPIC_VERSION.into());
+        let url = self.url("count-tokens", "rawPredict");
+        let mut http = HttpRequest::post_json(url, serde_json::to_vec(&body).map_err(invalid)?);
+        let Some(token) = self.account.current() else {
+            return Err(ProviderError::new(
+                ErrorKind::Auth,
+                "no access token: the service account's token was not fetched",
+            ));
+        };
+        http.headers
+            .insert("authorization", format!("Bearer {}", token.expose()));
+        Ok(http)
+    }
+
+    fn decode_endpoint(
+        &self,
+        endpoint: Endpoint,
+        resp: &BufferedResponse,
+        now: UnixMillis,
+    ) -> Result<Vec<u8>, ProviderError> {
+        let token = self.account.current();
+        endpoint::decode(endpoint, resp, now, token.as_ref().map(Secret::expose))
     }
 }

@@ -1,0 +1,286 @@
+//! Calls to the endpoints besides chat ([`Endpoint`]: embeddings, token
+//! counting), walked over a route as a whole chat answer is: the same
+//! cursor (breaker admission, skips, the forced call, the deadline), the
+//! same retries and the same one breaker verdict per provider per request.
+//! Entries whose provider does not serve the endpoint are left out of the
+//! walk; an embeddings call goes only to a route whose entries declare one
+//! embedding model ([`EmbeddingModel`], checked when the configuration is
+//! validated), so a failover never mixes vectors of two models.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::engine::authorize::authorize;
+use crate::engine::client::{CallOptions, Client, Entry, PermitGuard, ServedBy};
+use crate::engine::cursor::{Cursor, Run};
+use crate::engine::store::BreakerStore;
+use crate::error::{Attempt, Error, ErrorKind, ProviderError};
+use crate::platform::{millis, BufferedResponse, Headers, Platform, TransportErrorKind};
+use crate::policy::breaker::Permit;
+use crate::provider::{Endpoint, Provider, Upstream};
+
+/// The embedding model an entry of an embeddings route serves: entries
+/// that agree on both fail over to each other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmbeddingModel {
+    /// The model family (the upstream model, whatever a provider names
+    /// its deployment).
+    pub family: String,
+    /// The vectors' length.
+    pub dimensions: u32,
+}
+
+/// A request to an [`Endpoint`]: the client's JSON body, sent to each
+/// entry with `model` set to the entry's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndpointCall {
+    /// Which endpoint.
+    pub endpoint: Endpoint,
+    /// The route (or `provider/model`) the body's `model` names.
+    pub model: Option<String>,
+    /// The body as the client sent it.
+    pub body: Map<String, Value>,
+    /// The client's headers passed on ([`Endpoint::forwarded`]).
+    pub headers: Headers,
+}
+
+impl EndpointCall {
+    /// A call of `endpoint` with `body`, on the route its `model` names.
+    pub fn new(endpoint: Endpoint, body: Map<String, Value>) -> Self {
+        let model = body.get("model").and_then(Value::as_str).map(str::to_owned);
+        EndpointCall {
+            endpoint,
+            model,
+            body,
+            headers: Headers::new(),
+        }
+    }
+
+    /// Passes on those of the client's `headers` the endpoint's API takes.
+    pub fn forward(mut self, headers: &Headers) -> Self {
+        for name in self.endpoint.forwarded() {
+            if let Some(value) = headers.get(name) {
+                self.headers.insert(name, value);
+            }
+        }
+        self
+    }
+
+    /// The body for an entry's `model`.
+    fn body_for(&self, model: &str) -> Result<Vec<u8>, ProviderError> {
+        let mut body = self.body.clone();
+        body.insert("model".into(), Value::String(model.to_owned()));
+        serde_json::to_vec(&body)
+            .map_err(|e| ProviderError::new(ErrorKind::InvalidRequest, e.to_string()))
+    }
+}
+
+/// A successful call: the provider's answer as it came (JSON in the
+/// endpoint's own format, its usage as the provider reported it), who gave
+/// it, and every attempt on the way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndpointReply {
+    /// The answer's body.
+    pub body: Vec<u8>,
+    /// The entry that answered.
+    pub served_by: ServedBy,
+    /// Every attempt, in order, the successful one last.
+    pub attempts: Vec<Attempt>,
+}
+
+impl<P: Platform, S: BreakerStore> Client<P, S> {
+    /// Answers `call` on its route, failing over among the entries whose
+    /// provider serves the endpoint.
+    pub async fn call(
+        &self,
+        call: &EndpointCall,
+        opts: CallOptions,
+    ) -> Result<EndpointReply, Error> {
+        let chain = self.endpoint_chain(call, &opts)?;
+        let route = self.name_of(call.model.as_deref(), &opts);
+        let mut walk = Cursor::over(self, chain, route, &opts);
+        while let Some(permit) = walk.admit(self).await {
+            let (entry, run) = walk.entry_and_run();
+            let mut guard = PermitGuard {
+                store: &self.store,
+                key: &entry.provider,
+                permit,
+                armed: true,
+            };
+            let result = self.run_call(entry, &mut guard.permit, call, run).await;
+            let permit = guard.disarm();
+            self.settle(entry, permit, result.as_ref().map(|_| ()));
+            match result {
+                Ok(body) => {
+                    return Ok(EndpointReply {
+                        body,
+                        served_by: walk.served_by(),
+                        attempts: std::mem::take(&mut walk.run.attempts),
+                    })
+                }
+                Err(error) if error.fails_over() => walk.fail_over(self, &error),
+                Err(error) => return Err(walk.stop(error)),
+            }
+        }
+        Err(walk.exhausted())
+    }
+
+    /// The entries of `call`'s route that serve its endpoint.
+    fn endpoint_chain(
+        &self,
+        call: &EndpointCall,
+        opts: &CallOptions,
+    ) -> Result<Cow<'static, [Entry]>, Error> {
+        let chain = self.resolve_name(call.model.as_deref(), opts)?;
+        let name = opts
+            .route
+            .as_deref()
+            .or(call.model.as_deref())
+            .or(self.default_route())
+            .unwrap_or_default();
+        // A named route's entries fail over to each other: for vectors,
+        // only when they declare one model. `provider/model` is one entry.
+        let named = self.routes().contains_key(name);
+        if call.endpoint == Endpoint::Embeddings
+            && named
+            && chain.iter().any(|e| e.embeddings.is_none())
+        {
+            return Err(Error::InvalidRequest(format!(
+                "model: route \"{name}\" is not an embeddings route (its entries declare no \
+                 embeddings model family and dimensions)"
+            )));
+        }
+        let serving: Vec<Entry> = chain
+            .iter()
+            .filter(|e| match self.upstreams.get(&e.provider) {
+                Some(Upstream::Http(p)) => p.serves(call.endpoint),
+                Some(Upstream::Custom(_)) | None => false,
+            })
+            .cloned()
+            .collect();
+        if serving.is_empty() {
+            return Err(Error::InvalidRequest(format!(
+                "model: no provider of route \"{name}\" serves {}",
+                call.endpoint.name()
+            )));
+        }
+        Ok(Cow::Owned(serving))
+    }
+
+    /// Tries `entry` until it answers or retrying cannot help, as
+    /// [`Client::run_entry`] does for chat.
+    async fn run_call(
+        &self,
+        entry: &Entry,
+        permit: &mut Permit,
+        call: &EndpointCall,
+        run: &mut Run,
+    ) -> Result<Vec<u8>, ProviderError> {
+        let Some(Upstream::Http(provider)) = self.upstreams.get(&entry.provider) else {
+            return Err(crate::provider::endpoint::unsupported(
+                &entry.provider,
+                call.endpoint,
+            ));
+        };
+        let mut number = 0;
+        loop {
+            number += 1;
+            let started = self.platform.now();
+            let left = run.deadline_at.saturating_sub(started);
+            if left == 0 {
+                let error = ProviderError::new(
+                    ErrorKind::DeadlineExceeded,
+                    "the request's deadline passed",
+                );
+                run.skip(entry, started, error.clone());
+                return Err(error);
+            }
+            let limit = entry
+                .timeout
+                .unwrap_or(self.policy.attempt_timeout)
+                .min(Duration::from_millis(left));
+            let (result, reached) = self
+                .call_once(provider.as_ref(), call, &entry.model, limit)
+                .await;
+            let result = result.map_err(|e| run.blame(self.platform.now(), e));
+            let done = result.as_ref().map(|_| ());
+            self.record_attempt(run, entry, number, started, reached, done);
+            let error = match result {
+                Ok(body) => return Ok(body),
+                Err(e) => e,
+            };
+            let kind = permit.kind;
+            if !self
+                .wait_to_retry(entry, kind, Some(permit), &error, number, run.deadline_at)
+                .await
+            {
+                return Err(error);
+            }
+        }
+    }
+
+    /// One attempt under `limit`: the answer, and whether the request
+    /// reached the provider.
+    async fn call_once(
+        &self,
+        provider: &dyn Provider,
+        call: &EndpointCall,
+        model: &str,
+        limit: Duration,
+    ) -> (Result<Vec<u8>, ProviderError>, bool) {
+        let started = self.platform.now();
+        if let Err(e) = authorize(&self.platform, provider, limit).await {
+            return (Err(e), false);
+        }
+        let spent = Duration::from_millis(self.platform.now().saturating_sub(started));
+        let limit = limit.saturating_sub(spent);
+        let encoded = call
+            .body_for(model)
+            .and_then(|body| provider.encode_endpoint(call.endpoint, body, model));
+        let mut http = match encoded {
+            Ok(h) => h,
+            Err(e) => return (Err(e), false),
+        };
+        for (name, value) in call.headers.iter() {
+            http.headers.insert(name, value);
+        }
+        if let Err(e) = provider.sign(&mut http, self.platform.now()) {
+            return (Err(e), false);
+        }
+        http.timeout = Some(limit);
+        let resp = match self.platform.fetch(http).await {
+            Ok(resp) => resp,
+            Err(t) if t.kind == TransportErrorKind::TimedOut => {
+                return (Err(ProviderError::timeout(limit)), true)
+            }
+            Err(t) => {
+                let reached = t.reached();
+                return (Err(t.into()), reached);
+            }
+        };
+        match resp.body.read_to_end(self.policy.max_response_bytes).await {
+            Ok(body) => {
+                let buffered = BufferedResponse {
+                    status: resp.status,
+                    headers: resp.headers,
+                    body,
+                };
+                let now = self.platform.now();
+                (
+                    provider.decode_endpoint(call.endpoint, &buffered, now),
+                    true,
+                )
+            }
+            Err(t) if t.kind == TransportErrorKind::TimedOut => (
+                Err(ProviderError::new(
+                    ErrorKind::Stalled,
+                    format!("response body incomplete after {} ms", millis(limit)),
+                )),
+                true,
+            ),
+            Err(t) => (Err(t.into()), true),
+        }
+    }
+}
