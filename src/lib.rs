@@ -87,6 +87,7 @@ pub use config::{
     RetryConfig, Validated,
 };
 pub use engine::client::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
+pub use engine::key::{breaker_key, provider_of, ANY_MODEL};
 pub use engine::store::{BreakerStore, MemoryStore};
 pub use engine::stream::ChatStream;
 pub use engine::timeout::timeout;
@@ -106,7 +107,7 @@ pub use policy::breaker::{
     Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, PermitKind, Snapshot, State, StateName,
 };
 pub use policy::budget::{BudgetPolicy, RetryBudget};
-pub use policy::stats::{Health, Latency};
+pub use policy::stats::{Health, Latency, ModelBreaker};
 pub use provider::bedrock;
 pub use provider::{
     build_provider, classify, Anthropic, AuthStyle, Bedrock, Capabilities, Credential,

@@ -170,10 +170,10 @@ fn a_request_warms_the_fleet_view_of_its_routes_entries_and_no_others() {
     // backup it did not call too, but not the other route's provider.
     assert_eq!(ask(), "primary");
     assert_eq!(counts.refreshes.get(), 2, "primary and backup");
-    assert!(fresh.store().view("backup").is_some());
-    assert!(fresh.store().view("other").is_none());
+    assert!(fresh.store().view("backup/small").is_some());
+    assert!(fresh.store().view("other/m").is_none());
     assert!(matches!(
-        fresh.store().view("primary").map(|v| v.state),
+        fresh.store().view("primary/big").map(|v| v.state),
         Some(resilient_llm::State::Open { .. })
     ));
     // The next one knows the fleet's open primary and does not call it.

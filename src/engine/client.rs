@@ -303,9 +303,10 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     /// Runs one entry (its retries included) and records the breaker's one
     /// verdict for it.
     async fn step(&self, entry: &Entry, permit: Permit, req: &ChatRequest, run: &mut Run) -> Step {
+        let key = self.key_of(entry);
         let mut guard = PermitGuard {
             store: &self.store,
-            key: &entry.provider,
+            key: &key,
             permit,
             armed: true,
         };
@@ -323,15 +324,17 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     /// failure that says nothing about the provider's health (a bad request,
     /// the deadline) gives the permit back.
     pub(crate) fn settle(&self, entry: &Entry, permit: Permit, result: Result<(), &ProviderError>) {
-        let before = self.store.state(&entry.provider);
+        let key = self.key_of(entry);
+        let before = self.store.state(&key);
         let now = self.platform.now();
         let outcome = match result {
             Ok(()) => Outcome::Success,
             Err(e) if e.trips_breaker() => Outcome::Failure,
             Err(_) => Outcome::Ignored,
         };
-        self.store.record(&entry.provider, now, permit, outcome);
+        self.store.record(&key, now, permit, outcome);
         if let Err(error) = result {
+            self.spread_failure(entry, &key, error);
             self.emit(|| Event::ProviderFailed {
                 provider: &entry.provider,
                 model: &entry.model,
@@ -339,7 +342,8 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 error,
             });
         }
-        self.emit_transition(&entry.provider, before);
+        let label = entry.label.as_deref();
+        self.emit_transition(&entry.provider, &entry.model, label, &key, before);
     }
 
     /// The chain for a request: the route its `model` (or the options)
@@ -375,17 +379,23 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     }
 
     /// Whether some route sends `model` to `provider`.
-    fn lists(&self, provider: &str, model: &str) -> bool {
+    pub(crate) fn lists(&self, provider: &str, model: &str) -> bool {
         self.routes
             .values()
             .flatten()
             .any(|e| e.provider == provider && e.model == model)
     }
 
-    pub(crate) async fn acquire(&self, key: &str, now: UnixMillis) -> Result<Permit, CircuitOpen> {
-        let before = self.store.state(key);
-        let result = self.store.try_acquire(key, now).await;
-        self.emit_transition(key, before);
+    pub(crate) async fn acquire(
+        &self,
+        entry: &Entry,
+        now: UnixMillis,
+    ) -> Result<Permit, CircuitOpen> {
+        let key = self.key_of(entry);
+        let before = self.store.state(&key);
+        let result = self.store.try_acquire(&key, now).await;
+        let label = entry.label.as_deref();
+        self.emit_transition(&entry.provider, &entry.model, label, &key, before);
         result
     }
 
@@ -395,12 +405,21 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         }
     }
 
-    fn emit_transition(&self, key: &str, before: Option<State>) {
+    pub(crate) fn emit_transition(
+        &self,
+        provider: &str,
+        model: &str,
+        label: Option<&str>,
+        key: &str,
+        before: Option<State>,
+    ) {
         let from = before.unwrap_or(State::Closed).name();
         let to = self.store.state(key).unwrap_or(State::Closed).name();
         if from != to {
             self.emit(|| Event::Breaker {
-                provider: key,
+                provider,
+                model,
+                label,
                 from,
                 to,
             });
@@ -448,20 +467,24 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         // What it reports on, the store learns: a fleet-wide store starts
         // fetching the views it does not have, for the next look.
         let now = self.platform.now();
-        self.store
-            .warm(self.upstreams.keys().map(String::as_str), now);
+        let keys: Vec<String> = self
+            .upstreams
+            .keys()
+            .flat_map(|id| self.provider_keys(id))
+            .map(|(key, _, _)| key)
+            .collect();
+        self.store.warm(keys.iter().map(String::as_str), now);
         let stats = self.stats.borrow();
         self.upstreams
             .keys()
             .map(|id| {
-                let breaker = self
-                    .store
-                    .snapshot(id)
-                    .map(|s| (s.state, s.consecutive_failures));
-                match stats.get(id) {
+                let breaker = self.provider_breaker(id);
+                let mut health = match stats.get(id) {
                     Some(s) => s.health(id, breaker),
                     None => ProviderStats::default().health(id, breaker),
-                }
+                };
+                health.models = self.model_breakers(id);
+                health
             })
             .collect()
     }

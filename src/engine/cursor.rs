@@ -98,9 +98,8 @@ impl<'c> Cursor<'c> {
             .map_or(policy.deadline, |d| d.min(policy.deadline));
         let callers_deadline = deadline < policy.deadline;
         client.budget.borrow_mut().deposit(start);
-        client
-            .store
-            .warm(chain.iter().map(|e| e.provider.as_str()), start);
+        let keys: Vec<String> = chain.iter().map(|e| client.key_of(e)).collect();
+        client.store.warm(keys.iter().map(String::as_str), start);
         Ok(Cursor {
             chain,
             index: 0,
@@ -156,9 +155,9 @@ impl<'c> Cursor<'c> {
                 self.index = index;
                 self.forced = true;
                 self.called = true;
-                return Some(client.store.force(&entry.provider, now));
+                return Some(client.store.force(&client.key_of(entry), now));
             }
-            match client.acquire(&entry.provider, now).await {
+            match client.acquire(entry, now).await {
                 Ok(permit) => {
                     self.called = true;
                     return Some(permit);

@@ -127,7 +127,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         permit.is_none_or(|p| {
             let now = self.platform.now();
             self.store
-                .may_retry(&entry.provider, now, p, error.trips_breaker())
+                .may_retry(&self.key_of(entry), now, p, error.trips_breaker())
         })
     }
 

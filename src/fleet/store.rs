@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
+use crate::engine::key::provider_of;
 use crate::engine::store::BreakerStore;
 use crate::platform::{millis, UnixMillis};
 use crate::policy::breaker::{
@@ -230,6 +231,7 @@ impl<L: FleetLink> FleetStore<L> {
     fn breaker_policy(&self, key: &str) -> BreakerPolicy {
         self.breakers
             .get(key)
+            .or_else(|| self.breakers.get(provider_of(key)))
             .copied()
             .unwrap_or(self.default_breaker)
     }
@@ -411,6 +413,23 @@ impl<L: FleetLink> BreakerStore for FleetStore<L> {
                 self.record_lease(key, now, token, Verdict::Abandoned);
             }
             None => self.with(key, |s| s.local.release(permit)),
+        }
+    }
+
+    fn note_failure(&self, key: &str, now: UnixMillis) {
+        let counted = self.with(key, |s| {
+            let before = s.local.state();
+            s.local.note_failure(now);
+            (before == State::Closed).then(|| before.name() != s.local.state().name())
+        });
+        // The object folds it like any verdict without a lease.
+        if let Some(transition) = counted {
+            let report = Report {
+                at: now,
+                verdict: Verdict::Failure,
+                lease: None,
+            };
+            self.queue(key, now, report, transition);
         }
     }
 

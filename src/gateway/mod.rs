@@ -46,7 +46,7 @@ use crate::engine::store::BreakerStore;
 use crate::engine::stream::{ChatStream, StreamItem};
 use crate::format::{anthropic, openai, FormatErrorKind};
 use crate::platform::{Body, Headers, Platform, UnixMillis};
-use crate::policy::breaker::{BreakerPolicy, State, StateName};
+use crate::policy::breaker::{BreakerPolicy, StateName};
 use crate::policy::stats::Health;
 
 pub use auth::Auth;
@@ -463,10 +463,11 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         log.status = out.status;
         log.latency_ms = now.saturating_sub(start);
         self.metrics.record(&log);
-        let states = self.client.upstreams.keys().map(|k| {
-            let state = self.client.store.state(k).unwrap_or(State::Closed);
-            (k.as_str(), state.name())
-        });
+        let states = self
+            .client
+            .upstreams
+            .keys()
+            .map(|k| (k.as_str(), self.client.provider_state(k)));
         self.changes.borrow_mut().observe(now, &log, states);
         *self.point.borrow_mut() = Some(DataPoint::of(&log));
         out.log = log_line(&mut log);
