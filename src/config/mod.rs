@@ -22,6 +22,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_path_to_error::Segment;
 
+mod tier;
+
 use crate::engine::client::{Client, ClientBuilder, Entry, Policy};
 use crate::issue::path_text;
 pub(crate) use crate::issue::{ConfigError, ConfigIssue};
@@ -231,6 +233,7 @@ impl Config {
             if entries.is_empty() {
                 issues.add(&path, "a route needs at least one entry");
             }
+            tier::check(&path, entries, &mut issues);
             let mut chain = Vec::new();
             for (i, e) in entries.iter().enumerate() {
                 let path = &format!("{path}[{i}]");
@@ -263,6 +266,8 @@ impl Config {
                             client.first_token_timeout,
                         )
                     }),
+                    priority: e.priority,
+                    weight: e.weight.unwrap_or(1),
                 });
             }
             routes.insert(name.clone(), chain);
@@ -429,6 +434,11 @@ pub struct EntryConfig {
     pub retry: Option<RetryConfig>,
     /// This entry's time-to-first-token deadline for streams.
     pub first_token_timeout_ms: Option<u64>,
+    /// Its tier: entries sharing a priority split load by `weight`
+    /// (`tier.rs`).
+    pub priority: Option<u32>,
+    /// Its share of its tier's load (default 1).
+    pub weight: Option<u32>,
 }
 
 /// Size limits.

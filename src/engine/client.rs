@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::engine::cursor::{Cursor, Run};
+use crate::engine::order::RateLimited;
 use crate::engine::store::{BreakerStore, MemoryStore};
 use crate::error::{Attempt, Error, ProviderError};
 use crate::event::{Event, Observer};
@@ -41,6 +42,12 @@ pub struct Entry {
     pub retry: Option<RetryPolicy>,
     /// Time-to-first-token deadline for streams at this entry.
     pub first_token_timeout: Option<Duration>,
+    /// The entry's tier: entries of a route sharing a priority split its
+    /// load by weight, lower priorities first ([`crate::engine::order`]).
+    /// `None`: the entry is tried at its place in the route.
+    pub priority: Option<u32>,
+    /// Its share of its tier's load (default 1).
+    pub weight: u32,
 }
 
 impl Entry {
@@ -53,7 +60,21 @@ impl Entry {
             timeout: None,
             retry: None,
             first_token_timeout: None,
+            priority: None,
+            weight: 1,
         }
+    }
+
+    /// Puts the entry in tier `priority`.
+    pub fn priority(mut self, priority: u32) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// Sets its share of its tier's load.
+    pub fn weight(mut self, weight: u32) -> Self {
+        self.weight = weight;
+        self
     }
 
     /// Sets the per-attempt timeout.
@@ -171,6 +192,7 @@ pub struct Client<P: Platform, S: BreakerStore = MemoryStore> {
     pub(crate) store: S,
     pub(crate) budget: RefCell<RetryBudget>,
     pub(crate) stats: RefCell<BTreeMap<String, ProviderStats>>,
+    pub(crate) limited: RefCell<RateLimited>,
     observer: Option<Observer>,
 }
 
@@ -249,6 +271,7 @@ impl<P: Platform> ClientBuilder<P> {
             policy: self.policy,
             store,
             stats: RefCell::default(),
+            limited: RefCell::default(),
             observer: self.observer,
         }
     }
@@ -334,6 +357,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         };
         self.store.record(&key, now, permit, outcome);
         if let Err(error) = result {
+            self.limited.borrow_mut().note(&key, now, error);
             self.spread_failure(entry, &key, error);
             self.emit(|| Event::ProviderFailed {
                 provider: &entry.provider,

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::engine::client::{CallOptions, Client, Entry, Reply, ServedBy};
+use crate::engine::order::{has_mate_after, order};
 use crate::engine::store::BreakerStore;
 use crate::error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
 use crate::platform::{millis, Platform, UnixMillis};
@@ -26,6 +27,9 @@ pub(crate) struct Run {
     /// Whether `deadline_at` is the caller's, tighter than the client's.
     pub(crate) callers_deadline: bool,
     pub(crate) attempts: Vec<Attempt>,
+    /// Whether the entry admitted last has a tier mate after it: its 429
+    /// then moves on at once rather than retry it.
+    pub(crate) mate_after: bool,
 }
 
 impl Run {
@@ -85,7 +89,7 @@ impl<'c> Cursor<'c> {
         req: &ChatRequest,
         opts: &CallOptions,
     ) -> Result<Self, Error> {
-        let chain = client.resolve(req, opts)?;
+        let chain = order(client, client.resolve(req, opts)?);
         if req.messages.is_empty() {
             return Err(Error::InvalidRequest(
                 "messages: at least one message is required".into(),
@@ -110,6 +114,7 @@ impl<'c> Cursor<'c> {
                 deadline_at: start.saturating_add(millis(deadline)),
                 callers_deadline,
                 attempts: Vec::new(),
+                mate_after: false,
             },
         })
     }
@@ -160,6 +165,7 @@ impl<'c> Cursor<'c> {
             match client.acquire(entry, now).await {
                 Ok(permit) => {
                     self.called = true;
+                    self.run.mate_after = has_mate_after(&self.chain, self.index);
                     return Some(permit);
                 }
                 Err(open) => {

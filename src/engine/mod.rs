@@ -9,6 +9,7 @@ pub(crate) mod client;
 pub(crate) mod cursor;
 pub(crate) mod key;
 pub(crate) mod open;
+pub(crate) mod order;
 pub(crate) mod prefill;
 pub(crate) mod retry;
 pub(crate) mod store;

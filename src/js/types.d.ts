@@ -21,7 +21,7 @@ export interface BudgetConfig {
   capacity?: number;
 }
 
-/** Circuit breaker settings (one breaker per provider). */
+/** Circuit breaker settings (one breaker per provider and model). */
 export interface BreakerConfig {
   /** Consecutive failures that open it (default 5). */
   failureThreshold?: number;
@@ -55,6 +55,13 @@ export interface RouteEntry {
   retry?: RetryConfig;
   /** Streams: this entry's first-token deadline in ms. */
   firstTokenTimeoutMs?: number;
+  /**
+   * Its tier: entries sharing a priority split load by `weight`, lower priorities first; the next
+   * priority serves only when the whole tier cannot. Give every entry of a route a priority, or none.
+   */
+  priority?: number;
+  /** Its share of its tier's load, 1 to 10000 (default 1); needs a `priority`. */
+  weight?: number;
 }
 
 /** Size limits. */
