@@ -11,7 +11,7 @@ use resilient_llm::fleet::fake::{FakeLink, FakeObject};
 use resilient_llm::testing::{block_on, err, ok, FakePlatform, ScriptedProvider, Step};
 use resilient_llm::{
     breaker_key, BreakerPolicy, BreakerStore, CallOptions, ChatRequest, ChatResponse, Client,
-    CustomProvider, Entry, ErrorKind, Event, FleetStore, LocalFuture, Message, Policy,
+    CustomProvider, Entry, ErrorKind, Event, FleetStore, LocalFuture, Message, Platform, Policy,
     ProviderError, RetryPolicy, StateName, Upstream,
 };
 
@@ -307,4 +307,46 @@ fn a_provider_wide_failure_reaches_the_siblings_fleet_object() {
         resilient_llm::State::Open { .. }
     ));
     assert_eq!(w.steady_calls.get(), 0);
+}
+
+#[test]
+fn a_client_that_goes_away_gives_its_probe_lease_back_at_once_and_counts_nothing() {
+    let three_then_hang = Step::Until {
+        at: 5_000,
+        before: Box::new(err(ErrorKind::Server, 503)),
+        after: Box::new(Step::Hang),
+    };
+    let (w, b) = world(three_then_hang, ok("steady answer"));
+    let obj = FakeObject::new(&w.p, breaker());
+    let c = b.build_with_store(FleetStore::new(FakeLink::new(&obj), "a", breaker()));
+    for _ in 0..3 {
+        assert_eq!(ask(&c, &w.p, "a"), "backup/m");
+    }
+    c.store().flush_all();
+    c.store().link().pump();
+    w.p.advance(Duration::from_secs(10));
+    // Past the cooldown this request holds the fleet's probe lease; its
+    // client goes away after 100 ms, mid-attempt.
+    let opts = CallOptions {
+        route: Some("a".into()),
+        ..CallOptions::default()
+    };
+    let req = ChatRequest::new(vec![Message::user("hi")]);
+    let gone = block_on(
+        &w.p,
+        resilient_llm::timeout(
+            w.p.sleep(Duration::from_millis(100)),
+            c.chat_with(req, opts),
+        ),
+    );
+    assert!(gone.is_err(), "the caller went away first");
+    assert_eq!(w.flaky_calls.get(), 4, "the probe was under way");
+    c.store().link().pump();
+    let fleet = obj.fleet("shared/flaky").expect("stored");
+    assert!(fleet.leases.is_empty(), "the lease came back at once");
+    assert_eq!(
+        fleet.breaker.state.name(),
+        StateName::HalfOpen,
+        "neutral: neither a failure that re-opens nor a success that closes"
+    );
 }

@@ -96,6 +96,11 @@ pub struct View {
     pub consecutive_failures: u32,
     /// The fleet failure rate over the breaker's window.
     pub failure_rate: f64,
+    /// Probe leases out. An isolate turned away because the probe was
+    /// taken asks again as soon as a view shows none (its holder gave it
+    /// back), not when the lease would have lapsed.
+    #[serde(default)]
+    pub probes: u32,
     /// When the object answered (its clock).
     pub as_of: UnixMillis,
 }
