@@ -28,6 +28,8 @@ pub(crate) fn build_client(
                 timeout_ms: None,
                 retry: None,
                 first_token_timeout_ms: None,
+                priority: None,
+                weight: None,
             })
             .collect();
         cfg.routes.insert("default".into(), entries);
