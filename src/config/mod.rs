@@ -435,9 +435,12 @@ pub struct EntryConfig {
     /// This entry's time-to-first-token deadline for streams.
     pub first_token_timeout_ms: Option<u64>,
     /// Its tier: entries sharing a priority split load by `weight`
-    /// (`tier.rs`).
+    /// (`tier.rs`). Defaulted, so an entry written as a shorter sequence
+    /// still reads.
+    #[serde(default)]
     pub priority: Option<u32>,
     /// Its share of its tier's load (default 1).
+    #[serde(default)]
     pub weight: Option<u32>,
 }
 
