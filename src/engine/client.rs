@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::engine::cursor::{Cursor, Run};
+use crate::engine::key::BreakerKeys;
 use crate::engine::order::RateLimited;
 use crate::engine::store::{BreakerStore, MemoryStore};
 use crate::error::{Attempt, Error, ProviderError};
@@ -193,6 +194,7 @@ pub struct Client<P: Platform, S: BreakerStore = MemoryStore> {
     pub(crate) budget: RefCell<RetryBudget>,
     pub(crate) stats: RefCell<BTreeMap<String, ProviderStats>>,
     pub(crate) limited: RefCell<RateLimited>,
+    pub(crate) keys: BreakerKeys,
     observer: Option<Observer>,
 }
 
@@ -262,6 +264,7 @@ impl<P: Platform> ClientBuilder<P> {
 
     /// A client whose breakers live in `store` (whose policies then apply).
     pub fn build_with_store<S: BreakerStore>(self, store: S) -> Client<P, S> {
+        let keys = BreakerKeys::new(self.upstreams.keys(), &self.routes);
         Client {
             budget: RefCell::new(RetryBudget::new(self.policy.budget)),
             platform: self.platform,
@@ -272,6 +275,7 @@ impl<P: Platform> ClientBuilder<P> {
             store,
             stats: RefCell::default(),
             limited: RefCell::default(),
+            keys,
             observer: self.observer,
         }
     }
@@ -404,10 +408,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
 
     /// Whether some route sends `model` to `provider`.
     pub(crate) fn lists(&self, provider: &str, model: &str) -> bool {
-        self.routes
-            .values()
-            .flatten()
-            .any(|e| e.provider == provider && e.model == model)
+        self.keys.listed(provider, model).is_some()
     }
 
     pub(crate) async fn acquire(
@@ -491,13 +492,13 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         // What it reports on, the store learns: a fleet-wide store starts
         // fetching the views it does not have, for the next look.
         let now = self.platform.now();
-        let keys: Vec<String> = self
+        let keys: Vec<&str> = self
             .upstreams
             .keys()
             .flat_map(|id| self.provider_keys(id))
             .map(|(key, _, _)| key)
             .collect();
-        self.store.warm(keys.iter().map(String::as_str), now);
+        self.store.warm(keys, now);
         let stats = self.stats.borrow();
         self.upstreams
             .keys()

@@ -102,8 +102,8 @@ impl<'c> Cursor<'c> {
             .map_or(policy.deadline, |d| d.min(policy.deadline));
         let callers_deadline = deadline < policy.deadline;
         client.budget.borrow_mut().deposit(start);
-        let keys: Vec<String> = chain.iter().map(|e| client.key_of(e)).collect();
-        client.store.warm(keys.iter().map(String::as_str), start);
+        let keys: Vec<_> = chain.iter().map(|e| client.key_of(e)).collect();
+        client.store.warm(keys.iter().map(|k| k.as_ref()), start);
         Ok(Cursor {
             chain,
             index: 0,

@@ -14,6 +14,9 @@
 //! provider ([`BreakerStore::note_failure`]), so the provider's models open
 //! together, as one provider breaker did.
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
 use crate::engine::client::{Client, Entry};
 use crate::engine::store::BreakerStore;
 use crate::error::ProviderError;
@@ -40,6 +43,58 @@ pub fn provider_of(key: &str) -> &str {
     key.split_once('/').map_or(key, |(provider, _)| provider)
 }
 
+/// One model's breaker key at a provider, with what reports show of it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ModelKey {
+    key: String,
+    model: String,
+    /// The first label a route gives the entry.
+    label: Option<String>,
+}
+
+/// Every breaker key a client can use, worked out once when it is built:
+/// the hot path looks keys up, never formats them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct BreakerKeys {
+    /// Per provider: its listed models' keys, in route order.
+    listed: BTreeMap<String, Vec<ModelKey>>,
+    /// Per provider: the key its unlisted models share.
+    any: BTreeMap<String, String>,
+}
+
+impl BreakerKeys {
+    /// The keys of `routes` over the providers `upstreams`.
+    pub(crate) fn new<'a>(
+        upstreams: impl IntoIterator<Item = &'a String>,
+        routes: &BTreeMap<String, Vec<Entry>>,
+    ) -> Self {
+        let mut keys = BreakerKeys::default();
+        for id in upstreams {
+            keys.any.insert(id.clone(), breaker_key(id, ANY_MODEL));
+        }
+        for e in routes.values().flatten() {
+            let models = keys.listed.entry(e.provider.clone()).or_default();
+            if !models.iter().any(|m| m.model == e.model) {
+                models.push(ModelKey {
+                    key: breaker_key(&e.provider, &e.model),
+                    model: e.model.clone(),
+                    label: e.label.clone(),
+                });
+            }
+        }
+        keys
+    }
+
+    /// The key of `model` at `provider`, if a route lists it.
+    pub(crate) fn listed(&self, provider: &str, model: &str) -> Option<&str> {
+        self.listed
+            .get(provider)?
+            .iter()
+            .find(|m| m.model == model)
+            .map(|m| m.key.as_str())
+    }
+}
+
 /// How bad a state is, for a provider's summary of its models.
 fn severity(state: State) -> u8 {
     match state {
@@ -51,37 +106,33 @@ fn severity(state: State) -> u8 {
 
 impl<P: Platform, S: BreakerStore> Client<P, S> {
     /// The breaker key `entry`'s calls count against.
-    pub(crate) fn key_of(&self, entry: &Entry) -> String {
-        if self.lists(&entry.provider, &entry.model) {
-            breaker_key(&entry.provider, &entry.model)
-        } else {
-            breaker_key(&entry.provider, ANY_MODEL)
+    pub(crate) fn key_of<'s>(&'s self, entry: &'s Entry) -> Cow<'s, str> {
+        if let Some(key) = self.keys.listed(&entry.provider, &entry.model) {
+            return Cow::Borrowed(key);
         }
-    }
-
-    /// The models routes list for `provider` (each once, in route order),
-    /// with the first label given to each.
-    pub(crate) fn listed_models(&self, provider: &str) -> Vec<(&str, Option<&str>)> {
-        let mut out: Vec<(&str, Option<&str>)> = Vec::new();
-        for e in self.routes().values().flatten() {
-            if e.provider == provider && !out.iter().any(|(m, _)| *m == e.model) {
-                out.push((&e.model, e.label.as_deref()));
-            }
+        match self.keys.any.get(&entry.provider) {
+            Some(key) => Cow::Borrowed(key),
+            // Not a configured provider: its call fails before any breaker
+            // verdict, but the key stays well-formed.
+            None => Cow::Owned(breaker_key(&entry.provider, ANY_MODEL)),
         }
-        out
     }
 
     /// Every breaker key of `provider` the client knows of: its listed
-    /// models', and the shared one when it has been used.
-    pub(crate) fn provider_keys(&self, provider: &str) -> Vec<(String, String, Option<&str>)> {
-        let mut keys: Vec<(String, String, Option<&str>)> = self
-            .listed_models(provider)
+    /// models', and the shared one once it has been used.
+    pub(crate) fn provider_keys(&self, provider: &str) -> Vec<(&str, &str, Option<&str>)> {
+        let mut keys: Vec<(&str, &str, Option<&str>)> = self
+            .keys
+            .listed
+            .get(provider)
             .into_iter()
-            .map(|(m, label)| (breaker_key(provider, m), m.to_owned(), label))
+            .flatten()
+            .map(|m| (m.key.as_str(), m.model.as_str(), m.label.as_deref()))
             .collect();
-        let any = breaker_key(provider, ANY_MODEL);
-        if self.store.state(&any).is_some() {
-            keys.push((any, ANY_MODEL.to_owned(), None));
+        if let Some(any) = self.keys.any.get(provider) {
+            if self.store.state(any).is_some() {
+                keys.push((any.as_str(), ANY_MODEL, None));
+            }
         }
         keys
     }
@@ -97,9 +148,9 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             if other == key {
                 continue;
             }
-            let before = self.store.state(&other);
-            self.store.note_failure(&other, now);
-            self.emit_transition(&entry.provider, &model, label, &other, before);
+            let before = self.store.state(other);
+            self.store.note_failure(other, now);
+            self.emit_transition(&entry.provider, model, label, other, before);
         }
     }
 
@@ -110,9 +161,14 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             .map(|(key, model, label)| {
                 let (state, consecutive_failures) = self
                     .store
-                    .snapshot(&key)
+                    .snapshot(key)
                     .map_or((State::Closed, 0), |s| (s.state, s.consecutive_failures));
-                ModelBreaker::new(model, label.map(str::to_owned), state, consecutive_failures)
+                ModelBreaker::new(
+                    model.to_owned(),
+                    label.map(str::to_owned),
+                    state,
+                    consecutive_failures,
+                )
             })
             .collect()
     }
