@@ -56,9 +56,15 @@ fn main() {
                     clock.now()
                 )
             }
-            Event::Breaker { provider, from, to } => {
+            Event::Breaker {
+                provider,
+                model,
+                from,
+                to,
+                ..
+            } => {
                 println!(
-                    "  t={:>6} ms  breaker {provider}: {from} -> {to}",
+                    "  t={:>6} ms  breaker {provider}/{model}: {from} -> {to}",
                     clock.now()
                 )
             }

@@ -276,6 +276,32 @@ impl ProviderError {
         self.kind.treatment().trips_breaker
     }
 
+    /// Whether the failure says the whole provider is out, not one model:
+    /// its key was refused (401/403), or its host refused the connection,
+    /// did not resolve or failed its TLS handshake. Such a failure counts
+    /// against every model's breaker of that provider; any other stays
+    /// with the model that failed.
+    pub fn is_provider_wide(&self) -> bool {
+        match self.kind {
+            ErrorKind::Auth => true,
+            ErrorKind::Transport => !self.may_have_reached(),
+            // Exhaustive on purpose: a new kind must choose.
+            ErrorKind::RateLimited
+            | ErrorKind::QuotaExhausted
+            | ErrorKind::Server
+            | ErrorKind::Timeout
+            | ErrorKind::Stalled
+            | ErrorKind::NotFound
+            | ErrorKind::ContextLength
+            | ErrorKind::ContentFilter
+            | ErrorKind::InvalidRequest
+            | ErrorKind::Unsupported
+            | ErrorKind::Decode
+            | ErrorKind::CircuitOpen
+            | ErrorKind::DeadlineExceeded => false,
+        }
+    }
+
     /// How long the provider asked us to wait before trying again.
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after

@@ -70,6 +70,12 @@ pub enum Event<'a> {
     Breaker {
         /// The provider id.
         provider: &'a str,
+        /// The model whose breaker it is (`*` for the one shared by models
+        /// no route lists).
+        model: &'a str,
+        /// The route entry's label, when it has one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        label: Option<&'a str>,
         /// The state before.
         from: StateName,
         /// The state after.

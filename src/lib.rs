@@ -91,6 +91,7 @@ pub use config::{
 pub use engine::client::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
 pub use engine::cost::{CostPolicy, ModelCost, RouteCost, SpendHealth, SpendLedger};
 pub use engine::endpoint::{EmbeddingModel, EndpointCall, EndpointReply};
+pub use engine::key::{breaker_key, provider_of, ANY_MODEL};
 pub use engine::store::{BreakerStore, MemoryStore};
 pub use engine::stream::ChatStream;
 pub use engine::timeout::timeout;
@@ -113,7 +114,7 @@ pub use policy::budget::{BudgetPolicy, RetryBudget};
 pub use policy::cheapest::Strategy;
 pub use policy::price::{Bill, Cost, Price, Prices};
 pub use policy::spend::{OverBudget, SpendCap, Tally};
-pub use policy::stats::{Health, Latency};
+pub use policy::stats::{Health, Latency, ModelBreaker};
 pub use provider::bedrock;
 pub use provider::Endpoint;
 pub use provider::{

@@ -170,10 +170,10 @@ fn a_request_warms_the_fleet_view_of_its_routes_entries_and_no_others() {
     // backup it did not call too, but not the other route's provider.
     assert_eq!(ask(), "primary");
     assert_eq!(counts.refreshes.get(), 2, "primary and backup");
-    assert!(fresh.store().view("backup").is_some());
-    assert!(fresh.store().view("other").is_none());
+    assert!(fresh.store().view("backup/small").is_some());
+    assert!(fresh.store().view("other/m").is_none());
     assert!(matches!(
-        fresh.store().view("primary").map(|v| v.state),
+        fresh.store().view("primary/big").map(|v| v.state),
         Some(resilient_llm::State::Open { .. })
     ));
     // The next one knows the fleet's open primary and does not call it.
@@ -288,6 +288,19 @@ fn stored_protocol_and_state_are_read_and_written_unchanged() {
     };
     same("lease-granted", &answer);
     same("view-half-open", &f.view(&policy, 20_000));
+    // Views gained `probes` (leases out); bytes written before it still
+    // read, as a view with none counted.
+    for name in [
+        "lease-granted-before-probes",
+        "view-half-open-before-probes",
+    ] {
+        let text = stored(name);
+        let ok = match name {
+            "lease-granted-before-probes" => serde_json::from_str::<LeaseAnswer>(&text).is_ok(),
+            _ => serde_json::from_str::<View>(&text).is_ok_and(|v| v.probes == 0),
+        };
+        assert!(ok, "{name} still reads");
+    }
     same_stored("stored-leased", &f);
     let v: View = f.fold(
         &policy,
@@ -437,7 +450,7 @@ fn the_object_journals_every_isolates_verdicts_and_its_transitions() {
         i.client.store().flush_due(p.now());
         i.client.store().link().pump();
     }
-    let journal = block_on(&p, b.client.store().journal("primary")).expect("reachable");
+    let journal = block_on(&p, b.client.store().journal("primary/big")).expect("reachable");
     let moves: Vec<_> = journal.recent.iter().map(|t| (t.from, t.to)).collect();
     use resilient_llm::StateName::{Closed, HalfOpen, Open};
     assert_eq!(moves.first(), Some(&(Closed, Open)), "{moves:?}");
@@ -462,7 +475,7 @@ fn the_object_journals_every_isolates_verdicts_and_its_transitions() {
         moves.iter().filter(|m| m.1 == HalfOpen).count() as u64
     );
     assert_eq!(
-        block_on(&p, a.client.store().journal("primary")),
+        block_on(&p, a.client.store().journal("primary/big")),
         Some(journal),
         "one fleet-wide record, whichever isolate asks"
     );

@@ -25,7 +25,9 @@ struct Watching {
 
 impl Watching {
     fn bump(&self, key: &str, by: i64) {
-        *self.live.borrow_mut().entry(key.to_string()).or_default() += by;
+        // Breakers are per (provider, model); the provider holds the permit.
+        let provider = resilient_llm::provider_of(key).to_string();
+        *self.live.borrow_mut().entry(provider).or_default() += by;
     }
 }
 
@@ -51,6 +53,9 @@ impl BreakerStore for Watching {
     fn release(&self, key: &str, permit: Permit) {
         self.bump(key, -1);
         self.inner.release(key, permit)
+    }
+    fn note_failure(&self, key: &str, now: UnixMillis) {
+        self.inner.note_failure(key, now)
     }
     fn snapshot(&self, key: &str) -> Option<Snapshot> {
         self.inner.snapshot(key)

@@ -305,15 +305,15 @@ fn with_fleet_breakers_the_page_and_metrics_show_what_every_isolate_did() {
         .collect();
     assert_eq!(
         fleet_moves,
-        [(json!("primary"), json!("closed"), json!("open"))]
+        [(json!("primary/gpt-big"), json!("closed"), json!("open"))]
     );
     let out = block_on(&p, b.handle(req("GET", "/status", &auth, "")));
     let page = String::from_utf8(out.body).unwrap();
     assert!(
-        page.contains("fleet breaker of primary: closed → open"),
+        page.contains("fleet breaker of primary/gpt-big: closed → open"),
         "{page}"
     );
-    assert!(page.contains("<tr data-provider=\"primary\"><td>primary</td><td>0</td><td>1</td>"));
+    assert!(page.contains("<td>primary</td><td>gpt-big</td><td>0</td><td>1</td>"));
 
     let out = block_on(&p, b.handle(req("GET", "/metrics", &auth, "")));
     let text = String::from_utf8(out.body).unwrap();
@@ -326,6 +326,7 @@ fn with_fleet_breakers_the_page_and_metrics_show_what_every_isolate_did() {
             .find(|s| {
                 s.metric == "llm_gateway_fleet_calls_total"
                     && s.labels.get("provider") == Some("primary")
+                    && s.labels.get("model") == Some("gpt-big")
                     && s.labels.get("verdict") == Some(verdict)
             })
             .map(|s| match s.value {

@@ -26,6 +26,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_path_to_error::Segment;
 
+mod tier;
+
 use crate::engine::client::{Client, ClientBuilder, Entry, Policy};
 use crate::issue::path_text;
 pub(crate) use crate::issue::{ConfigError, ConfigIssue};
@@ -243,6 +245,7 @@ impl Config {
             if entries.is_empty() {
                 issues.add(&path, "a route needs at least one entry");
             }
+            tier::check(&path, entries, &mut issues);
             let mut chain = Vec::new();
             for (i, e) in entries.iter().enumerate() {
                 let path = &format!("{path}[{i}]");
@@ -276,6 +279,8 @@ impl Config {
                         )
                     }),
                     embeddings: e.embeddings.as_ref().map(|m| m.model()),
+                    priority: e.priority,
+                    weight: e.weight.unwrap_or(1),
                 });
             }
             routes.insert(name.clone(), chain);
@@ -455,6 +460,14 @@ pub struct EntryConfig {
     /// embeddings route ([`embeddings`]).
     #[serde(default)]
     pub embeddings: Option<embeddings::EmbeddingsConfig>,
+    /// Its tier: entries sharing a priority split load by `weight`
+    /// (`tier.rs`). Defaulted, so an entry written as a shorter sequence
+    /// still reads.
+    #[serde(default)]
+    pub priority: Option<u32>,
+    /// Its share of its tier's load (default 1).
+    #[serde(default)]
+    pub weight: Option<u32>,
 }
 
 /// Size limits.

@@ -17,6 +17,8 @@ use crate::chat::{ChatRequest, ChatResponse};
 use crate::engine::cost::{CostBook, CostPolicy, ModelCost, SpendHealth, SpendLedger};
 use crate::engine::cursor::{Cursor, Run};
 use crate::engine::endpoint::EmbeddingModel;
+use crate::engine::key::BreakerKeys;
+use crate::engine::order::RateLimited;
 use crate::engine::store::{BreakerStore, MemoryStore};
 use crate::error::{Attempt, Error, ProviderError};
 use crate::event::{Event, Observer};
@@ -45,6 +47,12 @@ pub struct Entry {
     pub first_token_timeout: Option<Duration>,
     /// The embedding model it serves, on an embeddings route.
     pub embeddings: Option<EmbeddingModel>,
+    /// The entry's tier: entries of a route sharing a priority split its
+    /// load by weight, lower priorities first ([`crate::engine::order`]).
+    /// `None`: the entry is tried at its place in the route.
+    pub priority: Option<u32>,
+    /// Its share of its tier's load (default 1).
+    pub weight: u32,
 }
 
 impl Entry {
@@ -58,7 +66,21 @@ impl Entry {
             retry: None,
             first_token_timeout: None,
             embeddings: None,
+            priority: None,
+            weight: 1,
         }
+    }
+
+    /// Puts the entry in tier `priority`.
+    pub fn priority(mut self, priority: u32) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// Sets its share of its tier's load.
+    pub fn weight(mut self, weight: u32) -> Self {
+        self.weight = weight;
+        self
     }
 
     /// Sets the per-attempt timeout.
@@ -182,6 +204,8 @@ pub struct Client<P: Platform, S: BreakerStore = MemoryStore> {
     pub(crate) store: S,
     pub(crate) budget: RefCell<RetryBudget>,
     pub(crate) stats: RefCell<BTreeMap<String, ProviderStats>>,
+    pub(crate) limited: RefCell<RateLimited>,
+    pub(crate) keys: BreakerKeys,
     observer: Option<Observer>,
     pub(crate) cost: std::rc::Rc<CostBook>,
 }
@@ -267,6 +291,7 @@ impl<P: Platform> ClientBuilder<P> {
 
     /// A client whose breakers live in `store` (whose policies then apply).
     pub fn build_with_store<S: BreakerStore>(self, store: S) -> Client<P, S> {
+        let keys = BreakerKeys::new(self.upstreams.keys(), &self.routes);
         Client {
             budget: RefCell::new(RetryBudget::new(self.policy.budget)),
             platform: self.platform,
@@ -276,6 +301,8 @@ impl<P: Platform> ClientBuilder<P> {
             policy: self.policy,
             store,
             stats: RefCell::default(),
+            limited: RefCell::default(),
+            keys,
             observer: self.observer,
             cost: std::rc::Rc::new(CostBook::new(self.cost, self.ledger)),
         }
@@ -333,9 +360,10 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     /// Runs one entry (its retries included) and records the breaker's one
     /// verdict for it.
     async fn step(&self, entry: &Entry, permit: Permit, req: &ChatRequest, run: &mut Run) -> Step {
+        let key = self.key_of(entry);
         let mut guard = PermitGuard {
             store: &self.store,
-            key: &entry.provider,
+            key: &key,
             permit,
             armed: true,
         };
@@ -353,15 +381,18 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     /// failure that says nothing about the provider's health (a bad request,
     /// the deadline) gives the permit back.
     pub(crate) fn settle(&self, entry: &Entry, permit: Permit, result: Result<(), &ProviderError>) {
-        let before = self.store.state(&entry.provider);
+        let key = self.key_of(entry);
+        let before = self.store.state(&key);
         let now = self.platform.now();
         let outcome = match result {
             Ok(()) => Outcome::Success,
             Err(e) if e.trips_breaker() => Outcome::Failure,
             Err(_) => Outcome::Ignored,
         };
-        self.store.record(&entry.provider, now, permit, outcome);
+        self.store.record(&key, now, permit, outcome);
         if let Err(error) = result {
+            self.limited.borrow_mut().note(&key, now, error);
+            self.spread_failure(entry, &key, error);
             self.emit(|| Event::ProviderFailed {
                 provider: &entry.provider,
                 model: &entry.model,
@@ -369,7 +400,8 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 error,
             });
         }
-        self.emit_transition(&entry.provider, before);
+        let label = entry.label.as_deref();
+        self.emit_transition(&entry.provider, &entry.model, label, &key, before);
     }
 
     /// The chain for a request: the route its `model` (or the options)
@@ -439,17 +471,20 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     }
 
     /// Whether some route sends `model` to `provider`.
-    fn lists(&self, provider: &str, model: &str) -> bool {
-        self.routes
-            .values()
-            .flatten()
-            .any(|e| e.provider == provider && e.model == model)
+    pub(crate) fn lists(&self, provider: &str, model: &str) -> bool {
+        self.keys.listed(provider, model).is_some()
     }
 
-    pub(crate) async fn acquire(&self, key: &str, now: UnixMillis) -> Result<Permit, CircuitOpen> {
-        let before = self.store.state(key);
-        let result = self.store.try_acquire(key, now).await;
-        self.emit_transition(key, before);
+    pub(crate) async fn acquire(
+        &self,
+        entry: &Entry,
+        now: UnixMillis,
+    ) -> Result<Permit, CircuitOpen> {
+        let key = self.key_of(entry);
+        let before = self.store.state(&key);
+        let result = self.store.try_acquire(&key, now).await;
+        let label = entry.label.as_deref();
+        self.emit_transition(&entry.provider, &entry.model, label, &key, before);
         result
     }
 
@@ -459,12 +494,21 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         }
     }
 
-    fn emit_transition(&self, key: &str, before: Option<State>) {
+    pub(crate) fn emit_transition(
+        &self,
+        provider: &str,
+        model: &str,
+        label: Option<&str>,
+        key: &str,
+        before: Option<State>,
+    ) {
         let from = before.unwrap_or(State::Closed).name();
         let to = self.store.state(key).unwrap_or(State::Closed).name();
         if from != to {
             self.emit(|| Event::Breaker {
-                provider: key,
+                provider,
+                model,
+                label,
                 from,
                 to,
             });
@@ -512,20 +556,24 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         // What it reports on, the store learns: a fleet-wide store starts
         // fetching the views it does not have, for the next look.
         let now = self.platform.now();
-        self.store
-            .warm(self.upstreams.keys().map(String::as_str), now);
+        let keys: Vec<&str> = self
+            .upstreams
+            .keys()
+            .flat_map(|id| self.provider_keys(id))
+            .map(|(key, _, _)| key)
+            .collect();
+        self.store.warm(keys, now);
         let stats = self.stats.borrow();
         self.upstreams
             .keys()
             .map(|id| {
-                let breaker = self
-                    .store
-                    .snapshot(id)
-                    .map(|s| (s.state, s.consecutive_failures));
-                match stats.get(id) {
+                let breaker = self.provider_breaker(id);
+                let mut health = match stats.get(id) {
                     Some(s) => s.health(id, breaker),
                     None => ProviderStats::default().health(id, breaker),
-                }
+                };
+                health.models = self.model_breakers(id);
+                health
             })
             .collect()
     }

@@ -19,6 +19,7 @@ use std::time::Duration;
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::engine::client::{CallOptions, Client, Entry, Reply, ServedBy};
 use crate::engine::cost::CostBook;
+use crate::engine::order::{has_mate_after, order};
 use crate::engine::store::BreakerStore;
 use crate::error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
 use crate::platform::{millis, Platform, UnixMillis};
@@ -32,6 +33,9 @@ pub(crate) struct Run {
     pub(crate) attempts: Vec<Attempt>,
     /// Where the attempts' cost is booked, once, when they leave the run.
     booking: Option<Booking>,
+    /// Whether the entry admitted last has a tier mate after it: its 429
+    /// then moves on at once rather than retry it.
+    pub(crate) mate_after: bool,
 }
 
 /// The cost book of a run's client and its route's name.
@@ -118,7 +122,7 @@ impl<'c> Cursor<'c> {
         req: &ChatRequest,
         opts: &CallOptions,
     ) -> Result<Self, Error> {
-        let chain = client.resolve(req, opts)?;
+        let chain = order(client, client.resolve(req, opts)?);
         if req.messages.is_empty() {
             return Err(Error::InvalidRequest(
                 "messages: at least one message is required".into(),
@@ -150,9 +154,8 @@ impl<'c> Cursor<'c> {
             .map_or(policy.deadline, |d| d.min(policy.deadline));
         let callers_deadline = deadline < policy.deadline;
         client.budget.borrow_mut().deposit(start);
-        client
-            .store
-            .warm(chain.iter().map(|e| e.provider.as_str()), start);
+        let keys: Vec<_> = chain.iter().map(|e| client.key_of(e)).collect();
+        client.store.warm(keys.iter().map(|k| k.as_ref()), start);
         Cursor {
             chain,
             index: 0,
@@ -164,6 +167,7 @@ impl<'c> Cursor<'c> {
                 callers_deadline,
                 attempts: Vec::new(),
                 booking,
+                mate_after: false,
             },
         }
     }
@@ -209,11 +213,12 @@ impl<'c> Cursor<'c> {
                 self.index = index;
                 self.forced = true;
                 self.called = true;
-                return Some(client.store.force(&entry.provider, now));
+                return Some(client.store.force(&client.key_of(entry), now));
             }
-            match client.acquire(&entry.provider, now).await {
+            match client.acquire(entry, now).await {
                 Ok(permit) => {
                     self.called = true;
+                    self.run.mate_after = has_mate_after(&self.chain, self.index);
                     return Some(permit);
                 }
                 Err(open) => {
@@ -226,7 +231,7 @@ impl<'c> Cursor<'c> {
                     );
                     let healing = open.until <= now
                         || matches!(
-                            client.store.state(&entry.provider),
+                            client.store.state(&client.key_of(entry)),
                             Some(State::HalfOpen { .. })
                         );
                     client.emit_failover(&self.chain, self.index, &error);

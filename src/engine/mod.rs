@@ -1,14 +1,17 @@
 //! The only async logic, in the fixed layer order: timeout inside retry
 //! inside breaker inside chain. [`client`] holds the client and its builder,
 //! [`cursor`] the one walk over a route that whole answers ([`retry`]) and
-//! streams ([`stream`]) both drive, [`store`] where breakers live.
+//! streams ([`stream`]) both drive, [`store`] where breakers live, [`key`] which breaker a call counts
+//! against.
 
 pub(crate) mod authorize;
 pub(crate) mod client;
 pub(crate) mod cost;
 pub(crate) mod cursor;
 pub(crate) mod endpoint;
+pub(crate) mod key;
 pub(crate) mod open;
+pub(crate) mod order;
 pub(crate) mod prefill;
 pub(crate) mod retry;
 pub(crate) mod store;

@@ -72,6 +72,9 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 Ok(resp) => return Ok(resp),
                 Err(e) => e,
             };
+            if error.kind == ErrorKind::RateLimited && run.mate_after {
+                return Err(error); // its tier mate serves sooner than a wait here
+            }
             let kind = permit.kind;
             if !self
                 .wait_to_retry(entry, kind, Some(permit), &error, number, run.deadline_at)
@@ -127,7 +130,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         permit.is_none_or(|p| {
             let now = self.platform.now();
             self.store
-                .may_retry(&entry.provider, now, p, error.trips_breaker())
+                .may_retry(&self.key_of(entry), now, p, error.trips_breaker())
         })
     }
 

@@ -6,13 +6,14 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
+use crate::engine::key::provider_of;
 use crate::fleet::Journal;
 use crate::platform::UnixMillis;
 use crate::policy::breaker::{
     Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, Snapshot, State,
 };
 
-/// Breakers keyed by provider id.
+/// Breakers keyed by (provider, model) ([`crate::engine::key`]).
 #[allow(async_fn_in_trait)] // single-threaded by design; futures are !Send on wasm
 pub trait BreakerStore {
     /// Asks leave to call `key` at `now`. May await (a fleet-wide store asks
@@ -35,6 +36,10 @@ pub trait BreakerStore {
 
     /// Gives back a permit whose call ended without a verdict.
     fn release(&self, key: &str, permit: Permit);
+
+    /// Counts against `key` a failure another model of its provider saw,
+    /// one that says the whole provider is out ([`Breaker::note_failure`]).
+    fn note_failure(&self, key: &str, now: UnixMillis);
 
     /// The breaker's current state, if it has been used.
     fn snapshot(&self, key: &str) -> Option<Snapshot>;
@@ -84,10 +89,12 @@ impl MemoryStore {
         self
     }
 
-    /// The policy for `key`.
+    /// The policy for `key`: its own, else its provider's, else the
+    /// default.
     pub fn policy(&self, key: &str) -> BreakerPolicy {
         self.policies
             .get(key)
+            .or_else(|| self.policies.get(provider_of(key)))
             .copied()
             .unwrap_or(self.default_policy)
     }
@@ -128,6 +135,10 @@ impl BreakerStore for MemoryStore {
 
     fn release(&self, key: &str, permit: Permit) {
         self.with(key, |b| b.release(permit))
+    }
+
+    fn note_failure(&self, key: &str, now: UnixMillis) {
+        self.with(key, |b| b.note_failure(now))
     }
 
     fn snapshot(&self, key: &str) -> Option<Snapshot> {

@@ -928,9 +928,8 @@ where
     /// Gives back the permit of an entry left without a verdict.
     fn release_permit(&mut self) {
         if let Some(permit) = self.held.permit.take() {
-            self.client
-                .store
-                .release(&self.walk.entry().provider, permit);
+            let key = self.client.key_of(self.walk.entry());
+            self.client.store.release(&key, permit);
         }
     }
 }

@@ -102,8 +102,19 @@ pub struct View {
     pub consecutive_failures: u32,
     /// The fleet failure rate over the breaker's window.
     pub failure_rate: f64,
+    /// Probe leases out. An isolate turned away because the probe was
+    /// taken asks again as soon as a view shows none (its holder gave it
+    /// back), not when the lease would have lapsed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub probes: u32,
     /// When the object answered (its clock).
     pub as_of: UnixMillis,
+}
+
+/// Written only when not zero, so a view without probes out is the bytes it
+/// always was.
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A verdict an isolate sends to the fleet.

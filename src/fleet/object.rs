@@ -241,6 +241,7 @@ impl Fleet {
             generation: b.snapshot().generation,
             consecutive_failures: b.consecutive_failures(),
             failure_rate: b.failure_rate(),
+            probes: u32::try_from(self.leases.len()).unwrap_or(u32::MAX),
             as_of: now,
         }
     }

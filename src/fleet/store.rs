@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
+use crate::engine::key::provider_of;
 use crate::engine::store::BreakerStore;
 use crate::platform::{millis, UnixMillis};
 use crate::policy::breaker::{
@@ -88,6 +89,11 @@ impl Slot {
             self.busy_until = None;
             self.lease = None;
         }
+        if view.probes == 0 {
+            // The probe that made the answer busy was given back (or
+            // lapsed): ask again now, not at the lease's end.
+            self.busy_until = None;
+        }
         // The fleet recovered (a probe closed it): so does this isolate.
         let recovered =
             old.is_some_and(|o| o.state != State::Closed) && view.state == State::Closed;
@@ -130,6 +136,27 @@ impl Slot {
                 }
             }
         }
+    }
+
+    /// Whether a failure now could open the fleet breaker, as far as the
+    /// cached view tells: its consecutive failures, those queued here and
+    /// this one reach the threshold. Such a failure is sent at once, so the
+    /// fleet opens (and every isolate learns it within one refresh) without
+    /// waiting out the batch delay. Failures short of that stay batched.
+    fn could_open_fleet(&self) -> bool {
+        let Some(view) = self.view else {
+            return false; // no fleet view: the local transition flushes
+        };
+        if view.state != State::Closed {
+            return false;
+        }
+        let queued = self
+            .pending
+            .iter()
+            .filter(|r| r.verdict == Verdict::Failure)
+            .count();
+        let count = u64::from(view.consecutive_failures) + queued as u64 + 1;
+        count >= u64::from(self.policy.failure_threshold.max(1))
     }
 
     fn is_due(&self, policy: &FleetPolicy, now: UnixMillis) -> bool {
@@ -230,6 +257,7 @@ impl<L: FleetLink> FleetStore<L> {
     fn breaker_policy(&self, key: &str) -> BreakerPolicy {
         self.breakers
             .get(key)
+            .or_else(|| self.breakers.get(provider_of(key)))
             .copied()
             .unwrap_or(self.default_breaker)
     }
@@ -390,10 +418,11 @@ impl<L: FleetLink> BreakerStore for FleetStore<L> {
             self.record_lease(key, now, token, verdict);
             return;
         }
-        let transition = self.with(key, |s| {
+        let (transition, tipping) = self.with(key, |s| {
             let before = s.local.state().name();
             s.local.record(now, permit, outcome);
-            before != s.local.state().name()
+            let tipping = outcome == Outcome::Failure && s.could_open_fleet();
+            (before != s.local.state().name(), tipping)
         });
         let verdict = match outcome {
             Outcome::Success => Verdict::Success,
@@ -405,7 +434,7 @@ impl<L: FleetLink> BreakerStore for FleetStore<L> {
             verdict,
             lease: None,
         };
-        self.queue(key, now, report, transition);
+        self.queue(key, now, report, transition || tipping);
     }
 
     fn release(&self, key: &str, permit: Permit) {
@@ -415,6 +444,24 @@ impl<L: FleetLink> BreakerStore for FleetStore<L> {
                 self.record_lease(key, now, token, Verdict::Abandoned);
             }
             None => self.with(key, |s| s.local.release(permit)),
+        }
+    }
+
+    fn note_failure(&self, key: &str, now: UnixMillis) {
+        let counted = self.with(key, |s| {
+            let before = s.local.state();
+            s.local.note_failure(now);
+            let urgent = before.name() != s.local.state().name() || s.could_open_fleet();
+            (before == State::Closed).then_some(urgent)
+        });
+        // The object folds it like any verdict without a lease.
+        if let Some(transition) = counted {
+            let report = Report {
+                at: now,
+                verdict: Verdict::Failure,
+                lease: None,
+            };
+            self.queue(key, now, report, transition);
         }
     }
 

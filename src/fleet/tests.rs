@@ -447,6 +447,7 @@ fn wire_shapes_are_stable() {
         generation: 2,
         consecutive_failures: 0,
         failure_rate: 0.0,
+        probes: 0,
         as_of: 1,
     };
     let a = serde_json::to_value(LeaseAnswer::Busy { until: 5, view: v }).unwrap();
@@ -454,4 +455,90 @@ fn wire_shapes_are_stable() {
     assert_eq!(a["view"]["state"]["state"], "open");
     let r: Report = serde_json::from_str(r#"{"at":3,"verdict":"failure"}"#).unwrap();
     assert_eq!(r, failure(3));
+}
+
+#[test]
+fn a_probe_given_back_lets_an_isolate_turned_away_probe_within_one_refresh() {
+    let p = FakePlatform::new();
+    let obj = FakeObject::new(&p, policy()).lease_ttl(LEASE);
+    open_fleet(&p, &obj);
+    let a = Isolate::new(&obj, "a");
+    let b = Isolate::new(&obj, "b");
+    for i in [&a, &b] {
+        let _ = i.acquire(&p);
+        i.pump();
+    }
+    p.advance(Duration::from_millis(1000));
+    let probe = a.acquire(&p).expect("a probes");
+    // b asks while a holds the lease: busy until the lease would lapse.
+    let lapse = p.now() + 5000;
+    assert_eq!(b.acquire(&p), Err(CircuitOpen { until: lapse }));
+    // a's client goes away: neutral, and the lease goes back at once.
+    let reports = a.counts().reports.get();
+    a.store.release("primary", probe);
+    assert_eq!(a.counts().reports.get(), reports + 1, "sent at once");
+    a.pump();
+    assert_eq!(obj.fleet("primary").unwrap().leases.len(), 0);
+    assert_eq!(
+        obj.fleet("primary").unwrap().breaker.state.name(),
+        StateName::HalfOpen,
+        "no verdict: neither closed nor re-opened"
+    );
+    // Within one refresh b learns the probe is free and takes it, long
+    // before the lease would have lapsed.
+    p.advance(Duration::from_millis(1000));
+    let _ = b.acquire(&p);
+    b.pump();
+    let probe = b.acquire(&p).expect("b probes after one refresh");
+    assert!(p.now() < lapse);
+    b.store.record("primary", p.now(), probe, Outcome::Success);
+    b.pump();
+    assert_eq!(obj.fleet("primary").unwrap().breaker.state, State::Closed);
+}
+
+#[test]
+fn a_failure_that_can_open_the_fleet_is_sent_at_once_and_reaches_others_within_one_refresh() {
+    let p = FakePlatform::new().at(10_000);
+    let slow = BreakerPolicy {
+        cooldown: Duration::from_secs(5),
+        ..policy()
+    };
+    let obj = FakeObject::new(&p, slow).lease_ttl(LEASE);
+    let a = Isolate::new(&obj, "a");
+    let b = Isolate::new(&obj, "b");
+    // Two failures at a, below its own threshold: batched, then sent.
+    for _ in 0..2 {
+        a.call(&p, Outcome::Failure).unwrap();
+    }
+    assert_eq!(
+        a.counts().reports.get(),
+        0,
+        "short of opening anything: batched"
+    );
+    a.store.flush_all();
+    a.pump();
+    // b learns the fleet's count, then fails once: no local transition,
+    // but its view says this failure opens the fleet, so it goes at once.
+    let _ = b.acquire(&p);
+    b.pump();
+    b.call(&p, Outcome::Failure).unwrap();
+    assert_eq!(
+        b.counts().reports.get(),
+        1,
+        "sent at once, not after max_delay"
+    );
+    b.pump();
+    assert_eq!(
+        obj.fleet("primary").unwrap().breaker.state.name(),
+        StateName::Open
+    );
+    // a hears it within one refresh (its view is 0 ms old now).
+    p.advance(Duration::from_millis(1000));
+    let _ = a.acquire(&p);
+    a.pump();
+    assert_eq!(
+        a.acquire(&p),
+        Err(CircuitOpen { until: 15_000 }),
+        "a learned within one refresh"
+    );
 }

@@ -59,6 +59,7 @@ struct ProviderLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VerdictLabels {
     provider: String,
+    model: String,
     verdict: &'static str,
 }
 
@@ -86,8 +87,8 @@ pub(super) struct Metrics {
     breaker: Family<StateLabels, Gauge>,
     consecutive_failures: Family<ProviderLabels, Gauge>,
     fleet_calls: Family<VerdictLabels, Counter>,
-    fleet_probes: Family<ProviderLabels, Counter>,
-    fleet_transitions: Family<ProviderLabels, Counter>,
+    fleet_probes: Family<ModelLabels, Counter>,
+    fleet_transitions: Family<ModelLabels, Counter>,
     cost: Family<ModelLabels, Counter<f64, AtomicU64>>,
 }
 
@@ -147,17 +148,17 @@ impl Default for Metrics {
         );
         r.register(
             "fleet_calls",
-            "Calls to providers by every isolate, by verdict, as the provider's breaker object counted them",
+            "Calls to a provider's model by every isolate, by verdict, as its breaker object counted them",
             m.fleet_calls.clone(),
         );
         r.register(
             "fleet_probes",
-            "Half-open probe leases the provider's breaker object granted",
+            "Half-open probe leases a model's breaker object granted",
             m.fleet_probes.clone(),
         );
         r.register(
             "fleet_transitions",
-            "Transitions of the provider's fleet-wide breaker",
+            "Transitions of a model's fleet-wide breaker",
             m.fleet_transitions.clone(),
         );
         r.register(
@@ -244,10 +245,12 @@ impl Metrics {
         fleet: &[(String, Journal)],
         costs: &[ModelCost],
     ) -> String {
-        for (provider, journal) in fleet {
+        for (key, journal) in fleet {
             let c = journal.counts;
-            let p = || ProviderLabels {
-                provider: provider.clone(),
+            let (provider, model) = key.split_once('/').unwrap_or((key, ""));
+            let p = || ModelLabels {
+                provider: provider.to_owned(),
+                model: model.to_owned(),
             };
             for (verdict, total) in [
                 ("success", c.successes),
@@ -255,7 +258,8 @@ impl Metrics {
                 ("abandoned", c.abandoned),
             ] {
                 let labels = VerdictLabels {
-                    provider: provider.clone(),
+                    provider: provider.to_owned(),
+                    model: model.to_owned(),
                     verdict,
                 };
                 follow(&self.fleet_calls.get_or_create(&labels), total);

@@ -52,7 +52,7 @@ use crate::engine::store::BreakerStore;
 use crate::engine::stream::{ChatStream, StreamItem};
 use crate::format::{anthropic, openai, FormatErrorKind};
 use crate::platform::{Body, Headers, Platform, UnixMillis};
-use crate::policy::breaker::{BreakerPolicy, State, StateName};
+use crate::policy::breaker::{BreakerPolicy, StateName};
 use crate::policy::stats::Health;
 
 pub use auth::Auth;
@@ -497,10 +497,11 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         log.status = out.status;
         log.latency_ms = now.saturating_sub(start);
         self.metrics.record(&log);
-        let states = self.client.upstreams.keys().map(|k| {
-            let state = self.client.store.state(k).unwrap_or(State::Closed);
-            (k.as_str(), state.name())
-        });
+        let states = self
+            .client
+            .upstreams
+            .keys()
+            .map(|k| (k.as_str(), self.client.provider_state(k)));
         self.changes.borrow_mut().observe(now, &log, states);
         *self.point.borrow_mut() = Some(DataPoint::of(&log));
         out.log = log_line(&mut log);
@@ -763,20 +764,27 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         out
     }
 
-    /// `GET /metrics`.
-    /// What each provider's breaker object has journaled, for the providers
-    /// whose objects answer (none without fleet-wide breakers). Asked all
-    /// at once: the slowest object bounds the wait.
+    /// What each breaker's object has journaled, by breaker key
+    /// (`provider/model`), for the keys whose objects answer (none without
+    /// fleet-wide breakers). Asked all at once: the slowest object bounds
+    /// the wait.
     async fn fleet_journals(&self) -> Vec<(String, crate::fleet::Journal)> {
-        let keys: Vec<&String> = self.client.upstreams.keys().collect();
+        let keys: Vec<String> = self
+            .client
+            .upstreams
+            .keys()
+            .flat_map(|p| self.client.provider_keys(p))
+            .map(|(key, _, _)| key.to_owned())
+            .collect();
         let asked = keys.iter().map(|k| self.client.store.journal(k));
         let answers = futures_util::future::join_all(asked).await;
         keys.into_iter()
             .zip(answers)
-            .filter_map(|(k, j)| Some((k.clone(), j?)))
+            .filter_map(|(k, j)| Some((k, j?)))
             .collect()
     }
 
+    /// `GET /metrics`.
     async fn metrics_page(&self) -> Outbound {
         let fleet = self.fleet_journals().await;
         let mut headers = Headers::new();

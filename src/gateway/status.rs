@@ -107,10 +107,11 @@ impl Changes {
     }
 }
 
-/// One provider's fleet-wide totals, from its breaker object.
+/// One breaker's fleet-wide totals, from its object.
 #[derive(Debug, Serialize)]
 pub(super) struct FleetRow<'a> {
     pub(super) provider: &'a str,
+    pub(super) model: &'a str,
     #[serde(flatten)]
     pub(super) counts: Counts,
 }
@@ -130,9 +131,9 @@ pub(super) struct StatusBody<'a> {
 }
 
 impl<'a> StatusBody<'a> {
-    /// The page's data: `fleet` holds the journals of the providers whose
-    /// objects answered; their logs replace this isolate's record of those
-    /// providers' transitions.
+    /// The page's data: `fleet` holds the journals, by breaker key
+    /// (`provider/model`), of the breakers whose objects answered; their
+    /// logs replace this isolate's record of those providers' transitions.
     pub(super) fn new(
         now: UnixMillis,
         providers: &'a [Health],
@@ -140,17 +141,17 @@ impl<'a> StatusBody<'a> {
         fleet: &'a [(String, Journal)],
     ) -> Self {
         let degraded = providers.iter().any(|h| h.state != StateName::Closed);
-        let journaled = |p: &str| fleet.iter().any(|(k, _)| k == p);
+        let journaled = |p: &str| fleet.iter().any(|(k, _)| split(k).0 == p);
         let mut all: Vec<Change> = changes
             .recent
             .iter()
             .filter(|c| !matches!(c, Change::Breaker { provider, .. } if journaled(provider)))
             .cloned()
             .collect();
-        for (provider, journal) in fleet {
+        for (key, journal) in fleet {
             all.extend(journal.recent.iter().map(|t| Change::Breaker {
                 at: t.at,
-                provider: provider.clone(),
+                provider: key.clone(),
                 from: t.from,
                 to: t.to,
                 fleet: true,
@@ -166,14 +167,20 @@ impl<'a> StatusBody<'a> {
             providers,
             fleet: fleet
                 .iter()
-                .map(|(provider, j)| FleetRow {
-                    provider,
+                .map(|(key, j)| FleetRow {
+                    provider: split(key).0,
+                    model: split(key).1,
                     counts: j.counts,
                 })
                 .collect(),
             changes: all,
         }
     }
+}
+
+/// A breaker key's provider and model.
+fn split(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or((key, ""))
 }
 
 impl Change {
@@ -309,7 +316,7 @@ fn fleet_table(out: &mut String, rows: &[FleetRow<'_>]) {
     let _ = write!(
         out,
         "<section id=\"fleet\"{}><h2>Fleet-wide, from the breaker objects</h2><table><thead><tr>\
-         <th scope=\"col\">Provider</th><th scope=\"col\">Calls answered</th>\
+         <th scope=\"col\">Provider</th><th scope=\"col\">Model</th><th scope=\"col\">Calls answered</th>\
          <th scope=\"col\">Calls failed</th><th scope=\"col\">Probes</th>\
          <th scope=\"col\">Transitions</th></tr></thead><tbody id=\"fleet-rows\">",
         if rows.is_empty() { " hidden" } else { "" }
@@ -318,12 +325,13 @@ fn fleet_table(out: &mut String, rows: &[FleetRow<'_>]) {
         let c = r.counts;
         let _ = write!(
             out,
-            "<tr data-provider=\"{p}\"><td>{p}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr data-provider=\"{p}\" data-model=\"{m}\"><td>{p}</td><td>{m}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             c.successes,
             c.failures,
             c.probes,
             c.transitions,
             p = esc(r.provider),
+            m = esc(r.model),
         );
     }
     out.push_str("</tbody></table></section>");
@@ -383,7 +391,7 @@ function render(d){
     cell(tr,ms(h.ttftMs.p50)+" / "+ms(h.ttftMs.p95));cell(tr,String(h.requests));body.appendChild(tr);}
   const fl=document.getElementById("fleet"),fr=document.getElementById("fleet-rows");fr.replaceChildren();
   fl.hidden=!d.fleet.length;
-  for(const r of d.fleet){const tr=document.createElement("tr");tr.dataset.provider=r.provider;cell(tr,r.provider);
+  for(const r of d.fleet){const tr=document.createElement("tr");tr.dataset.provider=r.provider;tr.dataset.model=r.model;cell(tr,r.provider);cell(tr,r.model);
     for(const k of ["successes","failures","probes","transitions"])cell(tr,String(r[k]));fr.appendChild(tr);}
   const ch=document.getElementById("changes");ch.replaceChildren();
   for(const c of d.changes){const tr=document.createElement("tr");cell(tr,when(c.at));cell(tr,describe(c));ch.appendChild(tr);}

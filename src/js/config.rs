@@ -29,6 +29,8 @@ pub(crate) fn build_client(
                 retry: None,
                 first_token_timeout_ms: None,
                 embeddings: None,
+                priority: None,
+                weight: None,
             })
             .collect();
         cfg.routes.insert("default".into(), entries);

@@ -21,7 +21,7 @@ export interface BudgetConfig {
   capacity?: number;
 }
 
-/** Circuit breaker settings (one breaker per provider). */
+/** Circuit breaker settings (one breaker per provider and model). */
 export interface BreakerConfig {
   /** Consecutive failures that open it (default 5). */
   failureThreshold?: number;
@@ -60,6 +60,13 @@ export interface RouteEntry {
    * and dimensions (vectors of different models are not interchangeable).
    */
   embeddings?: { family: string; dimensions: number };
+  /**
+   * Its tier: entries sharing a priority split load by `weight`, lower priorities first; the next
+   * priority serves only when the whole tier cannot. Give every entry of a route a priority, or none.
+   */
+  priority?: number;
+  /** Its share of its tier's load, 1 to 10000 (default 1); needs a `priority`. */
+  weight?: number;
 }
 
 /** Size limits. */
@@ -659,9 +666,13 @@ export interface FailoverEvent {
 
 export type BreakerState = "closed" | "open" | "half_open";
 
+/** A breaker changed state. Breakers are per (provider, model); `model` is `"*"` for the one breaker models no route lists share. */
 export interface BreakerEvent {
   type: "breaker";
   provider: string;
+  model: string;
+  /** The route entry's label, when it has one. */
+  label?: string;
   from: BreakerState;
   to: BreakerState;
 }
@@ -700,11 +711,12 @@ export interface ClientOptions {
  * One provider's health. Two counters with different lives sit side by side: the breaker's
  * (`state`, `consecutiveFailures`) restart at each breaker transition, while the statistics
  * (`requests`, `failures`, `errorRate`, latencies) run for the client's life. So an open breaker
- * shows `consecutiveFailures: 0` beside the `failures` that opened it.
+ * shows `consecutiveFailures: 0` beside the `failures` that opened it. Breakers are per model:
+ * `state`, `openUntil` and `consecutiveFailures` are the worst of `models`.
  */
 export interface ProviderHealth {
   provider: string;
-  /** `closed` (calls pass), `open` (calls skipped until `openUntil`), `half_open` (probes pass). */
+  /** `closed` (calls pass), `open` (calls skipped until `openUntil`), `half_open` (probes pass); the worst of its models'. */
   state: BreakerState;
   /** When an open breaker lets a probe through, in Unix ms (`new Date(openUntil)`); else null. */
   openUntil: number | null;
@@ -728,6 +740,22 @@ export interface ProviderHealth {
   tokensPerSec: number | null;
   /** The most recent failure; `at` in Unix ms. */
   lastFailure: { at: number; kind: ErrorKind; status: number | null; message: string } | null;
+  /**
+   * The breaker of each model routes send to this provider (and `"*"`, shared by the models no
+   * route lists, once used). A rate limit of one model opens only its own; a refused key or an
+   * unreachable host counts against all of them.
+   */
+  models: ModelBreaker[];
+}
+
+/** One model's breaker at a provider. */
+export interface ModelBreaker {
+  model: string;
+  /** The first label a route gives the entry. */
+  label?: string;
+  state: BreakerState;
+  openUntil: number | null;
+  consecutiveFailures: number;
 }
 
 // ---- Errors (classes exported by this package) ----

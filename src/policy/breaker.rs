@@ -387,6 +387,22 @@ impl Breaker {
         }
     }
 
+    /// Counts a failure no call of this breaker's saw: another model of the
+    /// same provider failed in a way that says the whole provider is down
+    /// (its key refused, its host unreachable). Counted like a verdict of
+    /// its own while closed; an open or half-open breaker already waits on
+    /// its own cooldown or probe.
+    pub fn note_failure(&mut self, now: UnixMillis) {
+        if self.state != State::Closed {
+            return;
+        }
+        self.consecutive_failures += 1;
+        self.push(true);
+        if self.should_open() {
+            self.open(now);
+        }
+    }
+
     /// Gives back a permit whose call was abandoned (timeout of the whole
     /// request, caller gone) without a verdict.
     pub fn release(&mut self, permit: Permit) {

@@ -127,10 +127,7 @@ impl ProviderStats {
         Health {
             provider: provider.to_string(),
             state: state.name(),
-            open_until: match state {
-                State::Open { until } => Some(until),
-                State::Closed | State::HalfOpen { .. } => None,
-            },
+            open_until: open_until(state),
             consecutive_failures,
             requests: self.requests,
             failures: self.failures,
@@ -139,6 +136,7 @@ impl ProviderStats {
             ttft_ms: self.ttft(),
             tokens_per_sec: self.tokens_per_sec(),
             last_failure: self.last_failure.clone(),
+            models: Vec::new(),
         }
     }
 }
@@ -178,6 +176,50 @@ pub struct Health {
     pub tokens_per_sec: Option<f64>,
     /// The most recent failure.
     pub last_failure: Option<LastFailure>,
+    /// The breaker of each of its models (`state` above is the worst of
+    /// them).
+    pub models: Vec<ModelBreaker>,
+}
+
+/// The breaker of one model at a provider, as health reports show it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelBreaker {
+    /// The model (`*` for the breaker shared by models no route lists).
+    pub model: String,
+    /// The first label a route gives the entry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// The breaker's state.
+    pub state: StateName,
+    /// When an open breaker's cooldown ends.
+    pub open_until: Option<UnixMillis>,
+    /// Failures since the last success.
+    pub consecutive_failures: u32,
+}
+
+impl ModelBreaker {
+    pub(crate) fn new(
+        model: String,
+        label: Option<String>,
+        state: State,
+        consecutive_failures: u32,
+    ) -> Self {
+        ModelBreaker {
+            model,
+            label,
+            state: state.name(),
+            open_until: open_until(state),
+            consecutive_failures,
+        }
+    }
+}
+
+fn open_until(state: State) -> Option<UnixMillis> {
+    match state {
+        State::Open { until } => Some(until),
+        State::Closed | State::HalfOpen { .. } => None,
+    }
 }
 
 #[cfg(test)]

@@ -90,7 +90,7 @@ impl DurableObject for BreakerStore {
         let policy = policies
             .per_provider
             .iter()
-            .find(|(id, _)| *id == call.key)
+            .find(|(id, _)| *id == crate::engine::key::provider_of(&call.key))
             .map_or(policies.default, |(_, p)| *p);
         let now = worker::js_sys::Date::now() as u64;
         // Load, one pure step, store: no await in between.

@@ -49,11 +49,11 @@
 //   redacted_thinking blocks (tests/e2e/mock-answers.mjs: what answers hold).
 // RULE: { "mode": "ok" | "status" | "hang" | "slow" | "reset" | "malformed" | "stall" | "stream"
 //         | "echo-key" (an error quoting the key it was sent: mock-echo.mjs),
-//         "firstN": n, "p": 0..1, "latencyMs": ms, …mode options }
+//         "firstN": n, "p": 0..1, "latencyMs": ms, "model": name, …mode options }
 //   The first rule that takes a request decides it; none: a normal answer. A rule takes a
 //   request it sees when it is still within `firstN` (counting the requests that reached it)
 //   and a draw of the provider's seeded RNG is below `p` (when given). "stream" rules only
-//   see streaming requests. Options:
+//   see streaming requests; a rule with "model" only requests for that model. Options:
 //   status:    status (503), error (kind, default from status: rate_limit, insufficient_quota,
 //              context_length_exceeded, content_policy, invalid_request, auth, permission,
 //              not_found, request_too_large, timeout, server, unavailable, overloaded),
@@ -91,7 +91,7 @@ const PROVIDER_KEYS = new Set(["latencyMs", "requireKey", "prefill", "models", "
   "answerTokens", "tokensPerChunk", "streamUsage", "future", "redactThinking"]);
 const MAX_RECEIVED = 200;
 const RULE_KEYS = {
-  common: ["mode", "firstN", "p", "latencyMs"],
+  common: ["mode", "firstN", "p", "latencyMs", "model"],
   ok: [],
   status: ["status", "error", "message", "retryAfter", "retryAfterMs", "headers"],
   hang: ["holdMs"],
@@ -131,6 +131,7 @@ function normalizeRule(raw, where) {
     check(raw[key] === undefined || isCount(raw[key]), `${where}.${key}: must be a whole number >= 0`);
   }
   check(raw.p === undefined || (typeof raw.p === "number" && raw.p >= 0 && raw.p <= 1), `${where}.p: must be in [0, 1]`);
+  check(raw.model === undefined || typeof raw.model === "string", `${where}.model: must be a model name`);
   if (mode === "status") {
     const status = raw.status ?? 503;
     check(Number.isInteger(status) && status >= 400 && status <= 599, `${where}.status: must be 400..599`);
@@ -239,9 +240,10 @@ class Provider {
   }
 
   /** The rule that takes this request, or null for a normal answer. Counts and draws. */
-  pickRule(isStream) {
+  pickRule(isStream, model) {
     for (const entry of this.rules) {
       if (entry.rule.mode === "stream" && !isStream) continue;
+      if (entry.rule.model !== undefined && entry.rule.model !== model) continue;
       const { firstN, p } = entry.rule;
       if (firstN !== undefined && entry.seen >= firstN) continue;
       entry.seen += 1;
@@ -536,7 +538,7 @@ async function handleChat(state, ctx) {
   if (!ctx.bedrock && provider.settings.requireKey && !hasKey(req.headers)) {
     return replyError(ctx, 401, "auth", "Missing API key: send Authorization: Bearer <key> or x-api-key.");
   }
-  const rule = provider.pickRule(body.stream === true);
+  const rule = provider.pickRule(body.stream === true, body.model);
   ctx.rule = rule;
   if (rule) provider.count("faults", rule.mode);
   state.log({ provider: provider.name, format: ctx.format, model: body.model, stream: body.stream === true, fault: rule?.mode ?? null });

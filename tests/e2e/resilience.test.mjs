@@ -200,7 +200,7 @@ describe("the breaker Durable Object failing", { timeout: 180000 }, () => {
     test(`the object set to ${mode}: served on local breakers, logged once, shared again when back`, async () => {
       const gw = await startGateway(config(mock), { isolates: 2, vars: { FLEET_FAULTS: "on" } });
       try {
-        for (const key of ["flaky", "backup"]) assert.equal((await gw.fleet(key, "fault", { mode })).status, 200);
+        for (const key of ["flaky/f", "backup/b"]) assert.equal((await gw.fleet(key, "fault", { mode })).status, 200);
         await serveThrough(gw);
         await sleep(1700); // past the view's TTL and a hung call's timeout: more failed calls
         assert.equal((await openai(gw, "r")).status, 200);
@@ -208,14 +208,14 @@ describe("the breaker Durable Object failing", { timeout: 180000 }, () => {
         assert.equal(outageLines(gw).length, 1, outageLines(gw).join("\n"));
         // The object is back: the next calls reach it, the isolate says so once, and what
         // one isolate reports, the other learns.
-        for (const key of ["flaky", "backup"]) await gw.fleet(key, "fault", { mode: "none" });
+        for (const key of ["flaky/f", "backup/b"]) await gw.fleet(key, "fault", { mode: "none" });
         mock.setFault("backup", { faults: [{ mode: "status", status: 503 }] });
         try {
           await sleep(1700); // calls hung before are past their timeout
           for (let i = 0; i < 4; i++) await openai(gw, "only");
           await eventually(() => gw.logs.some((l) => l.includes("fleet breaker reachable again")), 5000);
           const view = await eventually(async () => {
-            const v = JSON.parse((await gw.fleet("backup", "view")).text);
+            const v = JSON.parse((await gw.fleet("backup/b", "view")).text);
             return v.state.state !== "closed" && v;
           }, 5000);
           assert.equal(view.state.state, "open");

@@ -172,6 +172,8 @@ test("health(): the breaker's count restarts at each transition; the statistics 
   assert.deepEqual([h.state, h.consecutiveFailures, h.requests, h.failures], ["open", 0, 2, 2]);
   assert.ok(h.openUntil > Date.now());
   assert.equal(h.lastFailure.kind, "server");
+  // Breakers are per model: the provider's one model carries the same state.
+  assert.deepEqual(h.models.map((m) => [m.model, m.state, m.openUntil]), [["p", "open", h.openUntil]]);
   // A call that skips an open breaker is not one of its provider's requests.
   const both = new ResilientClient(
     { retry: { maxAttempts: 1 }, breaker: { failureThreshold: 1, cooldownMs: 60000 } },
