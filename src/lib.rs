@@ -83,15 +83,15 @@ pub use chat::{
     ToolChoice, Untranslated, Usage,
 };
 pub use config::{
-    BreakerConfig, BudgetConfig, Config, EntryConfig, GatewayConfig, LimitsConfig, Policies,
-    RetryConfig, Validated,
+    BreakerConfig, BudgetConfig, Config, EntryConfig, GatewayConfig, LatencyConfig, LimitsConfig,
+    Policies, RetryConfig, Validated,
 };
 pub use engine::client::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
 pub use engine::store::{BreakerStore, MemoryStore};
 pub use engine::stream::ChatStream;
 pub use engine::timeout::timeout;
 pub use error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError, Treatment};
-pub use event::{Event, Observer};
+pub use event::{Event, Observer, Standing};
 pub use fleet::{Fleet, FleetLink, FleetPolicy, FleetStore};
 pub use format::{FormatError, FormatErrorKind};
 pub use issue::{parse_json, ConfigError, ConfigIssue};
@@ -106,6 +106,7 @@ pub use policy::breaker::{
     Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, PermitKind, Snapshot, State, StateName,
 };
 pub use policy::budget::{BudgetPolicy, RetryBudget};
+pub use policy::latency::{DemotionPolicy, Measure, RateFloor, Speed};
 pub use policy::stats::{Health, Latency};
 pub use provider::bedrock;
 pub use provider::{

@@ -22,6 +22,10 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_path_to_error::Segment;
 
+mod speed;
+
+pub use speed::LatencyConfig;
+
 use crate::engine::client::{Client, ClientBuilder, Entry, Policy};
 use crate::issue::path_text;
 pub(crate) use crate::issue::{ConfigError, ConfigIssue};
@@ -29,6 +33,7 @@ use crate::platform::Platform;
 use crate::policy::backoff::RetryPolicy;
 use crate::policy::breaker::BreakerPolicy;
 use crate::policy::budget::BudgetPolicy;
+use crate::policy::latency::DemotionPolicy;
 use crate::provider::{Provider, ProviderConfig, Upstream};
 pub(crate) use crate::secret::Secret;
 
@@ -83,6 +88,9 @@ pub struct Config {
     /// Settings of the gateway host (the Worker).
     #[serde(default)]
     pub gateway: GatewayConfig,
+    /// Latency objectives, streams' pace and demotion.
+    #[serde(default)]
+    pub latency: LatencyConfig,
 }
 
 /// The gateway's own settings.
@@ -203,6 +211,7 @@ impl Config {
             any_model: self.allow_any_model,
         };
         let breaker = self.breaker.policy("breaker", &mut issues);
+        let demotion = self.latency.policy(&mut issues);
         let mut breakers = Vec::new();
         for (id, b) in &self.breakers {
             let path = format!("breakers.{id}");
@@ -263,6 +272,7 @@ impl Config {
                             client.first_token_timeout,
                         )
                     }),
+                    speed: self.latency.speed(path, e, &mut issues),
                 });
             }
             routes.insert(name.clone(), chain);
@@ -271,10 +281,13 @@ impl Config {
         for (id, cfg) in &self.providers {
             for model in cfg.models().keys() {
                 if !self.routes.contains_key(model) {
-                    routes
-                        .entry(model.clone())
-                        .or_insert_with(Vec::new)
-                        .push(Entry::new(id.clone(), model.clone()));
+                    routes.entry(model.clone()).or_insert_with(Vec::new).push(
+                        Entry::new(id.clone(), model.clone()).speed(self.latency.speed(
+                            &format!("providers.{id}.models.{model}"),
+                            &EntryConfig::default(),
+                            &mut issues,
+                        )),
+                    );
                 }
             }
         }
@@ -302,6 +315,7 @@ impl Config {
             policies: Policies {
                 client,
                 breaker,
+                demotion,
                 routes,
                 default_route,
             },
@@ -349,7 +363,8 @@ impl Validated {
     ) -> ClientBuilder<P> {
         let mut b = Client::builder(platform)
             .policy(self.policies.client)
-            .breaker(self.policies.breaker);
+            .breaker(self.policies.breaker)
+            .demotion(self.policies.demotion);
         for (id, p) in self.providers {
             b = b.upstream(id, Upstream::Http(p));
         }
@@ -414,7 +429,7 @@ pub struct BreakerConfig {
 }
 
 /// One entry of a route.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct EntryConfig {
     /// A provider id from `providers`.
@@ -429,6 +444,14 @@ pub struct EntryConfig {
     pub retry: Option<RetryConfig>,
     /// This entry's time-to-first-token deadline for streams.
     pub first_token_timeout_ms: Option<u64>,
+    /// This entry's objective for whole answers (see [`LatencyConfig`]).
+    pub latency_slo_ms: Option<u64>,
+    /// This entry's objective for a stream's first token.
+    pub ttft_slo_ms: Option<u64>,
+    /// The slowest pace this entry's streams may start at.
+    pub min_tokens_per_second: Option<f64>,
+    /// Over how many first tokens the pace is judged.
+    pub rate_window_tokens: Option<u32>,
 }
 
 /// Size limits.
@@ -448,6 +471,8 @@ pub struct Policies {
     pub client: Policy,
     /// Every breaker's policy.
     pub breaker: BreakerPolicy,
+    /// How latency demotion decides.
+    pub demotion: DemotionPolicy,
     /// Routes by name, each an ordered chain.
     pub routes: BTreeMap<String, Vec<Entry>>,
     /// The route for requests that name none.

@@ -22,6 +22,7 @@ use crate::platform::{Platform, UnixMillis};
 use crate::policy::backoff::RetryPolicy;
 use crate::policy::breaker::{BreakerPolicy, CircuitOpen, Outcome, Permit, State};
 use crate::policy::budget::{BudgetPolicy, RetryBudget};
+use crate::policy::latency::{Book, DemotionPolicy, Speed};
 use crate::policy::stats::{Health, ProviderStats};
 use crate::provider::Upstream;
 
@@ -41,6 +42,8 @@ pub struct Entry {
     pub retry: Option<RetryPolicy>,
     /// Time-to-first-token deadline for streams at this entry.
     pub first_token_timeout: Option<Duration>,
+    /// Latency objectives and a stream's pace (none by default).
+    pub speed: Speed,
 }
 
 impl Entry {
@@ -53,6 +56,7 @@ impl Entry {
             timeout: None,
             retry: None,
             first_token_timeout: None,
+            speed: Speed::default(),
         }
     }
 
@@ -71,6 +75,12 @@ impl Entry {
     /// Sets the streams' time-to-first-token deadline.
     pub fn first_token_timeout(mut self, t: Duration) -> Self {
         self.first_token_timeout = Some(t);
+        self
+    }
+
+    /// Sets the latency objectives and a stream's pace.
+    pub fn speed(mut self, s: Speed) -> Self {
+        self.speed = s;
         self
     }
 
@@ -171,6 +181,9 @@ pub struct Client<P: Platform, S: BreakerStore = MemoryStore> {
     pub(crate) store: S,
     pub(crate) budget: RefCell<RetryBudget>,
     pub(crate) stats: RefCell<BTreeMap<String, ProviderStats>>,
+    /// Each entry's recent answer times and latency standing.
+    pub(crate) latency: RefCell<Book>,
+    pub(crate) demotion: DemotionPolicy,
     observer: Option<Observer>,
 }
 
@@ -183,6 +196,7 @@ pub struct ClientBuilder<P: Platform> {
     policy: Policy,
     breaker: BreakerPolicy,
     breakers: BTreeMap<String, BreakerPolicy>,
+    demotion: DemotionPolicy,
     observer: Option<Observer>,
 }
 
@@ -225,6 +239,12 @@ impl<P: Platform> ClientBuilder<P> {
         self
     }
 
+    /// Sets how entries with latency objectives are demoted and restored.
+    pub fn demotion(mut self, policy: DemotionPolicy) -> Self {
+        self.demotion = policy;
+        self
+    }
+
     /// Receives every [`Event`].
     pub fn observer(mut self, f: impl Fn(&Event<'_>) + 'static) -> Self {
         self.observer = Some(Box::new(f));
@@ -249,6 +269,8 @@ impl<P: Platform> ClientBuilder<P> {
             policy: self.policy,
             store,
             stats: RefCell::default(),
+            latency: RefCell::default(),
+            demotion: self.demotion,
             observer: self.observer,
         }
     }
@@ -275,6 +297,7 @@ impl<P: Platform> Client<P> {
             policy: Policy::default(),
             breaker: BreakerPolicy::default(),
             breakers: BTreeMap::new(),
+            demotion: DemotionPolicy::default(),
             observer: None,
         }
     }

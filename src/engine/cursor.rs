@@ -85,7 +85,7 @@ impl<'c> Cursor<'c> {
         req: &ChatRequest,
         opts: &CallOptions,
     ) -> Result<Self, Error> {
-        let chain = client.resolve(req, opts)?;
+        let chain = client.by_latency(client.resolve(req, opts)?);
         if req.messages.is_empty() {
             return Err(Error::InvalidRequest(
                 "messages: at least one message is required".into(),

@@ -6,7 +6,10 @@
 pub(crate) mod authorize;
 pub(crate) mod client;
 pub(crate) mod cursor;
+pub(crate) mod idle;
+pub(crate) mod latency;
 pub(crate) mod open;
+pub(crate) mod pace;
 pub(crate) mod prefill;
 pub(crate) mod retry;
 pub(crate) mod store;

@@ -14,6 +14,7 @@ use crate::event::Event;
 use crate::platform::{millis, BufferedResponse, Platform, TransportErrorKind, UnixMillis};
 use crate::policy::backoff::RetryPolicy;
 use crate::policy::breaker::{Permit, PermitKind};
+use crate::policy::latency::Measure;
 use crate::provider::Upstream;
 
 impl<P: Platform, S: BreakerStore> Client<P, S> {
@@ -68,8 +69,12 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             );
             record.omitted = omitted;
             record.usage = result.as_ref().ok().and_then(|r| r.usage);
+            let record_duration = record.duration;
             let error = match result {
-                Ok(resp) => return Ok(resp),
+                Ok(resp) => {
+                    self.record_latency(entry, Measure::Latency, millis(record_duration));
+                    return Ok(resp);
+                }
                 Err(e) => e,
             };
             let kind = permit.kind;

@@ -126,7 +126,10 @@ impl Hooks {
                     (&self.on_failover, Some(*error), Some(*from))
                 }
                 Event::MalformedChunk { error, provider } => (&None, Some(*error), Some(*provider)),
-                Event::Breaker { .. } | Event::BudgetExhausted { .. } => (&None, None, None),
+                Event::Breaker { .. }
+                | Event::BudgetExhausted { .. }
+                | Event::Demoted(_)
+                | Event::Restored(_) => (&None, None, None),
             };
             let value = errors::to_js(event);
             if let Some(e) = error {

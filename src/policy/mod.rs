@@ -6,4 +6,5 @@
 pub(crate) mod backoff;
 pub(crate) mod breaker;
 pub(crate) mod budget;
+pub(crate) mod latency;
 pub(crate) mod stats;
