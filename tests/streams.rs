@@ -345,7 +345,11 @@ fn a_thirty_second_stall_is_finished_by_the_fallback_well_inside_45_seconds() {
     assert_eq!(seen.text(), ANSWER.concat());
     // One idle deadline (10 s), not one per retry at the silent provider.
     assert!(p.now() < 15_000, "finished at {} ms", p.now());
-    assert_eq!(p.requests_to("https://first.test"), 1, "no retry at the stalled provider");
+    assert_eq!(
+        p.requests_to("https://first.test"),
+        1,
+        "no retry at the stalled provider"
+    );
     assert!(p.aborted() >= 1, "the stalled body was dropped");
     let last: serde_json::Value = serde_json::from_slice(&p.requests()[1].body).unwrap();
     let prefill = last["messages"]
