@@ -106,7 +106,7 @@ pub use policy::breaker::{
     Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, PermitKind, Snapshot, State, StateName,
 };
 pub use policy::budget::{BudgetPolicy, RetryBudget};
-pub use policy::latency::{DemotionPolicy, Measure, RateFloor, Speed};
+pub use policy::latency::{Demotion, DemotionPolicy, Measure, RateFloor, Speed};
 pub use policy::stats::{Health, Latency};
 pub use provider::bedrock;
 pub use provider::{

@@ -268,6 +268,15 @@ fn a_slow_entry_is_demoted_and_comes_back_through_exploration_once_it_recovers()
         "demoted: tried after the entry that meets its objective"
     );
     assert_eq!(p.requests_to("https://first.test"), 5);
+    let health = serde_json::to_value(c.health()).unwrap();
+    assert_eq!(
+        health[0]["demoted"],
+        json!([{ "model": "m1", "measure": "latency", "p95Ms": 2000 }])
+    );
+    assert!(
+        health[1].get("demoted").is_none(),
+        "none listed when none is"
+    );
 
     // Recovered. Exploring requests (random below 0.1) keep the configured
     // order: the first entry answers them, fast now, and its window refills.
@@ -292,8 +301,11 @@ fn a_slow_entry_is_demoted_and_comes_back_through_exploration_once_it_recovers()
             "restored first/m1 p95=0 slo=1000"
         ]
     );
+    assert!(serde_json::to_value(c.health()).unwrap()[0]
+        .get("demoted")
+        .is_none());
     // Restored: the configured order again, without a random draw.
     p.script("https://first.test", [openai_answer("m1", "back")]);
     let p = p.random([0.99]);
-    assert_eq!(serve(&p, &c, 1), ["first"]);
+    assert_eq!(serve(&p, c, 1), ["first"]);
 }

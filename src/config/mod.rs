@@ -78,6 +78,10 @@ pub struct Config {
     /// Streams: the longest silence between chunks (default 10 s).
     #[serde(default)]
     pub idle_timeout_ms: Option<u64>,
+    /// Streams at a gateway: the wait for the first item before the
+    /// response goes out with keepalives, and their interval (default 15 s).
+    #[serde(default)]
+    pub keepalive_ms: Option<u64>,
     /// Size limits.
     #[serde(default)]
     pub limits: LimitsConfig,
@@ -208,6 +212,7 @@ impl Config {
                 d.first_token_timeout,
             ),
             idle_timeout: issues.ms_at("", "idleTimeoutMs", self.idle_timeout_ms, d.idle_timeout),
+            keepalive: issues.ms_at("", "keepaliveMs", self.keepalive_ms, d.keepalive),
             any_model: self.allow_any_model,
         };
         let breaker = self.breaker.policy("breaker", &mut issues);

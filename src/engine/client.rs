@@ -114,6 +114,12 @@ pub struct Policy {
     /// (default 10 s: a 30 s stall is detected and finished by a fallback
     /// well inside 45 s).
     pub idle_timeout: Duration,
+    /// Streams at a gateway: how long the wait for the first item may be
+    /// before the response goes out and keepalives follow at this interval
+    /// (default 15 s: under the idle timeouts of common proxies and
+    /// clients, 30 s and up, and past the first-token deadline, so that a
+    /// stream that fails over at once still gets its HTTP status).
+    pub keepalive: Duration,
     /// Whether the `provider/model` form may name a model no route lists
     /// (default false: a client can neither reach nor get a provider blamed
     /// for a model name it made up).
@@ -131,6 +137,7 @@ impl Default for Policy {
             max_request_bytes: 1 << 20,
             first_token_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(10),
+            keepalive: Duration::from_secs(15),
             any_model: false,
         }
     }
@@ -481,10 +488,12 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                     .store
                     .snapshot(id)
                     .map(|s| (s.state, s.consecutive_failures));
-                match stats.get(id) {
+                let mut health = match stats.get(id) {
                     Some(s) => s.health(id, breaker),
                     None => ProviderStats::default().health(id, breaker),
-                }
+                };
+                health.demoted = self.demotions(id);
+                health
             })
             .collect()
     }

@@ -8,7 +8,7 @@ use crate::engine::client::{Client, Entry};
 use crate::engine::store::BreakerStore;
 use crate::event::{Event, Standing};
 use crate::platform::Platform;
-use crate::policy::latency::{demote, Measure};
+use crate::policy::latency::{demote, Demotion, Measure};
 
 /// The key an entry's figures are kept under: one model at one provider.
 pub(crate) fn key(entry: &Entry) -> String {
@@ -73,7 +73,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
 
     /// The measures `provider`'s models are demoted on, by model, with the
     /// p95 that demoted them.
-    pub(crate) fn demotions(&self, provider: &str) -> Vec<(String, Measure, u64)> {
+    pub(crate) fn demotions(&self, provider: &str) -> Vec<Demotion> {
         let book = self.latency.borrow();
         let mut out = Vec::new();
         let mut seen = std::collections::BTreeSet::new();
@@ -81,8 +81,12 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             if entry.provider != provider || !seen.insert(&entry.model) {
                 continue;
             }
-            for (measure, p95) in book.demoted(&key(entry)) {
-                out.push((entry.model.clone(), measure, p95));
+            for (measure, p95_ms) in book.demoted(&key(entry)) {
+                out.push(Demotion {
+                    model: entry.model.clone(),
+                    measure,
+                    p95_ms,
+                });
             }
         }
         out

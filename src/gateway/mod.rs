@@ -22,6 +22,7 @@
 //! `{"type":"error","error":{"type","message"}}`. No input can panic.
 
 mod auth;
+mod keepalive;
 pub mod limits;
 mod log;
 mod metrics;
@@ -43,7 +44,7 @@ use crate::chat::Dialect;
 use crate::config::{Config, ConfigError, ConfigIssue, Secret, Validated};
 use crate::engine::client::{CallOptions, Client, Entry, Reply};
 use crate::engine::store::BreakerStore;
-use crate::engine::stream::{ChatStream, StreamItem};
+use crate::engine::stream::ChatStream;
 use crate::format::{anthropic, openai, FormatErrorKind};
 use crate::platform::{Body, Headers, Platform, UnixMillis};
 use crate::policy::breaker::{BreakerPolicy, State, StateName};
@@ -565,7 +566,26 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         };
         stream.pass_through(format.dialect());
         stream.idle_timers(sse::idle_timers(&self.client));
-        let mut out = match stream.next_item().await {
+        let keepalive = self.client.policy().keepalive;
+        let (stream, first) = match keepalive::first_item(&self.client, stream, keepalive).await {
+            Ok(first) => first,
+            Err(pending) => {
+                let then =
+                    keepalive::answer(format, log.request_id.to_string(), started, include_usage);
+                let body =
+                    keepalive::body(Rc::clone(&self.client), pending, format, keepalive, then);
+                // No x-attempts or x-served-by: not known yet (the
+                // stream's end log line has them).
+                return Outbound {
+                    status: 200,
+                    headers: sse_headers(),
+                    body: Vec::new(),
+                    stream: Some(body),
+                    log: String::new(),
+                };
+            }
+        };
+        let mut out = match first {
             Some(Ok(first)) => {
                 log.record_attempts(stream.attempts());
                 // The attempt answering is still open: it counts too.
@@ -575,27 +595,19 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 log.served_by = served
                     .as_ref()
                     .map(|s| format!("{}/{}", s.provider, s.model));
-                let encoder = match &first {
-                    // The answering provider's own events come first.
-                    StreamItem::Raw(_) | StreamItem::Delta { passed: true, .. } => {
-                        sse::Encoder::Pass(pass::PassWriter::new(format, include_usage))
-                    }
-                    StreamItem::Delta { delta, .. } => {
-                        let model = match delta {
-                            crate::chat::Delta::Start { model: Some(m) } => m.clone(),
-                            _ => served.map(|s| s.model).unwrap_or_default(),
-                        };
-                        let created = started / 1000;
-                        sse::Encoder::new(format, log.request_id, created, model, include_usage)
-                    }
-                };
-                let mut headers = Headers::new();
-                headers.insert("content-type", "text/event-stream; charset=utf-8");
-                headers.insert("cache-control", "no-cache");
+                let encoder = sse::Encoder::for_first(
+                    format,
+                    Some(&first),
+                    served.map(|s| s.model),
+                    log.request_id,
+                    started / 1000,
+                    include_usage,
+                );
+                let headers = sse_headers();
                 let body = sse::body(
                     stream,
                     encoder,
-                    first,
+                    Ok(first),
                     log.request_id.to_string(),
                     started,
                     log.attempts,
@@ -794,6 +806,14 @@ struct HealthBody {
     providers: Vec<Health>,
     status: &'static str,
     time: UnixMillis,
+}
+
+/// The headers of a streamed answer.
+fn sse_headers() -> Headers {
+    let mut headers = Headers::new();
+    headers.insert("content-type", "text/event-stream; charset=utf-8");
+    headers.insert("cache-control", "no-cache");
+    headers
 }
 
 /// What a streamed OpenAI request asks of the stream besides its answer.

@@ -74,6 +74,18 @@ pub enum Measure {
     Ttft,
 }
 
+/// A model demoted for its latency, as `/health` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Demotion {
+    /// The model.
+    pub model: String,
+    /// What it is demoted for.
+    pub measure: Measure,
+    /// Its p95 over the recent window, in ms.
+    pub p95_ms: u64,
+}
+
 /// A change of an entry's standing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Change {
@@ -165,23 +177,14 @@ impl Book {
     pub(crate) fn is_demoted(&self, key: &str) -> bool {
         !self.demoted(key).is_empty()
     }
-
-    /// Sets `key`'s standing on `measure` from the fleet's view, keeping
-    /// its samples.
-    pub(crate) fn adopt(&mut self, key: &str, measure: Measure, demoted: bool) {
-        self.series
-            .entry((key.to_string(), measure))
-            .or_default()
-            .demoted = demoted;
-    }
 }
 
 /// The order to try `chain` in, as indices: the entries that meet their
 /// objectives in configured order, then the demoted ones, in configured
-/// order too. `random` (drawn only when an entry is demoted) below `explore` keeps the configured order, so a
-/// demoted entry still answers a share of requests and its figures, and
-/// its standing, keep up with it. `None` when the order is the configured
-/// one.
+/// order too. `random` (drawn only when an entry is demoted) below
+/// `explore` keeps the configured order, so a demoted entry still answers
+/// a share of requests and its figures, and its standing, keep up with it.
+/// `None` when the order is the configured one.
 pub(crate) fn demote<T>(
     chain: &[T],
     demoted: impl Fn(&T) -> bool,
