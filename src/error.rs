@@ -325,6 +325,9 @@ pub enum AttemptOutcome {
         /// Why.
         error: ProviderError,
     },
+    /// Another entry answered first (a hedge) and this one's request was
+    /// aborted: no verdict on its provider.
+    Cancelled,
 }
 
 /// The record of one attempt at one chain entry.
@@ -364,7 +367,7 @@ pub struct Attempt {
 pub(crate) fn discarded_usage(attempts: &[Attempt]) -> Option<crate::chat::Usage> {
     attempts
         .iter()
-        .filter(|a| a.error().is_some())
+        .filter(|a| a.outcome != AttemptOutcome::Success)
         .filter_map(|a| a.usage)
         .reduce(|a, b| {
             let sum = |x: Option<u64>, y: Option<u64>| match (x, y) {
@@ -388,7 +391,7 @@ impl Attempt {
     /// The error, for a failed attempt.
     pub fn error(&self) -> Option<&ProviderError> {
         match &self.outcome {
-            AttemptOutcome::Success => None,
+            AttemptOutcome::Success | AttemptOutcome::Cancelled => None,
             AttemptOutcome::Failure { error } => Some(error),
         }
     }
@@ -407,6 +410,7 @@ impl fmt::Display for Attempt {
         match &self.outcome {
             AttemptOutcome::Success => f.write_str("ok"),
             AttemptOutcome::Failure { error } => write!(f, "{error}"),
+            AttemptOutcome::Cancelled => f.write_str("cancelled"),
         }
     }
 }

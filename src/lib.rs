@@ -83,10 +83,11 @@ pub use chat::{
     ToolChoice, Untranslated, Usage,
 };
 pub use config::{
-    BreakerConfig, BudgetConfig, Config, EntryConfig, GatewayConfig, LatencyConfig, LimitsConfig,
-    Policies, RetryConfig, Validated,
+    BreakerConfig, BudgetConfig, Config, EntryConfig, GatewayConfig, HedgeAfterConfig, HedgeConfig,
+    HedgeFigure, LatencyConfig, LimitsConfig, Policies, RetryConfig, Validated,
 };
 pub use engine::client::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
+pub use engine::hedge::{HedgeAfter, HedgePolicy};
 pub use engine::store::{BreakerStore, MemoryStore};
 pub use engine::stream::ChatStream;
 pub use engine::timeout::timeout;

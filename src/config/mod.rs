@@ -22,11 +22,14 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_path_to_error::Segment;
 
+mod hedge;
 mod speed;
 
+pub use hedge::{HedgeAfterConfig, HedgeConfig, HedgeFigure};
 pub use speed::LatencyConfig;
 
 use crate::engine::client::{Client, ClientBuilder, Entry, Policy};
+use crate::engine::hedge::HedgePolicy;
 use crate::issue::path_text;
 pub(crate) use crate::issue::{ConfigError, ConfigIssue};
 use crate::platform::Platform;
@@ -95,6 +98,9 @@ pub struct Config {
     /// Latency objectives, streams' pace and demotion.
     #[serde(default)]
     pub latency: LatencyConfig,
+    /// Hedged requests, by route name (none by default).
+    #[serde(default)]
+    pub hedge: BTreeMap<String, HedgeConfig>,
 }
 
 /// The gateway's own settings.
@@ -305,6 +311,7 @@ impl Config {
             None if self.routes.contains_key("default") => Some("default".to_string()),
             None => self.routes.keys().next().cloned(),
         };
+        let hedges = hedge::hedges(&self.hedge, &|r| routes.contains_key(r), &mut issues);
         if self
             .gateway
             .client_keys_env
@@ -321,6 +328,7 @@ impl Config {
                 client,
                 breaker,
                 demotion,
+                hedges,
                 routes,
                 default_route,
             },
@@ -370,6 +378,9 @@ impl Validated {
             .policy(self.policies.client)
             .breaker(self.policies.breaker)
             .demotion(self.policies.demotion);
+        for (route, h) in self.policies.hedges {
+            b = b.hedge(route, h);
+        }
         for (id, p) in self.providers {
             b = b.upstream(id, Upstream::Http(p));
         }
@@ -478,6 +489,8 @@ pub struct Policies {
     pub breaker: BreakerPolicy,
     /// How latency demotion decides.
     pub demotion: DemotionPolicy,
+    /// Routes' hedging, by route name.
+    pub hedges: BTreeMap<String, HedgePolicy>,
     /// Routes by name, each an ordered chain.
     pub routes: BTreeMap<String, Vec<Entry>>,
     /// The route for requests that name none.

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::engine::cursor::{Cursor, Run};
+use crate::engine::hedge::HedgePolicy;
 use crate::engine::store::{BreakerStore, MemoryStore};
 use crate::error::{Attempt, Error, ProviderError};
 use crate::event::{Event, Observer};
@@ -150,6 +151,9 @@ pub struct CallOptions {
     pub route: Option<String>,
     /// A tighter end-to-end deadline (a client's `x-request-timeout-ms`).
     pub deadline: Option<Duration>,
+    /// No hedge for this call, whatever its route says (a request that
+    /// must not run twice: `x-hedge: off`).
+    pub no_hedge: bool,
 }
 
 /// Which entry answered.
@@ -191,6 +195,9 @@ pub struct Client<P: Platform, S: BreakerStore = MemoryStore> {
     /// Each entry's recent answer times and latency standing.
     pub(crate) latency: RefCell<Book>,
     pub(crate) demotion: DemotionPolicy,
+    /// Routes' hedging, by route name, and each one's budget.
+    pub(crate) hedges: BTreeMap<String, HedgePolicy>,
+    pub(crate) hedge_budgets: RefCell<BTreeMap<String, RetryBudget>>,
     observer: Option<Observer>,
 }
 
@@ -204,6 +211,7 @@ pub struct ClientBuilder<P: Platform> {
     breaker: BreakerPolicy,
     breakers: BTreeMap<String, BreakerPolicy>,
     demotion: DemotionPolicy,
+    hedges: BTreeMap<String, HedgePolicy>,
     observer: Option<Observer>,
 }
 
@@ -252,6 +260,12 @@ impl<P: Platform> ClientBuilder<P> {
         self
     }
 
+    /// Hedges requests on route `name`.
+    pub fn hedge(mut self, name: impl Into<String>, policy: HedgePolicy) -> Self {
+        self.hedges.insert(name.into(), policy);
+        self
+    }
+
     /// Receives every [`Event`].
     pub fn observer(mut self, f: impl Fn(&Event<'_>) + 'static) -> Self {
         self.observer = Some(Box::new(f));
@@ -278,6 +292,8 @@ impl<P: Platform> ClientBuilder<P> {
             stats: RefCell::default(),
             latency: RefCell::default(),
             demotion: self.demotion,
+            hedges: self.hedges,
+            hedge_budgets: RefCell::default(),
             observer: self.observer,
         }
     }
@@ -305,6 +321,7 @@ impl<P: Platform> Client<P> {
             breaker: BreakerPolicy::default(),
             breakers: BTreeMap::new(),
             demotion: DemotionPolicy::default(),
+            hedges: BTreeMap::new(),
             observer: None,
         }
     }
@@ -319,6 +336,11 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     /// Answers `req` with per-call options.
     pub async fn chat_with(&self, req: ChatRequest, opts: CallOptions) -> Result<Reply, Error> {
         let mut walk = Cursor::start(self, &req, &opts)?;
+        if let Some((route, hedge)) = self.hedge_for(&req, &opts) {
+            if let Some(done) = self.hedged(&mut walk, &req, &route, &hedge).await {
+                return done;
+            }
+        }
         while let Some(permit) = walk.admit(self).await {
             let (entry, run) = walk.entry_and_run();
             match self.step(entry, permit, &req, run).await {
@@ -332,7 +354,13 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
 
     /// Runs one entry (its retries included) and records the breaker's one
     /// verdict for it.
-    async fn step(&self, entry: &Entry, permit: Permit, req: &ChatRequest, run: &mut Run) -> Step {
+    pub(crate) async fn step(
+        &self,
+        entry: &Entry,
+        permit: Permit,
+        req: &ChatRequest,
+        run: &mut Run,
+    ) -> Step {
         let mut guard = PermitGuard {
             store: &self.store,
             key: &entry.provider,

@@ -26,9 +26,23 @@ pub(crate) struct Run {
     /// Whether `deadline_at` is the caller's, tighter than the client's.
     pub(crate) callers_deadline: bool,
     pub(crate) attempts: Vec<Attempt>,
+    /// The attempt whose request is out, with its number and start: what
+    /// a hedge that drops it records as cancelled.
+    pub(crate) in_flight: Option<(u32, UnixMillis)>,
 }
 
 impl Run {
+    /// A record for one more entry asked at once (a hedge), under the same
+    /// deadline.
+    pub(crate) fn fork(&self) -> Run {
+        Run {
+            deadline_at: self.deadline_at,
+            callers_deadline: self.callers_deadline,
+            attempts: Vec::new(),
+            in_flight: None,
+        }
+    }
+
     /// An attempt that timed out because the caller's own deadline cut it
     /// short failed by the caller's choice, not the provider's fault: it
     /// becomes `DeadlineExceeded`, which no breaker counts and which ends
@@ -111,6 +125,7 @@ impl<'c> Cursor<'c> {
                 deadline_at: start.saturating_add(millis(deadline)),
                 callers_deadline,
                 attempts: Vec::new(),
+                in_flight: None,
             },
         })
     }
@@ -193,6 +208,12 @@ impl<'c> Cursor<'c> {
     fn end(&mut self) {
         self.index = self.chain.len();
         self.called = true;
+    }
+
+    /// Moves past the entry admitted last while it is still being asked:
+    /// a hedge goes to the next.
+    pub(crate) fn pass(&mut self) {
+        self.index += 1;
     }
 
     /// The entry admitted last.

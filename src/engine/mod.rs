@@ -6,6 +6,7 @@
 pub(crate) mod authorize;
 pub(crate) mod client;
 pub(crate) mod cursor;
+pub(crate) mod hedge;
 pub(crate) mod idle;
 pub(crate) mod latency;
 pub(crate) mod open;

@@ -57,7 +57,9 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 .timeout
                 .unwrap_or(self.policy.attempt_timeout)
                 .min(Duration::from_millis(left));
+            run.in_flight = Some((number, started));
             let (result, reached, omitted) = self.attempt(upstream, req, &entry.model, limit).await;
+            run.in_flight = None;
             let result = result.map_err(|e| run.blame(self.platform.now(), e));
             let record = self.record_attempt(
                 run,

@@ -54,7 +54,11 @@ impl LogLine<'_> {
     pub(super) fn record_attempts(&mut self, attempts: &[Attempt]) {
         self.attempts = attempts.iter().filter(|a| a.number > 0).count();
         self.discarded_usage = discarded_usage(attempts);
-        if let Some(answered) = attempts.iter().rev().find(|a| a.error().is_none()) {
+        let answered = attempts
+            .iter()
+            .rev()
+            .find(|a| a.outcome == AttemptOutcome::Success);
+        if let Some(answered) = answered {
             self.omitted.clone_from(&answered.omitted);
         }
         self.trail = attempts
@@ -67,6 +71,7 @@ impl LogLine<'_> {
                 outcome: match &a.outcome {
                     AttemptOutcome::Success => Outcome::Ok,
                     AttemptOutcome::Failure { error } => Outcome::Failed(error.kind),
+                    AttemptOutcome::Cancelled => Outcome::Cancelled,
                 },
                 reached: (!a.reached).then_some(false),
                 reason: a
@@ -143,6 +148,7 @@ pub(super) struct TrailItem {
 pub(super) enum Outcome {
     Ok,
     Failed(ErrorKind),
+    Cancelled,
 }
 
 impl Serialize for Outcome {
@@ -150,6 +156,7 @@ impl Serialize for Outcome {
         match self {
             Outcome::Ok => s.serialize_str("ok"),
             Outcome::Failed(kind) => kind.serialize(s),
+            Outcome::Cancelled => s.serialize_str("cancelled"),
         }
     }
 }

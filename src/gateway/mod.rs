@@ -515,6 +515,10 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .filter(|ms| *ms > 0)
                 .map(Duration::from_millis),
+            // A request that must not run twice says so.
+            no_hedge: headers
+                .get("x-hedge")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("off")),
         };
         if request.stream {
             let include_usage = request.wants_usage();

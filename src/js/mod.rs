@@ -377,7 +377,22 @@ impl ResilientClient {
                     .map_err(|_| bad("options.signal: must be an AbortSignal"))?,
             ),
         };
-        Ok((req, CallOptions { route, deadline }, signal))
+        let no_hedge = match prop(options, "hedge") {
+            v if v.is_undefined() || v.is_null() => false,
+            v => match v.as_bool() {
+                Some(on) => !on,
+                None => return Err(bad("options.hedge: must be a boolean")),
+            },
+        };
+        Ok((
+            req,
+            CallOptions {
+                route,
+                deadline,
+                no_hedge,
+            },
+            signal,
+        ))
     }
 }
 
