@@ -24,10 +24,7 @@ pub(crate) fn build_client(
             .map(|(name, model, _)| EntryConfig {
                 provider: name.clone(),
                 model: model.clone(),
-                label: None,
-                timeout_ms: None,
-                retry: None,
-                first_token_timeout_ms: None,
+                ..EntryConfig::default()
             })
             .collect();
         cfg.routes.insert("default".into(), entries);
