@@ -461,12 +461,16 @@ pub struct EntryConfig {
     /// This entry's time-to-first-token deadline for streams.
     pub first_token_timeout_ms: Option<u64>,
     /// This entry's objective for whole answers (see [`LatencyConfig`]).
+    #[serde(default)]
     pub latency_slo_ms: Option<u64>,
     /// This entry's objective for a stream's first token.
+    #[serde(default)]
     pub ttft_slo_ms: Option<u64>,
     /// The slowest pace this entry's streams may start at.
+    #[serde(default)]
     pub min_tokens_per_second: Option<f64>,
     /// Over how many first tokens the pace is judged.
+    #[serde(default)]
     pub rate_window_tokens: Option<u32>,
 }
 

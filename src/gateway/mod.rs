@@ -103,6 +103,7 @@ pub const REQUEST_HEADERS: &[&str] = &[
     "content-length",
     "x-request-id",
     "x-request-timeout-ms",
+    "x-hedge",
     // the status page's sign-in; read by the status routes only, never forwarded
     "cookie",
     // FORWARDED_HEADERS
