@@ -351,6 +351,9 @@ pub enum AttemptOutcome {
         /// Why.
         error: ProviderError,
     },
+    /// Another entry answered first (a hedge) and this one's request was
+    /// aborted: no verdict on its provider.
+    Cancelled,
 }
 
 /// The record of one attempt at one chain entry.
@@ -390,7 +393,7 @@ pub struct Attempt {
 pub(crate) fn discarded_usage(attempts: &[Attempt]) -> Option<crate::chat::Usage> {
     attempts
         .iter()
-        .filter(|a| a.error().is_some())
+        .filter(|a| a.outcome != AttemptOutcome::Success)
         .filter_map(|a| a.usage)
         .reduce(|a, b| {
             let sum = |x: Option<u64>, y: Option<u64>| match (x, y) {
@@ -414,7 +417,7 @@ impl Attempt {
     /// The error, for a failed attempt.
     pub fn error(&self) -> Option<&ProviderError> {
         match &self.outcome {
-            AttemptOutcome::Success => None,
+            AttemptOutcome::Success | AttemptOutcome::Cancelled => None,
             AttemptOutcome::Failure { error } => Some(error),
         }
     }
@@ -433,6 +436,7 @@ impl fmt::Display for Attempt {
         match &self.outcome {
             AttemptOutcome::Success => f.write_str("ok"),
             AttemptOutcome::Failure { error } => write!(f, "{error}"),
+            AttemptOutcome::Cancelled => f.write_str("cancelled"),
         }
     }
 }

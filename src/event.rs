@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::error::ProviderError;
 use crate::policy::breaker::StateName;
+use crate::policy::latency::Measure;
 
 /// One thing that happened during a request.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -93,6 +94,30 @@ pub enum Event<'a> {
         /// The provider that would have been retried.
         provider: &'a str,
     },
+    /// An entry's recent p95 passed its objective: it is tried after the
+    /// entries that meet theirs.
+    Demoted(Standing<'a>),
+    /// A demoted entry's p95 came back below its lower mark.
+    Restored(Standing<'a>),
+}
+
+/// An entry's latency standing as it changed.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Standing<'a> {
+    /// The provider id.
+    pub provider: &'a str,
+    /// The model sent.
+    pub model: &'a str,
+    /// The route entry's label, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<&'a str>,
+    /// What was measured.
+    pub measure: Measure,
+    /// Its p95 over the recent window, in ms.
+    pub p95_ms: u64,
+    /// The objective, in ms.
+    pub slo_ms: u64,
 }
 
 /// Receives events. Called synchronously; keep it cheap.

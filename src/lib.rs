@@ -84,19 +84,20 @@ pub use chat::{
 };
 pub use config::embeddings::EmbeddingsConfig;
 pub use config::{
-    BreakerConfig, BudgetConfig, Config, CostConfig, EntryConfig, GatewayConfig, LimitsConfig,
-    OverBudgetConfig, Policies, PriceConfig, RetryConfig, RouteCostConfig, StrategyConfig,
-    Validated,
+    BreakerConfig, BudgetConfig, Config, CostConfig, EntryConfig, GatewayConfig, HedgeAfterConfig,
+    HedgeConfig, HedgeFigure, LatencyConfig, LimitsConfig, OverBudgetConfig, Policies, PriceConfig,
+    RetryConfig, RouteCostConfig, StrategyConfig, Validated,
 };
 pub use engine::client::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
 pub use engine::cost::{CostPolicy, ModelCost, RouteCost, SpendHealth, SpendLedger};
 pub use engine::endpoint::{EmbeddingModel, EndpointCall, EndpointReply};
+pub use engine::hedge::{HedgeAfter, HedgePolicy};
 pub use engine::key::{breaker_key, provider_of, ANY_MODEL};
 pub use engine::store::{BreakerStore, MemoryStore};
 pub use engine::stream::ChatStream;
 pub use engine::timeout::timeout;
 pub use error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError, Treatment};
-pub use event::{Event, Observer};
+pub use event::{Event, Observer, Standing};
 pub use fleet::{Fleet, FleetLink, FleetPolicy, FleetStore};
 pub use format::{FormatError, FormatErrorKind};
 pub use issue::{parse_json, ConfigError, ConfigIssue};
@@ -112,6 +113,7 @@ pub use policy::breaker::{
 };
 pub use policy::budget::{BudgetPolicy, RetryBudget};
 pub use policy::cheapest::Strategy;
+pub use policy::latency::{Demotion, DemotionPolicy, Measure, RateFloor, Speed};
 pub use policy::price::{Bill, Cost, Price, Prices};
 pub use policy::spend::{OverBudget, SpendCap, Tally};
 pub use policy::stats::{Health, Latency, ModelBreaker};

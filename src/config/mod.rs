@@ -26,15 +26,22 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_path_to_error::Segment;
 
+mod hedge;
+mod speed;
 mod tier;
 
+pub use hedge::{HedgeAfterConfig, HedgeConfig, HedgeFigure};
+pub use speed::LatencyConfig;
+
 use crate::engine::client::{Client, ClientBuilder, Entry, Policy};
+use crate::engine::hedge::HedgePolicy;
 use crate::issue::path_text;
 pub(crate) use crate::issue::{ConfigError, ConfigIssue};
 use crate::platform::Platform;
 use crate::policy::backoff::RetryPolicy;
 use crate::policy::breaker::BreakerPolicy;
 use crate::policy::budget::BudgetPolicy;
+use crate::policy::latency::DemotionPolicy;
 use crate::provider::{Provider, ProviderConfig, Upstream};
 pub(crate) use crate::secret::Secret;
 
@@ -81,6 +88,10 @@ pub struct Config {
     /// Streams: the longest silence between chunks (default 10 s).
     #[serde(default)]
     pub idle_timeout_ms: Option<u64>,
+    /// Streams at a gateway: the wait for the first item before the
+    /// response goes out with keepalives, and their interval (default 15 s).
+    #[serde(default)]
+    pub keepalive_ms: Option<u64>,
     /// Size limits.
     #[serde(default)]
     pub limits: LimitsConfig,
@@ -95,6 +106,12 @@ pub struct Config {
     /// daily budgets.
     #[serde(default)]
     pub cost: cost::CostConfig,
+    /// Latency objectives, streams' pace and demotion.
+    #[serde(default)]
+    pub latency: LatencyConfig,
+    /// Hedged requests, by route name (none by default).
+    #[serde(default)]
+    pub hedge: BTreeMap<String, HedgeConfig>,
 }
 
 /// The gateway's own settings.
@@ -214,9 +231,11 @@ impl Config {
                 d.first_token_timeout,
             ),
             idle_timeout: issues.ms_at("", "idleTimeoutMs", self.idle_timeout_ms, d.idle_timeout),
+            keepalive: issues.ms_at("", "keepaliveMs", self.keepalive_ms, d.keepalive),
             any_model: self.allow_any_model,
         };
         let breaker = self.breaker.policy("breaker", &mut issues);
+        let demotion = self.latency.policy(&mut issues);
         let mut breakers = Vec::new();
         for (id, b) in &self.breakers {
             let path = format!("breakers.{id}");
@@ -281,6 +300,7 @@ impl Config {
                     embeddings: e.embeddings.as_ref().map(|m| m.model()),
                     priority: e.priority,
                     weight: e.weight.unwrap_or(1),
+                    speed: self.latency.speed(path, e, &mut issues),
                 });
             }
             routes.insert(name.clone(), chain);
@@ -289,10 +309,13 @@ impl Config {
         for (id, cfg) in &self.providers {
             for model in cfg.models().keys() {
                 if !self.routes.contains_key(model) {
-                    routes
-                        .entry(model.clone())
-                        .or_insert_with(Vec::new)
-                        .push(Entry::new(id.clone(), model.clone()));
+                    routes.entry(model.clone()).or_insert_with(Vec::new).push(
+                        Entry::new(id.clone(), model.clone()).speed(self.latency.speed(
+                            &format!("providers.{id}.models.{model}"),
+                            &EntryConfig::default(),
+                            &mut issues,
+                        )),
+                    );
                 }
             }
         }
@@ -306,6 +329,7 @@ impl Config {
             None if self.routes.contains_key("default") => Some("default".to_string()),
             None => self.routes.keys().next().cloned(),
         };
+        let hedges = hedge::hedges(&self.hedge, &|r| routes.contains_key(r), &mut issues);
         if self
             .gateway
             .client_keys_env
@@ -327,6 +351,8 @@ impl Config {
             policies: Policies {
                 client,
                 breaker,
+                demotion,
+                hedges,
                 routes,
                 default_route,
             },
@@ -376,7 +402,11 @@ impl Validated {
         let mut b = Client::builder(platform)
             .policy(self.policies.client)
             .breaker(self.policies.breaker)
-            .cost(self.cost);
+            .cost(self.cost)
+            .demotion(self.policies.demotion);
+        for (route, h) in self.policies.hedges {
+            b = b.hedge(route, h);
+        }
         for (id, p) in self.providers {
             b = b.upstream(id, Upstream::Http(p));
         }
@@ -441,7 +471,7 @@ pub struct BreakerConfig {
 }
 
 /// One entry of a route.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct EntryConfig {
     /// A provider id from `providers`.
@@ -468,6 +498,18 @@ pub struct EntryConfig {
     /// Its share of its tier's load (default 1).
     #[serde(default)]
     pub weight: Option<u32>,
+    /// This entry's objective for whole answers (see [`LatencyConfig`]).
+    #[serde(default)]
+    pub latency_slo_ms: Option<u64>,
+    /// This entry's objective for a stream's first token.
+    #[serde(default)]
+    pub ttft_slo_ms: Option<u64>,
+    /// The slowest pace this entry's streams may start at.
+    #[serde(default)]
+    pub min_tokens_per_second: Option<f64>,
+    /// Over how many first tokens the pace is judged.
+    #[serde(default)]
+    pub rate_window_tokens: Option<u32>,
 }
 
 /// Size limits.
@@ -487,6 +529,10 @@ pub struct Policies {
     pub client: Policy,
     /// Every breaker's policy.
     pub breaker: BreakerPolicy,
+    /// How latency demotion decides.
+    pub demotion: DemotionPolicy,
+    /// Routes' hedging, by route name.
+    pub hedges: BTreeMap<String, HedgePolicy>,
     /// Routes by name, each an ordered chain.
     pub routes: BTreeMap<String, Vec<Entry>>,
     /// The route for requests that name none.

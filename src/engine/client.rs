@@ -17,6 +17,7 @@ use crate::chat::{ChatRequest, ChatResponse};
 use crate::engine::cost::{CostBook, CostPolicy, ModelCost, SpendHealth, SpendLedger};
 use crate::engine::cursor::{Cursor, Run};
 use crate::engine::endpoint::EmbeddingModel;
+use crate::engine::hedge::HedgePolicy;
 use crate::engine::key::BreakerKeys;
 use crate::engine::order::RateLimited;
 use crate::engine::store::{BreakerStore, MemoryStore};
@@ -26,6 +27,7 @@ use crate::platform::{Platform, UnixMillis};
 use crate::policy::backoff::RetryPolicy;
 use crate::policy::breaker::{BreakerPolicy, CircuitOpen, Outcome, Permit, State};
 use crate::policy::budget::{BudgetPolicy, RetryBudget};
+use crate::policy::latency::{Book, DemotionPolicy, Speed};
 use crate::policy::stats::{Health, ProviderStats};
 use crate::provider::Upstream;
 
@@ -53,6 +55,8 @@ pub struct Entry {
     pub priority: Option<u32>,
     /// Its share of its tier's load (default 1).
     pub weight: u32,
+    /// Latency objectives and a stream's pace (none by default).
+    pub speed: Speed,
 }
 
 impl Entry {
@@ -68,6 +72,7 @@ impl Entry {
             embeddings: None,
             priority: None,
             weight: 1,
+            speed: Speed::default(),
         }
     }
 
@@ -98,6 +103,12 @@ impl Entry {
     /// Sets the streams' time-to-first-token deadline.
     pub fn first_token_timeout(mut self, t: Duration) -> Self {
         self.first_token_timeout = Some(t);
+        self
+    }
+
+    /// Sets the latency objectives and a stream's pace.
+    pub fn speed(mut self, s: Speed) -> Self {
+        self.speed = s;
         self
     }
 
@@ -137,6 +148,12 @@ pub struct Policy {
     /// (default 10 s: a 30 s stall is detected and finished by a fallback
     /// well inside 45 s).
     pub idle_timeout: Duration,
+    /// Streams at a gateway: how long the wait for the first item may be
+    /// before the response goes out and keepalives follow at this interval
+    /// (default 15 s: under the idle timeouts of common proxies and
+    /// clients, 30 s and up, and past the first-token deadline, so that a
+    /// stream that fails over at once still gets its HTTP status).
+    pub keepalive: Duration,
     /// Whether the `provider/model` form may name a model no route lists
     /// (default false: a client can neither reach nor get a provider blamed
     /// for a model name it made up).
@@ -154,6 +171,7 @@ impl Default for Policy {
             max_request_bytes: 1 << 20,
             first_token_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(10),
+            keepalive: Duration::from_secs(15),
             any_model: false,
         }
     }
@@ -166,6 +184,9 @@ pub struct CallOptions {
     pub route: Option<String>,
     /// A tighter end-to-end deadline (a client's `x-request-timeout-ms`).
     pub deadline: Option<Duration>,
+    /// No hedge for this call, whatever its route says (a request that
+    /// must not run twice: `x-hedge: off`).
+    pub no_hedge: bool,
 }
 
 /// Which entry answered.
@@ -206,6 +227,12 @@ pub struct Client<P: Platform, S: BreakerStore = MemoryStore> {
     pub(crate) stats: RefCell<BTreeMap<String, ProviderStats>>,
     pub(crate) limited: RefCell<RateLimited>,
     pub(crate) keys: BreakerKeys,
+    /// Each entry's recent answer times and latency standing.
+    pub(crate) latency: RefCell<Book>,
+    pub(crate) demotion: DemotionPolicy,
+    /// Routes' hedging, by route name, and each one's budget.
+    pub(crate) hedges: BTreeMap<String, HedgePolicy>,
+    pub(crate) hedge_budgets: RefCell<BTreeMap<String, RetryBudget>>,
     observer: Option<Observer>,
     pub(crate) cost: std::rc::Rc<CostBook>,
 }
@@ -219,6 +246,8 @@ pub struct ClientBuilder<P: Platform> {
     policy: Policy,
     breaker: BreakerPolicy,
     breakers: BTreeMap<String, BreakerPolicy>,
+    demotion: DemotionPolicy,
+    hedges: BTreeMap<String, HedgePolicy>,
     observer: Option<Observer>,
     cost: CostPolicy,
     ledger: Option<std::rc::Rc<dyn SpendLedger>>,
@@ -263,6 +292,18 @@ impl<P: Platform> ClientBuilder<P> {
         self
     }
 
+    /// Sets how entries with latency objectives are demoted and restored.
+    pub fn demotion(mut self, policy: DemotionPolicy) -> Self {
+        self.demotion = policy;
+        self
+    }
+
+    /// Hedges requests on route `name`.
+    pub fn hedge(mut self, name: impl Into<String>, policy: HedgePolicy) -> Self {
+        self.hedges.insert(name.into(), policy);
+        self
+    }
+
     /// Receives every [`Event`].
     pub fn observer(mut self, f: impl Fn(&Event<'_>) + 'static) -> Self {
         self.observer = Some(Box::new(f));
@@ -303,6 +344,10 @@ impl<P: Platform> ClientBuilder<P> {
             stats: RefCell::default(),
             limited: RefCell::default(),
             keys,
+            latency: RefCell::default(),
+            demotion: self.demotion,
+            hedges: self.hedges,
+            hedge_budgets: RefCell::default(),
             observer: self.observer,
             cost: std::rc::Rc::new(CostBook::new(self.cost, self.ledger)),
         }
@@ -330,6 +375,8 @@ impl<P: Platform> Client<P> {
             policy: Policy::default(),
             breaker: BreakerPolicy::default(),
             breakers: BTreeMap::new(),
+            demotion: DemotionPolicy::default(),
+            hedges: BTreeMap::new(),
             observer: None,
             cost: CostPolicy::default(),
             ledger: None,
@@ -346,6 +393,11 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     /// Answers `req` with per-call options.
     pub async fn chat_with(&self, req: ChatRequest, opts: CallOptions) -> Result<Reply, Error> {
         let mut walk = Cursor::start(self, &req, &opts)?;
+        if let Some((route, hedge)) = self.hedge_for(&req, &opts) {
+            if let Some(done) = self.hedged(&mut walk, &req, &route, &hedge).await {
+                return done;
+            }
+        }
         while let Some(permit) = walk.admit(self).await {
             let (entry, run) = walk.entry_and_run();
             match self.step(entry, permit, &req, run).await {
@@ -359,7 +411,13 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
 
     /// Runs one entry (its retries included) and records the breaker's one
     /// verdict for it.
-    async fn step(&self, entry: &Entry, permit: Permit, req: &ChatRequest, run: &mut Run) -> Step {
+    pub(crate) async fn step(
+        &self,
+        entry: &Entry,
+        permit: Permit,
+        req: &ChatRequest,
+        run: &mut Run,
+    ) -> Step {
         let key = self.key_of(entry);
         let mut guard = PermitGuard {
             store: &self.store,
@@ -573,6 +631,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                     None => ProviderStats::default().health(id, breaker),
                 };
                 health.models = self.model_breakers(id);
+                health.demoted = self.demotions(id);
                 health
             })
             .collect()

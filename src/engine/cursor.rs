@@ -36,6 +36,9 @@ pub(crate) struct Run {
     /// Whether the entry admitted last has a tier mate after it: its 429
     /// then moves on at once rather than retry it.
     pub(crate) mate_after: bool,
+    /// The attempt whose request is out, with its number and start: what
+    /// a hedge that drops it records as cancelled.
+    pub(crate) in_flight: Option<(u32, UnixMillis)>,
 }
 
 /// The cost book of a run's client and its route's name.
@@ -51,6 +54,20 @@ impl Run {
             b.book.book(b.route.as_deref(), &self.attempts);
         }
         std::mem::take(&mut self.attempts)
+    }
+
+    /// A record for one more entry asked at once (a hedge), under the same
+    /// deadline.
+    pub(crate) fn fork(&self) -> Run {
+        Run {
+            deadline_at: self.deadline_at,
+            callers_deadline: self.callers_deadline,
+            attempts: Vec::new(),
+            // Its attempts join the parent's, which books them.
+            booking: None,
+            mate_after: false,
+            in_flight: None,
+        }
     }
 
     /// An attempt that timed out because the caller's own deadline cut it
@@ -122,7 +139,7 @@ impl<'c> Cursor<'c> {
         req: &ChatRequest,
         opts: &CallOptions,
     ) -> Result<Self, Error> {
-        let chain = order(client, client.resolve(req, opts)?);
+        let chain = client.by_latency(order(client, client.resolve(req, opts)?));
         if req.messages.is_empty() {
             return Err(Error::InvalidRequest(
                 "messages: at least one message is required".into(),
@@ -168,6 +185,7 @@ impl<'c> Cursor<'c> {
                 attempts: Vec::new(),
                 booking,
                 mate_after: false,
+                in_flight: None,
             },
         }
     }
@@ -269,6 +287,12 @@ impl<'c> Cursor<'c> {
         self.called = true;
         // An ended walk gets no last-resort call either.
         self.forced = true;
+    }
+
+    /// Moves past the entry admitted last while it is still being asked:
+    /// a hedge goes to the next.
+    pub(crate) fn pass(&mut self) {
+        self.index += 1;
     }
 
     /// The entry admitted last.

@@ -103,9 +103,10 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         let mut walk = Cursor::over(self, chain, route, &opts);
         while let Some(permit) = walk.admit(self).await {
             let (entry, run) = walk.entry_and_run();
+            let key = self.key_of(entry);
             let mut guard = PermitGuard {
                 store: &self.store,
-                key: &entry.provider,
+                key: &key,
                 permit,
                 armed: true,
             };
@@ -117,7 +118,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                     return Ok(EndpointReply {
                         body,
                         served_by: walk.served_by(),
-                        attempts: std::mem::take(&mut walk.run.attempts),
+                        attempts: walk.run.take_attempts(),
                     })
                 }
                 Err(error) if error.fails_over() => walk.fail_over(self, &error),

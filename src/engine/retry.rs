@@ -14,6 +14,7 @@ use crate::event::Event;
 use crate::platform::{millis, BufferedResponse, Platform, TransportErrorKind, UnixMillis};
 use crate::policy::backoff::RetryPolicy;
 use crate::policy::breaker::{Permit, PermitKind};
+use crate::policy::latency::Measure;
 use crate::provider::Upstream;
 
 impl<P: Platform, S: BreakerStore> Client<P, S> {
@@ -56,7 +57,9 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 .timeout
                 .unwrap_or(self.policy.attempt_timeout)
                 .min(Duration::from_millis(left));
+            run.in_flight = Some((number, started));
             let (result, reached, omitted) = self.attempt(upstream, req, &entry.model, limit).await;
+            run.in_flight = None;
             let result = result.map_err(|e| run.blame(self.platform.now(), e));
             let record = self.record_attempt(
                 run,
@@ -68,8 +71,12 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             );
             record.omitted = omitted;
             record.usage = result.as_ref().ok().and_then(|r| r.usage);
+            let record_duration = record.duration;
             let error = match result {
-                Ok(resp) => return Ok(resp),
+                Ok(resp) => {
+                    self.record_latency(entry, Measure::Latency, millis(record_duration));
+                    return Ok(resp);
+                }
                 Err(e) => e,
             };
             if error.kind == ErrorKind::RateLimited && run.mate_after {

@@ -12,26 +12,25 @@
 //! never with a clean end: a truncated answer is never presented as complete.
 
 use std::collections::VecDeque;
-use std::future::{poll_fn, Future};
 use std::marker::PhantomData;
 use std::ops::Deref;
-use std::pin::{pin, Pin};
-use std::rc::Rc;
-use std::task::Poll;
 use std::time::Duration;
 
 use crate::chat::{ChatRequest, Delta, Dialect, FinishReason, Message, Part, Role, Usage};
 use crate::engine::client::{CallOptions, Client, Entry, ServedBy};
 use crate::engine::cursor::Cursor;
+use crate::engine::idle::idle_read;
 use crate::engine::open::open;
+use crate::engine::pace::{is_late, moves_on, wait_limit, Gate, Pace};
 use crate::engine::prefill::prefill_native;
 use crate::engine::store::BreakerStore;
-use crate::engine::timeout::{timeout, Elapsed};
+use crate::engine::timeout::timeout;
 use crate::error::{Attempt, Error, ErrorKind, ProviderError};
 use crate::event::Event;
 use crate::format::structured::AnswerStream;
-use crate::platform::{Body, Platform, TransportError, UnixMillis};
+use crate::platform::{Body, Platform, UnixMillis};
 use crate::policy::breaker::{Permit, PermitKind};
+use crate::policy::latency::Measure;
 use crate::provider::{StreamDecoder, Upstream};
 use crate::sse::{SseDecoder, SseEvent};
 
@@ -74,12 +73,7 @@ pub(crate) struct RawEvent {
     pub(crate) usage_only: bool,
 }
 
-/// A timer that owns what it needs: it can outlive any one read, so the
-/// idle deadline of a whole stream is one timer, not one per chunk.
-pub(crate) type OwnedSleep = Pin<Box<dyn Future<Output = ()>>>;
-
-/// Makes [`OwnedSleep`]s (the gateway's, over its shared client).
-pub(crate) type IdleTimers = Rc<dyn Fn(Duration) -> OwnedSleep>;
+pub(crate) use crate::engine::idle::{IdleTimers, OwnedSleep};
 
 /// The attempt in flight.
 struct Conn {
@@ -112,6 +106,8 @@ struct Conn {
     /// once and re-armed only when it fires with data seen since, so a fast
     /// stream sets one timer, however many chunks it brings.
     idle: Option<OwnedSleep>,
+    /// The pace judged before the commit point, while it is being judged.
+    pace: Option<Pace>,
 }
 
 /// The entry being tried: its breaker permit and its attempts so far.
@@ -448,6 +444,11 @@ where
                         malformed: 0,
                         answer,
                         idle: None,
+                        pace: entry
+                            .speed
+                            .min_rate
+                            .filter(|_| !self.sent.committed)
+                            .map(Pace::new),
                     });
                     return Ok(());
                 }
@@ -553,9 +554,15 @@ where
                     let spent = Duration::from_millis(now.saturating_sub(conn.started));
                     (ttft.saturating_sub(spent), true)
                 }
-                Some(_) => (client.policy.idle_timeout, false),
+                Some(_) => (
+                    wait_limit(conn.pace.as_ref(), client.policy.idle_timeout, now),
+                    false,
+                ),
             };
-            let read = match (&self.timers, waiting_for_first) {
+            // The pace's due time is fixed: the idle timer, kept across
+            // reads, would not be re-armed for it.
+            let paced = conn.pace.as_ref().and_then(Pace::due).is_some();
+            let read = match (&self.timers, waiting_for_first || paced) {
                 (Some(timers), false) => {
                     let due = now
                         .saturating_add(crate::platform::millis(limit))
@@ -566,6 +573,12 @@ where
             };
             match read {
                 Err(_) if conn.finish.is_some() => return Read::Complete,
+                Err(_) if is_late(conn.pace.as_ref(), client.platform.now()) => {
+                    return Read::Failed(conn.pace.as_ref().map_or_else(
+                        || ProviderError::new(ErrorKind::Timeout, "too slow"),
+                        Pace::too_slow,
+                    ))
+                }
                 Err(_) if waiting_for_first => {
                     return Read::Failed(ProviderError::new(
                         ErrorKind::Timeout,
@@ -697,9 +710,7 @@ where
                     }
                 };
                 if !fresh.is_empty() {
-                    self.commit(conn);
-                    self.sent.text.push_str(&fresh);
-                    self.deliver(conn, Delta::Text { text: fresh });
+                    return self.forward(conn, Delta::Text { text: fresh });
                 }
             }
             Delta::ToolCall {
@@ -713,9 +724,7 @@ where
                 if conn.mode != Mode::Forward {
                     return Read::Failed(diverged());
                 }
-                self.commit(conn);
-                self.sent.tool_calls = true;
-                self.deliver(
+                return self.forward(
                     conn,
                     Delta::ToolCall {
                         index,
@@ -731,8 +740,7 @@ where
                 conn.first_content
                     .get_or_insert_with(|| self.client.platform.now());
                 if conn.mode == Mode::Forward {
-                    self.commit(conn);
-                    self.deliver(conn, Delta::Thinking(t));
+                    return self.forward(conn, Delta::Thinking(t));
                 }
             }
             Delta::Finish { reason } => {
@@ -754,6 +762,34 @@ where
             }
         }
         Read::More
+    }
+
+    /// Hands content to the caller, the commit point first; before it, held
+    /// while the attempt's pace is judged ([`Pace`]).
+    fn forward(&mut self, conn: &mut Conn, delta: Delta) -> Read {
+        let ready = match conn.pace.as_mut() {
+            None => vec![delta],
+            Some(pace) => match pace.hold(self.client.platform.now(), delta) {
+                Gate::Hold => return Read::More,
+                Gate::TooSlow => return Read::Failed(pace.too_slow()),
+                Gate::Release(held) => held,
+            },
+        };
+        conn.pace = None;
+        self.hand_over(conn, ready);
+        Read::More
+    }
+
+    /// Commits and delivers content, noting what a continuation needs.
+    fn hand_over(&mut self, conn: &mut Conn, deltas: Vec<Delta>) {
+        for delta in deltas {
+            self.commit(conn);
+            if let Delta::Text { text } = &delta {
+                self.sent.text.push_str(text);
+            }
+            self.sent.tool_calls |= matches!(delta, Delta::ToolCall { .. });
+            self.deliver(conn, delta);
+        }
     }
 
     /// Hands `delta` of the attempt in flight to the caller.
@@ -804,6 +840,7 @@ where
         if let Some(first) = conn.first_content {
             let ttft = first.saturating_sub(conn.started);
             let streaming_ms = now.saturating_sub(first);
+            client.record_latency(&entry, Measure::Ttft, ttft);
             client.record_stream(
                 &entry.provider,
                 ttft,
@@ -813,6 +850,9 @@ where
         }
         if let Some(permit) = self.held.permit.take() {
             client.settle(&entry, permit, Ok(()));
+        }
+        if let Some(pace) = conn.pace.take() {
+            self.hand_over(&mut conn, pace.release());
         }
         self.commit(&mut conn);
         let reason = conn.finish.clone().unwrap_or(FinishReason::Stop);
@@ -870,16 +910,17 @@ where
         }
         let kind = self.held.kind;
         let (number, deadline_at) = (self.held.number, self.walk.run.deadline_at);
-        if client
-            .wait_to_retry(
-                entry,
-                kind,
-                self.held.permit.as_mut(),
-                &error,
-                number,
-                deadline_at,
-            )
-            .await
+        if !moves_on(self.sent.committed, &error)
+            && client
+                .wait_to_retry(
+                    entry,
+                    kind,
+                    self.held.permit.as_mut(),
+                    &error,
+                    number,
+                    deadline_at,
+                )
+                .await
         {
             return Ok(());
         }
@@ -944,47 +985,6 @@ where
     /// request by dropping the body, and gives its permit back.
     fn drop(&mut self) {
         self.release_permit();
-    }
-}
-
-/// A chunk of `body`, or `Elapsed` once the clock reaches `due` (the idle
-/// deadline from the start of this wait, or the end-to-end one) with none. `idle` is
-/// the attempt's one timer: kept across reads while data flows, and when it
-/// fires before `due` (data came since it was armed) armed again for what
-/// is left. A read dropped when the timer fires loses nothing: the body
-/// keeps its pending read.
-async fn idle_read<P: Platform, S: BreakerStore>(
-    client: &Client<P, S>,
-    timers: &IdleTimers,
-    body: &mut Body,
-    idle: &mut Option<OwnedSleep>,
-    due: UnixMillis,
-) -> Result<Option<Result<Vec<u8>, TransportError>>, Elapsed> {
-    loop {
-        let timer = match idle {
-            Some(t) => t,
-            None => {
-                let wait = due.saturating_sub(client.platform.now());
-                idle.insert(timers(Duration::from_millis(wait)))
-            }
-        };
-        let mut chunk = pin!(body.chunk());
-        let fired = poll_fn(|cx| {
-            if let Poll::Ready(c) = chunk.as_mut().poll(cx) {
-                return Poll::Ready(Some(c));
-            }
-            timer.as_mut().poll(cx).map(|()| None)
-        })
-        .await;
-        match fired {
-            Some(c) => return Ok(c),
-            None => {
-                *idle = None;
-                if client.platform.now() >= due {
-                    return Err(Elapsed);
-                }
-            }
-        }
     }
 }
 

@@ -58,6 +58,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .filter(|ms| *ms > 0)
                 .map(Duration::from_millis),
+            ..CallOptions::default()
         };
         let result = self.client.call(&call, opts).await;
         log.record_attempts(

@@ -65,7 +65,11 @@ impl LogLine<'_> {
             .prices
             .map(|p| p.bill(attempts))
             .filter(|b| b.total.is_some());
-        if let Some(answered) = attempts.iter().rev().find(|a| a.error().is_none()) {
+        let answered = attempts
+            .iter()
+            .rev()
+            .find(|a| a.outcome == AttemptOutcome::Success);
+        if let Some(answered) = answered {
             self.omitted.clone_from(&answered.omitted);
         }
         self.trail = attempts
@@ -79,6 +83,7 @@ impl LogLine<'_> {
                 outcome: match &a.outcome {
                     AttemptOutcome::Success => Outcome::Ok,
                     AttemptOutcome::Failure { error } => Outcome::Failed(error.kind),
+                    AttemptOutcome::Cancelled => Outcome::Cancelled,
                 },
                 reached: (!a.reached).then_some(false),
                 reason: a
@@ -172,6 +177,7 @@ pub(super) struct TrailItem {
 pub(super) enum Outcome {
     Ok,
     Failed(ErrorKind),
+    Cancelled,
 }
 
 impl Serialize for Outcome {
@@ -179,6 +185,7 @@ impl Serialize for Outcome {
         match self {
             Outcome::Ok => s.serialize_str("ok"),
             Outcome::Failed(kind) => kind.serialize(s),
+            Outcome::Cancelled => s.serialize_str("cancelled"),
         }
     }
 }

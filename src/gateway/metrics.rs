@@ -174,6 +174,7 @@ impl Default for Metrics {
 pub(super) fn outcome_name(o: &Outcome) -> String {
     match o {
         Outcome::Ok => "ok".into(),
+        Outcome::Cancelled => "cancelled".into(),
         Outcome::Failed(kind) => serde_json::to_value(kind)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))

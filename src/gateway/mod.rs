@@ -27,6 +27,7 @@
 
 mod auth;
 mod endpoints;
+mod keepalive;
 pub mod limits;
 mod log;
 mod metrics;
@@ -49,7 +50,7 @@ use crate::chat::Dialect;
 use crate::config::{Config, ConfigError, ConfigIssue, Secret, Validated};
 use crate::engine::client::{CallOptions, Client, Reply};
 use crate::engine::store::BreakerStore;
-use crate::engine::stream::{ChatStream, StreamItem};
+use crate::engine::stream::ChatStream;
 use crate::format::{anthropic, openai, FormatErrorKind};
 use crate::platform::{Body, Headers, Platform, UnixMillis};
 use crate::policy::breaker::{BreakerPolicy, StateName};
@@ -113,6 +114,7 @@ pub const REQUEST_HEADERS: &[&str] = &[
     "content-length",
     "x-request-id",
     "x-request-timeout-ms",
+    "x-hedge",
     // the status page's sign-in; read by the status routes only, never forwarded
     "cookie",
     // FORWARDED_HEADERS
@@ -549,6 +551,10 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .filter(|ms| *ms > 0)
                 .map(Duration::from_millis),
+            // A request that must not run twice says so.
+            no_hedge: headers
+                .get("x-hedge")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("off")),
         };
         let echo = responses::echo(format, &request);
         if request.stream {
@@ -602,7 +608,31 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         };
         stream.pass_through(format.dialect());
         stream.idle_timers(sse::idle_timers(&self.client));
-        let mut out = match stream.next_item().await {
+        let keepalive = self.client.policy().keepalive;
+        let (stream, first) = match keepalive::first_item(&self.client, stream, keepalive).await {
+            Ok(first) => first,
+            Err(pending) => {
+                let then = keepalive::answer(
+                    format,
+                    log.request_id.to_string(),
+                    started,
+                    include_usage,
+                    echo,
+                );
+                let body =
+                    keepalive::body(Rc::clone(&self.client), pending, format, keepalive, then);
+                // No x-attempts or x-served-by: not known yet (the
+                // stream's end log line has them).
+                return Outbound {
+                    status: 200,
+                    headers: sse_headers(),
+                    body: Vec::new(),
+                    stream: Some(body),
+                    log: String::new(),
+                };
+            }
+        };
+        let mut out = match first {
             Some(Ok(first)) => {
                 log.record_attempts(stream.attempts());
                 // The attempt answering is still open: it counts too.
@@ -612,34 +642,20 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 log.served_by = served
                     .as_ref()
                     .map(|s| format!("{}/{}", s.provider, s.model));
-                let encoder = match &first {
-                    // The answering provider's own events come first.
-                    StreamItem::Raw(_) | StreamItem::Delta { passed: true, .. } => {
-                        sse::Encoder::Pass(pass::PassWriter::new(format, include_usage))
-                    }
-                    StreamItem::Delta { delta, .. } => {
-                        let model = match delta {
-                            crate::chat::Delta::Start { model: Some(m) } => m.clone(),
-                            _ => served.map(|s| s.model).unwrap_or_default(),
-                        };
-                        let created = started / 1000;
-                        sse::Encoder::new(
-                            format,
-                            log.request_id,
-                            created,
-                            model,
-                            include_usage,
-                            echo,
-                        )
-                    }
-                };
-                let mut headers = Headers::new();
-                headers.insert("content-type", "text/event-stream; charset=utf-8");
-                headers.insert("cache-control", "no-cache");
+                let encoder = sse::Encoder::for_first(
+                    format,
+                    Some(&first),
+                    served.map(|s| s.model),
+                    log.request_id,
+                    started / 1000,
+                    include_usage,
+                    echo,
+                );
+                let headers = sse_headers();
                 let body = sse::body(
                     stream,
                     encoder,
-                    first,
+                    Ok(first),
                     log.request_id.to_string(),
                     started,
                     log.attempts,
@@ -863,6 +879,14 @@ struct HealthBody {
     spend: Vec<crate::engine::cost::SpendHealth>,
     status: &'static str,
     time: UnixMillis,
+}
+
+/// The headers of a streamed answer.
+fn sse_headers() -> Headers {
+    let mut headers = Headers::new();
+    headers.insert("content-type", "text/event-stream; charset=utf-8");
+    headers.insert("cache-control", "no-cache");
+    headers
 }
 
 /// What a streamed OpenAI request asks of the stream besides its answer.

@@ -78,6 +78,32 @@ impl Encoder {
         }
     }
 
+    /// The writer for a stream whose first item is `first` (`None`: it
+    /// failed first): the provider's own events when they come through,
+    /// else the deltas encoded, under the model the stream names.
+    pub(crate) fn for_first(
+        format: Format,
+        first: Option<&StreamItem>,
+        served_model: Option<String>,
+        id: &str,
+        created: u64,
+        include_usage: bool,
+        echo: Option<Echo>,
+    ) -> Self {
+        let model = match first {
+            // The answering provider's own events come first.
+            Some(StreamItem::Raw(_) | StreamItem::Delta { passed: true, .. }) => {
+                return Encoder::Pass(PassWriter::new(format, include_usage))
+            }
+            Some(StreamItem::Delta {
+                delta: Delta::Start { model: Some(m) },
+                ..
+            }) => m.clone(),
+            Some(StreamItem::Delta { .. }) | None => served_model.unwrap_or_default(),
+        };
+        Encoder::new(format, id, created, model, include_usage, echo)
+    }
+
     fn item(&mut self, item: StreamItem) -> Vec<u8> {
         match (self, item) {
             (Encoder::Pass(w), StreamItem::Raw(ev)) => w.raw(ev),
@@ -123,8 +149,9 @@ impl Encoder {
 
 /// Where the stream is.
 enum Phase {
-    /// Items flow; `first` is the item read before answering.
-    Streaming(Option<StreamItem>),
+    /// Items flow; `first` is the item read before answering (or the
+    /// error, when the answer went out before it: [`super::keepalive`]).
+    Streaming(Option<Result<StreamItem, Error>>),
     /// The answer ended (complete or not); the log line is still due.
     Ending(String),
     /// Nothing more.
@@ -146,7 +173,7 @@ struct State<P: Platform, S: BreakerStore> {
 pub(crate) fn body<P: Platform + 'static, S: BreakerStore + 'static>(
     stream: ChatStream<Rc<Client<P, S>>, P, S>,
     encoder: Encoder,
-    first: StreamItem,
+    first: Result<StreamItem, Error>,
     request_id: String,
     started: u64,
     told: usize,
@@ -183,7 +210,7 @@ async fn next_piece<P: Platform, S: BreakerStore>(
                 return Some((Piece::Log(line), st));
             }
             Phase::Streaming(first) => match first.take() {
-                Some(d) => Some(Ok(d)),
+                Some(d) => Some(d),
                 None if out.is_empty() => st.stream.next_item().await,
                 None => match st.stream.ready_item() {
                     Some(d) => Some(Ok(d)),

@@ -24,13 +24,7 @@ pub(crate) fn build_client(
             .map(|(name, model, _)| EntryConfig {
                 provider: name.clone(),
                 model: model.clone(),
-                label: None,
-                timeout_ms: None,
-                retry: None,
-                first_token_timeout_ms: None,
-                embeddings: None,
-                priority: None,
-                weight: None,
+                ..EntryConfig::default()
             })
             .collect();
         cfg.routes.insert("default".into(), entries);

@@ -127,7 +127,10 @@ impl Hooks {
                     (&self.on_failover, Some(*error), Some(*from))
                 }
                 Event::MalformedChunk { error, provider } => (&None, Some(*error), Some(*provider)),
-                Event::Breaker { .. } | Event::BudgetExhausted { .. } => (&None, None, None),
+                Event::Breaker { .. }
+                | Event::BudgetExhausted { .. }
+                | Event::Demoted(_)
+                | Event::Restored(_) => (&None, None, None),
             };
             let value = errors::to_js(event);
             if let Some(e) = error {
@@ -392,7 +395,21 @@ impl ResilientClient {
                     .map_err(|_| bad("options.signal: must be an AbortSignal"))?,
             ),
         };
-        Ok((CallOptions { route, deadline }, signal))
+        let no_hedge = match prop(options, "hedge") {
+            v if v.is_undefined() || v.is_null() => false,
+            v => match v.as_bool() {
+                Some(on) => !on,
+                None => return Err(bad("options.hedge: must be a boolean")),
+            },
+        };
+        Ok((
+            CallOptions {
+                route,
+                deadline,
+                no_hedge,
+            },
+            signal,
+        ))
     }
 }
 

@@ -67,6 +67,14 @@ export interface RouteEntry {
   priority?: number;
   /** Its share of its tier's load, 1 to 10000 (default 1); needs a `priority`. */
   weight?: number;
+  /** p95 of whole answers, in ms, above which this entry is tried after the others. */
+  latencySloMs?: number;
+  /** p95 of a stream's time to first token, in ms, above which it is tried after the others. */
+  ttftSloMs?: number;
+  /** Streams: the slowest rate the first tokens may come at, before anything is delivered. */
+  minTokensPerSecond?: number;
+  /** Streams: over how many first tokens that rate is judged (default 20). */
+  rateWindowTokens?: number;
 }
 
 /** Size limits. */
@@ -184,6 +192,25 @@ export interface Config {
   firstTokenTimeoutMs?: number;
   /** Streams: the longest silence between chunks, in ms (default 10000). */
   idleTimeoutMs?: number;
+  /** Gateway streams: the wait before keepalives start, and their interval, in ms (default 15000). */
+  keepaliveMs?: number;
+  /** Latency objectives for every entry, streams' pace, and how demotion decides. */
+  latency?: {
+    latencySloMs?: number;
+    ttftSloMs?: number;
+    minTokensPerSecond?: number;
+    rateWindowTokens?: number;
+    /** Recent samples the p95 is taken over (default 50). */
+    window?: number;
+    /** Samples before a p95 decides (default 20). */
+    minSamples?: number;
+    /** Restored below this share of the objective (default 0.8). */
+    restoreRatio?: number;
+    /** Share of requests that keep the configured order (default 0.05). */
+    explore?: number;
+  };
+  /** Hedged requests by route name (off by default). */
+  hedge?: Record<string, { after: number | "p95"; maxExtra?: number; budget?: number }>;
   /** Per-provider breaker settings, over `breaker`. */
   breakers?: Record<string, BreakerConfig>;
   limits?: LimitsConfig;
@@ -386,6 +413,8 @@ export interface ChatOptions {
   route?: string;
   /** A tighter end-to-end deadline for this call, in ms. */
   deadlineMs?: number;
+  /** `false`: never hedge this call, whatever its route says (a call that must not run twice). */
+  hedge?: boolean;
 }
 
 /** What `client.embeddings(…)` takes: an OpenAI embeddings body, sent on as written. */
@@ -682,12 +711,24 @@ export interface BudgetExhaustedEvent {
   provider: string;
 }
 
+/** An entry's latency standing changed. */
+export interface StandingEvent {
+  type: "demoted" | "restored";
+  provider: string;
+  model: string;
+  label?: string;
+  measure: "latency" | "ttft";
+  p95Ms: number;
+  sloMs: number;
+}
+
 export type ClientEvent =
   | RetryEvent
   | ProviderFailedEvent
   | FailoverEvent
   | BreakerEvent
-  | BudgetExhaustedEvent;
+  | BudgetExhaustedEvent
+  | StandingEvent;
 
 /** The constructor's second argument. */
 export interface ClientOptions {
@@ -746,6 +787,8 @@ export interface ProviderHealth {
    * unreachable host counts against all of them.
    */
   models: ModelBreaker[];
+  /** Models of this provider demoted for their latency; absent when none is. */
+  demoted?: { model: string; measure: "latency" | "ttft"; p95Ms: number }[];
 }
 
 /** One model's breaker at a provider. */

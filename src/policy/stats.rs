@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::error::{ErrorKind, ProviderError};
 use crate::platform::UnixMillis;
 use crate::policy::breaker::{State, StateName};
+use crate::policy::latency::Demotion;
 
 /// How many recent calls the latency percentiles and error rate cover.
 pub(crate) const WINDOW: usize = 256;
@@ -135,6 +136,7 @@ impl ProviderStats {
             latency_ms: self.latency(),
             ttft_ms: self.ttft(),
             tokens_per_sec: self.tokens_per_sec(),
+            demoted: Vec::new(),
             last_failure: self.last_failure.clone(),
             models: Vec::new(),
         }
@@ -174,6 +176,10 @@ pub struct Health {
     pub ttft_ms: Latency,
     /// Streams' median output rate, in tokens per second.
     pub tokens_per_sec: Option<f64>,
+    /// The provider's models demoted for their latency, with the p95 that
+    /// demoted them (none listed when none is).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub demoted: Vec<Demotion>,
     /// The most recent failure.
     pub last_failure: Option<LastFailure>,
     /// The breaker of each of its models (`state` above is the worst of

@@ -76,7 +76,7 @@ describe("streams through the edge", { timeout: 120000 }, () => {
         cut: [{ provider: "cut", model: "m-cut" }],
         "cut-a": [{ provider: "cut-a", model: "claude-cut" }],
         lost: [{ provider: "lost", model: "m-lost" }, { provider: "other", model: "m-other" }],
-        stall: [{ provider: "stall", model: "claude-stall" }],
+        stall: [{ provider: "stall", model: "claude-stall" }, { provider: "stall", model: "claude-stall-b" }],
         malformed: [{ provider: "malformed", model: "m-mal" }],
         nodone: [{ provider: "nodone", model: "m-nodone" }],
         slow: [{ provider: "slow", model: "m-slow", firstTokenTimeoutMs: 800 }, { provider: "fast", model: "claude-fast" }],
@@ -161,13 +161,18 @@ describe("streams through the edge", { timeout: 120000 }, () => {
     assert.ok(a.error, "the Anthropic SDK raised the stream's error event");
   });
 
-  test("a stall mid-answer is detected by the idle deadline and continued", async () => {
+  test("a stall mid-answer is detected by the idle deadline and continued on the next entry", async () => {
     mock.setFault("stall", { faults: [{ mode: "stream", stallAfterChunks: 2, firstN: 1 }] });
     const t0 = Date.now();
     const r = await anthropicStream(anthropic, "stall");
     assertNeverTruncated(r, answer("stall"));
     assert.equal(r.error, null, String(r.error));
     assert.ok(Date.now() - t0 < 5000, `took ${Date.now() - t0} ms`);
+    // Not retried at the entry that went silent: the next one continued it, from the prefill.
+    const stats = mock.stats("stall");
+    assert.equal(stats.total, 2);
+    assert.equal(stats.lastRequest.body.model, "claude-stall-b");
+    assert.equal(stats.lastRequest.body.messages.at(-1).role, "assistant");
   });
 
   test("a malformed chunk fails the attempt and the answer is continued whole", async () => {

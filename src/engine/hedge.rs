@@ -1,0 +1,286 @@
+//! Hedged requests (docs/design.md, "Hedged requests"): when a route's
+//! first entry has not answered by a delay, the same request goes to the
+//! next entry too; the first answer wins and the others are dropped, which
+//! aborts their upstream fetches (the platform's contract). A dropped
+//! attempt is recorded as `cancelled`: no breaker hears of it and no
+//! statistic counts it. A budget, a share of the route's requests, keeps
+//! an outage (every first attempt slow) from doubling the load.
+
+use std::cell::RefCell;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::Poll;
+use std::time::Duration;
+
+use crate::chat::{ChatRequest, ChatResponse};
+use crate::engine::client::{CallOptions, Client, Entry, Reply, ServedBy, Step};
+use crate::engine::cursor::{Cursor, Run};
+use crate::engine::store::BreakerStore;
+use crate::error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
+use crate::platform::{Platform, UnixMillis};
+use crate::policy::budget::{BudgetPolicy, RetryBudget};
+
+/// When a hedge goes out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum HedgeAfter {
+    /// A fixed delay after the attempt started.
+    Fixed(Duration),
+    /// The waiting entry's recent p95 (of whole answers at its provider);
+    /// no hedge while it has none yet.
+    P95,
+}
+
+/// A route's hedging; off unless configured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HedgePolicy {
+    /// When the next entry is asked too.
+    pub after: HedgeAfter,
+    /// How many entries may be asked besides the first (default 1).
+    pub max_extra: u32,
+    /// The share of the route's requests that may be hedged (default 0.1),
+    /// over a burst of one.
+    pub budget: f64,
+}
+
+impl HedgePolicy {
+    /// The budget: `budget` of a hedge earned per request, at most one
+    /// saved up, nothing earned by time alone.
+    pub(crate) fn bucket(&self) -> RetryBudget {
+        RetryBudget::new(BudgetPolicy {
+            ratio: self.budget,
+            floor_per_sec: 0.0,
+            capacity: 1.0,
+        })
+    }
+}
+
+type Leg<'a> = Pin<Box<dyn Future<Output = Step> + 'a>>;
+
+/// One entry asked, with its own record of attempts (shared with its
+/// future, read once the future is done or dropped).
+struct Running<'a> {
+    entry: Entry,
+    run: Rc<RefCell<Run>>,
+    leg: Option<Leg<'a>>,
+}
+
+enum Woke {
+    Done(usize, Step),
+    Hedge,
+}
+
+impl<P: Platform, S: BreakerStore> Client<P, S> {
+    /// The hedging of the route `req` names, unless the caller opted out.
+    pub(crate) fn hedge_for(
+        &self,
+        req: &ChatRequest,
+        opts: &CallOptions,
+    ) -> Option<(String, HedgePolicy)> {
+        if opts.no_hedge {
+            return None;
+        }
+        let name = opts
+            .route
+            .as_deref()
+            .or(req.model.as_deref())
+            .or(self.default_route())?;
+        if !self.routes().contains_key(name) {
+            return None;
+        }
+        self.hedges.get(name).map(|h| (name.to_string(), *h))
+    }
+
+    /// The delay before hedging `entry`, if there is one.
+    fn hedge_delay(&self, h: &HedgePolicy, entry: &Entry) -> Option<Duration> {
+        match h.after {
+            HedgeAfter::Fixed(d) => Some(d),
+            HedgeAfter::P95 => self
+                .stats
+                .borrow()
+                .get(&entry.provider)
+                .and_then(|s| s.latency().p95)
+                .map(Duration::from_millis),
+        }
+    }
+
+    /// Takes a hedge from `route`'s budget.
+    fn take_hedge(&self, route: &str, h: &HedgePolicy, now: UnixMillis) -> bool {
+        let mut budgets = self.hedge_budgets.borrow_mut();
+        let bucket = budgets
+            .entry(route.to_string())
+            .or_insert_with(|| h.bucket());
+        bucket.try_withdraw(now)
+    }
+
+    /// Runs the walk's first entry, hedged. `None` when every entry asked
+    /// failed in a way that fails over: the walk goes on as usual, past them.
+    pub(crate) async fn hedged(
+        &self,
+        walk: &mut Cursor<'_>,
+        req: &ChatRequest,
+        route: &str,
+        h: &HedgePolicy,
+    ) -> Option<Result<Reply, Error>> {
+        self.hedge_budgets
+            .borrow_mut()
+            .entry(route.to_string())
+            .or_insert_with(|| h.bucket())
+            .deposit(self.platform.now());
+        let permit = walk.admit(self).await?;
+        let mut legs = vec![self.leg(walk, walk.entry().clone(), permit, req)];
+        let mut extra = 0;
+        let mut timer = self
+            .hedge_delay(h, walk.entry())
+            .map(|d| Box::pin(self.platform.sleep(d)));
+        loop {
+            let woke = poll_fn(|cx| {
+                for (i, r) in legs.iter_mut().enumerate() {
+                    if let Some(leg) = r.leg.as_mut() {
+                        if let Poll::Ready(step) = leg.as_mut().poll(cx) {
+                            r.leg = None;
+                            return Poll::Ready(Woke::Done(i, step));
+                        }
+                    }
+                }
+                match timer.as_mut().map(|t| t.as_mut().poll(cx)) {
+                    Some(Poll::Ready(())) => Poll::Ready(Woke::Hedge),
+                    Some(Poll::Pending) | None => Poll::Pending,
+                }
+            })
+            .await;
+            match woke {
+                Woke::Hedge => {
+                    timer = None;
+                    if extra >= h.max_extra || !self.take_hedge(route, h, self.platform.now()) {
+                        continue;
+                    }
+                    walk.pass();
+                    let Some(permit) = walk.admit(self).await else {
+                        continue;
+                    };
+                    extra += 1;
+                    let entry = walk.entry().clone();
+                    if extra < h.max_extra {
+                        timer = self
+                            .hedge_delay(h, &entry)
+                            .map(|d| Box::pin(self.platform.sleep(d)));
+                    }
+                    legs.push(self.leg(walk, entry, permit, req));
+                }
+                Woke::Done(i, step) => {
+                    let done = legs.remove(i);
+                    let entry = done.entry.clone();
+                    self.merge(walk, done);
+                    match step {
+                        Step::Answered(response) => {
+                            self.cancel(walk, legs);
+                            return Some(Ok(self.hedge_reply(walk, &entry, *response)));
+                        }
+                        Step::Stop(error) => {
+                            self.cancel(walk, legs);
+                            return Some(Err(stop(walk, &entry, error)));
+                        }
+                        // The last to fail moves the walk past it.
+                        Step::Next(error) if legs.is_empty() => {
+                            walk.fail_over(self, &error);
+                            return None;
+                        }
+                        Step::Next(_) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// `entry` asked under its own record of attempts.
+    fn leg<'a>(
+        &'a self,
+        walk: &Cursor<'_>,
+        entry: Entry,
+        permit: crate::policy::breaker::Permit,
+        req: &'a ChatRequest,
+    ) -> Running<'a> {
+        let run = Rc::new(RefCell::new(walk.run.fork()));
+        let (shared, owned) = (Rc::clone(&run), entry.clone());
+        // The record is borrowed only inside this future (never from
+        // outside while it runs): read after it ends or is dropped.
+        #[allow(clippy::await_holding_refcell_ref)]
+        let leg: Leg<'a> = Box::pin(async move {
+            let mut run = shared.borrow_mut();
+            self.step(&owned, permit, req, &mut run).await
+        });
+        Running {
+            entry,
+            run,
+            leg: Some(leg),
+        }
+    }
+
+    /// The attempts of a leg that ended, into the request's record.
+    fn merge(&self, walk: &mut Cursor<'_>, done: Running<'_>) {
+        drop(done.leg);
+        let mut run = done.run.borrow_mut();
+        walk.run.attempts.append(&mut run.attempts);
+        walk.run.attempts.sort_by_key(|a| a.started_at);
+    }
+
+    /// Drops the legs still running (aborting their fetches, giving their
+    /// permits back without a verdict) and records each attempt in flight
+    /// as cancelled.
+    fn cancel(&self, walk: &mut Cursor<'_>, legs: Vec<Running<'_>>) {
+        let now = self.platform.now();
+        for mut r in legs {
+            r.leg = None;
+            let mut run = r.run.borrow_mut();
+            if let Some((number, started)) = run.in_flight.take() {
+                run.attempts.push(Attempt {
+                    provider: r.entry.provider.clone(),
+                    model: r.entry.model.clone(),
+                    number,
+                    started_at: started,
+                    duration: Duration::from_millis(now.saturating_sub(started)),
+                    // Its request was sent: the provider may have begun.
+                    reached: true,
+                    outcome: AttemptOutcome::Cancelled,
+                    usage: None,
+                    omitted: Vec::new(),
+                });
+            }
+            drop(run);
+            self.merge(walk, r);
+        }
+    }
+
+    fn hedge_reply(
+        &self,
+        walk: &mut Cursor<'_>,
+        entry: &Entry,
+        mut response: ChatResponse,
+    ) -> Reply {
+        let served_by = ServedBy {
+            provider: entry.provider.clone(),
+            model: entry.model.clone(),
+            label: entry.label.clone(),
+        };
+        response.provider = served_by.provider.clone();
+        Reply {
+            response,
+            served_by,
+            attempts: walk.run.take_attempts(),
+        }
+    }
+}
+
+/// The call's end on an error from `entry` that does not fail over.
+fn stop(walk: &mut Cursor<'_>, entry: &Entry, error: ProviderError) -> Error {
+    let attempts = walk.run.take_attempts();
+    match error.kind {
+        ErrorKind::DeadlineExceeded => Error::AllProvidersFailed(Exhausted { attempts }),
+        _ => Error::Rejected {
+            provider: entry.provider.clone(),
+            error,
+            attempts,
+        },
+    }
+}
