@@ -181,7 +181,7 @@ impl FleetLink for DoLink {
             holder: None,
             reports: Vec::new(),
         };
-        call(&self.env, &self.outage, "journal", &body).await
+        call(&self.env, &self.outage, "journal", key, &body).await
     }
 }
 
