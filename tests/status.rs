@@ -169,6 +169,16 @@ fn the_page_shows_a_breaker_opening_on_a_dead_provider_and_closing_after_it_heal
         "the primary's breaker is open"
     );
     assert!(page.contains("in 5.0 s"), "time until the next probe");
+    let model_row = page
+        .split("<tr class=\"model\" data-provider=\"primary\" data-model=\"gpt-big\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</tr>").next())
+        .expect("a row for the primary's model");
+    assert!(
+        model_row.contains("<span class=\"state open\">"),
+        "{model_row}"
+    );
+    assert!(model_row.contains("in 5.0 s") && model_row.contains("cooling down"));
     assert!(page.contains("breaker of primary: closed → open"));
     assert!(page.contains("failover primary/gpt-big → backup/claude-small (server)"));
     assert!(page.contains("id=\"overall\" class=\"pill degraded\""));

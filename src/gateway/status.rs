@@ -205,6 +205,7 @@ th{background:#eef1f4;font-weight:600}
 form{max-width:360px;margin:48px auto;display:flex;flex-direction:column;gap:10px}
 input{font-size:16px;padding:8px}button{font-size:16px;padding:8px;background:#12263a;color:#fff;border:0;border-radius:4px}
 .err{color:#a0141e}small{color:#444}
+tr.model td{border-bottom-style:dotted}.sub{padding-left:18px}.sub::before{content:"↳ ";color:#444}
 "#;
 
 /// The sign-in page (`problem` when a key was refused).
@@ -243,6 +244,35 @@ fn state_label(s: StateName) -> (&'static str, &'static str) {
     }
 }
 
+/// A breaker state as the page shows it: a coloured dot and its name.
+fn state_badge(s: StateName) -> String {
+    let (class, label) = state_label(s);
+    format!(
+        "<span class=\"state {class}\"><svg width=\"12\" height=\"12\" aria-hidden=\"true\">\
+         <circle cx=\"6\" cy=\"6\" r=\"6\" fill=\"currentColor\"/></svg>\
+         <span class=\"label\">{label}</span></span>"
+    )
+}
+
+/// What a model's row says besides its state (a breaker resets its count
+/// when it opens: the count means something only while it is closed).
+fn model_note(state: StateName, failures: u32) -> String {
+    match state {
+        StateName::Closed => format!("{failures} failure(s) in a row"),
+        StateName::Open => "cooling down".into(),
+        StateName::HalfOpen => "probing".into(),
+    }
+}
+
+/// When an open breaker lets its next probe through.
+fn next_probe(open_until: Option<UnixMillis>, state: StateName, now: UnixMillis) -> String {
+    match open_until {
+        Some(t) if t > now => format!("in {:.1} s", (t - now) as f64 / 1000.0),
+        _ if state == StateName::Closed => "–".into(),
+        _ => "now".into(),
+    }
+}
+
 /// `at` as an HTTP date (what JS's `Date#toUTCString` writes too).
 fn date(at: UnixMillis) -> String {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at);
@@ -270,18 +300,12 @@ pub(super) fn page(body: &StatusBody<'_>) -> String {
         date(body.time)
     );
     for h in body.providers {
-        let (class, label) = state_label(h.state);
-        let probe = match h.open_until {
-            Some(t) if t > body.time => format!("in {:.1} s", (t - body.time) as f64 / 1000.0),
-            _ if h.state == StateName::Closed => "–".into(),
-            _ => "now".into(),
-        };
+        let probe = next_probe(h.open_until, h.state, body.time);
         let _ = write!(
             out,
-            "<tr data-provider=\"{p}\"><td>{p}</td><td><span class=\"state {class}\">\
-             <svg width=\"12\" height=\"12\" aria-hidden=\"true\"><circle cx=\"6\" cy=\"6\" r=\"6\" fill=\"currentColor\"/></svg>\
-             <span class=\"label\">{label}</span></span></td><td>{probe}</td><td>{:.1} %</td>\
+            "<tr data-provider=\"{p}\"><td>{p}</td><td>{}</td><td>{probe}</td><td>{:.1} %</td>\
              <td>{} / {} / {}</td><td>{} / {}</td><td>{}</td></tr>",
+            state_badge(h.state),
             h.error_rate * 100.0,
             ms(h.latency_ms.p50),
             ms(h.latency_ms.p95),
@@ -291,6 +315,20 @@ pub(super) fn page(body: &StatusBody<'_>) -> String {
             h.requests,
             p = esc(&h.provider),
         );
+        // Each model's own breaker: one model's rate limit opens only it.
+        for m in &h.models {
+            let _ = write!(
+                out,
+                "<tr class=\"model\" data-provider=\"{p}\" data-model=\"{name}\">\
+                 <td><span class=\"sub\">{name}</span></td><td>{}</td><td>{}</td>\
+                 <td colspan=\"4\"><small>{}</small></td></tr>",
+                state_badge(m.state),
+                next_probe(m.open_until, m.state, body.time),
+                model_note(m.state, m.consecutive_failures),
+                p = esc(&h.provider),
+                name = esc(&m.model),
+            );
+        }
     }
     out.push_str("</tbody></table>");
     fleet_table(&mut out, &body.fleet);
@@ -375,6 +413,7 @@ function state(s){const cls=s==="halfOpen"||s==="half_open"?"half_open":s;
   span.innerHTML='<svg width="12" height="12" aria-hidden="true"><circle cx="6" cy="6" r="6" fill="currentColor"/></svg>';
   const l=document.createElement("span");l.className="label";l.textContent=LABEL[cls]||cls;span.appendChild(l);return span;}
 function when(t){return new Date(t).toUTCString();}
+function probe(u,st,now){const s=st==="halfOpen"?"half_open":st;return u&&u>now?"in "+((u-now)/1000).toFixed(1)+" s":s==="closed"?"–":"now";}
 function describe(c){if(c.type==="breaker"){const f=c.from==="halfOpen"?"half_open":c.from,t=c.to==="halfOpen"?"half_open":c.to;
   return (c.fleet?"fleet ":"")+"breaker of "+c.provider+": "+LABEL[f]+" → "+LABEL[t];}
   return "failover "+c.from+" → "+c.to+" ("+c.reason+")";}
@@ -384,11 +423,15 @@ function render(d){
   const body=document.getElementById("providers");body.replaceChildren();
   for(const h of d.providers){const tr=document.createElement("tr");tr.dataset.provider=h.provider;
     cell(tr,h.provider);cell(tr,"").appendChild(state(h.state));
-    const s=h.state==="halfOpen"?"half_open":h.state;
-    cell(tr,h.openUntil&&h.openUntil>d.time?"in "+((h.openUntil-d.time)/1000).toFixed(1)+" s":s==="closed"?"–":"now");
+    cell(tr,probe(h.openUntil,h.state,d.time));
     cell(tr,(h.errorRate*100).toFixed(1)+" %");
     cell(tr,ms(h.latencyMs.p50)+" / "+ms(h.latencyMs.p95)+" / "+ms(h.latencyMs.p99));
-    cell(tr,ms(h.ttftMs.p50)+" / "+ms(h.ttftMs.p95));cell(tr,String(h.requests));body.appendChild(tr);}
+    cell(tr,ms(h.ttftMs.p50)+" / "+ms(h.ttftMs.p95));cell(tr,String(h.requests));body.appendChild(tr);
+    for(const m of h.models||[]){const r=document.createElement("tr");r.className="model";r.dataset.provider=h.provider;r.dataset.model=m.model;
+      const n=document.createElement("span");n.className="sub";n.textContent=m.model;cell(r,"").appendChild(n);
+      cell(r,"").appendChild(state(m.state));cell(r,probe(m.openUntil,m.state,d.time));
+      const c=cell(r,"");c.colSpan=4;const sm=document.createElement("small");const ms_=m.state==="halfOpen"?"half_open":m.state;
+      sm.textContent=ms_==="closed"?m.consecutiveFailures+" failure(s) in a row":ms_==="open"?"cooling down":"probing";c.appendChild(sm);body.appendChild(r);}}
   const fl=document.getElementById("fleet"),fr=document.getElementById("fleet-rows");fr.replaceChildren();
   fl.hidden=!d.fleet.length;
   for(const r of d.fleet){const tr=document.createElement("tr");tr.dataset.provider=r.provider;tr.dataset.model=r.model;cell(tr,r.provider);cell(tr,r.model);

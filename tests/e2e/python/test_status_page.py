@@ -8,6 +8,7 @@ CHROMEDRIVER and CHROMIUM name the binaries (default /usr/bin/chromedriver, /usr
 
 import json
 import os
+import re
 import time
 import unittest
 import urllib.request
@@ -67,8 +68,9 @@ class StatusPage(unittest.TestCase):
     def tearDownClass(cls):
         cls.driver.quit()
 
-    def state_of(self, provider):
-        cells = self.driver.find_elements(By.CSS_SELECTOR, f'tr[data-provider="{provider}"] .state .label')
+    def state_of(self, provider, model=None):
+        row = f'tr.model[data-provider="{provider}"][data-model="{model}"]' if model else f'tr[data-provider="{provider}"]'
+        cells = self.driver.find_elements(By.CSS_SELECTOR, f'{row} .state .label')
         return cells[0].text if cells else None
 
     def wait_state(self, provider, state, seconds=15):
@@ -103,7 +105,17 @@ class StatusPage(unittest.TestCase):
         post(f"{MOCK_URL}/admin/primary/fault", {"mode": "status", "status": 503})
         self.assertEqual(chat(), 200)
         self.wait_state("primary", "open")  # the page refreshes itself; no reload
-        self.assertIn("breaker of primary: closed → open", d.find_element(By.ID, "changes").text)
+        self.assertEqual(self.state_of("primary", "m"), "open", "the model's own breaker, in its row")
+        # The transition as the fleet's breaker object logged it (every isolate's), and the
+        # object's totals: they reach the page at its next refresh after the verdict's report.
+        WebDriverWait(d, 15, poll_frequency=0.2).until(
+            lambda d: "fleet breaker of primary/m: closed → open" in d.find_element(By.ID, "changes").text,
+            "the fleet's transition is not listed")
+        row = '#fleet-rows tr[data-provider="primary"][data-model="m"]'
+        WebDriverWait(d, 15, poll_frequency=0.2).until(
+            lambda d: re.match(r"^primary m \d+ 1 0 1$", " ".join(
+                c.text for c in d.find_elements(By.CSS_SELECTOR, f"{row} td"))),
+            "the fleet row is not: answered, 1 failed, 0 probes, 1 transition")
         self.assertEqual(d.find_element(By.ID, "overall").text, "degraded")
         d.save_screenshot(os.path.join(SHOTS, "status-open.png"))
 
