@@ -325,6 +325,19 @@ pub enum AttemptOutcome {
         /// Why.
         error: ProviderError,
     },
+    /// The provider answered, but the answer failed one of the route's
+    /// validators: no provider failure (no breaker or error rate counts
+    /// it), a reason to escalate to the next entry.
+    Rejected {
+        /// The validator's name (`json`, `jsonSchema`, …).
+        validator: String,
+        /// What it found wrong.
+        reason: String,
+        /// Whether the client was given this answer anyway, every answer
+        /// having been rejected (`onExhausted: "lastAnswer"`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        kept: bool,
+    },
 }
 
 /// The record of one attempt at one chain entry.
@@ -364,7 +377,9 @@ pub struct Attempt {
 pub(crate) fn discarded_usage(attempts: &[Attempt]) -> Option<crate::chat::Usage> {
     attempts
         .iter()
-        .filter(|a| a.error().is_some())
+        .filter(|a| {
+            a.error().is_some() || matches!(a.outcome, AttemptOutcome::Rejected { kept: false, .. })
+        })
         .filter_map(|a| a.usage)
         .reduce(|a, b| {
             let sum = |x: Option<u64>, y: Option<u64>| match (x, y) {
@@ -388,8 +403,18 @@ impl Attempt {
     /// The error, for a failed attempt.
     pub fn error(&self) -> Option<&ProviderError> {
         match &self.outcome {
-            AttemptOutcome::Success => None,
+            AttemptOutcome::Success | AttemptOutcome::Rejected { .. } => None,
             AttemptOutcome::Failure { error } => Some(error),
+        }
+    }
+
+    /// `validator: reason`, for an answer a validator rejected.
+    pub fn rejection(&self) -> Option<String> {
+        match &self.outcome {
+            AttemptOutcome::Rejected {
+                validator, reason, ..
+            } => Some(format!("{validator}: {reason}")),
+            AttemptOutcome::Success | AttemptOutcome::Failure { .. } => None,
         }
     }
 }
@@ -407,6 +432,9 @@ impl fmt::Display for Attempt {
         match &self.outcome {
             AttemptOutcome::Success => f.write_str("ok"),
             AttemptOutcome::Failure { error } => write!(f, "{error}"),
+            AttemptOutcome::Rejected {
+                validator, reason, ..
+            } => write!(f, "rejected: {validator}: {reason}"),
         }
     }
 }
@@ -575,6 +603,28 @@ pub enum Error {
     /// The request's `model` names no configured route or model.
     #[error("unknown route or model \"{0}\"")]
     UnknownRoute(String),
+    /// Every answer the route got failed its validators (and the route
+    /// says `onExhausted: "error"`), or escalation stopped at its cap.
+    #[error(
+        "no answer passed the route's validators ({})",
+        last_rejection(attempts)
+    )]
+    NoValidAnswer {
+        /// Every attempt, the rejected answers' included, in order.
+        attempts: Vec<Attempt>,
+    },
+}
+
+/// The last rejection among `attempts`, for an error's message.
+fn last_rejection(attempts: &[Attempt]) -> String {
+    attempts
+        .iter()
+        .rev()
+        .find_map(|a| {
+            a.rejection()
+                .map(|r| format!("last: {}/{}: {r}", a.provider, a.model))
+        })
+        .unwrap_or_default()
 }
 
 impl Error {
@@ -586,6 +636,8 @@ impl Error {
             Error::InvalidRequest(_) => 400,
             Error::UnknownRoute(_) => 404,
             Error::Interrupted { .. } => 502,
+            // The providers answered; the answers were not good enough.
+            Error::NoValidAnswer { .. } => 502,
         }
     }
 
@@ -593,7 +645,9 @@ impl Error {
     pub fn attempts(&self) -> &[Attempt] {
         match self {
             Error::AllProvidersFailed(e) => &e.attempts,
-            Error::Rejected { attempts, .. } | Error::Interrupted { attempts, .. } => attempts,
+            Error::Rejected { attempts, .. }
+            | Error::Interrupted { attempts, .. }
+            | Error::NoValidAnswer { attempts } => attempts,
             Error::InvalidRequest(_) | Error::UnknownRoute(_) => &[],
         }
     }
@@ -604,6 +658,7 @@ impl Error {
             Error::AllProvidersFailed(e) => e.retry_after(),
             Error::Rejected { .. }
             | Error::Interrupted { .. }
+            | Error::NoValidAnswer { .. }
             | Error::InvalidRequest(_)
             | Error::UnknownRoute(_) => None,
         }

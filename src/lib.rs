@@ -65,6 +65,7 @@ mod json;
 mod platform;
 mod policy;
 mod provider;
+mod quality;
 mod redact;
 mod secret;
 #[cfg(feature = "sim")]
@@ -83,8 +84,8 @@ pub use chat::{
     ToolChoice, Untranslated, Usage,
 };
 pub use config::{
-    BreakerConfig, BudgetConfig, Config, EntryConfig, GatewayConfig, LimitsConfig, Policies,
-    RetryConfig, Validated,
+    BreakerConfig, BudgetConfig, Config, EntryConfig, GatewayConfig, LimitsConfig,
+    OnExhaustedConfig, Policies, QualityConfig, RetryConfig, Validated, ValidatorConfig,
 };
 pub use engine::client::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
 pub use engine::store::{BreakerStore, MemoryStore};
@@ -113,5 +114,6 @@ pub use provider::{
     CustomProvider, ErrorBody, LocalFuture, ModelConfig, Models, OpenAi, Preset, PresetName,
     Provider, ProviderConfig, Publisher, Quirks, ServiceAccount, StreamDecoder, Upstream, Vertex,
 };
+pub use quality::{refusal, AnswerCheck, AttemptCost, OnExhausted, Quality, Rejection, Validator};
 pub use secret::Secret;
 pub use sse::{SseDecoder, SseEvent, SseLimit, MAX_LINE_BYTES, MAX_STREAM_BYTES};

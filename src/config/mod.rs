@@ -30,7 +30,11 @@ use crate::policy::backoff::RetryPolicy;
 use crate::policy::breaker::BreakerPolicy;
 use crate::policy::budget::BudgetPolicy;
 use crate::provider::{Provider, ProviderConfig, Upstream};
+use crate::quality::Quality;
+
+mod quality;
 pub(crate) use crate::secret::Secret;
+pub use quality::{OnExhaustedConfig, QualityConfig, ValidatorConfig};
 
 /// The whole configuration, as JSON from wrangler `[vars]` or from JS.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -83,6 +87,9 @@ pub struct Config {
     /// Settings of the gateway host (the Worker).
     #[serde(default)]
     pub gateway: GatewayConfig,
+    /// Validators and escalation limits, by route name.
+    #[serde(default)]
+    pub quality: BTreeMap<String, QualityConfig>,
 }
 
 /// The gateway's own settings.
@@ -107,6 +114,8 @@ pub struct Validated {
     pub breakers: Vec<(String, BreakerPolicy)>,
     /// The HTTP adapters, in provider id order.
     pub providers: Vec<(String, Box<dyn Provider>)>,
+    /// Validators and escalation limits, by route name.
+    pub quality: BTreeMap<String, Quality>,
 }
 
 impl Config {
@@ -295,6 +304,7 @@ impl Config {
         {
             issues.add("gateway.clientKeysEnv", "secret names must not be empty");
         }
+        let quality = quality::build(&self.quality, &routes, &mut issues.0);
         if !issues.0.is_empty() {
             return Err(ConfigError { issues: issues.0 });
         }
@@ -307,6 +317,7 @@ impl Config {
             },
             breakers,
             providers,
+            quality,
         })
     }
 }
@@ -363,6 +374,7 @@ impl Validated {
         // ones, and no default where there is none to choose.
         b.routes = self.policies.routes;
         b.default_route = self.policies.default_route;
+        b.quality = self.quality;
         b
     }
 }

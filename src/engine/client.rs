@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::engine::cursor::{Cursor, Run};
+use crate::engine::escalate::{Escalation, Judged};
 use crate::engine::store::{BreakerStore, MemoryStore};
 use crate::error::{Attempt, Error, ProviderError};
 use crate::event::{Event, Observer};
@@ -24,6 +25,7 @@ use crate::policy::breaker::{BreakerPolicy, CircuitOpen, Outcome, Permit, State}
 use crate::policy::budget::{BudgetPolicy, RetryBudget};
 use crate::policy::stats::{Health, ProviderStats};
 use crate::provider::Upstream;
+use crate::quality::Quality;
 
 /// One step of a route: a provider, the model to ask it for, and optional
 /// overrides of the client's timeout and retry policy.
@@ -172,6 +174,8 @@ pub struct Client<P: Platform, S: BreakerStore = MemoryStore> {
     pub(crate) budget: RefCell<RetryBudget>,
     pub(crate) stats: RefCell<BTreeMap<String, ProviderStats>>,
     observer: Option<Observer>,
+    /// Validators and escalation limits, by route name.
+    pub(crate) quality: BTreeMap<String, Quality>,
 }
 
 /// Builds a [`Client`].
@@ -184,6 +188,7 @@ pub struct ClientBuilder<P: Platform> {
     breaker: BreakerPolicy,
     breakers: BTreeMap<String, BreakerPolicy>,
     observer: Option<Observer>,
+    pub(crate) quality: BTreeMap<String, Quality>,
 }
 
 impl<P: Platform> ClientBuilder<P> {
@@ -250,6 +255,7 @@ impl<P: Platform> ClientBuilder<P> {
             store,
             stats: RefCell::default(),
             observer: self.observer,
+            quality: self.quality,
         }
     }
 }
@@ -276,6 +282,7 @@ impl<P: Platform> Client<P> {
             breaker: BreakerPolicy::default(),
             breakers: BTreeMap::new(),
             observer: None,
+            quality: BTreeMap::new(),
         }
     }
 }
@@ -289,15 +296,23 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     /// Answers `req` with per-call options.
     pub async fn chat_with(&self, req: ChatRequest, opts: CallOptions) -> Result<Reply, Error> {
         let mut walk = Cursor::start(self, &req, &opts)?;
+        let mut escalation = self.escalation(&req, &opts);
         while let Some(permit) = walk.admit(self).await {
             let (entry, run) = walk.entry_and_run();
             match self.step(entry, permit, &req, run).await {
-                Step::Answered(r) => return Ok(walk.reply(*r)),
+                Step::Answered(r) => match escalation.as_mut() {
+                    None => return Ok(walk.reply(*r)),
+                    Some(e) => match e.judge(&mut walk, *r).await {
+                        Judged::Accepted(r) => return Ok(walk.reply(*r)),
+                        Judged::Escalated => {}
+                        Judged::Stopped => break,
+                    },
+                },
                 Step::Next(error) => walk.fail_over(self, &error),
-                Step::Stop(error) => return Err(walk.stop(error)),
+                Step::Stop(error) => return Escalation::end(escalation, walk.stop(error)),
             }
         }
-        Err(walk.exhausted())
+        Escalation::end(escalation, walk.exhausted())
     }
 
     /// Runs one entry (its retries included) and records the breaker's one

@@ -6,6 +6,7 @@
 pub(crate) mod authorize;
 pub(crate) mod client;
 pub(crate) mod cursor;
+pub(crate) mod escalate;
 pub(crate) mod open;
 pub(crate) mod prefill;
 pub(crate) mod retry;

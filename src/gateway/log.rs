@@ -67,6 +67,9 @@ impl LogLine<'_> {
                 outcome: match &a.outcome {
                     AttemptOutcome::Success => Outcome::Ok,
                     AttemptOutcome::Failure { error } => Outcome::Failed(error.kind),
+                    AttemptOutcome::Rejected { .. } => {
+                        Outcome::Rejected(a.rejection().unwrap_or_default())
+                    }
                 },
                 reached: (!a.reached).then_some(false),
                 reason: a
@@ -138,11 +141,13 @@ pub(super) struct TrailItem {
     pub(super) usage: Option<Usage>,
 }
 
-/// How an attempt ended: `ok`, or the failure's kind (`rate_limited`, …).
+/// How an attempt ended: `ok`, the failure's kind (`rate_limited`, …), or
+/// `rejected: <validator>: <reason>` for an answer a validator refused.
 #[derive(Debug)]
 pub(super) enum Outcome {
     Ok,
     Failed(ErrorKind),
+    Rejected(String),
 }
 
 impl Serialize for Outcome {
@@ -150,6 +155,7 @@ impl Serialize for Outcome {
         match self {
             Outcome::Ok => s.serialize_str("ok"),
             Outcome::Failed(kind) => kind.serialize(s),
+            Outcome::Rejected(why) => s.serialize_str(&format!("rejected: {why}")),
         }
     }
 }

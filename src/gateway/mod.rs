@@ -22,6 +22,7 @@
 //! `{"type":"error","error":{"type","message"}}`. No input can panic.
 
 mod auth;
+mod buffered;
 pub mod limits;
 mod log;
 mod metrics;
@@ -515,6 +516,12 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 .filter(|ms| *ms > 0)
                 .map(Duration::from_millis),
         };
+        if request.stream && self.buffers_stream(&request, &opts) {
+            let include_usage = request.wants_usage();
+            return self
+                .chat_buffered(format, request, opts, include_usage, log)
+                .await;
+        }
         if request.stream {
             let include_usage = request.wants_usage();
             return self

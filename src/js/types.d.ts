@@ -385,6 +385,8 @@ export interface AttemptRecord {
   usage?: Usage;
   /** Sampling hints of the request this provider has no setting for, left out of what was sent (`seed`, …). */
   omitted?: string[];
+  /** `validator: reason` when the provider answered but a route validator refused the answer (`ok` is then false). */
+  rejected?: string;
 }
 
 /**
