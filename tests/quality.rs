@@ -152,7 +152,6 @@ fn every_quality_mistake_is_reported_with_its_path() {
             "quality.extract.validators[1].reject[1]",
             "quality.extract.maxCostUsd",
             "quality.nowhere",
-            "quality.nowhere.validators",
         ],
         "{found:?}"
     );

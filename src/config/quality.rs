@@ -29,7 +29,9 @@ use crate::quality::{OnExhausted, Quality, Validator};
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct QualityConfig {
-    /// The checks every answer must pass, in order.
+    /// The checks every answer must pass, in order (none: the npm
+    /// package's JS validators alone judge, with these limits).
+    #[serde(default)]
     pub validators: Vec<ValidatorConfig>,
     /// How many rejected answers may go on to the next entry (default: as
     /// many as the route has entries).
@@ -111,12 +113,6 @@ pub(crate) fn build(
                 format!("unknown route \"{route}\""),
             ));
         }
-        if q.validators.is_empty() {
-            issues.push(ConfigIssue::new(
-                format!("{path}.validators"),
-                "name at least one validator",
-            ));
-        }
         let validators = q
             .validators
             .iter()
@@ -155,22 +151,33 @@ fn validator(v: &ValidatorConfig, path: &str, issues: &mut Vec<ConfigIssue>) -> 
     };
     match v {
         ValidatorConfig::Json => Some(Validator::Json),
-        ValidatorConfig::JsonSchema { schema } => match jsonschema::draft202012::new(schema) {
-            Ok(s) => Some(Validator::JsonSchema(Box::new(s))),
-            // The schema's own mistake, at its place inside the schema.
-            Err(e) => issue(
-                format!("{path}.schema{}", pointer_path(e.instance_path().as_str())),
-                format!("not a valid JSON Schema (draft 2020-12): {e}"),
-            ),
-        },
+        #[cfg(feature = "schema")]
+        ValidatorConfig::JsonSchema { schema } => {
+            match crate::quality::schema::Schema::compile(schema) {
+                Ok(s) => Some(Validator::JsonSchema(Box::new(s))),
+                // The schema's own mistake, at its place inside the schema.
+                Err((at, e)) => issue(
+                    format!("{path}.schema{}", pointer_path(&at)),
+                    format!("not a valid JSON Schema (draft 2020-12): {e}"),
+                ),
+            }
+        }
         ValidatorConfig::Regex { pattern } if pattern.len() > MAX_PATTERN_BYTES => issue(
             format!("{path}.pattern"),
             format!("longer than {MAX_PATTERN_BYTES} bytes"),
         ),
+        #[cfg(feature = "schema")]
         ValidatorConfig::Regex { pattern } => match regex::Regex::new(pattern) {
             Ok(re) => Some(Validator::Regex(re)),
             Err(e) => issue(format!("{path}.pattern"), format!("not a valid regex: {e}")),
         },
+        #[cfg(not(feature = "schema"))]
+        ValidatorConfig::JsonSchema { .. } | ValidatorConfig::Regex { .. } => issue(
+            path.to_string(),
+            "not in this build (the npm package): judge with a JS function in \
+             options.validators instead (a JSON Schema library, a RegExp)"
+                .into(),
+        ),
         ValidatorConfig::MinLength { value } => Some(Validator::MinLength(*value)),
         ValidatorConfig::MaxLength { value } => Some(Validator::MaxLength(*value)),
         ValidatorConfig::FinishReason { reject } if reject.is_empty() => issue(
@@ -205,6 +212,7 @@ fn finish_reason(name: &str) -> Option<FinishReason> {
 
 /// A JSON pointer (`/properties/age/type`) as the rest of a config path
 /// (`.properties.age.type`; an index as `[0]`).
+#[cfg_attr(not(feature = "schema"), allow(dead_code))]
 fn pointer_path(pointer: &str) -> String {
     let mut out = String::new();
     for seg in pointer.split('/').skip(1) {

@@ -17,6 +17,8 @@ use crate::error::{Attempt, AttemptOutcome};
 use crate::provider::LocalFuture;
 
 pub(crate) mod check;
+#[cfg(feature = "schema")]
+pub(crate) mod schema;
 
 pub use check::{refusal, Rejection, Validator};
 
