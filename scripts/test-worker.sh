@@ -37,7 +37,7 @@ step "end-to-end tests (Miniflare, mock provider, official Node and Python SDKs)
 node --test --test-concurrency=1 tests/e2e/worker.test.mjs tests/e2e/stream.test.mjs \
   tests/e2e/features.test.mjs tests/e2e/python-features.test.mjs tests/e2e/bedrock.test.mjs \
   tests/e2e/vertex.test.mjs tests/e2e/resellers.test.mjs tests/e2e/status-page.test.mjs \
-  tests/e2e/resilience.test.mjs tests/e2e/security.test.mjs
+  tests/e2e/resilience.test.mjs tests/e2e/security.test.mjs tests/e2e/quality.test.mjs
 
 step "chaos soak, short (scripts/soak.sh --long is README's run)"
 scripts/soak.sh --short --no-build
