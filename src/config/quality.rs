@@ -68,7 +68,8 @@ pub enum ValidatorConfig {
         /// The schema.
         schema: Value,
     },
-    /// The answer's text matches `pattern` (Rust `regex` syntax).
+    /// The answer's text matches `pattern` (`regex-lite` syntax: Rust
+    /// regex without Unicode classes).
     Regex {
         /// The expression.
         pattern: String,
@@ -166,16 +167,16 @@ fn validator(v: &ValidatorConfig, path: &str, issues: &mut Vec<ConfigIssue>) -> 
             format!("{path}.pattern"),
             format!("longer than {MAX_PATTERN_BYTES} bytes"),
         ),
-        #[cfg(feature = "schema")]
-        ValidatorConfig::Regex { pattern } => match regex::Regex::new(pattern) {
+        ValidatorConfig::Regex { pattern } => match regex_lite::Regex::new(pattern) {
             Ok(re) => Some(Validator::Regex(re)),
             Err(e) => issue(format!("{path}.pattern"), format!("not a valid regex: {e}")),
         },
         #[cfg(not(feature = "schema"))]
-        ValidatorConfig::JsonSchema { .. } | ValidatorConfig::Regex { .. } => issue(
+        ValidatorConfig::JsonSchema { .. } => issue(
             path.to_string(),
-            "not in this build (the npm package): judge with a JS function in \
-             options.validators instead (a JSON Schema library, a RegExp)"
+            "not in this build (cargo feature \"schema\", off in the Worker and the npm \
+             package for their size limit): use `json` with a `regex`, or in the npm package a \
+             JS function in options.validators with a JSON Schema library"
                 .into(),
         ),
         ValidatorConfig::MinLength { value } => Some(Validator::MinLength(*value)),

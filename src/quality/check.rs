@@ -20,8 +20,7 @@ pub enum Validator {
     #[cfg(feature = "schema")]
     JsonSchema(Box<crate::quality::schema::Schema>),
     /// The text matches a regular expression (anywhere, unless anchored).
-    #[cfg(feature = "schema")]
-    Regex(regex::Regex),
+    Regex(regex_lite::Regex),
     /// At least this many characters (Unicode scalar values).
     MinLength(usize),
     /// At most this many characters.
@@ -36,7 +35,6 @@ pub enum Validator {
 impl fmt::Debug for Validator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            #[cfg(feature = "schema")]
             Validator::Regex(r) => write!(f, "Regex({:?})", r.as_str()),
             #[cfg(feature = "schema")]
             Validator::JsonSchema(_) => f.write_str(self.name()),
@@ -89,7 +87,6 @@ impl Validator {
             Validator::Json => "json",
             #[cfg(feature = "schema")]
             Validator::JsonSchema(_) => "jsonSchema",
-            #[cfg(feature = "schema")]
             Validator::Regex(_) => "regex",
             Validator::MinLength(_) => "minLength",
             Validator::MaxLength(_) => "maxLength",
@@ -121,7 +118,6 @@ impl Validator {
                     }
                 }
             }
-            #[cfg(feature = "schema")]
             Validator::Regex(re) => match re.is_match(text) {
                 true => Ok(()),
                 false => reject(format!("does not match /{}/", re.as_str())),
@@ -229,10 +225,9 @@ mod tests {
         assert!(r.reason.starts_with("not JSON"), "{r}");
     }
 
-    #[cfg(feature = "schema")]
     #[test]
     fn regex_matches_anywhere_unless_anchored() {
-        let v = Validator::Regex(regex::Regex::new(r"\bSKU-\d{4}\b").unwrap());
+        let v = Validator::Regex(regex_lite::Regex::new(r"\bSKU-\d{4}\b").unwrap());
         assert_eq!(v.check(&answer("the part is SKU-1234.")), Ok(()));
         let r = v.check(&answer("the part is SKU-12")).unwrap_err();
         assert_eq!(r.to_string(), r"regex: does not match /\bSKU-\d{4}\b/");
