@@ -197,9 +197,9 @@ export interface QualityConfig {
 
 export type ValidatorConfig =
   | { kind: "json" }
-  /** JSON Schema draft 2020-12; a schema that does not compile is a `ConfigError` at its path. */
+  /** Not in this package (no JSON Schema engine fits its wasm size limit): a `ConfigError`; judge with a JS validator and your schema library. */
   | { kind: "jsonSchema"; schema: object }
-  /** Rust `regex` syntax; matches anywhere unless anchored. */
+  /** `regex-lite` syntax (Rust's regex without Unicode classes); matches anywhere unless anchored. */
   | { kind: "regex"; pattern: string }
   /** In characters (Unicode scalar values). */
   | { kind: "minLength"; value: number }
