@@ -70,7 +70,13 @@ impl<'q> Escalation<'q> {
 
     /// Judges the answer of the entry `walk` admitted last: accepted, or
     /// rejected (its attempt marked so) and escalated when the limits allow.
-    pub(crate) async fn judge(&mut self, walk: &mut Cursor<'_>, answer: ChatResponse) -> Judged {
+    pub(crate) async fn judge(
+        &mut self,
+        walk: &mut Cursor<'_>,
+        mut answer: ChatResponse,
+    ) -> Judged {
+        // A validator may read who answered, as the reply will say.
+        answer.provider.clone_from(&walk.entry().provider);
         let rejection = match self.quality.check(&answer).await {
             Ok(()) => return Judged::Accepted(Box::new(answer)),
             Err(r) => r,
