@@ -354,6 +354,19 @@ pub enum AttemptOutcome {
     /// Another entry answered first (a hedge) and this one's request was
     /// aborted: no verdict on its provider.
     Cancelled,
+    /// The provider answered, but the answer failed one of the route's
+    /// validators: no provider failure (no breaker or error rate counts
+    /// it), a reason to escalate to the next entry.
+    Rejected {
+        /// The validator's name (`json`, `jsonSchema`, …).
+        validator: String,
+        /// What it found wrong.
+        reason: String,
+        /// Whether the client was given this answer anyway, every answer
+        /// having been rejected (`onExhausted: "lastAnswer"`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        kept: bool,
+    },
 }
 
 /// The record of one attempt at one chain entry.
@@ -393,7 +406,10 @@ pub struct Attempt {
 pub(crate) fn discarded_usage(attempts: &[Attempt]) -> Option<crate::chat::Usage> {
     attempts
         .iter()
-        .filter(|a| a.outcome != AttemptOutcome::Success)
+        .filter(|a| {
+            a.outcome != AttemptOutcome::Success
+                && !matches!(a.outcome, AttemptOutcome::Rejected { kept: true, .. })
+        })
         .filter_map(|a| a.usage)
         .reduce(|a, b| {
             let sum = |x: Option<u64>, y: Option<u64>| match (x, y) {
@@ -417,8 +433,22 @@ impl Attempt {
     /// The error, for a failed attempt.
     pub fn error(&self) -> Option<&ProviderError> {
         match &self.outcome {
-            AttemptOutcome::Success | AttemptOutcome::Cancelled => None,
+            AttemptOutcome::Success
+            | AttemptOutcome::Cancelled
+            | AttemptOutcome::Rejected { .. } => None,
             AttemptOutcome::Failure { error } => Some(error),
+        }
+    }
+
+    /// `validator: reason`, for an answer a validator rejected.
+    pub fn rejection(&self) -> Option<String> {
+        match &self.outcome {
+            AttemptOutcome::Rejected {
+                validator, reason, ..
+            } => Some(format!("{validator}: {reason}")),
+            AttemptOutcome::Success
+            | AttemptOutcome::Failure { .. }
+            | AttemptOutcome::Cancelled => None,
         }
     }
 }
@@ -437,6 +467,9 @@ impl fmt::Display for Attempt {
             AttemptOutcome::Success => f.write_str("ok"),
             AttemptOutcome::Failure { error } => write!(f, "{error}"),
             AttemptOutcome::Cancelled => f.write_str("cancelled"),
+            AttemptOutcome::Rejected {
+                validator, reason, ..
+            } => write!(f, "rejected: {validator}: {reason}"),
         }
     }
 }
@@ -621,6 +654,28 @@ pub enum Error {
         /// was left), rather than refusing every request.
         cheaper_only: bool,
     },
+    /// Every answer the route got failed its validators (and the route
+    /// says `onExhausted: "error"`), or escalation stopped at its cap.
+    #[error(
+        "no answer passed the route's validators ({})",
+        last_rejection(attempts)
+    )]
+    NoValidAnswer {
+        /// Every attempt, the rejected answers' included, in order.
+        attempts: Vec<Attempt>,
+    },
+}
+
+/// The last rejection among `attempts`, for an error's message.
+fn last_rejection(attempts: &[Attempt]) -> String {
+    attempts
+        .iter()
+        .rev()
+        .find_map(|a| {
+            a.rejection()
+                .map(|r| format!("last: {}/{}: {r}", a.provider, a.model))
+        })
+        .unwrap_or_default()
 }
 
 impl Error {
@@ -633,6 +688,8 @@ impl Error {
             Error::UnknownRoute(_) => 404,
             Error::Interrupted { .. } => 502,
             Error::SpendCapReached { .. } => 429,
+            // The providers answered; the answers were not good enough.
+            Error::NoValidAnswer { .. } => 502,
         }
     }
 
@@ -640,7 +697,9 @@ impl Error {
     pub fn attempts(&self) -> &[Attempt] {
         match self {
             Error::AllProvidersFailed(e) => &e.attempts,
-            Error::Rejected { attempts, .. } | Error::Interrupted { attempts, .. } => attempts,
+            Error::Rejected { attempts, .. }
+            | Error::Interrupted { attempts, .. }
+            | Error::NoValidAnswer { attempts } => attempts,
             Error::InvalidRequest(_) | Error::UnknownRoute(_) | Error::SpendCapReached { .. } => {
                 &[]
             }
@@ -653,6 +712,7 @@ impl Error {
             Error::AllProvidersFailed(e) => e.retry_after(),
             Error::Rejected { .. }
             | Error::Interrupted { .. }
+            | Error::NoValidAnswer { .. }
             | Error::InvalidRequest(_)
             | Error::UnknownRoute(_) => None,
             Error::SpendCapReached { retry_after, .. } => Some(*retry_after),

@@ -65,6 +65,7 @@ mod json;
 mod platform;
 mod policy;
 mod provider;
+mod quality;
 mod redact;
 mod secret;
 #[cfg(feature = "sim")]
@@ -85,8 +86,9 @@ pub use chat::{
 pub use config::embeddings::EmbeddingsConfig;
 pub use config::{
     BreakerConfig, BudgetConfig, Config, CostConfig, EntryConfig, GatewayConfig, HedgeAfterConfig,
-    HedgeConfig, HedgeFigure, LatencyConfig, LimitsConfig, OverBudgetConfig, Policies, PriceConfig,
-    RetryConfig, RouteCostConfig, StrategyConfig, Validated,
+    HedgeConfig, HedgeFigure, LatencyConfig, LimitsConfig, OnExhaustedConfig, OverBudgetConfig,
+    Policies, PriceConfig, QualityConfig, RetryConfig, RouteCostConfig, StrategyConfig, Validated,
+    ValidatorConfig,
 };
 pub use engine::client::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
 pub use engine::cost::{CostPolicy, ModelCost, RouteCost, SpendHealth, SpendLedger};
@@ -124,5 +126,6 @@ pub use provider::{
     CustomProvider, ErrorBody, LocalFuture, ModelConfig, Models, OpenAi, Preset, PresetName,
     Provider, ProviderConfig, Publisher, Quirks, ServiceAccount, StreamDecoder, Upstream, Vertex,
 };
+pub use quality::{refusal, AnswerCheck, AttemptCost, OnExhausted, Quality, Rejection, Validator};
 pub use secret::Secret;
 pub use sse::{SseDecoder, SseEvent, SseLimit, MAX_LINE_BYTES, MAX_STREAM_BYTES};

@@ -43,7 +43,11 @@ use crate::policy::breaker::BreakerPolicy;
 use crate::policy::budget::BudgetPolicy;
 use crate::policy::latency::DemotionPolicy;
 use crate::provider::{Provider, ProviderConfig, Upstream};
+use crate::quality::Quality;
+
+mod quality;
 pub(crate) use crate::secret::Secret;
+pub use quality::{OnExhaustedConfig, QualityConfig, ValidatorConfig};
 
 pub(crate) mod embeddings;
 
@@ -112,6 +116,9 @@ pub struct Config {
     /// Hedged requests, by route name (none by default).
     #[serde(default)]
     pub hedge: BTreeMap<String, HedgeConfig>,
+    /// Validators and escalation limits, by route name.
+    #[serde(default)]
+    pub quality: BTreeMap<String, QualityConfig>,
 }
 
 /// The gateway's own settings.
@@ -138,6 +145,8 @@ pub struct Validated {
     pub providers: Vec<(String, Box<dyn Provider>)>,
     /// Prices and the routes' cost settings.
     pub cost: crate::engine::cost::CostPolicy,
+    /// Validators and escalation limits, by route name.
+    pub quality: BTreeMap<String, Quality>,
 }
 
 impl Config {
@@ -344,6 +353,7 @@ impl Config {
             &|name| routes.contains_key(name),
             &mut issues,
         );
+        let quality = quality::build(&self.quality, &routes, &mut issues.0);
         if !issues.0.is_empty() {
             return Err(ConfigError { issues: issues.0 });
         }
@@ -359,6 +369,7 @@ impl Config {
             breakers,
             providers,
             cost,
+            quality,
         })
     }
 }
@@ -420,6 +431,15 @@ impl Validated {
         // ones, and no default where there is none to choose.
         b.routes = self.policies.routes;
         b.default_route = self.policies.default_route;
+        b.quality = self.quality;
+        // An escalation's cost cap prices attempts as the cost book does.
+        let prices = std::rc::Rc::new(b.cost_prices().clone());
+        for q in b.quality.values_mut() {
+            let prices = std::rc::Rc::clone(&prices);
+            q.attempt_cost = Some(std::rc::Rc::new(move |a| {
+                prices.attempt_cost(a).map(|c| c.usd())
+            }));
+        }
         b
     }
 }

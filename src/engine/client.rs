@@ -17,6 +17,7 @@ use crate::chat::{ChatRequest, ChatResponse};
 use crate::engine::cost::{CostBook, CostPolicy, ModelCost, SpendHealth, SpendLedger};
 use crate::engine::cursor::{Cursor, Run};
 use crate::engine::endpoint::EmbeddingModel;
+use crate::engine::escalate::{Escalation, Judged};
 use crate::engine::hedge::HedgePolicy;
 use crate::engine::key::BreakerKeys;
 use crate::engine::order::RateLimited;
@@ -30,6 +31,7 @@ use crate::policy::budget::{BudgetPolicy, RetryBudget};
 use crate::policy::latency::{Book, DemotionPolicy, Speed};
 use crate::policy::stats::{Health, ProviderStats};
 use crate::provider::Upstream;
+use crate::quality::Quality;
 
 /// One step of a route: a provider, the model to ask it for, and optional
 /// overrides of the client's timeout and retry policy.
@@ -235,6 +237,8 @@ pub struct Client<P: Platform, S: BreakerStore = MemoryStore> {
     pub(crate) hedge_budgets: RefCell<BTreeMap<String, RetryBudget>>,
     observer: Option<Observer>,
     pub(crate) cost: std::rc::Rc<CostBook>,
+    /// Validators and escalation limits, by route name.
+    pub(crate) quality: BTreeMap<String, Quality>,
 }
 
 /// Builds a [`Client`].
@@ -251,6 +255,7 @@ pub struct ClientBuilder<P: Platform> {
     observer: Option<Observer>,
     cost: CostPolicy,
     ledger: Option<std::rc::Rc<dyn SpendLedger>>,
+    pub(crate) quality: BTreeMap<String, Quality>,
 }
 
 impl<P: Platform> ClientBuilder<P> {
@@ -310,6 +315,12 @@ impl<P: Platform> ClientBuilder<P> {
         self
     }
 
+    /// The prices the cost policy holds (for what prices attempts beside
+    /// the cost book, such as an escalation's cost cap).
+    pub(crate) fn cost_prices(&self) -> &crate::policy::price::Prices {
+        &self.cost.prices
+    }
+
     /// Sets the prices and the routes' cost settings (ordering, spend caps).
     pub fn cost(mut self, policy: CostPolicy) -> Self {
         self.cost = policy;
@@ -350,6 +361,7 @@ impl<P: Platform> ClientBuilder<P> {
             hedge_budgets: RefCell::default(),
             observer: self.observer,
             cost: std::rc::Rc::new(CostBook::new(self.cost, self.ledger)),
+            quality: self.quality,
         }
     }
 }
@@ -380,6 +392,7 @@ impl<P: Platform> Client<P> {
             observer: None,
             cost: CostPolicy::default(),
             ledger: None,
+            quality: BTreeMap::new(),
         }
     }
 }
@@ -393,20 +406,32 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     /// Answers `req` with per-call options.
     pub async fn chat_with(&self, req: ChatRequest, opts: CallOptions) -> Result<Reply, Error> {
         let mut walk = Cursor::start(self, &req, &opts)?;
-        if let Some((route, hedge)) = self.hedge_for(&req, &opts) {
-            if let Some(done) = self.hedged(&mut walk, &req, &route, &hedge).await {
-                return done;
+        let mut escalation = self.escalation(&req, &opts);
+        // A validated route is not hedged: the first answer to come back is
+        // not yet an answer it may give.
+        if escalation.is_none() {
+            if let Some((route, hedge)) = self.hedge_for(&req, &opts) {
+                if let Some(done) = self.hedged(&mut walk, &req, &route, &hedge).await {
+                    return done;
+                }
             }
         }
         while let Some(permit) = walk.admit(self).await {
             let (entry, run) = walk.entry_and_run();
             match self.step(entry, permit, &req, run).await {
-                Step::Answered(r) => return Ok(walk.reply(*r)),
+                Step::Answered(r) => match escalation.as_mut() {
+                    None => return Ok(walk.reply(*r)),
+                    Some(e) => match e.judge(&mut walk, *r).await {
+                        Judged::Accepted(r) => return Ok(walk.reply(*r)),
+                        Judged::Escalated => {}
+                        Judged::Stopped => break,
+                    },
+                },
                 Step::Next(error) => walk.fail_over(self, &error),
-                Step::Stop(error) => return Err(walk.stop(error)),
+                Step::Stop(error) => return Escalation::end(escalation, walk.stop(error)),
             }
         }
-        Err(walk.exhausted())
+        Escalation::end(escalation, walk.exhausted())
     }
 
     /// Runs one entry (its retries included) and records the breaker's one

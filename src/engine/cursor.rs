@@ -320,6 +320,16 @@ impl<'c> Cursor<'c> {
         self.index += 1;
     }
 
+    /// Moves past the entry admitted last, whose answer the route's
+    /// validators rejected; after a forced call the walk is over.
+    pub(crate) fn escalate(&mut self) {
+        if self.forced {
+            self.end();
+            return;
+        }
+        self.index += 1;
+    }
+
     /// Who answered: the entry admitted last.
     pub(crate) fn served_by(&self) -> ServedBy {
         let entry = self.entry();

@@ -9,6 +9,7 @@ pub(crate) mod client;
 pub(crate) mod cost;
 pub(crate) mod cursor;
 pub(crate) mod endpoint;
+pub(crate) mod escalate;
 pub(crate) mod hedge;
 pub(crate) mod idle;
 pub(crate) mod key;

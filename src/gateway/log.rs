@@ -84,6 +84,9 @@ impl LogLine<'_> {
                     AttemptOutcome::Success => Outcome::Ok,
                     AttemptOutcome::Failure { error } => Outcome::Failed(error.kind),
                     AttemptOutcome::Cancelled => Outcome::Cancelled,
+                    AttemptOutcome::Rejected { .. } => {
+                        Outcome::Rejected(a.rejection().unwrap_or_default())
+                    }
                 },
                 reached: (!a.reached).then_some(false),
                 reason: a
@@ -172,12 +175,14 @@ pub(super) struct TrailItem {
     pub(super) usage: Option<Usage>,
 }
 
-/// How an attempt ended: `ok`, or the failure's kind (`rate_limited`, …).
+/// How an attempt ended: `ok`, the failure's kind (`rate_limited`, …), or
+/// `rejected: <validator>: <reason>` for an answer a validator refused.
 #[derive(Debug)]
 pub(super) enum Outcome {
     Ok,
     Failed(ErrorKind),
     Cancelled,
+    Rejected(String),
 }
 
 impl Serialize for Outcome {
@@ -186,6 +191,7 @@ impl Serialize for Outcome {
             Outcome::Ok => s.serialize_str("ok"),
             Outcome::Failed(kind) => kind.serialize(s),
             Outcome::Cancelled => s.serialize_str("cancelled"),
+            Outcome::Rejected(why) => s.serialize_str(&format!("rejected: {why}")),
         }
     }
 }

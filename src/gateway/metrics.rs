@@ -170,11 +170,13 @@ impl Default for Metrics {
     }
 }
 
-/// `ok`, or the failure's kind (`rate_limited`, …).
+/// `ok`, the failure's kind (`rate_limited`, …), or `rejected` (a label
+/// takes no reason: its values must stay few).
 pub(super) fn outcome_name(o: &Outcome) -> String {
     match o {
         Outcome::Ok => "ok".into(),
         Outcome::Cancelled => "cancelled".into(),
+        Outcome::Rejected(_) => "rejected".into(),
         Outcome::Failed(kind) => serde_json::to_value(kind)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))

@@ -26,6 +26,7 @@
 //! `{"type":"error","error":{"type","message"}}`. No input can panic.
 
 mod auth;
+mod buffered;
 mod endpoints;
 mod keepalive;
 pub mod limits;
@@ -557,6 +558,12 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case("off")),
         };
         let echo = responses::echo(format, &request);
+        if request.stream && self.buffers_stream(&request, &opts) {
+            let include_usage = request.wants_usage();
+            return self
+                .chat_buffered(format, request, opts, include_usage, echo, log)
+                .await;
+        }
         if request.stream {
             let include_usage = request.wants_usage();
             return self

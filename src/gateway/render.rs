@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::request::clip;
 use super::{Format, Outbound};
-use crate::error::Error;
+use crate::error::{Error, Exhausted};
 use crate::format::{anthropic, openai};
 use crate::platform::Headers;
 
@@ -27,6 +27,7 @@ pub(super) fn error_code(e: &Error) -> &'static str {
         Error::UnknownRoute(_) => "model_not_found",
         Error::Interrupted { .. } => "interrupted",
         Error::SpendCapReached { .. } => "spend_cap_reached",
+        Error::NoValidAnswer { .. } => "no_valid_answer",
     }
 }
 
@@ -53,16 +54,17 @@ pub fn render_error(format: Format, e: &Error) -> Outbound {
             Some(error_code(e).to_string()),
         ),
         // Only streams are interrupted; this gateway answers whole bodies.
-        Error::Interrupted { .. } | Error::SpendCapReached { .. } => {
+        Error::Interrupted { .. } | Error::SpendCapReached { .. } | Error::NoValidAnswer { .. } => {
             (e.to_string(), Some(error_code(e).to_string()))
         }
     };
     let mut body = error_body(format, status, &message, code.as_deref());
-    if let Error::AllProvidersFailed(x) = e {
+    if let Error::AllProvidersFailed(Exhausted { attempts }) | Error::NoValidAnswer { attempts } = e
+    {
         // The attempts, for humans debugging a failover; SDKs ignore it.
         if let (Some(error), Ok(attempts)) = (
             body.get_mut("error").and_then(Value::as_object_mut),
-            serde_json::to_value(&x.attempts),
+            serde_json::to_value(attempts),
         ) {
             error.insert("attempts".into(), attempts);
         }

@@ -270,6 +270,7 @@ fn cause_of(e: &Error) -> ProviderError {
             .last()
             .cloned()
             .unwrap_or_else(|| ProviderError::new(ErrorKind::Server, x.headline())),
+        Error::NoValidAnswer { .. } => ProviderError::new(ErrorKind::Server, e.to_string()),
         Error::InvalidRequest(_) | Error::UnknownRoute(_) | Error::SpendCapReached { .. } => {
             ProviderError::new(ErrorKind::InvalidRequest, e.to_string())
         }

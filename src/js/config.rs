@@ -5,6 +5,7 @@
 use crate::config::{Config, ConfigError, ConfigIssue, EntryConfig};
 use crate::engine::client::Client;
 use crate::event::Observer;
+use crate::js::validate::JsCheck;
 use crate::provider::Upstream;
 use crate::web::WebPlatform;
 
@@ -15,6 +16,7 @@ use crate::web::WebPlatform;
 pub(crate) fn build_client(
     json: &str,
     customs: Vec<(String, String, Upstream)>,
+    checks: Vec<(String, JsCheck)>,
     observer: Option<Observer>,
 ) -> Result<Client<WebPlatform>, ConfigError> {
     let mut cfg = Config::parse(json)?;
@@ -44,6 +46,21 @@ pub(crate) fn build_client(
     let mut builder = cfg.client_builder(WebPlatform::new(), extra, &env_secret)?;
     if let Some(o) = observer {
         builder = builder.observer(o);
+    }
+    let mut issues = Vec::new();
+    for (route, check) in checks {
+        if !builder.routes.contains_key(&route) {
+            issues.push(ConfigIssue::new(
+                format!("options.validators.{route}"),
+                format!("unknown route \"{route}\""),
+            ));
+            continue;
+        }
+        let quality = builder.quality.entry(route).or_default();
+        quality.functions.push(Box::new(check));
+    }
+    if !issues.is_empty() {
+        return Err(ConfigError { issues });
     }
     Ok(builder.build())
 }

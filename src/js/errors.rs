@@ -181,6 +181,18 @@ pub(crate) fn call_error(e: &Error, exhaustion: Exhaustion) -> JsValue {
         Error::InvalidRequest(message) => client_error("invalid_request", 400, message),
         Error::UnknownRoute(_) => client_error("unknown_route", 404, &e.to_string()),
         Error::SpendCapReached { .. } => client_error("spend_cap_reached", 429, &e.to_string()),
+        // Every answer failed the route's validators: the attempts say how.
+        Error::NoValidAnswer { attempts } => build(
+            "LLMError",
+            &e.to_string(),
+            &Init {
+                kind: Name::Str("no_valid_answer"),
+                retryable: false,
+                status: Some(e.status()),
+                attempts: Some(Attempts(attempts)),
+                ..Init::default()
+            },
+        ),
     }
 }
 

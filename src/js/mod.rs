@@ -30,6 +30,7 @@ mod request;
 mod shapes;
 mod simulate;
 mod stream;
+mod validate;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -206,6 +207,7 @@ impl ResilientClient {
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let mut issues = Vec::new();
         let customs = read_providers(&options, &mut issues);
+        let checks = validate::read(&options, &mut issues);
         let hooks = Hooks::read(&options, &mut issues);
         let exhaustion = match prop(&options, "unwrapSingleProvider") {
             v if v.is_undefined() || v.is_null() || v == JsValue::FALSE => Exhaustion::Aggregate,
@@ -227,7 +229,7 @@ impl ResilientClient {
                 "{}".to_string()
             }),
         };
-        let built = config::build_client(&json, customs, hooks.map(Hooks::observer));
+        let built = config::build_client(&json, customs, checks, hooks.map(Hooks::observer));
         match built {
             Ok(client) if issues.is_empty() => {
                 let inner = Rc::new(client);
@@ -307,6 +309,16 @@ impl ResilientClient {
     ) -> Result<JsValue, JsValue> {
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let (req, opts, signal) = Self::call_args(&request, &options)?;
+        if self.inner.quality_for(&req, &opts).is_some() {
+            // Its deltas would reach the caller before the answer could be
+            // judged; `client.fetch` buffers such a stream and validates it.
+            return Err(errors::client_error(
+                "validated_route",
+                400,
+                "this route validates its answers, which a delta stream cannot wait for: \
+                 use client.chat(), or client.fetch (its streams are buffered, then validated)",
+            ));
+        }
         let s = crate::engine::stream::ChatStream::open(Rc::clone(&self.inner), req, opts)
             .map_err(|e| errors::call_error(&e, self.exhaustion))?;
         Ok(stream::iterable(

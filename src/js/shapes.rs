@@ -43,6 +43,9 @@ struct AttemptJs<'a> {
     usage: Option<&'a Usage>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     omitted: &'a [String],
+    /// `validator: reason`, for an answer the route's validators refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rejected: Option<String>,
 }
 
 impl<'a> AttemptJs<'a> {
@@ -52,7 +55,7 @@ impl<'a> AttemptJs<'a> {
             provider: &a.provider,
             model: &a.model,
             attempt: a.number,
-            ok: error.is_none(),
+            ok: error.is_none() && a.rejection().is_none(),
             kind: error.map(|e| e.kind),
             status: error.and_then(|e| e.status),
             code: error.and_then(|e| e.code.as_deref()),
@@ -64,6 +67,7 @@ impl<'a> AttemptJs<'a> {
             reached: a.reached,
             usage: a.usage.as_ref(),
             omitted: &a.omitted,
+            rejected: a.rejection(),
         }
     }
 }

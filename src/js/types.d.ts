@@ -220,6 +220,8 @@ export interface Config {
   gateway?: { clientKeysEnv?: string[]; allowUnauthenticated?: boolean };
   /** Prices for JS providers (by `provider/model`), and per route its ordering and daily budget. */
   cost?: CostConfig;
+  /** Validators and escalation limits, by route name (JS function validators go in `options.validators`). */
+  quality?: Record<string, QualityConfig>;
 }
 
 /** A model's prices in US dollars per million tokens. */
@@ -246,6 +248,54 @@ export interface CostConfig {
     }
   >;
 }
+
+/**
+ * A route's validators: an answer that fails one is recorded as a rejected attempt (not a
+ * provider failure: no breaker counts it) and the route escalates to its next entry.
+ */
+export interface QualityConfig {
+  /** Checks of the answer's text (or finish reason), in order; the first failure rejects. */
+  validators: ValidatorConfig[];
+  /** How many rejected answers may escalate to the next entry (default: as many as the route has entries). */
+  maxEscalations?: number;
+  /** No escalation once the request's attempts have cost this much (US dollars, from the models' prices). */
+  maxCostUsd?: number;
+  /** When no answer passed: the last answer (default) or an `LLMError` of kind `no_valid_answer` (502). */
+  onExhausted?: "lastAnswer" | "error";
+}
+
+export type ValidatorConfig =
+  | { kind: "json" }
+  /** Not in this package (no JSON Schema engine fits its wasm size limit): a `ConfigError`; judge with a JS validator and your schema library. */
+  | { kind: "jsonSchema"; schema: object }
+  /** `regex-lite` syntax (Rust's regex without Unicode classes); matches anywhere unless anchored. */
+  | { kind: "regex"; pattern: string }
+  /** In characters (Unicode scalar values). */
+  | { kind: "minLength"; value: number }
+  | { kind: "maxLength"; value: number }
+  /** Finish reasons that reject, by OpenAI or Anthropic name: `length` / `max_tokens`, `content_filter` / `refusal`, … */
+  | { kind: "finishReason"; reject: string[] }
+  /** Rejects a refusal: finish reason `content_filter` (Anthropic `refusal`, Gemini `SAFETY`…) or OpenAI's `message.refusal`. */
+  | { kind: "notRefusal" };
+
+/** What a JS validator is given: the answer as `client.chat` returns it, without the attempts. */
+export interface ValidatedAnswer {
+  text: string;
+  model: string;
+  provider: string;
+  usage: Usage | null;
+  finishReason: FinishReason | null;
+  toolCalls: ToolCall[];
+  raw: unknown;
+}
+
+/**
+ * A JS validator: `true` / `{ ok: true }` passes, `false` / `{ ok: false, reason }` rejects (a
+ * throw or a rejected promise rejects too, the error's message as the reason).
+ */
+export type AnswerValidator = (
+  answer: ValidatedAnswer,
+) => boolean | { ok: boolean; reason?: string } | Promise<boolean | { ok: boolean; reason?: string }>;
 
 // ---- Requests and responses ----
 
@@ -499,6 +549,8 @@ export interface AttemptRecord {
   usage?: Usage;
   /** Sampling hints of the request this provider has no setting for, left out of what was sent (`seed`, …). */
   omitted?: string[];
+  /** `validator: reason` when the provider answered but a route validator refused the answer (`ok` is then false). */
+  rejected?: string;
 }
 
 /**
@@ -746,6 +798,11 @@ export interface ClientOptions {
    * last failure as its own class.
    */
   unwrapSingleProvider?: boolean;
+  /**
+   * JS validators by route name, run after the route's configured `quality` validators; an
+   * answer one refuses escalates like any rejected answer. A route's stream is then buffered.
+   */
+  validators?: Record<string, AnswerValidator | AnswerValidator[]>;
 }
 
 /**

@@ -41,7 +41,8 @@
 // PROVIDER: { "latencyMs": 0, "requireKey": false, "prefill": "accept" | "reject",
 //             "models": ["…"] (others get 404), "chunkDelayMs": 0, "faults": [RULE, …],
 //             "answerTokens": n, "tokensPerChunk": 1, "streamUsage": "asked" | "never",
-//             "future": false, "redactThinking": false }
+//             "future": false, "redactThinking": false,
+//             "quality": "invalid-json" | "json" (mock-quality.mjs: answers of a set quality) }
 //   answerTokens: the answer's words repeated to exactly n tokens (one word = one token), for
 //   long answers from short prompts; tokensPerChunk: tokens per streamed content chunk;
 //   streamUsage "never": no usage chunk even when a stream asks for one; future: fields and
@@ -82,13 +83,14 @@ import { echoKey } from "./mock-echo.mjs";
 import { responses } from "./mock-responses.mjs";
 import { endpointFor } from "./mock-endpoints.mjs";
 import { routeVertex, vertexApi } from "./mock-vertex.mjs";
+import { qualityPlan, qualityProblem } from "./mock-quality.mjs";
 
 const HOST = "127.0.0.1";
 const MAX_BODY_BYTES = 8 * 1024 * 1024;
 const DEFAULT_HOLD_MS = 10 * 60 * 1000;
 const AUTH_HEADERS = new Set(["authorization", "x-api-key", "api-key", "proxy-authorization", "cookie"]);
 const PROVIDER_KEYS = new Set(["latencyMs", "requireKey", "prefill", "models", "chunkDelayMs", "faults", "fault",
-  "answerTokens", "tokensPerChunk", "streamUsage", "future", "redactThinking"]);
+  "answerTokens", "tokensPerChunk", "streamUsage", "future", "redactThinking", "quality"]);
 const MAX_RECEIVED = 200;
 const RULE_KEYS = {
   common: ["mode", "firstN", "p", "latencyMs", "model"],
@@ -157,6 +159,7 @@ function normalizeProvider(raw, where, base = defaultProvider()) {
     check(raw[key] === undefined || (Number.isInteger(raw[key]) && raw[key] >= 1 && raw[key] <= 1_000_000), `${where}.${key}: must be a whole number in 1..1000000`);
   }
   check(raw.streamUsage === undefined || ["asked", "never"].includes(raw.streamUsage), `${where}.streamUsage: "asked" or "never"`);
+  check(qualityProblem(raw.quality) === null, `${where}.quality: ${qualityProblem(raw.quality)} (mock-quality.mjs)`);
   for (const key of ["future", "redactThinking"]) check(raw[key] === undefined || typeof raw[key] === "boolean", `${where}.${key}: true or false`);
   check(raw.prefill === undefined || ["accept", "reject"].includes(raw.prefill), `${where}.prefill: "accept" or "reject"`);
   check(raw.models === undefined || (Array.isArray(raw.models) && raw.models.every((m) => typeof m === "string")), `${where}.models: a list of names`);
@@ -165,7 +168,7 @@ function normalizeProvider(raw, where, base = defaultProvider()) {
   check(rules === undefined || Array.isArray(rules), `${where}.faults: must be a list`);
   const next = { ...base };
   for (const key of ["latencyMs", "requireKey", "prefill", "models", "chunkDelayMs", "answerTokens", "tokensPerChunk", "streamUsage", "future",
-    "redactThinking"]) {
+    "redactThinking", "quality"]) {
     if (raw[key] !== undefined) next[key] = raw[key];
   }
   next.requireKey = Boolean(next.requireKey);
@@ -404,6 +407,7 @@ async function answer(ctx, body) {
   ctx.model = body.model;
   // Bedrock plans its answers as the Messages format it carries (or Converse read as it).
   ctx.plan = (wire.plan ?? planAnswer)(provider, ctx.bedrock ? { ...ctx, format: "anthropic" } : ctx, body, wire.maxTokens(body));
+  ctx.plan = qualityPlan(provider, ctx, ctx.plan);
   ctx.id = format === "anthropic" ? `msg_mock_${provider.name}_${ctx.seq}` : `chatcmpl-mock-${provider.name}-${ctx.seq}`;
   ctx.created = Math.floor(Date.now() / 1000);
   if (body.stream === true) return stream(ctx, body, ctx.rule?.mode === "stream" ? ctx.rule : {});
