@@ -173,6 +173,13 @@ fn a_rate_limited_model_leaves_its_providers_other_models_in_service() {
         .expect("flaky");
     assert_eq!(fast.label.as_deref(), Some("fast"));
     assert_eq!(fast.open_until, Some(1_000 + 10_000));
+    // Each model's own figures beside the provider's over both.
+    let steady = shared.models.iter().find(|m| m.model == "steady").unwrap();
+    assert_eq!((fast.requests, fast.failures), (3, 3));
+    assert_eq!((steady.requests, steady.failures), (4, 0));
+    assert_eq!((fast.error_rate, steady.error_rate), (1.0, 0.0));
+    assert!(steady.latency_ms.p50.is_some());
+    assert_eq!((shared.requests, shared.failures), (7, 3));
     // The event names provider, model and label.
     assert_eq!(
         *w.transitions.borrow(),

@@ -178,7 +178,7 @@ fn the_page_shows_a_breaker_opening_on_a_dead_provider_and_closing_after_it_heal
         model_row.contains("<span class=\"state open\">"),
         "{model_row}"
     );
-    assert!(model_row.contains("in 5.0 s") && model_row.contains("cooling down"));
+    assert!(model_row.contains("in 5.0 s") && model_row.contains("<td>100.0 %</td>"));
     assert!(page.contains("breaker of primary: closed → open"));
     assert!(page.contains("failover primary/gpt-big → backup/claude-small (server)"));
     assert!(page.contains("id=\"overall\" class=\"pill degraded\""));

@@ -227,6 +227,9 @@ pub struct Client<P: Platform, S: BreakerStore = MemoryStore> {
     pub(crate) store: S,
     pub(crate) budget: RefCell<RetryBudget>,
     pub(crate) stats: RefCell<BTreeMap<String, ProviderStats>>,
+    /// The same, per breaker key (`provider/model`): bounded by the keys
+    /// the configuration lists.
+    pub(crate) model_stats: RefCell<BTreeMap<String, ProviderStats>>,
     pub(crate) limited: RefCell<RateLimited>,
     pub(crate) keys: BreakerKeys,
     /// Each entry's recent answer times and latency standing.
@@ -353,6 +356,7 @@ impl<P: Platform> ClientBuilder<P> {
             policy: self.policy,
             store,
             stats: RefCell::default(),
+            model_stats: RefCell::default(),
             limited: RefCell::default(),
             keys,
             latency: RefCell::default(),
@@ -612,25 +616,32 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         }
     }
 
-    /// Records a completed stream in the provider's statistics.
+    /// Records a completed stream in its provider's and model's statistics.
     pub(crate) fn record_stream(
         &self,
-        provider: &str,
+        entry: &Entry,
         ttft_ms: u64,
         output_tokens: u64,
         streaming_ms: u64,
     ) {
-        self.with_stats(provider, |s| {
+        self.with_stats(entry, |s| {
             s.record_stream(ttft_ms, output_tokens, streaming_ms)
         });
     }
 
-    /// Runs `f` on `provider`'s statistics, creating them on first use.
-    pub(crate) fn with_stats(&self, provider: &str, f: impl FnOnce(&mut ProviderStats)) {
-        let mut stats = self.stats.borrow_mut();
-        match stats.get_mut(provider) {
-            Some(s) => f(s),
-            None => f(stats.entry(provider.to_owned()).or_default()),
+    /// Runs `f` on the statistics of `entry`'s provider and of its model
+    /// (its breaker key), creating them on first use.
+    pub(crate) fn with_stats(&self, entry: &Entry, f: impl Fn(&mut ProviderStats)) {
+        let key = self.key_of(entry);
+        for (map, name) in [
+            (&self.stats, entry.provider.as_str()),
+            (&self.model_stats, &key),
+        ] {
+            let mut stats = map.borrow_mut();
+            match stats.get_mut(name) {
+                Some(s) => f(s),
+                None => f(stats.entry(name.to_owned()).or_default()),
+            }
         }
     }
 

@@ -96,9 +96,9 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         match h.after {
             HedgeAfter::Fixed(d) => Some(d),
             HedgeAfter::P95 => self
-                .stats
+                .model_stats
                 .borrow()
-                .get(&entry.provider)
+                .get(self.key_of(entry).as_ref())
                 .and_then(|s| s.latency().p95)
                 .map(Duration::from_millis),
         }

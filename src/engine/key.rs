@@ -156,6 +156,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
 
     /// The breakers of `provider`'s models, as health reports show them.
     pub(crate) fn model_breakers(&self, provider: &str) -> Vec<ModelBreaker> {
+        let stats = self.model_stats.borrow();
         self.provider_keys(provider)
             .into_iter()
             .map(|(key, model, label)| {
@@ -168,6 +169,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                     label.map(str::to_owned),
                     state,
                     consecutive_failures,
+                    stats.get(key),
                 )
             })
             .collect()

@@ -157,9 +157,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         // A failure no breaker counts (the caller's deadline, a bad request, a
         // model it does not have) says nothing of the provider's health either.
         if result.err().is_none_or(ProviderError::trips_breaker) {
-            self.with_stats(&entry.provider, |s| {
-                s.record(ended, millis(duration), result.err())
-            });
+            self.with_stats(entry, |s| s.record(ended, millis(duration), result.err()));
         }
         run.attempts.push(Attempt {
             provider: entry.provider.clone(),

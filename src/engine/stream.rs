@@ -842,7 +842,7 @@ where
             let streaming_ms = now.saturating_sub(first);
             client.record_latency(&entry, Measure::Ttft, ttft);
             client.record_stream(
-                &entry.provider,
+                &entry,
                 ttft,
                 conn.usage.map_or(0, |u| u.output_tokens),
                 streaming_ms,

@@ -254,16 +254,6 @@ fn state_badge(s: StateName) -> String {
     )
 }
 
-/// What a model's row says besides its state (a breaker resets its count
-/// when it opens: the count means something only while it is closed).
-fn model_note(state: StateName, failures: u32) -> String {
-    match state {
-        StateName::Closed => format!("{failures} failure(s) in a row"),
-        StateName::Open => "cooling down".into(),
-        StateName::HalfOpen => "probing".into(),
-    }
-}
-
 /// When an open breaker lets its next probe through.
 fn next_probe(open_until: Option<UnixMillis>, state: StateName, now: UnixMillis) -> String {
     match open_until {
@@ -315,16 +305,23 @@ pub(super) fn page(body: &StatusBody<'_>) -> String {
             h.requests,
             p = esc(&h.provider),
         );
-        // Each model's own breaker: one model's rate limit opens only it.
+        // Each model's own breaker and figures: one model's rate limit
+        // opens only it.
         for m in &h.models {
             let _ = write!(
                 out,
                 "<tr class=\"model\" data-provider=\"{p}\" data-model=\"{name}\">\
-                 <td><span class=\"sub\">{name}</span></td><td>{}</td><td>{}</td>\
-                 <td colspan=\"4\"><small>{}</small></td></tr>",
+                 <td><span class=\"sub\">{name}</span></td><td>{}</td><td>{}</td><td>{:.1} %</td>\
+                 <td>{} / {} / {}</td><td>{} / {}</td><td>{}</td></tr>",
                 state_badge(m.state),
                 next_probe(m.open_until, m.state, body.time),
-                model_note(m.state, m.consecutive_failures),
+                m.error_rate * 100.0,
+                ms(m.latency_ms.p50),
+                ms(m.latency_ms.p95),
+                ms(m.latency_ms.p99),
+                ms(m.ttft_ms.p50),
+                ms(m.ttft_ms.p95),
+                m.requests,
                 p = esc(&h.provider),
                 name = esc(&m.model),
             );
@@ -430,8 +427,9 @@ function render(d){
     for(const m of h.models||[]){const r=document.createElement("tr");r.className="model";r.dataset.provider=h.provider;r.dataset.model=m.model;
       const n=document.createElement("span");n.className="sub";n.textContent=m.model;cell(r,"").appendChild(n);
       cell(r,"").appendChild(state(m.state));cell(r,probe(m.openUntil,m.state,d.time));
-      const c=cell(r,"");c.colSpan=4;const sm=document.createElement("small");const ms_=m.state==="halfOpen"?"half_open":m.state;
-      sm.textContent=ms_==="closed"?m.consecutiveFailures+" failure(s) in a row":ms_==="open"?"cooling down":"probing";c.appendChild(sm);body.appendChild(r);}}
+      cell(r,(m.errorRate*100).toFixed(1)+" %");
+      cell(r,ms(m.latencyMs.p50)+" / "+ms(m.latencyMs.p95)+" / "+ms(m.latencyMs.p99));
+      cell(r,ms(m.ttftMs.p50)+" / "+ms(m.ttftMs.p95));cell(r,String(m.requests));body.appendChild(r);}}
   const fl=document.getElementById("fleet"),fr=document.getElementById("fleet-rows");fr.replaceChildren();
   fl.hidden=!d.fleet.length;
   for(const r of d.fleet){const tr=document.createElement("tr");tr.dataset.provider=r.provider;tr.dataset.model=r.model;cell(tr,r.provider);cell(tr,r.model);

@@ -848,7 +848,7 @@ export interface ProviderHealth {
   demoted?: { model: string; measure: "latency" | "ttft"; p95Ms: number }[];
 }
 
-/** One model's breaker at a provider. */
+/** One model's breaker at a provider, and its own figures (the provider's are over all its models). */
 export interface ModelBreaker {
   model: string;
   /** The first label a route gives the entry. */
@@ -856,6 +856,11 @@ export interface ModelBreaker {
   state: BreakerState;
   openUntil: number | null;
   consecutiveFailures: number;
+  requests: number;
+  failures: number;
+  errorRate: number;
+  latencyMs: { p50: number | null; p95: number | null; p99: number | null };
+  ttftMs: { p50: number | null; p95: number | null; p99: number | null };
 }
 
 // ---- Errors (classes exported by this package) ----

@@ -202,6 +202,16 @@ pub struct ModelBreaker {
     pub open_until: Option<UnixMillis>,
     /// Failures since the last success.
     pub consecutive_failures: u32,
+    /// Calls made to this model, ever.
+    pub requests: u64,
+    /// Calls failed, ever.
+    pub failures: u64,
+    /// Its failure rate over the recent window.
+    pub error_rate: f64,
+    /// Its latency percentiles over the recent window.
+    pub latency_ms: Latency,
+    /// Its streams' time to first token.
+    pub ttft_ms: Latency,
 }
 
 impl ModelBreaker {
@@ -210,13 +220,21 @@ impl ModelBreaker {
         label: Option<String>,
         state: State,
         consecutive_failures: u32,
+        stats: Option<&ProviderStats>,
     ) -> Self {
+        let none = ProviderStats::default();
+        let stats = stats.unwrap_or(&none);
         ModelBreaker {
             model,
             label,
             state: state.name(),
             open_until: open_until(state),
             consecutive_failures,
+            requests: stats.requests,
+            failures: stats.failures,
+            error_rate: stats.error_rate(),
+            latency_ms: stats.latency(),
+            ttft_ms: stats.ttft(),
         }
     }
 }
