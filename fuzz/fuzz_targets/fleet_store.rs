@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 use libfuzzer_sys::fuzz_target;
-use resilient_llm::fleet::{Inbox, LeaseAnswer, LinkError, Report, View};
+use resilient_llm::fleet::{Inbox, Journal, LeaseAnswer, LinkError, Report, View};
 use resilient_llm::testing::{block_on, FakePlatform};
 use resilient_llm::{BreakerPolicy, BreakerStore, FleetLink, FleetStore, Outcome};
 
@@ -39,6 +39,10 @@ impl FleetLink for Scripted {
         if let Some(v) = self.views.borrow_mut().pop_front() {
             inbox.deliver(key, v);
         }
+    }
+
+    async fn journal(&self, _key: &str) -> Result<Journal, LinkError> {
+        Err(LinkError("not scripted".into()))
     }
 }
 
