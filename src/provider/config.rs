@@ -143,6 +143,10 @@ pub struct AnthropicConfig {
     /// `ANTHROPIC_API_KEY`).
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// Several secrets, each a key of its own: the provider becomes a
+    /// tier of one upstream per key (`config/keys.rs`).
+    #[serde(default)]
+    pub api_key_envs: Option<Vec<crate::config::KeyEnv>>,
     /// Per-model capabilities.
     #[serde(default)]
     pub models: BTreeMap<String, ModelConfig>,
@@ -171,6 +175,10 @@ pub struct OpenAiConfig {
     /// `OPENAI_API_KEY`).
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// Several secrets, each a key of its own: the provider becomes a
+    /// tier of one upstream per key (`config/keys.rs`).
+    #[serde(default)]
+    pub api_key_envs: Option<Vec<crate::config::KeyEnv>>,
     /// Per-model capabilities.
     #[serde(default)]
     pub models: BTreeMap<String, ModelConfig>,
@@ -207,6 +215,10 @@ pub struct CompatibleConfig {
     /// e.g. `GROQ_API_KEY`; none for self-hosted servers).
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// Several secrets, each a key of its own: the provider becomes a
+    /// tier of one upstream per key (`config/keys.rs`).
+    #[serde(default)]
+    pub api_key_envs: Option<Vec<crate::config::KeyEnv>>,
     /// Per-model capabilities.
     #[serde(default)]
     pub models: BTreeMap<String, ModelConfig>,
