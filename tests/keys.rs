@@ -90,6 +90,19 @@ fn each_key_is_an_upstream_and_the_entry_a_tier_of_them() {
     for id in ["openai#1", "openai#2"] {
         assert!(v.cost.prices.get(id, "gpt-4o").is_some(), "{id} priced");
     }
+    // The provider's breaker settings hold for each key.
+    let mut tuned = cfg.clone();
+    tuned.breakers.insert(
+        "openai".into(),
+        serde_json::from_value(json!({ "failureThreshold": 7 })).unwrap(),
+    );
+    let v = tuned.validate(&secret, &[]).expect("valid");
+    let breakers: Vec<(&str, u32)> = v
+        .breakers
+        .iter()
+        .map(|(id, b)| (id.as_str(), b.failure_threshold))
+        .collect();
+    assert_eq!(breakers, [("openai#1", 7), ("openai#2", 7)]);
     // An entry's priority and weight carry over: weight × key weight.
     let cfg = config(
         json!(["KEY_A", { "env": "KEY_B", "weight": 3 }]),
@@ -161,7 +174,11 @@ fn key_list_mistakes_are_reported_with_their_paths() {
         .to_string(),
     )
     .expect_err("an unknown field");
-    assert!(e.to_string().contains("providers.openai"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("providers.openai.apiKeyEnvs[0]: a secret name, or { \"env\""),
+        "{e}"
+    );
 }
 
 fn authorization(p: &FakePlatform, i: usize) -> String {

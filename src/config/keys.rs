@@ -32,7 +32,10 @@ use crate::provider::ProviderConfig;
 /// One secret of `apiKeyEnvs`: its name, or its name and its share of the
 /// provider's load.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "a secret name, or { \"env\": name, \"weight\": 1 to 10000 }"
+)]
 pub enum KeyEnv {
     /// The secret's name; weight 1.
     Name(String),
