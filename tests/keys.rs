@@ -284,3 +284,67 @@ fn keys_share_load_by_weight() {
     let share = first as f64 / n as f64;
     assert!((share - 0.25).abs() < 0.05, "key 1's share {share}");
 }
+
+#[test]
+fn the_gateway_names_the_key_that_served_and_never_a_key() {
+    use resilient_llm::gateway::{Inbound, Setup};
+    use resilient_llm::{Body, Headers, MemoryStore};
+
+    let p = FakePlatform::new().at(1_000).random([0.1]);
+    p.script(
+        "https://openai.test",
+        [
+            fixture("openai/rate_limited_429"),
+            fixture("openai/ok_text"),
+        ],
+    );
+    let mut cfg = json!({
+        "providers": { "openai": { "kind": "openai", "baseUrl": "https://openai.test",
+                                   "apiKeyEnvs": ["KEY_A", "KEY_B"] } },
+        "routes": { "default": [{ "provider": "openai", "model": "gpt-4o" }] },
+        "gateway": { "allowUnauthenticated": true }
+    });
+    let setup = Setup::load(Some(&cfg.to_string()), &secret).expect("valid config");
+    let store = MemoryStore::new(setup.breaker());
+    let g = setup.into_gateway(p.clone(), store);
+    let inbound = |method: &str, path: &str, body: &str| Inbound {
+        method: method.into(),
+        path: path.into(),
+        headers: Headers::default(),
+        body: Body::full(body.as_bytes().to_vec()),
+    };
+    let body = json!({ "model": "default", "messages": [{ "role": "user", "content": "hi" }] });
+    let out = block_on(
+        &p,
+        g.handle(inbound("POST", "/v1/chat/completions", &body.to_string())),
+    );
+    assert_eq!(out.status, 200);
+    assert_eq!(out.headers.get("x-served-by"), Some("openai#2/gpt-4o"));
+    assert!(!out.log.contains("sk-test"), "{}", out.log);
+    let health = block_on(&p, g.handle(inbound("GET", "/health", "")));
+    let text = String::from_utf8_lossy(&health.body).to_string();
+    let doc: Value = serde_json::from_str(&text).expect("JSON");
+    let rows: Vec<(&str, &str)> = doc["providers"]
+        .as_array()
+        .expect("providers")
+        .iter()
+        .map(|h| {
+            (
+                h["provider"].as_str().unwrap_or_default(),
+                h["lastFailure"]["kind"].as_str().unwrap_or("none"),
+            )
+        })
+        .collect();
+    assert_eq!(rows, [("openai#1", "rate_limited"), ("openai#2", "none")]);
+    assert!(!text.contains("sk-test"), "{text}");
+    // A configuration mistake names the secret, never a key's value.
+    cfg["providers"]["openai"]["apiKeyEnvs"] = json!(["KEY_A", "KEY_A"]);
+    let Err(e) = Setup::load(Some(&cfg.to_string()), &secret) else {
+        panic!("the configuration passed");
+    };
+    let shown = format!("{e:?}");
+    assert!(
+        shown.contains("apiKeyEnvs[1]") && !shown.contains("sk-test"),
+        "{shown}"
+    );
+}
