@@ -181,6 +181,26 @@ fn key_list_mistakes_are_reported_with_their_paths() {
     );
 }
 
+#[test]
+fn an_embeddings_route_checks_a_keyed_provider_like_any_other() {
+    let json = |kind: &str| {
+        json!({
+            "providers": { "p": { "kind": kind, "apiKeyEnvs": ["KEY_A", "KEY_B"] } },
+            "routes": { "embed": [{ "provider": "p", "model": "e",
+                "embeddings": { "family": "text-embedding-3-small", "dimensions": 1536 } }] }
+        })
+        .to_string()
+    };
+    let ok = Config::parse(&json("openai")).expect("parses");
+    let v = ok.validate(&secret, &[]).expect("openai serves embeddings");
+    assert_eq!(v.policies.routes["embed"].len(), 2, "a tier of both keys");
+    let text = problems(Config::parse(&json("anthropic")).expect("parses"));
+    assert!(
+        text.contains("routes.embed[0].provider: provider \"p\" does not serve embeddings"),
+        "{text}"
+    );
+}
+
 fn authorization(p: &FakePlatform, i: usize) -> String {
     p.requests()[i]
         .headers
