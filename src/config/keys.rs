@@ -27,7 +27,8 @@ use serde::Deserialize;
 use super::tier::MAX_WEIGHT;
 use super::Issues;
 use crate::engine::client::Entry;
-use crate::provider::ProviderConfig;
+use crate::provider::config::build_provider;
+use crate::provider::{Provider, ProviderConfig};
 
 /// One secret of `apiKeyEnvs`: its name, or its name and its share of the
 /// provider's load.
@@ -71,13 +72,13 @@ impl KeyEnv {
 }
 
 /// One upstream a provider entry makes.
-pub(super) struct KeyUpstream<'c> {
+struct KeyUpstream<'c> {
     /// Its id.
-    pub id: String,
+    id: String,
     /// Its configuration: the entry's, with one key.
-    pub config: Cow<'c, ProviderConfig>,
+    config: Cow<'c, ProviderConfig>,
     /// Its position in `apiKeyEnvs`, for issue paths.
-    pub index: Option<usize>,
+    index: Option<usize>,
 }
 
 /// Each keyed provider's upstreams with their weights, by provider id.
@@ -130,7 +131,7 @@ fn with_key(cfg: &ProviderConfig, env: &str) -> ProviderConfig {
 /// The upstreams of provider `id`: itself, or one per key of its
 /// `apiKeyEnvs`, noted in `tiers`. `taken` tells an id already in use (a
 /// configured or custom provider). Problems go to `issues` at `path`.
-pub(super) fn upstreams<'c>(
+fn upstreams<'c>(
     id: &str,
     cfg: &'c ProviderConfig,
     path: &str,
@@ -203,9 +204,37 @@ pub(super) fn upstreams<'c>(
     out
 }
 
+/// The adapters of provider `id` at `path`: one, or one per key
+/// ([`upstreams`]). The keys of one entry share its other mistakes, each
+/// reported once, at the entry.
+pub(super) fn build(
+    id: &str,
+    cfg: &ProviderConfig,
+    path: &str,
+    secret: &dyn Fn(&str) -> Option<String>,
+    taken: &dyn Fn(&str) -> bool,
+    tiers: &mut KeyTiers,
+    issues: &mut Issues,
+) -> Vec<(String, Box<dyn Provider>)> {
+    let mut out = Vec::new();
+    for u in upstreams(id, cfg, path, taken, tiers, issues) {
+        let mut found = Vec::new();
+        if let Some(p) = build_provider(&u.id, &u.config, secret, path, &mut found) {
+            out.push((u.id, p));
+        }
+        for mut issue in found {
+            issue.path = issue_path(&issue.path, path, u.index);
+            if !issues.0.contains(&issue) {
+                issues.0.push(issue);
+            }
+        }
+    }
+    out
+}
+
 /// `issue_path` of an upstream's issue as the configuration reads: its key
 /// is `apiKeyEnvs[index]`, written `apiKeyEnv` in its own entry.
-pub(super) fn issue_path(issue_path: &str, provider_path: &str, index: Option<usize>) -> String {
+fn issue_path(issue_path: &str, provider_path: &str, index: Option<usize>) -> String {
     match index {
         Some(i) if issue_path == format!("{provider_path}.apiKeyEnv") => {
             format!("{provider_path}.apiKeyEnvs[{i}]")

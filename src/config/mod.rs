@@ -209,22 +209,8 @@ impl Config {
             if extra.contains(&id.as_str()) {
                 issues.add(&path, "a custom provider has the same name");
             }
-            for u in keys::upstreams(id, cfg, &path, &taken, &mut tiers, &mut issues) {
-                let mut found = Vec::new();
-                let built = crate::provider::config::build_provider(
-                    &u.id, &u.config, secret, &path, &mut found,
-                );
-                if let Some(p) = built {
-                    providers.push((u.id, p));
-                }
-                // The keys of one entry share its other mistakes: each once.
-                for mut issue in found {
-                    issue.path = keys::issue_path(&issue.path, &path, u.index);
-                    if !issues.0.contains(&issue) {
-                        issues.0.push(issue);
-                    }
-                }
-            }
+            let built = keys::build(id, cfg, &path, secret, &taken, &mut tiers, &mut issues);
+            providers.extend(built);
         }
         let known = |id: &str| self.providers.contains_key(id) || extra.contains(&id);
 
