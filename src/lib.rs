@@ -90,6 +90,7 @@ pub use config::{
     Policies, PriceConfig, QualityConfig, RetryConfig, RouteCostConfig, StrategyConfig, Validated,
     ValidatorConfig,
 };
+pub use config::{KeyEnv, WeightedKeyEnv};
 pub use engine::client::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
 pub use engine::cost::{CostPolicy, ModelCost, RouteCost, SpendHealth, SpendLedger};
 pub use engine::endpoint::{EmbeddingModel, EndpointCall, EndpointReply};

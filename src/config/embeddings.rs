@@ -45,6 +45,14 @@ impl EmbeddingsConfig {
     }
 }
 
+/// Whether `upstream` is one of the keys `provider`'s `apiKeyEnvs` made.
+fn is_key_of(upstream: &str, provider: &str) -> bool {
+    upstream
+        .strip_prefix(provider)
+        .and_then(|rest| rest.strip_prefix('#'))
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// Reports every embeddings route whose entries differ in family or
 /// dimensions, leave one out, or sit at a provider that does not serve
 /// embeddings. `providers` are the built adapters; `extra` the providers
@@ -95,7 +103,11 @@ pub(crate) fn check(
                     }
                 }
             }
-            let serves = match providers.iter().find(|(id, _)| *id == e.provider) {
+            let built = providers
+                .iter()
+                .find(|(id, _)| *id == e.provider)
+                .or_else(|| providers.iter().find(|(id, _)| is_key_of(id, &e.provider)));
+            let serves = match built {
                 Some((_, p)) => p.serves(Endpoint::Embeddings),
                 // A provider that did not build has its own issue already.
                 None => !extra.contains(&e.provider.as_str()),

@@ -27,10 +27,12 @@ use serde_json::Value;
 use serde_path_to_error::Segment;
 
 mod hedge;
+mod keys;
 mod speed;
 mod tier;
 
 pub use hedge::{HedgeAfterConfig, HedgeConfig, HedgeFigure};
+pub use keys::{KeyEnv, WeightedKeyEnv};
 pub use speed::LatencyConfig;
 
 use crate::engine::client::{Client, ClientBuilder, Entry, Policy};
@@ -147,6 +149,9 @@ pub struct Validated {
     pub cost: crate::engine::cost::CostPolicy,
     /// Validators and escalation limits, by route name.
     pub quality: BTreeMap<String, Quality>,
+    /// Each provider with several keys as the tier of its upstreams (model
+    /// left empty), for `provider/model` requests.
+    pub key_tiers: BTreeMap<String, Vec<Entry>>,
 }
 
 impl Config {
@@ -197,16 +202,15 @@ impl Config {
     ) -> Result<Validated, ConfigError> {
         let mut issues = Issues::default();
         let mut providers = Vec::new();
+        let mut tiers = keys::KeyTiers::default();
+        let taken = |id: &str| self.providers.contains_key(id) || extra.contains(&id);
         for (id, cfg) in &self.providers {
             let path = format!("providers.{id}");
             if extra.contains(&id.as_str()) {
                 issues.add(&path, "a custom provider has the same name");
             }
-            if let Some(p) =
-                crate::provider::config::build_provider(id, cfg, secret, &path, &mut issues.0)
-            {
-                providers.push((id.clone(), p));
-            }
+            let built = keys::build(id, cfg, &path, secret, &taken, &mut tiers, &mut issues);
+            providers.extend(built);
         }
         let known = |id: &str| self.providers.contains_key(id) || extra.contains(&id);
 
@@ -261,7 +265,11 @@ impl Config {
                 half_open_permits: b.half_open_permits.or(self.breaker.half_open_permits),
                 success_threshold: b.success_threshold.or(self.breaker.success_threshold),
             };
-            breakers.push((id.clone(), merged.policy(&path, &mut issues)));
+            let policy = merged.policy(&path, &mut issues);
+            match tiers.0.get(id) {
+                Some(keys) => breakers.extend(keys.iter().map(|(k, _)| (k.clone(), policy))),
+                None => breakers.push((id.clone(), policy)),
+            }
         }
 
         let mut routes = BTreeMap::new();
@@ -312,7 +320,7 @@ impl Config {
                     speed: self.latency.speed(path, e, &mut issues),
                 });
             }
-            routes.insert(name.clone(), chain);
+            routes.insert(name.clone(), tiers.expand(chain));
         }
         // Each configured model is a route of its own name.
         for (id, cfg) in &self.providers {
@@ -326,6 +334,11 @@ impl Config {
                         )),
                     );
                 }
+            }
+        }
+        for (name, chain) in &mut routes {
+            if !self.routes.contains_key(name) {
+                *chain = tiers.expand(std::mem::take(chain));
             }
         }
         embeddings::check(&self.routes, &providers, extra, &mut issues);
@@ -353,6 +366,12 @@ impl Config {
             &|name| routes.contains_key(name),
             &mut issues,
         );
+        let mut cost = cost;
+        for (base, keys) in &tiers.0 {
+            for (id, _) in keys {
+                cost.prices.copy_provider(base, id);
+            }
+        }
         let quality = quality::build(&self.quality, &routes, &mut issues.0);
         if !issues.0.is_empty() {
             return Err(ConfigError { issues: issues.0 });
@@ -370,6 +389,7 @@ impl Config {
             providers,
             cost,
             quality,
+            key_tiers: tiers.templates(),
         })
     }
 }
@@ -432,6 +452,7 @@ impl Validated {
         b.routes = self.policies.routes;
         b.default_route = self.policies.default_route;
         b.quality = self.quality;
+        b.key_tiers = self.key_tiers;
         // An escalation's cost cap prices attempts as the cost book does.
         let prices = std::rc::Rc::new(b.cost_prices().clone());
         for q in b.quality.values_mut() {

@@ -242,6 +242,8 @@ pub struct Client<P: Platform, S: BreakerStore = MemoryStore> {
     pub(crate) cost: std::rc::Rc<CostBook>,
     /// Validators and escalation limits, by route name.
     pub(crate) quality: BTreeMap<String, Quality>,
+    /// Providers with several keys, each as the tier of its upstreams.
+    key_tiers: BTreeMap<String, Vec<Entry>>,
 }
 
 /// Builds a [`Client`].
@@ -259,6 +261,7 @@ pub struct ClientBuilder<P: Platform> {
     cost: CostPolicy,
     ledger: Option<std::rc::Rc<dyn SpendLedger>>,
     pub(crate) quality: BTreeMap<String, Quality>,
+    pub(crate) key_tiers: BTreeMap<String, Vec<Entry>>,
 }
 
 impl<P: Platform> ClientBuilder<P> {
@@ -366,6 +369,7 @@ impl<P: Platform> ClientBuilder<P> {
             observer: self.observer,
             cost: std::rc::Rc::new(CostBook::new(self.cost, self.ledger)),
             quality: self.quality,
+            key_tiers: self.key_tiers,
         }
     }
 }
@@ -397,6 +401,7 @@ impl<P: Platform> Client<P> {
             cost: CostPolicy::default(),
             ledger: None,
             quality: BTreeMap::new(),
+            key_tiers: BTreeMap::new(),
         }
     }
 }
@@ -530,6 +535,21 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                     && (self.policy.any_model || self.lists(provider, model)) =>
             {
                 Ok(Cow::Owned(vec![Entry::new(provider, model)]))
+            }
+            Some((provider, model)) if !model.is_empty() => {
+                match self.key_tiers.get(provider).filter(|tier| {
+                    self.policy.any_model || tier.iter().any(|e| self.lists(&e.provider, model))
+                }) {
+                    Some(tier) => Ok(Cow::Owned(
+                        tier.iter()
+                            .map(|e| Entry {
+                                model: model.to_owned(),
+                                ..e.clone()
+                            })
+                            .collect(),
+                    )),
+                    None => Err(Error::UnknownRoute(name.to_string())),
+                }
             }
             _ => Err(Error::UnknownRoute(name.to_string())),
         }

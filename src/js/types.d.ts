@@ -104,6 +104,8 @@ export type ProviderConfig =
       baseUrl?: string;
       apiKey?: string;
       apiKeyEnv?: string;
+      /** Several keys, each a secret name (optionally weighted): a tier of upstreams `<id>#1`, `<id>#2`... */
+      apiKeyEnvs?: (string | { env: string; weight?: number })[];
       models?: Record<string, ModelConfig>;
       headers?: Record<string, string>;
       anthropicVersion?: string;
@@ -114,6 +116,8 @@ export type ProviderConfig =
       baseUrl?: string;
       apiKey?: string;
       apiKeyEnv?: string;
+      /** Several keys, each a secret name (optionally weighted): a tier of upstreams `<id>#1`, `<id>#2`... */
+      apiKeyEnvs?: (string | { env: string; weight?: number })[];
       models?: Record<string, ModelConfig>;
       headers?: Record<string, string>;
       organization?: string;
@@ -127,6 +131,8 @@ export type ProviderConfig =
       baseUrl?: string;
       apiKey?: string;
       apiKeyEnv?: string;
+      /** Several keys, each a secret name (optionally weighted): a tier of upstreams `<id>#1`, `<id>#2`... */
+      apiKeyEnvs?: (string | { env: string; weight?: number })[];
       models?: Record<string, ModelConfig>;
       headers?: Record<string, string>;
       path?: string;

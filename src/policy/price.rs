@@ -135,6 +135,17 @@ impl Prices {
         self.by_provider.get(provider)?.get(model)
     }
 
+    /// Gives `to` every price `from` has: one provider's keys share its
+    /// prices.
+    pub fn copy_provider(&mut self, from: &str, to: &str) {
+        if let Some(models) = self.by_provider.get(from).cloned() {
+            self.by_provider
+                .entry(to.to_owned())
+                .or_default()
+                .extend(models);
+        }
+    }
+
     /// Whether no price is configured.
     pub fn is_empty(&self) -> bool {
         self.by_provider.is_empty()

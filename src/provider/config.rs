@@ -155,6 +155,11 @@ pub struct AnthropicConfig {
     /// `max_tokens` when a request sets none (default 4096).
     #[serde(default)]
     pub default_max_tokens: Option<u32>,
+    /// Several secrets, each a key of its own: the provider becomes a
+    /// tier of one upstream per key (`config/keys.rs`). Last, so an entry
+    /// written as a shorter sequence still reads.
+    #[serde(default)]
+    pub api_key_envs: Option<Vec<crate::config::KeyEnv>>,
 }
 
 /// `"kind": "openai"`.
@@ -189,6 +194,11 @@ pub struct OpenAiConfig {
     /// Ask for usage on streams (default yes).
     #[serde(default)]
     pub stream_usage: Option<bool>,
+    /// Several secrets, each a key of its own: the provider becomes a
+    /// tier of one upstream per key (`config/keys.rs`). Last, so an entry
+    /// written as a shorter sequence still reads.
+    #[serde(default)]
+    pub api_key_envs: Option<Vec<crate::config::KeyEnv>>,
 }
 
 /// `"kind": "openai-compatible"`.
@@ -228,6 +238,11 @@ pub struct CompatibleConfig {
     /// Ask for usage on streams (default the preset's).
     #[serde(default)]
     pub stream_usage: Option<bool>,
+    /// Several secrets, each a key of its own: the provider becomes a
+    /// tier of one upstream per key (`config/keys.rs`). Last, so an entry
+    /// written as a shorter sequence still reads.
+    #[serde(default)]
+    pub api_key_envs: Option<Vec<crate::config::KeyEnv>>,
 }
 
 /// `"kind": "bedrock"`. Each credential is given itself (the npm package)
