@@ -40,7 +40,7 @@ pub(crate) struct PassWriter {
     continued: Option<OpenAiStreamEncoder>,
     responses: ResponsesSeen,
     /// The continuation's Responses encoder, from its first delta on.
-    responses_continued: Option<ResponsesStreamEncoder>,
+    responses_continued: Option<Box<ResponsesStreamEncoder>>,
     /// A continuation's finish reason and usage (Anthropic writes both at
     /// the end, in `message_delta`).
     finish: Option<FinishReason>,
@@ -241,7 +241,7 @@ impl PassWriter {
             Format::Responses => {
                 let seen = &self.responses;
                 self.responses_continued
-                    .get_or_insert_with(|| seen.encoder())
+                    .get_or_insert_with(|| Box::new(seen.encoder()))
                     .delta(d)
             }
         }
@@ -340,7 +340,7 @@ impl PassWriter {
             Format::Responses => self
                 .responses_continued
                 .as_mut()
-                .map_or_else(Vec::new, ResponsesStreamEncoder::finish),
+                .map_or_else(Vec::new, |enc| enc.finish()),
             Format::Anthropic => {
                 let mut out = Vec::new();
                 self.stop_block(&mut out);
