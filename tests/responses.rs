@@ -490,18 +490,21 @@ fn a_cut_responses_stream_is_continued_after_the_providers_events() {
     let added: Vec<&Value> = events
         .iter()
         .filter(|(n, _)| n == "response.output_item.added")
-        .map(|(_, d)| &d["output_index"])
+        .map(|(_, d)| &d["item"]["id"])
         .collect();
-    assert_eq!(
-        added,
-        [&json!(0), &json!(1)],
-        "the continuation's item follows"
-    );
+    assert_eq!(added, [&json!("msg_up9")], "the continuation goes on in it");
+    let done: Vec<&Value> = events
+        .iter()
+        .filter(|(n, _)| n == "response.output_item.done")
+        .map(|(_, d)| &d["item"])
+        .collect();
+    assert_eq!(done.len(), 1, "every item added is done");
+    assert_eq!(done[0]["id"], "msg_up9");
     let done = &events.last().unwrap().1["response"];
     assert_eq!(done["id"], "resp_up9", "the provider's response, continued");
     assert_eq!(done["instructions"], "be brief");
     assert_eq!(done["status"], "completed");
-    assert_eq!(done["output"][0]["content"][0]["text"], "answer is 42");
+    assert_eq!(done["output"][0]["content"][0]["text"], "The answer is 42");
     let log: Value = serde_json::from_str(&log.unwrap()).unwrap();
     assert_eq!(log["outcome"], "complete");
 

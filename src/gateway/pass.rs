@@ -219,6 +219,9 @@ impl PassWriter {
     /// The bytes for a delta: nothing for one whose event went out raw;
     /// a continuation's, encoded to extend what went out.
     pub(crate) fn delta(&mut self, d: &Delta, passed: bool) -> Vec<u8> {
+        if passed && self.format == Format::Responses {
+            self.responses.passed(d);
+        }
         if passed || self.closed || self.ended {
             return Vec::new();
         }
@@ -239,10 +242,14 @@ impl PassWriter {
             }
             Format::Anthropic => self.anthropic_delta(d),
             Format::Responses => {
-                let seen = &self.responses;
-                self.responses_continued
-                    .get_or_insert_with(|| Box::new(seen.encoder()))
-                    .delta(d)
+                let mut out = Vec::new();
+                let enc = self.responses_continued.get_or_insert_with(|| {
+                    let (enc, first) = self.responses.encoder();
+                    out = first;
+                    Box::new(enc)
+                });
+                out.extend(enc.delta(d));
+                out
             }
         }
     }
@@ -380,7 +387,11 @@ impl PassWriter {
             // completion.
             Format::Responses => match &mut self.responses_continued {
                 Some(enc) => enc.error(e),
-                None => self.responses.encoder().error(e),
+                None => {
+                    let (mut enc, mut out) = self.responses.encoder();
+                    out.extend(enc.error(e));
+                    out
+                }
             },
             Format::Anthropic => AnthropicStreamEncoder::new(String::new(), String::new()).error(e),
         }

@@ -30,8 +30,8 @@ pub use decode::{decode_event, decode_response};
 pub use echo::Echo;
 pub use parse::{parse_request, request_from_value};
 pub use response::render_response;
-pub(crate) use stream::Followed;
 pub use stream::ResponsesStreamEncoder;
+pub(crate) use stream::{Followed, OpenItem};
 
 use crate::chat::{FinishReason, Usage};
 use serde::Serialize;

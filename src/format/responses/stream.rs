@@ -50,6 +50,8 @@ pub struct ResponsesStreamEncoder {
     /// The provider's Response object (from its `response.created`), the
     /// base of the Responses this encoder writes when it continues one.
     head: Option<Value>,
+    /// The id of `items[0]` when it is the provider's message, continued.
+    first_id: Option<String>,
 }
 
 /// What a provider's own Responses events said, for an encoder that
@@ -64,6 +66,20 @@ pub(crate) struct Followed {
     pub(crate) next_output: usize,
     /// The output items done so far.
     pub(crate) done: Vec<Value>,
+    /// The item added and not done when the provider's events stopped.
+    pub(crate) open: Option<OpenItem>,
+}
+
+/// A provider's output item left open by a cut.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct OpenItem {
+    pub(crate) index: usize,
+    /// The item as `response.output_item.added` gave it.
+    pub(crate) item: Value,
+    /// Its `response.content_part.added` went out.
+    pub(crate) part_added: bool,
+    /// The text its deltas gave so far (a message's).
+    pub(crate) text: String,
 }
 
 #[derive(Debug, Clone)]
@@ -93,6 +109,7 @@ impl ResponsesStreamEncoder {
             base: 0,
             prior: Vec::new(),
             head: None,
+            first_id: None,
         }
     }
 
@@ -100,7 +117,13 @@ impl ResponsesStreamEncoder {
     /// `response.created`, sequence numbers and output indices after the
     /// provider's, and the Response it ends with the provider's, its output
     /// the provider's done items then this encoder's.
-    pub(crate) fn following(seen: Followed, echo: Echo) -> Self {
+    ///
+    /// An item the provider left open is finished first (every item added
+    /// is done before the end, which the SDKs check): a message goes on
+    /// under its own id, with the continuation's text; any other item is
+    /// done as it was added, `incomplete`. The bytes returned are those
+    /// events, to go out before the encoder's.
+    pub(crate) fn following(seen: Followed, echo: Echo) -> (Self, Vec<u8>) {
         let head = seen.head.unwrap_or_default();
         let text = |k: &str| head.get(k).and_then(Value::as_str).unwrap_or_default();
         let (id, model) = (text("id").to_string(), text("model").to_string());
@@ -111,7 +134,44 @@ impl ResponsesStreamEncoder {
         enc.base = seen.next_output;
         enc.prior = seen.done;
         enc.head = head.is_object().then_some(head);
-        enc
+        let mut out = Vec::new();
+        let Some(open) = seen.open else {
+            return (enc, out);
+        };
+        let item_id = open
+            .item
+            .get("id")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let is_message = open.item.get("type").and_then(Value::as_str) == Some("message");
+        match item_id {
+            Some(item_id) if is_message => {
+                enc.base = open.index;
+                enc.items.push(Item::Message(open.text));
+                enc.first_id = Some(item_id.clone());
+                if !open.part_added {
+                    enc.event(
+                        &mut out,
+                        "response.content_part.added",
+                        json!({"item_id": item_id, "output_index": open.index,
+                               "content_index": 0, "part": text_part("")}),
+                    );
+                }
+            }
+            _ => {
+                let mut item = open.item;
+                if let Value::Object(m) = &mut item {
+                    m.insert("status".into(), json!("incomplete"));
+                }
+                enc.event(
+                    &mut out,
+                    "response.output_item.done",
+                    json!({"output_index": open.index, "item": item.clone()}),
+                );
+                enc.prior.push(item);
+            }
+        }
+        (enc, out)
     }
 
     /// The bytes for one delta (often none).
@@ -274,6 +334,9 @@ impl ResponsesStreamEncoder {
     }
 
     fn item_id(&self, at: usize) -> String {
+        if let (0, Some(id)) = (at, &self.first_id) {
+            return id.clone();
+        }
         let n = self.base + at;
         match self.items.get(at) {
             Some(Item::Message(_)) => format!("msg_{}_{n}", self.id),
