@@ -105,7 +105,8 @@ fn gateway(p: &FakePlatform, max_attempts: u32) -> Gateway<FakePlatform, MemoryS
             "default": [ { "provider": "primary", "model": "claude-big" }, { "provider": "backup", "model": "gpt-small" } ],
             "translated": [ { "provider": "primary", "model": "claude-big" }, { "provider": "compat", "model": "llama" } ],
             "claude": [ { "provider": "primary", "model": "claude-big" } ],
-            "gpt": [ { "provider": "backup", "model": "gpt-small" } ]
+            "gpt": [ { "provider": "backup", "model": "gpt-small" } ],
+            "gpt_then_claude": [ { "provider": "backup", "model": "gpt-small" }, { "provider": "primary", "model": "claude-big" } ]
         },
         "retry": { "maxAttempts": max_attempts, "baseDelayMs": 10, "maxDelayMs": 100 },
         "gateway": { "allowUnauthenticated": true }
@@ -326,7 +327,7 @@ fn an_openai_entry_is_sent_the_clients_body_and_its_answer_comes_back_as_it_came
 }
 
 #[test]
-fn a_passed_through_stream_is_read_and_given_as_responses_events() {
+fn a_passed_through_stream_is_read_and_given_as_the_providers_own_events() {
     let p = FakePlatform::new();
     let ev = |kind: &str, data: Value| {
         let mut data = data;
@@ -357,8 +358,179 @@ fn a_passed_through_stream_is_read_and_given_as_responses_events() {
     assert_eq!(text_of(&events), "Hello");
     let (name, done) = events.last().unwrap();
     assert_eq!(name, "response.completed");
-    assert_eq!(done["response"]["model"], "gpt-small-2");
+    // The provider's own events: its response id, its completion as it
+    // wrote it (this one names no model; its `response.created` did).
+    assert_eq!(events[0].1["response"]["model"], "gpt-small-2");
+    assert_eq!(done["response"]["id"], "resp_p");
     assert_eq!(done["response"]["usage"]["output_tokens"], 2);
+}
+
+/// A Responses provider's stream: its own ids, every event numbered, an
+/// event type and a field the gateway does not know.
+fn responses_sse(parts: &[&str]) -> Vec<String> {
+    let mut seq = 0;
+    let mut ev = |kind: &str, data: Value| {
+        let mut data = data;
+        data["type"] = json!(kind);
+        data["sequence_number"] = json!(seq);
+        seq += 1;
+        format!("event: {kind}\ndata: {data}\n\n")
+    };
+    let head = json!({"id": "resp_up9", "object": "response", "created_at": 5, "model": "gpt-small-2",
+        "status": "in_progress", "output": [], "instructions": "be brief"});
+    let mut out = vec![
+        ev("response.created", json!({ "response": head })),
+        ev("response.in_progress", json!({ "response": head })),
+        ev(
+            "response.output_item.added",
+            json!({"output_index": 0, "item": {"type": "message",
+            "id": "msg_up9", "status": "in_progress", "role": "assistant", "content": []}}),
+        ),
+        ev(
+            "response.future_event",
+            json!({"output_index": 0, "novel": {"x": 1}}),
+        ),
+    ];
+    let mut text = String::new();
+    for p in parts {
+        text.push_str(p);
+        out.push(ev(
+            "response.output_text.delta",
+            json!({"item_id": "msg_up9", "output_index": 0,
+            "content_index": 0, "delta": p, "obfuscation": "q7"}),
+        ));
+    }
+    let item = json!({"type": "message", "id": "msg_up9", "status": "completed", "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}]});
+    out.push(ev(
+        "response.output_item.done",
+        json!({"output_index": 0, "item": item}),
+    ));
+    let mut done = head.clone();
+    done["status"] = json!("completed");
+    done["output"] = json!([item]);
+    done["usage"] = json!({"input_tokens": 4, "output_tokens": 3, "total_tokens": 7});
+    out.push(ev("response.completed", json!({ "response": done })));
+    out
+}
+
+/// The response, its body's bytes as the client reads them, and its log line.
+fn run_bytes(
+    p: &FakePlatform,
+    g: &Gateway<FakePlatform, MemoryStore>,
+    r: Inbound,
+) -> (Outbound, Vec<u8>, Option<String>) {
+    let mut out = block_on(p, g.handle(r));
+    let (mut bytes, mut log) = (Vec::new(), None);
+    if let Some(mut stream) = out.stream.take() {
+        block_on(p, async {
+            while let Some(piece) = poll_fn(|cx| stream.as_mut().poll_next(cx)).await {
+                match piece {
+                    Piece::Bytes(b) => bytes.extend(b),
+                    Piece::Log(l) => log = Some(l),
+                }
+            }
+        });
+    }
+    (out, bytes, log)
+}
+
+#[test]
+fn a_responses_providers_stream_reaches_the_client_byte_for_byte() {
+    let p = FakePlatform::new();
+    let upstream = responses_sse(&["Hel", "lo"]);
+    p.script("https://backup.test", [sse(upstream.clone())]);
+    let g = gateway(&p, 2);
+    let (out, bytes, log) = run_bytes(
+        &p,
+        &g,
+        post(json!({"model": "gpt", "input": "hi", "stream": true})),
+    );
+    assert_eq!(out.status, 200);
+    assert_eq!(p.requests()[0].url, "https://backup.test/v1/responses");
+    assert_eq!(
+        String::from_utf8(bytes).unwrap(),
+        upstream.concat(),
+        "the provider's events, its ids and unknown events included"
+    );
+    // The gateway still read it: the end and the tokens are logged.
+    let log: Value = serde_json::from_str(&log.expect("a log line")).unwrap();
+    assert_eq!(log["outcome"], "complete", "{log}");
+    assert_eq!(log["usage"]["outputTokens"], 3, "{log}");
+}
+
+#[test]
+fn a_cut_responses_stream_is_continued_after_the_providers_events() {
+    let p = FakePlatform::new();
+    // Cut after created, in_progress, added, the unknown event and "The ".
+    let cut = sse(responses_sse(&["The ", "answer ", "is"])).cut_after(5, BodyEnd::Reset);
+    p.script("https://backup.test", [cut]);
+    p.script(
+        "https://primary.test",
+        [sse(anthropic_sse(&["answer is 42"]))],
+    );
+    let g = gateway(&p, 2);
+    let (out, events, log) = run(
+        &p,
+        &g,
+        post(json!({"model": "gpt_then_claude", "input": "hi", "stream": true})),
+    );
+    assert_eq!(out.status, 200);
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names.iter().filter(|n| **n == "response.created").count(),
+        1,
+        "{names:?}"
+    );
+    assert_eq!(names.last(), Some(&"response.completed"), "{names:?}");
+    for (i, (_, d)) in events.iter().enumerate() {
+        assert_eq!(d["sequence_number"], i, "numbered on from the provider's");
+    }
+    assert_eq!(text_of(&events), "The answer is 42");
+    let added: Vec<&Value> = events
+        .iter()
+        .filter(|(n, _)| n == "response.output_item.added")
+        .map(|(_, d)| &d["item"]["id"])
+        .collect();
+    assert_eq!(added, [&json!("msg_up9")], "the continuation goes on in it");
+    let done: Vec<&Value> = events
+        .iter()
+        .filter(|(n, _)| n == "response.output_item.done")
+        .map(|(_, d)| &d["item"])
+        .collect();
+    assert_eq!(done.len(), 1, "every item added is done");
+    assert_eq!(done[0]["id"], "msg_up9");
+    let done = &events.last().unwrap().1["response"];
+    assert_eq!(done["id"], "resp_up9", "the provider's response, continued");
+    assert_eq!(done["instructions"], "be brief");
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["output"][0]["content"][0]["text"], "The answer is 42");
+    let log: Value = serde_json::from_str(&log.unwrap()).unwrap();
+    assert_eq!(log["outcome"], "complete");
+
+    // Not continued: the provider's response ends failed, numbered on.
+    let p = FakePlatform::new();
+    let cut = sse(responses_sse(&["The ", "answer ", "is"])).cut_after(5, BodyEnd::Reset);
+    p.script("https://backup.test", [cut]);
+    let g = gateway(&p, 1);
+    let (out, events, log) = run(
+        &p,
+        &g,
+        post(json!({"model": "gpt", "input": "hi", "stream": true})),
+    );
+    assert_eq!(out.status, 200, "committed before the cut");
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(!names.contains(&"response.completed"), "never a clean end");
+    assert_eq!(names[names.len() - 2..], ["response.failed", "error"]);
+    for (i, (_, d)) in events.iter().enumerate() {
+        assert_eq!(d["sequence_number"], i);
+    }
+    let (_, failed) = &events[events.len() - 2];
+    assert_eq!(failed["response"]["id"], "resp_up9");
+    assert_eq!(failed["response"]["status"], "failed");
+    assert!(events.last().unwrap().1["error"]["message"].is_string());
+    let log: Value = serde_json::from_str(&log.unwrap()).unwrap();
+    assert_eq!(log["outcome"], "interrupted");
 }
 
 #[test]

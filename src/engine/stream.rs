@@ -407,7 +407,7 @@ where
                 _ => Mode::Forward,
             };
             let dialect = match upstream {
-                Upstream::Http(p) => p.dialect_for(&entry.model),
+                Upstream::Http(p) => p.dialect_of(&req, &entry.model),
                 Upstream::Custom(_) => None,
             };
             let native = req.sends_native(dialect);

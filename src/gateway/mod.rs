@@ -34,6 +34,7 @@ mod log;
 mod metrics;
 mod models;
 mod pass;
+mod pass_responses;
 mod point;
 mod render;
 mod request;

@@ -4,18 +4,22 @@
 //! over (the provider's stream was cut after the commit point), its deltas
 //! are encoded so they extend what already went out: OpenAI chunks under
 //! the same id, creation time and model; Anthropic content blocks numbered
-//! after the last one passed through, and no second `message_start`.
+//! after the last one passed through, and no second `message_start`;
+//! Responses events numbered after the provider's, its items after the
+//! provider's, and no second `response.created`.
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::pass_responses::ResponsesSeen;
 use super::Format;
 use crate::chat::{Delta, FinishReason, Usage};
 use crate::engine::stream::RawEvent;
 use crate::format::anthropic::stop_reason_name;
 use crate::format::openai_stream::OpenAiStreamEncoder;
+use crate::format::responses::ResponsesStreamEncoder;
 use crate::format::{anthropic_stream::AnthropicStreamEncoder, merge_usage};
 use crate::sse::SseEvent;
 
@@ -34,6 +38,9 @@ pub(crate) struct PassWriter {
     anthropic: AnthropicSeen,
     /// The continuation's OpenAI encoder, from its first delta on.
     continued: Option<OpenAiStreamEncoder>,
+    responses: ResponsesSeen,
+    /// The continuation's Responses encoder, from its first delta on.
+    responses_continued: Option<Box<ResponsesStreamEncoder>>,
     /// A continuation's finish reason and usage (Anthropic writes both at
     /// the end, in `message_delta`).
     finish: Option<FinishReason>,
@@ -101,6 +108,8 @@ impl PassWriter {
             openai_first: None,
             anthropic: AnthropicSeen::default(),
             continued: None,
+            responses: ResponsesSeen::default(),
+            responses_continued: None,
             finish: None,
             usage: None,
         }
@@ -144,6 +153,7 @@ impl PassWriter {
                 if ev.event.as_deref().is_some_and(|e| end.contains(&e)) {
                     self.ended = true;
                 }
+                self.responses.event(ev.event.as_deref(), data);
             }
         }
         match raw.bytes {
@@ -209,6 +219,9 @@ impl PassWriter {
     /// The bytes for a delta: nothing for one whose event went out raw;
     /// a continuation's, encoded to extend what went out.
     pub(crate) fn delta(&mut self, d: &Delta, passed: bool) -> Vec<u8> {
+        if passed && self.format == Format::Responses {
+            self.responses.passed(d);
+        }
         if passed || self.closed || self.ended {
             return Vec::new();
         }
@@ -228,10 +241,16 @@ impl PassWriter {
                     .map_or_else(Vec::new, |c| c.delta(d))
             }
             Format::Anthropic => self.anthropic_delta(d),
-            // No provider passes a Responses stream through (the engine
-            // passes Chat Completions and Messages streams only), so no
-            // continuation follows one.
-            Format::Responses => Vec::new(),
+            Format::Responses => {
+                let mut out = Vec::new();
+                let enc = self.responses_continued.get_or_insert_with(|| {
+                    let (enc, first) = self.responses.encoder();
+                    out = first;
+                    Box::new(enc)
+                });
+                out.extend(enc.delta(d));
+                out
+            }
         }
     }
 
@@ -323,8 +342,12 @@ impl PassWriter {
                 Some(enc) => enc.finish(),
                 None => b"data: [DONE]\n\n".to_vec(),
             },
-            // The provider's own `response.completed` ends it (see `raw`).
-            Format::Responses => Vec::new(),
+            // The provider's own `response.completed` ends it (see `raw`),
+            // or the continuation's.
+            Format::Responses => self
+                .responses_continued
+                .as_mut()
+                .map_or_else(Vec::new, |enc| enc.finish()),
             Format::Anthropic => {
                 let mut out = Vec::new();
                 self.stop_block(&mut out);
@@ -356,11 +379,20 @@ impl PassWriter {
         }
         self.closed = true;
         match self.format {
-            // An `error` member: what the OpenAI SDKs raise on in a
-            // Responses stream too.
-            Format::OpenAi | Format::Responses => {
+            Format::OpenAi => {
                 OpenAiStreamEncoder::new(String::new(), 0, String::new(), false).error(e)
             }
+            // The provider's Response failed, after its own events or the
+            // continuation's: `response.failed` and `error`, never a
+            // completion.
+            Format::Responses => match &mut self.responses_continued {
+                Some(enc) => enc.error(e),
+                None => {
+                    let (mut enc, mut out) = self.responses.encoder();
+                    out.extend(enc.error(e));
+                    out
+                }
+            },
             Format::Anthropic => AnthropicStreamEncoder::new(String::new(), String::new()).error(e),
         }
     }

@@ -285,6 +285,15 @@ pub trait Provider {
         self.dialect()
     }
 
+    /// The dialect [`Provider::encode`] writes `req` in for `model`:
+    /// [`Provider::dialect_for`] unless the provider serves a second API
+    /// the client's own body can go to (OpenAI's Responses API beside Chat
+    /// Completions). A stream in this dialect may pass through to a client
+    /// that speaks it.
+    fn dialect_of(&self, _req: &ChatRequest, model: &str) -> Option<Dialect> {
+        self.dialect_for(model)
+    }
+
     /// Completes a request [`Provider::encode`] built, at `now` by the
     /// platform's clock, just before it is sent: for a provider whose
     /// credentials sign the request itself (AWS SigV4). Nothing by default.

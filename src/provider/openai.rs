@@ -302,6 +302,15 @@ impl Provider for OpenAi {
         Some(Dialect::OpenAi)
     }
 
+    fn dialect_of(&self, req: &ChatRequest, _model: &str) -> Option<Dialect> {
+        // As `encode` decides: a Responses client's own body goes to the
+        // Responses API of a provider that serves it.
+        if self.speaks_responses() && req.sends_native(Some(Dialect::Responses)) {
+            return Some(Dialect::Responses);
+        }
+        self.dialect()
+    }
+
     fn serves(&self, endpoint: Endpoint) -> bool {
         endpoint == Endpoint::Embeddings && self.embeddings_path().is_some()
     }

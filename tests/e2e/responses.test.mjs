@@ -3,7 +3,8 @@
 // to an OpenAI provider (which speaks Responses), translated for an Anthropic provider
 // (Messages) and an OpenAI-compatible one (Chat Completions), failover on a 529, stored state
 // sent only to the entry that holds it, and a stream cut after the commit point (continued, or ended with the error event,
-// never a clean end). Asserts on what the mock provider received and on what the SDK returned.
+// never a clean end); an OpenAI provider's stream reaches the client as its own events, so a
+// streamed answer's id chains with previous_response_id. Asserts on what the mock provider received and on what the SDK returned.
 // Build first (scripts/test-worker.sh does): build/index.js.
 import { after, before, beforeEach, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -125,6 +126,20 @@ describe("the Responses API through the edge, official Node SDK", { timeout: 180
   });
   }
 
+  test("responses.stream passed through to an OpenAI provider: its own events and response id, chained with previous_response_id", async () => {
+    const stream = openai.responses.stream({ model: "gpt", input: "Riga?" });
+    const created = [];
+    for await (const ev of stream) if (ev.type === "response.created") created.push(ev.response.id);
+    const final = await stream.finalResponse();
+    assert.equal(final.id, `resp_mock_oai_${mock.received("oai").at(-1).seq}`, "the provider's own response id");
+    assert.deepEqual(created, [final.id]);
+    assert.equal(final.output.find((o) => o.type === "message").id, `msg_mock_oai_${mock.received("oai").at(-1).seq}`, "its item ids too");
+    const { data, response } = await openai.responses.create({ model: "stateful", input: "and Vilnius?", previous_response_id: final.id }).withResponse();
+    assert.equal(response.headers.get("x-served-by"), "oai/gpt-mock");
+    assert.equal(last("oai").body.previous_response_id, final.id, "the streamed answer's id chains");
+    assert.equal(data.output_text, "[oai] echo: and Vilnius?");
+  });
+
   test("failover: the first entry answers 529, the next serves the answer", async () => {
     const { data, response } = await openai.responses.create({ model: "failover", input: "Oslo?" }).withResponse();
     assert.equal(data.output_text, "[oai] echo: Oslo?");
@@ -142,6 +157,10 @@ describe("the Responses API through the edge, official Node SDK", { timeout: 180
       assert.equal(final.status, "completed");
       assert.equal(text, `[${provider}] echo: Lima?`);
       assert.equal(mock.received(provider).length, 2, "a second attempt continued it");
+      if (provider === "oai-cut") {
+        // Passed through, then continued under the provider's own response.
+        assert.equal(final.id, `resp_mock_oai-cut_${mock.received(provider)[0].seq}`);
+      }
     });
   }
 

@@ -31,6 +31,7 @@ pub use echo::Echo;
 pub use parse::{parse_request, request_from_value};
 pub use response::render_response;
 pub use stream::ResponsesStreamEncoder;
+pub(crate) use stream::{Followed, OpenItem};
 
 use crate::chat::{FinishReason, Usage};
 use serde::Serialize;

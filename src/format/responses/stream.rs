@@ -42,6 +42,44 @@ pub struct ResponsesStreamEncoder {
     finish: Option<FinishReason>,
     usage: Option<Usage>,
     closed: bool,
+    /// The output index of `items[0]`: after the items a provider's own
+    /// events already announced, when this encoder continues them.
+    base: usize,
+    /// Those items, done, as the provider wrote them.
+    prior: Vec<Value>,
+    /// The provider's Response object (from its `response.created`), the
+    /// base of the Responses this encoder writes when it continues one.
+    head: Option<Value>,
+    /// The id of `items[0]` when it is the provider's message, continued.
+    first_id: Option<String>,
+}
+
+/// What a provider's own Responses events said, for an encoder that
+/// continues them ([`ResponsesStreamEncoder::following`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Followed {
+    /// The Response object of its `response.created`.
+    pub(crate) head: Option<Value>,
+    /// The next sequence number.
+    pub(crate) seq: u64,
+    /// The next output index.
+    pub(crate) next_output: usize,
+    /// The output items done so far.
+    pub(crate) done: Vec<Value>,
+    /// The item added and not done when the provider's events stopped.
+    pub(crate) open: Option<OpenItem>,
+}
+
+/// A provider's output item left open by a cut.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct OpenItem {
+    pub(crate) index: usize,
+    /// The item as `response.output_item.added` gave it.
+    pub(crate) item: Value,
+    /// Its `response.content_part.added` went out.
+    pub(crate) part_added: bool,
+    /// The text its deltas gave so far (a message's).
+    pub(crate) text: String,
 }
 
 #[derive(Debug, Clone)]
@@ -68,7 +106,72 @@ impl ResponsesStreamEncoder {
             finish: None,
             usage: None,
             closed: false,
+            base: 0,
+            prior: Vec::new(),
+            head: None,
+            first_id: None,
         }
+    }
+
+    /// An encoder whose events follow a provider's own: no second
+    /// `response.created`, sequence numbers and output indices after the
+    /// provider's, and the Response it ends with the provider's, its output
+    /// the provider's done items then this encoder's.
+    ///
+    /// An item the provider left open is finished first (every item added
+    /// is done before the end, which the SDKs check): a message goes on
+    /// under its own id, with the continuation's text; any other item is
+    /// done as it was added, `incomplete`. The bytes returned are those
+    /// events, to go out before the encoder's.
+    pub(crate) fn following(seen: Followed, echo: Echo) -> (Self, Vec<u8>) {
+        let head = seen.head.unwrap_or_default();
+        let text = |k: &str| head.get(k).and_then(Value::as_str).unwrap_or_default();
+        let (id, model) = (text("id").to_string(), text("model").to_string());
+        let created = head.get("created_at").and_then(Value::as_u64).unwrap_or(0);
+        let mut enc = ResponsesStreamEncoder::new(id, created, model, echo);
+        enc.started = true;
+        enc.seq = seen.seq;
+        enc.base = seen.next_output;
+        enc.prior = seen.done;
+        enc.head = head.is_object().then_some(head);
+        let mut out = Vec::new();
+        let Some(open) = seen.open else {
+            return (enc, out);
+        };
+        let item_id = open
+            .item
+            .get("id")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let is_message = open.item.get("type").and_then(Value::as_str) == Some("message");
+        match item_id {
+            Some(item_id) if is_message => {
+                enc.base = open.index;
+                enc.items.push(Item::Message(open.text));
+                enc.first_id = Some(item_id.clone());
+                if !open.part_added {
+                    enc.event(
+                        &mut out,
+                        "response.content_part.added",
+                        json!({"item_id": item_id, "output_index": open.index,
+                               "content_index": 0, "part": text_part("")}),
+                    );
+                }
+            }
+            _ => {
+                let mut item = open.item;
+                if let Value::Object(m) = &mut item {
+                    m.insert("status".into(), json!("incomplete"));
+                }
+                enc.event(
+                    &mut out,
+                    "response.output_item.done",
+                    json!({"output_index": open.index, "item": item.clone()}),
+                );
+                enc.prior.push(item);
+            }
+        }
+        (enc, out)
     }
 
     /// The bytes for one delta (often none).
@@ -96,7 +199,7 @@ impl ResponsesStreamEncoder {
                 self.event(
                     &mut out,
                     "response.output_text.delta",
-                    json!({"item_id": item_id, "output_index": at, "content_index": 0,
+                    json!({"item_id": item_id, "output_index": self.base + at, "content_index": 0,
                            "delta": text, "logprobs": []}),
                 );
             }
@@ -122,7 +225,7 @@ impl ResponsesStreamEncoder {
                 self.event(
                     &mut out,
                     "response.reasoning_text.delta",
-                    json!({"item_id": item_id, "output_index": at, "content_index": 0,
+                    json!({"item_id": item_id, "output_index": self.base + at, "content_index": 0,
                            "delta": t.text}),
                 );
                 if t.signature.is_some() {
@@ -162,7 +265,7 @@ impl ResponsesStreamEncoder {
                 self.event(
                     &mut out,
                     "response.function_call_arguments.delta",
-                    json!({"item_id": item_id, "output_index": at, "delta": arguments}),
+                    json!({"item_id": item_id, "output_index": self.base + at, "delta": arguments}),
                 );
             }
             Delta::Finish { reason } => self.finish = Some(reason.clone()),
@@ -231,10 +334,14 @@ impl ResponsesStreamEncoder {
     }
 
     fn item_id(&self, at: usize) -> String {
+        if let (0, Some(id)) = (at, &self.first_id) {
+            return id.clone();
+        }
+        let n = self.base + at;
         match self.items.get(at) {
-            Some(Item::Message(_)) => format!("msg_{}_{at}", self.id),
-            Some(Item::Reasoning(_)) => format!("rs_{}_{at}", self.id),
-            Some(Item::Call(..)) | None => format!("fc_{}_{at}", self.id),
+            Some(Item::Message(_)) => format!("msg_{}_{n}", self.id),
+            Some(Item::Reasoning(_)) => format!("rs_{}_{n}", self.id),
+            Some(Item::Call(..)) | None => format!("fc_{}_{n}", self.id),
         }
     }
 
@@ -276,13 +383,13 @@ impl ResponsesStreamEncoder {
         self.event(
             out,
             "response.output_item.added",
-            json!({"output_index": at, "item": shown}),
+            json!({"output_index": self.base + at, "item": shown}),
         );
         if let Some(part) = part {
             self.event(
                 out,
                 "response.content_part.added",
-                json!({"item_id": id, "output_index": at, "content_index": 0, "part": part}),
+                json!({"item_id": id, "output_index": self.base + at, "content_index": 0, "part": part}),
             );
         }
     }
@@ -302,13 +409,13 @@ impl ResponsesStreamEncoder {
                 self.event(
                     out,
                     "response.output_text.done",
-                    json!({"item_id": id, "output_index": at, "content_index": 0,
+                    json!({"item_id": id, "output_index": self.base + at, "content_index": 0,
                            "text": text, "logprobs": []}),
                 );
                 self.event(
                     out,
                     "response.content_part.done",
-                    json!({"item_id": id, "output_index": at, "content_index": 0,
+                    json!({"item_id": id, "output_index": self.base + at, "content_index": 0,
                            "part": text_part(&text)}),
                 );
             }
@@ -317,12 +424,12 @@ impl ResponsesStreamEncoder {
                 self.event(
                     out,
                     "response.reasoning_text.done",
-                    json!({"item_id": id, "output_index": at, "content_index": 0, "text": text}),
+                    json!({"item_id": id, "output_index": self.base + at, "content_index": 0, "text": text}),
                 );
                 self.event(
                     out,
                     "response.content_part.done",
-                    json!({"item_id": id, "output_index": at, "content_index": 0,
+                    json!({"item_id": id, "output_index": self.base + at, "content_index": 0,
                            "part": {"type": "reasoning_text", "text": text}}),
                 );
             }
@@ -331,7 +438,7 @@ impl ResponsesStreamEncoder {
                 self.event(
                     out,
                     "response.function_call_arguments.done",
-                    json!({"item_id": id, "output_index": at, "name": name,
+                    json!({"item_id": id, "output_index": self.base + at, "name": name,
                            "arguments": arguments}),
                 );
             }
@@ -339,7 +446,7 @@ impl ResponsesStreamEncoder {
         self.event(
             out,
             "response.output_item.done",
-            json!({"output_index": at, "item": done}),
+            json!({"output_index": self.base + at, "item": done}),
         );
     }
 
@@ -354,9 +461,27 @@ impl ResponsesStreamEncoder {
 
     /// The Response so far: the closed items, and usage once known.
     fn response(&self, status: &str, incomplete: Option<&str>, error: Option<Value>) -> Value {
-        let output = (0..self.closed_items)
-            .map(|at| self.done_item(at))
+        let output: Vec<Value> = (self.prior.iter().cloned())
+            .chain((0..self.closed_items).map(|at| self.done_item(at)))
             .collect();
+        if let Some(Value::Object(head)) = &self.head {
+            let mut r = head.clone();
+            r.insert("status".into(), json!(status));
+            r.insert("output".into(), Value::Array(output));
+            r.insert("error".into(), error.unwrap_or(Value::Null));
+            let incomplete = incomplete.map(|reason| json!({ "reason": reason }));
+            r.insert(
+                "incomplete_details".into(),
+                incomplete.unwrap_or(Value::Null),
+            );
+            if let Some(u) = self.usage {
+                r.insert(
+                    "usage".into(),
+                    serde_json::to_value(OutUsage::from(u)).unwrap_or(Value::Null),
+                );
+            }
+            return Value::Object(r);
+        }
         response_object(ResponseHead {
             id: &self.id,
             created: self.created,

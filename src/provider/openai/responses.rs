@@ -5,9 +5,10 @@
 //! The body goes as the client wrote it, every field included (hosted
 //! tools, `previous_response_id`, `store`, `include`, …), with only `model`
 //! (the entry's) and `stream` (as the request streams) decided here. A
-//! whole answer comes back to a Responses client as the provider's body;
-//! a stream's events are read into deltas and written again by the
-//! gateway.
+//! whole answer comes back to a Responses client as the provider's body,
+//! a stream as the provider's events (`Provider::dialect_of` reports the
+//! Responses dialect for such a request), read into deltas only for the
+//! gateway's bookkeeping.
 
 use serde::Deserialize;
 use serde_json::{json, Value};

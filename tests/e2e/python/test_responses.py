@@ -85,20 +85,34 @@ class ResponsesApi(unittest.TestCase):
             self.assertEqual(text, f"[{provider}] echo: Rome?")
             self.assertEqual(final.output_text, text)
 
+    def test_a_streamed_answer_is_the_providers_and_chains(self):
+        with self.client.responses.stream(model="gpt", input="Riga?") as stream:
+            created = [ev.response.id for ev in stream if ev.type == "response.created"]
+            final = stream.get_final_response()
+        self.assertTrue(final.id.startswith("resp_mock_oai_"), final.id)
+        self.assertEqual(created, [final.id])
+        raw = self.client.responses.with_raw_response.create(
+            model="stateful", input="and Vilnius?", previous_response_id=final.id
+        )
+        self.assertEqual(raw.headers["x-served-by"], "oai/gpt-mock")
+        self.assertEqual(received("oai")[-1]["body"]["previous_response_id"], final.id)
+
     def test_failover_on_529(self):
         raw = self.client.responses.with_raw_response.create(model="failover", input="Lima?")
         self.assertEqual(raw.headers["x-served-by"], "oai/gpt-mock")
         self.assertEqual(raw.parse().output_text, "[oai] echo: Lima?")
 
     def test_a_cut_stream_is_continued(self):
-        text = ""
-        with self.client.responses.stream(model="claude-cut", input="Quito?") as stream:
-            for ev in stream:
-                if ev.type == "response.output_text.delta":
-                    text += ev.delta
-            final = stream.get_final_response()
-        self.assertEqual(final.status, "completed")
-        self.assertEqual(text, "[ant-cut] echo: Quito?")
+        for model, provider in (("claude-cut", "ant-cut"), ("gpt-cut", "oai-cut")):
+            text = ""
+            with self.client.responses.stream(model=model, input="Quito?") as stream:
+                for ev in stream:
+                    if ev.type == "response.output_text.delta":
+                        text += ev.delta
+                final = stream.get_final_response()
+            self.assertEqual(final.status, "completed")
+            self.assertEqual(text, f"[{provider}] echo: Quito?")
+            self.assertEqual(final.output_text, text, model)
 
     def test_a_cut_stream_not_continued_raises_never_completes(self):
         types = []
