@@ -91,6 +91,30 @@ fn provider_answers_never_show_a_piece_of_the_key() {
     }
 }
 
+/// Found by `provider_answer`: an answer whose `created` is a number past
+/// f64's range (`17e777…`) decodes, and keeps the provider's body as it
+/// came: valid JSON text, though `serde_json::Value` refuses the number.
+#[test]
+fn an_answer_with_a_number_past_f64_keeps_its_body_as_valid_json_text() {
+    for input in inputs("provider_answer_raw") {
+        let [which, hi, lo, rest @ ..] = &input[..] else {
+            panic!("short input")
+        };
+        let (_, body) = split_line(rest);
+        let resp = BufferedResponse {
+            status: u16::from_be_bytes([*hi, *lo]) % 1000,
+            headers: Headers::new(),
+            body: body.to_vec(),
+        };
+        let answer = provider(*which)
+            .decode(&resp, 1_700_000_000_000)
+            .expect("an answer");
+        let raw = answer.raw.expect("the body kept");
+        assert!(serde_json::from_str::<&serde_json::value::RawValue>(raw.get()).is_ok());
+        assert_eq!(raw.get().as_bytes(), body, "as the provider sent it");
+    }
+}
+
 /// Found by `provider_stream`: an error event quoting the key split by
 /// other bytes kept the key's tail.
 #[test]
