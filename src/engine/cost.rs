@@ -87,7 +87,9 @@ pub struct ModelCost {
 #[derive(Default)]
 pub(crate) struct CostBook {
     pub(crate) policy: CostPolicy,
-    totals: RefCell<BTreeMap<(String, String), (Cost, u64)>>,
+    /// By provider, then model: looked up by `&str`, so booking an
+    /// attempt allocates only for a model's first.
+    totals: RefCell<BTreeMap<String, BTreeMap<String, (Cost, u64)>>>,
     spend: RefCell<BTreeMap<String, Tally>>,
     ledger: Option<Rc<dyn SpendLedger>>,
 }
@@ -179,8 +181,14 @@ impl CostBook {
                 };
                 at = at.max(a.started_at + crate::platform::millis(a.duration));
                 sum = Some(cost.plus(sum.unwrap_or_default()));
-                let key = (a.provider.clone(), a.model.clone());
-                let total = totals.entry(key).or_default();
+                let models = match totals.get_mut(&a.provider) {
+                    Some(m) => m,
+                    None => totals.entry(a.provider.clone()).or_default(),
+                };
+                let total = match models.get_mut(&a.model) {
+                    Some(t) => t,
+                    None => models.entry(a.model.clone()).or_default(),
+                };
                 *total = (total.0.plus(cost), total.1 + 1);
             }
         }
@@ -210,11 +218,15 @@ impl CostBook {
         self.totals
             .borrow()
             .iter()
-            .map(|((provider, model), (usd, attempts))| ModelCost {
-                provider: provider.clone(),
-                model: model.clone(),
-                usd: *usd,
-                attempts: *attempts,
+            .flat_map(|(provider, models)| {
+                models
+                    .iter()
+                    .map(move |(model, (usd, attempts))| ModelCost {
+                        provider: provider.clone(),
+                        model: model.clone(),
+                        usd: *usd,
+                        attempts: *attempts,
+                    })
             })
             .collect()
     }
