@@ -83,13 +83,16 @@ pub struct ModelCost {
     pub attempts: u64,
 }
 
+/// One provider's cost so far, by model: the dollars and the attempts.
+type ModelTotals = BTreeMap<String, (Cost, u64)>;
+
 /// The cost policy and what was spent.
 #[derive(Default)]
 pub(crate) struct CostBook {
     pub(crate) policy: CostPolicy,
     /// By provider, then model: looked up by `&str`, so booking an
     /// attempt allocates only for a model's first.
-    totals: RefCell<BTreeMap<String, BTreeMap<String, (Cost, u64)>>>,
+    totals: RefCell<BTreeMap<String, ModelTotals>>,
     spend: RefCell<BTreeMap<String, Tally>>,
     ledger: Option<Rc<dyn SpendLedger>>,
 }
