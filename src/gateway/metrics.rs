@@ -90,6 +90,9 @@ pub(super) struct Metrics {
     fleet_probes: Family<ModelLabels, Counter>,
     fleet_transitions: Family<ModelLabels, Counter>,
     cost: Family<ModelLabels, Counter<f64, AtomicU64>>,
+    /// The wasm instance's linear memory.
+    #[cfg(target_arch = "wasm32")]
+    memory: Gauge,
 }
 
 impl Default for Metrics {
@@ -108,6 +111,8 @@ impl Default for Metrics {
             fleet_probes: Family::default(),
             fleet_transitions: Family::default(),
             cost: Family::default(),
+            #[cfg(target_arch = "wasm32")]
+            memory: Gauge::default(),
         };
         let r = &mut m.registry;
         r.register(
@@ -165,6 +170,12 @@ impl Default for Metrics {
             "cost_usd",
             "US dollars spent, from the usage providers reported and the configured prices",
             m.cost.clone(),
+        );
+        #[cfg(target_arch = "wasm32")]
+        r.register(
+            "wasm_memory_bytes",
+            "Linear memory of this isolate's wasm instance: its high-water mark, since it never shrinks",
+            m.memory.clone(),
         );
         m
     }
@@ -301,6 +312,10 @@ impl Metrics {
                 })
                 .set(i64::from(h.consecutive_failures));
         }
+        #[cfg(target_arch = "wasm32")]
+        self.memory.set(
+            i64::try_from(core::arch::wasm32::memory_size(0) * 65_536).unwrap_or(i64::MAX),
+        );
         let mut out = String::new();
         if encode(&mut out, &self.registry).is_err() {
             out.clear();

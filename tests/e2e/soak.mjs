@@ -385,6 +385,18 @@ async function main() {
     }
   }
 
+  // The wasm instance's linear memory, from /metrics: what of workerd's RSS is the gateway's own heap.
+  async function wasmMemory() {
+    try {
+      const text = await (await fetch(`${gw.url}/metrics`, { headers: { "x-api-key": GATEWAY_KEY } })).text();
+      const m = /^llm_gateway_wasm_memory_bytes (\d+)/m.exec(text);
+      return m ? Number(m[1]) : null;
+    } catch {
+      return null;
+    }
+  }
+  let warmWasm = null;
+
   let stopSampling = false;
   async function sampling() {
     while (!stopSampling) {
@@ -397,7 +409,10 @@ async function main() {
       }
       // Warm-up: a fifth of what is left after the last restart, at least 1000 requests.
       const warmAt = lastRestartDone + Math.max(1000, Math.floor((REQUESTS - lastRestartDone) / 5));
-      if (warmSample === null && next >= warmAt && restartAt.length === 0 && restarting === null) warmSample = { done: next, rss };
+      if (warmSample === null && next >= warmAt && restartAt.length === 0 && restarting === null) {
+        warmSample = { done: next, rss };
+        warmWasm = await wasmMemory();
+      }
       await sleep(1000);
     }
   }
@@ -408,6 +423,7 @@ async function main() {
   stopPhases = true;
   await phaseLoop;
   const endRss = workerdRss();
+  const endWasm = await wasmMemory();
   stopSampling = true;
   await sampler;
 
@@ -475,6 +491,7 @@ async function main() {
     logLines: stats.logLines,
     workerdRssMiB: { warm: MiB(warmSample?.rss), warmAtRequest: warmSample?.done ?? null, end: MiB(endRss), growth: MiB(growth), bound: MiB(bound),
       peak: MiB(Math.max(0, ...samples.map((s) => s.rss))) },
+    wasmMemoryMiB: { warm: MiB(warmWasm), end: MiB(endWasm) },
     memoryFlat,
     fleetConsistent: consistent,
     fleetAtEnd: fleetStates,
@@ -489,7 +506,7 @@ async function main() {
     `soak: ${summary.requests} requests in ${summary.seconds} s at concurrency ${CONCURRENCY}: ` +
     `${stats.hung} hung, ${stats.incompleteAsComplete} incomplete presented as complete, ` +
     `${stats.unansweredWhileHealthy} unanswered while a provider of the route was healthy, ` +
-    `${stats.keyInResponse + stats.keyInLog} keys seen, workerd RSS ${summary.workerdRssMiB.warm} -> ${summary.workerdRssMiB.end} MiB ` +
+    `${stats.keyInResponse + stats.keyInLog} keys seen, workerd RSS ${summary.workerdRssMiB.warm} -> ${summary.workerdRssMiB.end} MiB (wasm memory ${summary.wasmMemoryMiB.warm} -> ${summary.wasmMemoryMiB.end} MiB) ` +
     `after warm-up, fleet ${consistent ? "consistent" : "INCONSISTENT"}: ${ok ? "PASS" : "FAIL"}\n`);
   process.exit(ok ? 0 : 1);
 }

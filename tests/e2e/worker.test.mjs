@@ -263,6 +263,20 @@ describe("the failure table through the edge", { timeout: 120000 }, () => {
     assert.ok(h.p503.errorRate > 0);
   });
 
+  test("/metrics: the key required; this isolate's counters and its wasm memory", async () => {
+    const refused = await gw.fetch(0, "http://gateway/metrics");
+    assert.equal(refused.status, 401);
+    const res = await gw.fetch(0, "http://gateway/metrics", { headers: { "x-api-key": GATEWAY_KEY } });
+    assert.equal(res.status, 200);
+    const text = await res.text();
+    assert.match(text, /^llm_gateway_attempts_total\{provider="p503",model="[^"]+",outcome="server"\} [1-9]/m);
+    const memory = /^llm_gateway_wasm_memory_bytes (\d+)$/m.exec(text);
+    assert.ok(memory, "no wasm memory gauge");
+    // Whole 64 KiB pages, at least the first one.
+    assert.ok(Number(memory[1]) >= 65536 && Number(memory[1]) % 65536 === 0, memory[1]);
+    assert.ok(!text.includes(GATEWAY_KEY));
+  });
+
   test("one JSON log line per request, no key in it", () => {
     const lines = gw.logs.filter((l) => l.includes('"msg":"request"'));
     assert.ok(lines.length >= 10);
