@@ -343,7 +343,10 @@ impl<'c> Cursor<'c> {
     /// The call's success: `response` from the entry admitted last.
     pub(crate) fn reply(mut self, mut response: ChatResponse) -> Reply {
         let served_by = self.served_by();
-        response.provider = served_by.provider.clone();
+        // Most adapters name themselves as the entry does: no copy then.
+        if response.provider != served_by.provider {
+            response.provider.clone_from(&served_by.provider);
+        }
         Reply {
             response,
             served_by,

@@ -56,6 +56,9 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     /// `chain` in the order to try it: the entries that meet their
     /// objectives first, the demoted after them, but for an exploring share.
     pub(crate) fn by_latency<'c>(&self, chain: Cow<'c, [Entry]>) -> Cow<'c, [Entry]> {
+        if !chain.iter().any(judged) {
+            return chain; // nothing to judge: no flags, no lookups
+        }
         let order = {
             let book = self.latency.borrow();
             demote(

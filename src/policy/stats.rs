@@ -61,12 +61,21 @@ impl ProviderStats {
         self.requests += 1;
         if let Some(e) = error {
             self.failures += 1;
-            self.last_failure = Some(LastFailure {
-                at: now,
-                kind: e.kind,
-                status: e.status,
-                message: e.message.clone(),
-            });
+            match &mut self.last_failure {
+                // In place: the message's buffer is reused.
+                Some(last) => {
+                    (last.at, last.kind, last.status) = (now, e.kind, e.status);
+                    last.message.clone_from(&e.message);
+                }
+                None => {
+                    self.last_failure = Some(LastFailure {
+                        at: now,
+                        kind: e.kind,
+                        status: e.status,
+                        message: e.message.clone(),
+                    })
+                }
+            }
         }
         if self.recent.len() == WINDOW {
             self.recent.pop_front();

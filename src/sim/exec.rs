@@ -20,6 +20,8 @@ struct Timers {
     now: UnixMillis,
     seq: u64,
     pending: BTreeMap<(UnixMillis, u64), Waker>,
+    /// The wakers an advance takes out, kept for the next one's.
+    due: Vec<Waker>,
 }
 
 impl Clock {
@@ -40,16 +42,22 @@ impl Clock {
         self.0.borrow().pending.keys().next().map(|k| k.0)
     }
 
-    /// Moves to `to` (never back) and wakes every timer due by then.
+    /// Moves to `to` (never back) and wakes every timer due by then, in
+    /// the order they are due.
     fn advance(&self, to: UnixMillis) {
-        let due = {
+        let mut due = {
             let mut t = self.0.borrow_mut();
             t.now = t.now.max(to);
-            let first_later = (t.now + 1, 0);
-            let later = t.pending.split_off(&first_later);
-            std::mem::replace(&mut t.pending, later)
+            let now = t.now;
+            let mut due = std::mem::take(&mut t.due);
+            while let Some(entry) = t.pending.first_entry().filter(|e| e.key().0 <= now) {
+                due.push(entry.remove());
+            }
+            due
         };
-        due.into_values().for_each(Waker::wake);
+        // Woken outside the borrow: a waker may be anything.
+        due.drain(..).for_each(Waker::wake);
+        self.0.borrow_mut().due = due;
     }
 }
 
@@ -124,7 +132,9 @@ pub(crate) struct Executor {
 
 #[derive(Default)]
 struct Slots {
-    tasks: Vec<Option<(Task, Waker)>>,
+    tasks: Vec<Option<Task>>,
+    /// Each slot's waker, made once: a slot's tasks share it.
+    wakers: Vec<Waker>,
     free: Vec<usize>,
     spawned: Vec<Task>,
     live: usize,
@@ -151,20 +161,19 @@ impl Executor {
     }
 
     fn admit(&self) {
-        let spawned = std::mem::take(&mut self.inner.borrow_mut().spawned);
+        let mut s = self.inner.borrow_mut();
+        let spawned = std::mem::take(&mut s.spawned);
         for task in spawned {
-            let mut s = self.inner.borrow_mut();
             let slot = s.free.pop().unwrap_or(s.tasks.len());
-            let waker = Waker::from(Arc::new(TaskWaker {
-                slot,
-                queue: self.queue.clone(),
-            }));
             if slot == s.tasks.len() {
                 s.tasks.push(None);
+                s.wakers.push(Waker::from(Arc::new(TaskWaker {
+                    slot,
+                    queue: self.queue.clone(),
+                })));
             }
-            s.tasks[slot] = Some((task, waker));
+            s.tasks[slot] = Some(task);
             s.live += 1;
-            drop(s);
             if let Ok(mut q) = self.queue.0.lock() {
                 q.push(slot);
             }
@@ -174,26 +183,27 @@ impl Executor {
     /// Polls every woken task until none is left, without moving the clock;
     /// `None` once `budget` polls are spent.
     fn settle(&self, budget: &mut u64) -> Option<()> {
+        // The woken slots of one round, swapped with the queue's.
+        let mut ready = Vec::new();
         loop {
             self.admit();
-            let ready = match self.queue.0.lock() {
-                Ok(mut q) => std::mem::take(&mut *q),
+            match self.queue.0.lock() {
+                Ok(mut q) => std::mem::swap(&mut *q, &mut ready),
                 Err(_) => return None,
-            };
+            }
             if ready.is_empty() {
                 return Some(());
             }
-            for slot in ready {
+            for slot in ready.drain(..) {
                 *budget = budget.checked_sub(1)?;
                 // The task is taken out of its slot while polled: it may
                 // spawn others, which touches the slots.
-                let Some((mut task, waker)) = self
-                    .inner
-                    .borrow_mut()
-                    .tasks
-                    .get_mut(slot)
-                    .and_then(Option::take)
-                else {
+                let (task, waker) = {
+                    let mut s = self.inner.borrow_mut();
+                    let task = s.tasks.get_mut(slot).and_then(Option::take);
+                    (task, s.wakers.get(slot).cloned())
+                };
+                let (Some(mut task), Some(waker)) = (task, waker) else {
                     continue; // a stale wake of a finished task
                 };
                 let done = task
@@ -205,7 +215,7 @@ impl Executor {
                     s.free.push(slot);
                     s.live -= 1;
                 } else {
-                    s.tasks[slot] = Some((task, waker));
+                    s.tasks[slot] = Some(task);
                 }
             }
         }

@@ -53,7 +53,8 @@ pub(crate) struct SimProvider {
     mu: f64,
     sigma: f64,
     ok: Vec<u8>,
-    dialect: Dialect,
+    /// The error bodies, by [`error_slot`]: written once, not per call.
+    errors: [Vec<u8>; 3],
     rng: RefCell<fastrand::Rng>,
 }
 
@@ -105,7 +106,7 @@ impl SimProvider {
             sigma: (model.p95_ms / model.median_ms).ln() / Z95,
             model,
             ok: ok.to_string().into_bytes(),
-            dialect,
+            errors: ERRORS.map(|(kind, message)| error_json(dialect, kind, message)),
             rng: RefCell::new(fastrand::Rng::with_seed(seed)),
         }
     }
@@ -170,19 +171,36 @@ impl SimProvider {
     }
 
     fn error_body(&self, status: u16) -> Vec<u8> {
-        let (kind, message) = match status {
-            429 => ("rate_limit_error", "simulated rate limit"),
-            529 => ("overloaded_error", "simulated overload"),
-            _ => ("api_error", "simulated failure"),
-        };
-        let body = match self.dialect {
-            Dialect::Anthropic => {
-                json!({"type": "error", "error": {"type": kind, "message": message}})
-            }
-            Dialect::OpenAi => json!({"error": {"type": kind, "message": message}}),
-        };
-        body.to_string().into_bytes()
+        self.errors[error_slot(status)].clone()
     }
+}
+
+/// The error types and messages a simulated provider answers with: for 429,
+/// for 529, for any other status.
+const ERRORS: [(&str, &str); 3] = [
+    ("rate_limit_error", "simulated rate limit"),
+    ("overloaded_error", "simulated overload"),
+    ("api_error", "simulated failure"),
+];
+
+/// Where `status`'s body is in [`ERRORS`].
+fn error_slot(status: u16) -> usize {
+    match status {
+        429 => 0,
+        529 => 1,
+        _ => 2,
+    }
+}
+
+/// An error object in `dialect`'s shape.
+fn error_json(dialect: Dialect, kind: &str, message: &str) -> Vec<u8> {
+    let body = match dialect {
+        Dialect::Anthropic => {
+            json!({"type": "error", "error": {"type": kind, "message": message}})
+        }
+        Dialect::OpenAi => json!({"error": {"type": kind, "message": message}}),
+    };
+    body.to_string().into_bytes()
 }
 
 /// Whether fault `f` is on at `now`.
