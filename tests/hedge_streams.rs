@@ -22,13 +22,18 @@ fn chunk(model: &str, delta: Value, finish: Option<&str>) -> String {
 
 /// A stream answering `model`'s name, with its usage.
 fn stream(model: &str) -> Reply {
+    saying(model, model)
+}
+
+/// A stream of `model` answering `text`, with its usage.
+fn saying(model: &str, text: &str) -> Reply {
     let usage = json!({ "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": model,
         "choices": [], "usage": { "prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5 } });
     reply(200)
         .header("content-type", "text/event-stream")
         .chunks([
             chunk(model, json!({ "role": "assistant", "content": "" }), None),
-            chunk(model, json!({ "content": model }), None),
+            chunk(model, json!({ "content": text }), None),
             chunk(model, json!({}), Some("stop")),
             format!("data: {usage}\n\n"),
             "data: [DONE]\n\n".to_string(),
@@ -327,5 +332,41 @@ fn every_legs_attempts_are_booked_once_whichever_stream_wins() {
             { "provider": "first", "model": "m1", "usd": 0.005, "attempts": 1 },
             { "provider": "second", "model": "m2", "usd": 0.005, "attempts": 1 }
         ])
+    );
+}
+
+#[test]
+fn a_winner_cut_after_its_commit_point_is_continued_on_the_entries_after_it() {
+    // The first stream wins the race (the hedge to the second is slower),
+    // then is cut mid-answer: it is continued on the next entry, as any
+    // stream is, although a rival had taken that entry during the race.
+    let p = FakePlatform::new();
+    p.script(
+        "https://first.test",
+        [stream("m1")
+            .chunk_delay(Duration::from_millis(400))
+            .cut_after(2, resilient_llm::testing::BodyEnd::Reset)],
+    );
+    p.script(
+        "https://second.test",
+        [
+            stream("m2").delay(Duration::from_secs(2)),
+            saying("m2", "m1"),
+        ],
+    );
+    let c = client(&p, json!({ "after": 300 }));
+    let r = read(&p, &c, CallOptions::default());
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(r.served_by.as_deref(), Some("first"));
+    assert_eq!(
+        p.requests_to("https://second.test"),
+        2,
+        "the hedge, then the continuation"
+    );
+    assert_eq!(r.text, "m1");
+    let last = r.attempts.last().unwrap();
+    assert_eq!(
+        (last.provider.as_str(), &last.outcome),
+        ("second", &AttemptOutcome::Success)
     );
 }

@@ -217,6 +217,9 @@ where
     drop(rivals);
     match end {
         End::Won(_, item) => {
+            // The rest of the route is the winner's again, to continue on
+            // after its commit point.
+            this.walk.reach().end.set(usize::MAX);
             let run = &mut this.walk.run;
             run.attempts.append(&mut collected);
             run.attempts.sort_by_key(|a| a.started_at);

@@ -1,6 +1,7 @@
 // Routing that learns, end to end: the built Worker in workerd (Miniflare) with its Durable
 // Object, the mock provider on 127.0.0.1. A hedged request is answered by the faster entry and
-// the slower one's upstream request is aborted (the mock counts it); `x-hedge: off` opts out.
+// the slower one's upstream request is aborted (the mock counts it), for whole answers and for
+// streams slow to their first token; `x-hedge: off` opts out.
 // A slow entry one isolate sees is demoted in the other through the Durable Object.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -50,6 +51,30 @@ describe("hedged requests through the edge", { timeout: 60000 }, () => {
     assert.equal(slow.inFlight, 0);
     assert.equal(slow.aborted, 1, "the loser's upstream request was aborted");
     assert.equal(mock.stats("fast").total, 1);
+  });
+
+  test("a stream slow to its first token is hedged: the faster stream answers, the slower is aborted", async () => {
+    mock.setFault("slow", { latencyMs: 3000, faults: [] });
+    const abortedBefore = mock.stats("slow").aborted;
+    const fastBefore = mock.stats("fast").total;
+    const t0 = Date.now();
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST", headers,
+      body: JSON.stringify({ model: "hedged", stream: true, messages: [{ role: "user", content: "hi" }] }),
+    });
+    assert.equal(res.status, 200);
+    const text = await res.text();
+    assert.ok(text.trimEnd().endsWith("data: [DONE]"), text.slice(-200));
+    const content = text.split("\n")
+      .filter((l) => l.startsWith("data: {"))
+      .map((l) => JSON.parse(l.slice(6)).choices?.[0]?.delta?.content ?? "")
+      .join("");
+    assert.match(content, /^\[fast\] echo: hi/, text.slice(0, 400));
+    assert.ok(Date.now() - t0 < 2500, `answered by the hedge, not the slow entry: ${Date.now() - t0} ms`);
+    assert.equal(mock.stats("fast").total, fastBefore + 1);
+    const slow = await settled(mock, "slow");
+    assert.equal(slow.inFlight, 0);
+    assert.equal(slow.aborted, abortedBefore + 1, "the losing stream's upstream request was aborted");
   });
 
   test("x-hedge: off keeps a request to one entry", async () => {
