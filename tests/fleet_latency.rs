@@ -199,3 +199,25 @@ fn samples_travel_with_the_verdicts_not_in_calls_of_their_own() {
     );
     assert!(!fleet.figures.latencies().any_demoted());
 }
+
+#[test]
+fn the_protocol_reads_messages_from_either_side_of_the_change() {
+    use resilient_llm::fleet::{Call, View};
+    // An isolate that sends no samples, an object whose view has no figures.
+    let old_call: Call =
+        serde_json::from_value(json!({ "key": "first/m1", "reports": [] })).unwrap();
+    assert!(old_call.samples.is_empty());
+    let old_view: View = serde_json::from_value(json!({ "state": { "state": "closed" },
+        "generation": 0, "consecutiveFailures": 0, "failureRate": 0.0, "asOf": 5 }))
+    .unwrap();
+    assert!(old_view.latencies.is_none());
+    // A new view without figures is the bytes an old one was.
+    assert!(serde_json::to_value(old_view)
+        .unwrap()
+        .get("latencies")
+        .is_none());
+    let call: Call = serde_json::from_value(json!({ "key": "first/m1",
+        "samples": [{ "measure": "ttft", "ms": 1200, "sloMs": 1000 }] }))
+    .unwrap();
+    assert_eq!((call.samples[0].ms, call.samples[0].slo_ms), (1200, 1000));
+}
