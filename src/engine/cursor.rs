@@ -56,6 +56,14 @@ impl Run {
         std::mem::take(&mut self.attempts)
     }
 
+    /// Moves where the attempts' cost is booked to `to`, when it has none:
+    /// a hedged stream's record goes to the leg that outlives the others.
+    pub(crate) fn hand_booking(&mut self, to: &mut Run) {
+        if to.booking.is_none() {
+            to.booking = self.booking.take();
+        }
+    }
+
     /// A record for one more entry asked at once (a hedge), under the same
     /// deadline.
     pub(crate) fn fork(&self) -> Run {
@@ -118,6 +126,17 @@ pub(crate) struct Cursor<'c> {
     forced: bool,
     /// The request's deadline and attempts.
     pub(crate) run: Run,
+    /// Shared with the hedges of a stream ([`Reach`]).
+    reach: Option<std::rc::Rc<Reach>>,
+}
+
+/// How far a hedged stream's walk may go, readable and settable while it
+/// runs: the entry it admitted last, and the end a hedge set (the hedge
+/// asks the entries from there on).
+#[derive(Debug)]
+pub(crate) struct Reach {
+    pub(crate) at: std::cell::Cell<usize>,
+    pub(crate) end: std::cell::Cell<usize>,
 }
 
 /// A run dropped before its end (a stream the client left, a cut stream)
@@ -187,6 +206,7 @@ impl<'c> Cursor<'c> {
                 mate_after: false,
                 in_flight: None,
             },
+            reach: None,
         }
     }
 
@@ -200,7 +220,43 @@ impl<'c> Cursor<'c> {
             called: self.called,
             forced: self.forced,
             run: self.run,
+            reach: self.reach,
         }
+    }
+
+    /// The walk's [`Reach`], shared from now on.
+    pub(crate) fn reach(&mut self) -> std::rc::Rc<Reach> {
+        let (at, end) = (self.index, self.chain.len());
+        std::rc::Rc::clone(self.reach.get_or_insert_with(|| {
+            std::rc::Rc::new(Reach {
+                at: at.into(),
+                end: end.into(),
+            })
+        }))
+    }
+
+    /// A hedge's walk: the same route from entry `from` on, under the same
+    /// deadline, with a record of its own (which joins this one's).
+    pub(crate) fn hedge(&self, from: usize) -> Cursor<'c> {
+        Cursor {
+            chain: self.chain.clone(),
+            index: from,
+            skipped: Vec::new(),
+            called: false,
+            forced: false,
+            run: self.run.fork(),
+            reach: None,
+        }
+    }
+
+    /// Entry `i` of the route, if it has one.
+    pub(crate) fn entry_at(&self, i: usize) -> Option<&Entry> {
+        self.chain.get(i)
+    }
+
+    /// The entry admitted last, unless the walk is past its end.
+    pub(crate) fn current(&self) -> Option<&Entry> {
+        self.chain.get(self.index)
     }
 
     /// Admits the next entry: the current one if its breaker lets a call
@@ -215,10 +271,14 @@ impl<'c> Cursor<'c> {
     ) -> Option<Permit> {
         loop {
             let now = client.platform().now();
+            let end = self.reach.as_ref().map_or(usize::MAX, |r| r.end.get());
             let index = match self.chain.get(self.index) {
-                Some(_) => self.index,
-                None => self.last_resort(now)?,
+                Some(_) if self.index < end => self.index,
+                _ => self.last_resort(now).filter(|i| *i < end)?,
             };
+            if let Some(r) = &self.reach {
+                r.at.set(index);
+            }
             let entry = &self.chain[index];
             if now >= self.run.deadline_at {
                 let error =

@@ -91,21 +91,40 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         self.hedges.get(name).map(|h| (name.to_string(), *h))
     }
 
-    /// The delay before hedging `entry`, if there is one.
-    fn hedge_delay(&self, h: &HedgePolicy, entry: &Entry) -> Option<Duration> {
+    /// The delay before hedging `entry`, if there is one: for a stream
+    /// (`stream`) its recent p95 is of the first token, for a whole answer
+    /// of the answer.
+    pub(crate) fn hedge_delay(
+        &self,
+        h: &HedgePolicy,
+        entry: &Entry,
+        stream: bool,
+    ) -> Option<Duration> {
         match h.after {
             HedgeAfter::Fixed(d) => Some(d),
             HedgeAfter::P95 => self
                 .model_stats
                 .borrow()
                 .get(self.key_of(entry).as_ref())
-                .and_then(|s| s.latency().p95)
+                .and_then(|s| match stream {
+                    true => s.ttft().p95,
+                    false => s.latency().p95,
+                })
                 .map(Duration::from_millis),
         }
     }
 
+    /// Credits `route`'s budget with one request.
+    pub(crate) fn deposit_hedge(&self, route: &str, h: &HedgePolicy) {
+        self.hedge_budgets
+            .borrow_mut()
+            .entry(route.to_string())
+            .or_insert_with(|| h.bucket())
+            .deposit(self.platform.now());
+    }
+
     /// Takes a hedge from `route`'s budget.
-    fn take_hedge(&self, route: &str, h: &HedgePolicy, now: UnixMillis) -> bool {
+    pub(crate) fn take_hedge(&self, route: &str, h: &HedgePolicy, now: UnixMillis) -> bool {
         let mut budgets = self.hedge_budgets.borrow_mut();
         let bucket = budgets
             .entry(route.to_string())
@@ -122,16 +141,12 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         route: &str,
         h: &HedgePolicy,
     ) -> Option<Result<Reply, Error>> {
-        self.hedge_budgets
-            .borrow_mut()
-            .entry(route.to_string())
-            .or_insert_with(|| h.bucket())
-            .deposit(self.platform.now());
+        self.deposit_hedge(route, h);
         let permit = walk.admit(self).await?;
         let mut legs = vec![self.leg(walk, walk.entry().clone(), permit, req)];
         let mut extra = 0;
         let mut timer = self
-            .hedge_delay(h, walk.entry())
+            .hedge_delay(h, walk.entry(), false)
             .map(|d| Box::pin(self.platform.sleep(d)));
         loop {
             let woke = poll_fn(|cx| {
@@ -163,7 +178,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                     let entry = walk.entry().clone();
                     if extra < h.max_extra {
                         timer = self
-                            .hedge_delay(h, &entry)
+                            .hedge_delay(h, &entry, false)
                             .map(|d| Box::pin(self.platform.sleep(d)));
                     }
                     legs.push(self.leg(walk, entry, permit, req));

@@ -1,6 +1,8 @@
 //! Latency demotion on the client: each answer's time goes into its
 //! entry's figures, and each request's route is put in the order its
-//! entries' standing asks for ([`crate::policy::latency`] decides).
+//! entries' standing asks for ([`crate::policy::latency`] decides). With a
+//! store shared fleet-wide, the samples travel with its verdicts and the
+//! fleet's standing, judged over every isolate's samples, orders routes.
 
 use std::borrow::Cow;
 
@@ -8,12 +10,7 @@ use crate::engine::client::{Client, Entry};
 use crate::engine::store::BreakerStore;
 use crate::event::{Event, Standing};
 use crate::platform::Platform;
-use crate::policy::latency::{demote, Demotion, Measure};
-
-/// The key an entry's figures are kept under: one model at one provider.
-pub(crate) fn key(entry: &Entry) -> String {
-    format!("{}/{}", entry.provider, entry.model)
-}
+use crate::policy::latency::{demote, Change, Demotion, Measure, Sample};
 
 /// Whether `entry` has an objective on any measure (only those are judged).
 fn judged(entry: &Entry) -> bool {
@@ -22,28 +19,58 @@ fn judged(entry: &Entry) -> bool {
 
 impl<P: Platform, S: BreakerStore> Client<P, S> {
     /// Records how long `entry` took to answer (`Latency`: a whole answer;
-    /// `Ttft`: a stream's first token), when it has an objective for it;
-    /// a change of standing is an event.
+    /// `Ttft`: a stream's first token), when it has an objective for it,
+    /// and shares it with the fleet through the store. Its own figures
+    /// decide its standing unless the fleet's does; a change of standing
+    /// is an event.
     pub(crate) fn record_latency(&self, entry: &Entry, measure: Measure, ms: u64) {
-        let slo = match measure {
-            Measure::Latency => entry.speed.latency_slo,
-            Measure::Ttft => entry.speed.ttft_slo,
-        };
-        let Some(slo) = slo else {
+        let Some(slo) = slo_of(entry, measure) else {
             return;
         };
+        let key = self.key_of(entry);
+        let shared = self.store.latencies(&key).is_some();
         let change =
             self.latency
                 .borrow_mut()
-                .record(&key(entry), measure, ms, slo, &self.demotion);
-        let Some(change) = change else {
+                .record(&key, measure, ms, slo, &self.demotion, shared);
+        let slo_ms = u64::try_from(slo.as_millis()).unwrap_or(u64::MAX);
+        let sample = Sample {
+            measure,
+            ms,
+            slo_ms,
+        };
+        self.store.sample(&key, self.platform.now(), sample);
+        if let Some(change) = change {
+            self.announce(entry, change);
+        }
+    }
+
+    /// Takes the fleet's standing of `entry`, when the store has one, in
+    /// place of this isolate's (an event when it differs).
+    fn follow(&self, entry: &Entry, key: &str) {
+        let Some(fleet) = self.store.latencies(key) else {
             return;
         };
+        for measure in [Measure::Latency, Measure::Ttft] {
+            let Some(slo) = slo_of(entry, measure) else {
+                continue;
+            };
+            let change = self
+                .latency
+                .borrow_mut()
+                .adopt(key, measure, fleet.get(measure), slo);
+            if let Some(change) = change {
+                self.announce(entry, change);
+            }
+        }
+    }
+
+    fn announce(&self, entry: &Entry, change: Change) {
         let standing = Standing {
             provider: &entry.provider,
             model: &entry.model,
             label: entry.label.as_deref(),
-            measure,
+            measure: change.measure,
             p95_ms: change.p95_ms,
             slo_ms: change.slo_ms,
         };
@@ -59,11 +86,14 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         if !chain.iter().any(judged) {
             return chain; // nothing to judge: no flags, no lookups
         }
+        for entry in chain.iter().filter(|e| judged(e)) {
+            self.follow(entry, &self.key_of(entry));
+        }
         let order = {
             let book = self.latency.borrow();
             demote(
                 &chain,
-                |e| judged(e) && book.is_demoted(&key(e)),
+                |e| judged(e) && book.is_demoted(&self.key_of(e)),
                 &self.demotion,
                 || self.platform.random(),
             )
@@ -75,16 +105,19 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     }
 
     /// The measures `provider`'s models are demoted on, by model, with the
-    /// p95 that demoted them.
+    /// p95 that demoted them (the fleet's standing where it has one).
     pub(crate) fn demotions(&self, provider: &str) -> Vec<Demotion> {
-        let book = self.latency.borrow();
         let mut out = Vec::new();
         let mut seen = std::collections::BTreeSet::new();
         for entry in self.routes().values().flatten() {
             if entry.provider != provider || !seen.insert(&entry.model) {
                 continue;
             }
-            for (measure, p95_ms) in book.demoted(&key(entry)) {
+            let key = self.key_of(entry);
+            if judged(entry) {
+                self.follow(entry, &key);
+            }
+            for (measure, p95_ms) in self.latency.borrow().demoted(&key) {
                 out.push(Demotion {
                     model: entry.model.clone(),
                     measure,
@@ -93,5 +126,13 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             }
         }
         out
+    }
+}
+
+/// `entry`'s objective for `measure`.
+fn slo_of(entry: &Entry, measure: Measure) -> Option<std::time::Duration> {
+    match measure {
+        Measure::Latency => entry.speed.latency_slo,
+        Measure::Ttft => entry.speed.ttft_slo,
     }
 }

@@ -12,6 +12,7 @@ use crate::platform::UnixMillis;
 use crate::policy::breaker::{
     Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, Snapshot, State,
 };
+use crate::policy::latency::{Latencies, Sample};
 
 /// Breakers keyed by (provider, model) ([`crate::engine::key`]).
 #[allow(async_fn_in_trait)] // single-threaded by design; futures are !Send on wasm
@@ -40,6 +41,18 @@ pub trait BreakerStore {
     /// Counts against `key` a failure another model of its provider saw,
     /// one that says the whole provider is out ([`Breaker::note_failure`]).
     fn note_failure(&self, key: &str, now: UnixMillis);
+
+    /// Shares a latency sample of `key` with the fleet, for a store that
+    /// shares with one (sent with its verdicts); a store in memory keeps
+    /// none, the client's own figures decide.
+    fn sample(&self, _key: &str, _now: UnixMillis, _sample: Sample) {}
+
+    /// `key`'s latency standing as the fleet decided it; `None` for a
+    /// store in memory, or while the fleet's view of it is unknown: the
+    /// client's own figures decide then.
+    fn latencies(&self, _key: &str) -> Option<Latencies> {
+        None
+    }
 
     /// The breaker's current state, if it has been used.
     fn snapshot(&self, key: &str) -> Option<Snapshot>;

@@ -34,6 +34,9 @@ use crate::policy::latency::Measure;
 use crate::provider::{StreamDecoder, Upstream};
 use crate::sse::{SseDecoder, SseEvent};
 
+#[path = "hedge_stream.rs"]
+mod hedge_stream;
+
 /// How the attempt in flight relates to text already delivered.
 #[derive(Debug, Clone, PartialEq)]
 enum Mode {
@@ -193,6 +196,8 @@ where
     /// Timers that outlive a read, for the idle deadline; without them
     /// each wait for a chunk has a timer of its own.
     timers: Option<IdleTimers>,
+    /// The route's hedging, until the race it runs before the commit point.
+    hedge: Option<(String, crate::engine::hedge::HedgePolicy)>,
     _types: PhantomData<fn() -> (P, S)>,
 }
 
@@ -228,6 +233,7 @@ where
     /// the first [`ChatStream::next`].
     pub fn open(client: C, req: ChatRequest, opts: CallOptions) -> Result<Self, Error> {
         let walk = Cursor::start(&*client, &req, &opts)?.into_owned();
+        let hedge = client.hedge_for(&req, &opts);
         Ok(ChatStream {
             client,
             req: ChatRequest {
@@ -248,6 +254,7 @@ where
             done: false,
             pass: None,
             timers: None,
+            hedge,
             _types: PhantomData,
         })
     }
@@ -288,6 +295,13 @@ where
     /// The next item: a raw event (only after [`Self::pass_through`]) or a
     /// delta; as [`Self::next`] otherwise.
     pub(crate) async fn next_item(&mut self) -> Option<Result<StreamItem, Error>> {
+        match self.hedge.take() {
+            Some(hedge) => hedge_stream::race(self, hedge).await,
+            None => self.advance().await,
+        }
+    }
+
+    async fn advance(&mut self) -> Option<Result<StreamItem, Error>> {
         loop {
             if let Some(item) = self.sent.out.pop_front() {
                 return Some(Ok(item));
@@ -421,6 +435,7 @@ where
                 AnswerStream::new(&req)
             };
             let limit = self.first_token_limit(&entry, now);
+            self.walk.run.in_flight = Some((self.held.number, now)); // until recorded, for a hedge
             match open(client, upstream, &req, &entry.model, limit).await {
                 Ok((body, pending, omitted)) => {
                     self.conn = Some(Conn {
@@ -453,6 +468,7 @@ where
                     return Ok(());
                 }
                 Err((error, reached)) => {
+                    self.walk.run.in_flight = None;
                     let error = self.walk.run.blame(client.platform.now(), error);
                     client.record_attempt(
                         &mut self.walk.run,
@@ -873,6 +889,7 @@ where
             return Ok(());
         };
         self.malformed += conn.malformed;
+        self.walk.run.in_flight = None;
         drop(conn.body); // abort the transfer now
         let error = self.walk.run.blame(self.client.platform.now(), error);
         let entry = self.walk.entry().clone();

@@ -7,9 +7,12 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use super::{Fleet, FleetLink, FleetPolicy, Inbox, Journal, LeaseAnswer, LinkError, Report};
+use super::{
+    Fleet, FleetLink, FleetPolicy, Inbox, Journal, LeaseAnswer, LinkError, Report, Sample,
+};
 use crate::platform::Platform;
 use crate::policy::breaker::BreakerPolicy;
+use crate::policy::latency::DemotionPolicy;
 use crate::testing::FakePlatform;
 
 /// The fleet objects of every provider. Clones share state.
@@ -20,6 +23,7 @@ struct Objects {
     platform: FakePlatform,
     policy: BreakerPolicy,
     lease_ttl: Duration,
+    demotion: DemotionPolicy,
     fleets: BTreeMap<String, Fleet>,
     down: bool,
 }
@@ -31,6 +35,7 @@ impl FakeObject {
             platform: platform.clone(),
             policy,
             lease_ttl: FleetPolicy::default().lease_ttl,
+            demotion: DemotionPolicy::default(),
             fleets: BTreeMap::new(),
             down: false,
         })))
@@ -39,6 +44,12 @@ impl FakeObject {
     /// Sets the probe lease's length.
     pub fn lease_ttl(self, ttl: Duration) -> Self {
         self.0.borrow_mut().lease_ttl = ttl;
+        self
+    }
+
+    /// Sets how the objects judge latency samples.
+    pub fn demotion(self, policy: DemotionPolicy) -> Self {
+        self.0.borrow_mut().demotion = policy;
         self
     }
 
@@ -94,7 +105,7 @@ pub struct LinkCounts {
 }
 
 enum Job {
-    Report(String, Vec<Report>, Inbox),
+    Report(String, Vec<Report>, Vec<Sample>, Inbox),
     Refresh(String, Inbox),
 }
 
@@ -131,11 +142,12 @@ impl FakeLink {
         let n = jobs.len();
         for job in jobs {
             match job {
-                Job::Report(key, reports, inbox) => {
-                    if let Ok(view) = self
-                        .object
-                        .call(&key, |f, p, now, _| f.fold(p, now, &reports))
-                    {
+                Job::Report(key, reports, samples, inbox) => {
+                    let demotion = self.object.0.borrow().demotion;
+                    if let Ok(view) = self.object.call(&key, |f, p, now, _| {
+                        f.sample(&demotion, &samples);
+                        f.fold(p, now, &reports)
+                    }) {
                         inbox.deliver(&key, view);
                     }
                 }
@@ -157,14 +169,14 @@ impl FleetLink for FakeLink {
             .call(key, |f, p, now, ttl| f.lease(p, ttl, now, holder))
     }
 
-    fn report(&self, key: &str, reports: Vec<Report>, inbox: Inbox) {
+    fn report(&self, key: &str, reports: Vec<Report>, samples: Vec<Sample>, inbox: Inbox) {
         self.counts.reports.set(self.counts.reports.get() + 1);
         self.counts
             .verdicts
             .set(self.counts.verdicts.get() + reports.len());
         self.queue
             .borrow_mut()
-            .push(Job::Report(key.to_string(), reports, inbox));
+            .push(Job::Report(key.to_string(), reports, samples, inbox));
     }
 
     fn refresh(&self, key: &str, inbox: Inbox) {

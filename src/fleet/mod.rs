@@ -49,6 +49,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::platform::UnixMillis;
 use crate::policy::breaker::State;
+pub use crate::policy::latency::{Figure, Figures, Latencies, Sample};
 
 pub use journal::{Counts, Journal, Transition};
 pub use object::{Fleet, Lease};
@@ -107,6 +108,10 @@ pub struct View {
     /// back), not when the lease would have lapsed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub probes: u32,
+    /// The model's latency figures fleet-wide and what they demote it on.
+    /// Isolates order their routes by them.
+    #[serde(default, skip_serializing_if = "Latencies::is_none")]
+    pub latencies: Latencies,
     /// When the object answered (its clock).
     pub as_of: UnixMillis,
 }
@@ -184,6 +189,9 @@ pub struct Call {
     /// Verdicts to fold (`/report`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reports: Vec<Report>,
+    /// Latency samples to fold (`/report`), sent with the verdicts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<Sample>,
 }
 
 /// The fleet object could not be reached or answered nonsense.
@@ -198,10 +206,11 @@ pub trait FleetLink {
     /// call, made only when a fleet cooldown has ended.
     async fn lease(&self, key: &str, holder: &str) -> Result<LeaseAnswer, LinkError>;
 
-    /// Sends verdicts in the background; the object's view after folding
-    /// them goes to `inbox`. A failed call delivers nothing: the view goes
-    /// stale and the next request past its TTL refreshes it again.
-    fn report(&self, key: &str, reports: Vec<Report>, inbox: Inbox);
+    /// Sends verdicts and latency samples in the background; the object's
+    /// view after folding them goes to `inbox`. A failed call delivers
+    /// nothing: the view goes stale and the next request past its TTL
+    /// refreshes it again.
+    fn report(&self, key: &str, reports: Vec<Report>, samples: Vec<Sample>, inbox: Inbox);
 
     /// Fetches the fleet's view in the background into `inbox`.
     fn refresh(&self, key: &str, inbox: Inbox);

@@ -10,6 +10,8 @@ use crate::policy::breaker::{
     Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, PermitKind, Snapshot, State,
 };
 
+use crate::policy::latency::{DemotionPolicy, Figures, Sample};
+
 use super::journal::{Journal, Transition};
 use super::{LeaseAnswer, Report, Verdict, View};
 
@@ -46,6 +48,9 @@ pub struct Fleet {
     /// Counts and recent transitions, for the status page and metrics.
     #[serde(default, skip_serializing_if = "Journal::is_empty")]
     pub journal: Journal,
+    /// Every isolate's latency samples of the model, and its standing.
+    #[serde(default, skip_serializing_if = "Figures::is_empty")]
+    pub figures: Figures,
 }
 
 impl Default for Fleet {
@@ -63,6 +68,7 @@ impl Fleet {
             next_token: 1,
             changed_at: 0,
             journal: Journal::default(),
+            figures: Figures::default(),
         }
     }
 
@@ -108,6 +114,12 @@ impl Fleet {
         }
         self.save(&b, now);
         self.view_of(&b, now)
+    }
+
+    /// Folds latency samples into the model's figures (before the verdicts
+    /// they came with: the view [`fold`](Fleet::fold) answers shows them).
+    pub fn sample(&mut self, policy: &DemotionPolicy, samples: &[Sample]) {
+        self.figures.record(samples, policy);
     }
 
     /// Asks for the probe lease on behalf of `holder`.
@@ -242,6 +254,7 @@ impl Fleet {
             consecutive_failures: b.consecutive_failures(),
             failure_rate: b.failure_rate(),
             probes: u32::try_from(self.leases.len()).unwrap_or(u32::MAX),
+            latencies: self.figures.latencies(),
             as_of: now,
         }
     }

@@ -13,7 +13,9 @@ use crate::policy::breaker::{
     Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, PermitKind, Snapshot, State,
 };
 
-use super::{FleetLink, FleetPolicy, Journal, LeaseAnswer, Report, Verdict, View};
+use super::{
+    FleetLink, FleetPolicy, Journal, Latencies, LeaseAnswer, Report, Sample, Verdict, View,
+};
 
 /// Where background answers come back to a [`FleetStore`]. Holds no strong
 /// reference: answers for a store that is gone are dropped.
@@ -55,6 +57,9 @@ pub(super) struct Slot {
     /// The probe lease this isolate holds: (token, expires_at).
     lease: Option<(u64, UnixMillis)>,
     pub(super) pending: Vec<Report>,
+    /// Latency samples to send with the next batch, and since when.
+    samples: Vec<Sample>,
+    samples_since: Option<UnixMillis>,
 }
 
 enum Gate {
@@ -74,6 +79,8 @@ impl Slot {
             busy_until: None,
             lease: None,
             pending: Vec::new(),
+            samples: Vec::new(),
+            samples_since: None,
         }
     }
 
@@ -160,13 +167,29 @@ impl Slot {
     }
 
     fn is_due(&self, policy: &FleetPolicy, now: UnixMillis) -> bool {
-        match self.pending.first() {
-            None => false,
-            Some(first) => {
-                self.pending.len() >= policy.max_batch.max(1)
-                    || now >= first.at.saturating_add(millis(policy.max_delay))
-            }
-        }
+        let first = self.pending.first().map(|r| r.at);
+        let oldest = match (first, self.samples_since) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => match a.or(b) {
+                Some(t) => t,
+                None => return false,
+            },
+        };
+        self.pending.len() + self.samples.len() >= policy.max_batch.max(1)
+            || now >= oldest.saturating_add(millis(policy.max_delay))
+    }
+
+    fn has_pending(&self) -> bool {
+        !self.pending.is_empty() || !self.samples.is_empty()
+    }
+
+    /// What is queued, taken for one call.
+    fn take(&mut self) -> (Vec<Report>, Vec<Sample>) {
+        self.samples_since = None;
+        (
+            std::mem::take(&mut self.pending),
+            std::mem::take(&mut self.samples),
+        )
     }
 }
 
@@ -220,33 +243,33 @@ impl<L: FleetLink> FleetStore<L> {
     /// Sends every queued batch that is due (full, or old enough). The host
     /// calls it once a request is done.
     pub fn flush_due(&self, now: UnixMillis) {
-        let due: Vec<(String, Vec<Report>)> = {
+        let due: Vec<(String, Batch)> = {
             let mut slots = self.slots.borrow_mut();
             slots
                 .slots
                 .iter_mut()
                 .filter(|(_, s)| s.is_due(&self.policy, now))
-                .map(|(k, s)| (k.clone(), std::mem::take(&mut s.pending)))
+                .map(|(k, s)| (k.clone(), s.take()))
                 .collect()
         };
-        for (key, batch) in due {
-            self.link.report(&key, batch, self.inbox());
+        for (key, (reports, samples)) in due {
+            self.link.report(&key, reports, samples, self.inbox());
         }
     }
 
     /// Sends every queued verdict now.
     pub fn flush_all(&self) {
-        let all: Vec<(String, Vec<Report>)> = {
+        let all: Vec<(String, Batch)> = {
             let mut slots = self.slots.borrow_mut();
             slots
                 .slots
                 .iter_mut()
-                .filter(|(_, s)| !s.pending.is_empty())
-                .map(|(k, s)| (k.clone(), std::mem::take(&mut s.pending)))
+                .filter(|(_, s)| s.has_pending())
+                .map(|(k, s)| (k.clone(), s.take()))
                 .collect()
         };
-        for (key, batch) in all {
-            self.link.report(&key, batch, self.inbox());
+        for (key, (reports, samples)) in all {
+            self.link.report(&key, reports, samples, self.inbox());
         }
     }
 
@@ -277,14 +300,10 @@ impl<L: FleetLink> FleetStore<L> {
     fn queue(&self, key: &str, now: UnixMillis, report: Report, now_flush: bool) {
         let batch = self.with(key, |s| {
             s.pending.push(report);
-            if now_flush || s.is_due(&self.policy, now) {
-                Some(std::mem::take(&mut s.pending))
-            } else {
-                None
-            }
+            (now_flush || s.is_due(&self.policy, now)).then(|| s.take())
         });
-        if let Some(batch) = batch {
-            self.link.report(key, batch, self.inbox());
+        if let Some((reports, samples)) = batch {
+            self.link.report(key, reports, samples, self.inbox());
         }
     }
 
@@ -325,6 +344,9 @@ impl<L: FleetLink> FleetStore<L> {
         }
     }
 }
+
+/// Verdicts and samples sent in one call.
+type Batch = (Vec<Report>, Vec<Sample>);
 
 fn lease_token(permit: Permit) -> Option<u64> {
     (permit.kind == PermitKind::Probe && permit.generation & LEASE_BIT != 0)
@@ -465,6 +487,24 @@ impl<L: FleetLink> BreakerStore for FleetStore<L> {
         }
     }
 
+    /// Queued with the verdicts: a sample alone never makes a call before
+    /// the batch is due.
+    fn sample(&self, key: &str, now: UnixMillis, sample: Sample) {
+        let batch = self.with(key, |s| {
+            s.samples.push(sample);
+            s.samples_since.get_or_insert(now);
+            s.is_due(&self.policy, now).then(|| s.take())
+        });
+        if let Some((reports, samples)) = batch {
+            self.link.report(key, reports, samples, self.inbox());
+        }
+    }
+
+    fn latencies(&self, key: &str) -> Option<Latencies> {
+        let slots = self.slots.borrow();
+        slots.slots.get(key)?.view.map(|v| v.latencies)
+    }
+
     fn snapshot(&self, key: &str) -> Option<Snapshot> {
         let slots = self.slots.borrow();
         let s = slots.slots.get(key)?;
@@ -483,14 +523,17 @@ impl<L: FleetLink> BreakerStore for FleetStore<L> {
     /// Starts a background refresh of every key in `keys` this isolate has
     /// no view of yet (and is not already fetching): the first request of a
     /// route learns the fleet's state of all its entries, not only of the
-    /// one it calls first.
+    /// one it calls first. A stale view of a model demoted for its latency
+    /// is refreshed too: tried last, it is rarely called, and its
+    /// restoration must still reach this isolate within one refresh.
     fn warm<'k>(&self, keys: impl IntoIterator<Item = &'k str>, now: UnixMillis) {
         let ttl = self.policy.ttl;
         let cold: Vec<&str> = keys
             .into_iter()
             .filter(|key| {
                 self.with(key, |s| {
-                    let cold = s.view.is_none() && s.is_stale(ttl, now);
+                    let watched = s.view.is_none_or(|v| v.latencies.any_demoted());
+                    let cold = watched && s.is_stale(ttl, now);
                     if cold {
                         s.refreshing_since = Some(now);
                     }

@@ -448,6 +448,7 @@ fn wire_shapes_are_stable() {
         consecutive_failures: 0,
         failure_rate: 0.0,
         probes: 0,
+        latencies: Default::default(),
         as_of: 1,
     };
     let a = serde_json::to_value(LeaseAnswer::Busy { until: 5, view: v }).unwrap();

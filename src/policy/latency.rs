@@ -97,10 +97,16 @@ pub(crate) struct Change {
 }
 
 /// One measure's recent samples and standing.
-#[derive(Debug, Clone, Default)]
-struct Series {
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Series {
+    #[serde(default)]
     samples: VecDeque<u64>,
+    #[serde(default)]
     demoted: bool,
+    /// The fleet's p95, while the fleet's standing is followed (the
+    /// isolate's own window holds only its share of the samples).
+    #[serde(skip)]
+    fleet_p95: Option<u64>,
 }
 
 impl Series {
@@ -110,14 +116,18 @@ impl Series {
         percentile(&v, 95.0)
     }
 
-    /// Takes a sample and applies the hysteresis: demoted above the
-    /// objective, restored below `restore_ratio` of it, unchanged between
-    /// and while the window holds fewer than `min_samples`.
-    fn record(&mut self, ms: u64, slo_ms: u64, policy: &DemotionPolicy) -> Option<bool> {
+    /// Takes a sample into the bounded window.
+    fn push(&mut self, ms: u64, policy: &DemotionPolicy) {
         while self.samples.len() >= policy.window.max(1) as usize {
             self.samples.pop_front();
         }
         self.samples.push_back(ms);
+    }
+
+    /// Applies the hysteresis: demoted above the objective, restored below
+    /// `restore_ratio` of it, unchanged between and while the window holds
+    /// fewer than `min_samples`. The new standing when it changed.
+    fn decide(&mut self, slo_ms: u64, policy: &DemotionPolicy) -> Option<bool> {
         if self.samples.len() < policy.min_samples as usize {
             return None;
         }
@@ -132,6 +142,121 @@ impl Series {
             demoted
         })
     }
+
+    /// Takes a sample and decides.
+    fn record(&mut self, ms: u64, slo_ms: u64, policy: &DemotionPolicy) -> Option<bool> {
+        self.push(ms, policy);
+        self.decide(slo_ms, policy)
+    }
+
+    /// The p95 to show for its standing.
+    fn shown_p95(&self) -> u64 {
+        self.fleet_p95.or_else(|| self.p95()).unwrap_or(0)
+    }
+}
+
+/// A latency sample as an isolate sends it to the fleet, with the batch of
+/// verdicts it already sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sample {
+    /// What was measured.
+    pub measure: Measure,
+    /// How long it took.
+    pub ms: u64,
+    /// The entry's objective for it.
+    pub slo_ms: u64,
+}
+
+/// One measure of a model as the fleet sees it: its p95 over every
+/// isolate's recent samples, and whether that demoted it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Figure {
+    /// The fleet-wide p95, in ms.
+    pub p95_ms: u64,
+    /// Whether the model is demoted on this measure.
+    #[serde(default)]
+    pub demoted: bool,
+}
+
+/// A model's latency standing as the fleet decided it, per measure (none
+/// where no sample came yet). Part of the fleet's view.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Latencies {
+    /// Whole answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<Figure>,
+    /// Streams' first tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft: Option<Figure>,
+}
+
+impl Latencies {
+    /// Whether the fleet has no figure of any measure.
+    pub fn is_none(&self) -> bool {
+        self.latency.is_none() && self.ttft.is_none()
+    }
+
+    /// Whether it is demoted on any measure.
+    pub fn any_demoted(&self) -> bool {
+        [self.latency, self.ttft]
+            .into_iter()
+            .any(|f| f.is_some_and(|f| f.demoted))
+    }
+
+    /// The figure of `measure`.
+    pub fn get(&self, measure: Measure) -> Option<Figure> {
+        match measure {
+            Measure::Latency => self.latency,
+            Measure::Ttft => self.ttft,
+        }
+    }
+}
+
+/// One model's figures fleet-wide, as its Durable Object keeps them: every
+/// isolate's samples in one bounded window per measure, judged with the
+/// same hysteresis an isolate alone applies.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Figures {
+    #[serde(default)]
+    latency: Series,
+    #[serde(default)]
+    ttft: Series,
+}
+
+impl Figures {
+    /// Whether no sample ever came.
+    pub fn is_empty(&self) -> bool {
+        self.latency.samples.is_empty() && self.ttft.samples.is_empty()
+    }
+
+    /// Folds `samples` in, each against the objective it came with.
+    pub fn record(&mut self, samples: &[Sample], policy: &DemotionPolicy) {
+        for s in samples {
+            let series = match s.measure {
+                Measure::Latency => &mut self.latency,
+                Measure::Ttft => &mut self.ttft,
+            };
+            series.record(s.ms, s.slo_ms, policy);
+        }
+    }
+
+    /// The standing as it is.
+    pub fn latencies(&self) -> Latencies {
+        let figure = |s: &Series| {
+            s.p95().map(|p95_ms| Figure {
+                p95_ms,
+                demoted: s.demoted,
+            })
+        };
+        Latencies {
+            latency: figure(&self.latency),
+            ttft: figure(&self.ttft),
+        }
+    }
 }
 
 /// Every entry's recent figures, keyed by `provider/model`.
@@ -142,7 +267,9 @@ pub(crate) struct Book {
 
 impl Book {
     /// Records a sample of `measure` for `key` against its objective; the
-    /// change of standing it caused, if any.
+    /// change of standing it caused, if any. With `shared`, the fleet
+    /// decides the standing ([`Book::adopt`]): the sample is only kept, for
+    /// when the fleet is out of reach.
     pub(crate) fn record(
         &mut self,
         key: &str,
@@ -150,9 +277,15 @@ impl Book {
         ms: u64,
         slo: Duration,
         policy: &DemotionPolicy,
+        shared: bool,
     ) -> Option<Change> {
         let series = self.series.entry((key.to_string(), measure)).or_default();
-        let slo_ms = u64::try_from(slo.as_millis()).unwrap_or(u64::MAX);
+        let slo_ms = slo_ms(slo);
+        if shared {
+            series.push(ms, policy);
+            return None;
+        }
+        series.fleet_p95 = None;
         let demoted = series.record(ms, slo_ms, policy)?;
         Some(Change {
             demoted,
@@ -162,13 +295,41 @@ impl Book {
         })
     }
 
+    /// Takes the fleet's standing of `key` on `measure` (`None`: the fleet
+    /// has no sample of it, so nothing demotes it); the change, if the
+    /// standing this isolate followed differed.
+    pub(crate) fn adopt(
+        &mut self,
+        key: &str,
+        measure: Measure,
+        fleet: Option<Figure>,
+        slo: Duration,
+    ) -> Option<Change> {
+        let demoted = fleet.is_some_and(|f| f.demoted);
+        if !demoted && !self.series.contains_key(&(key.to_string(), measure)) {
+            return None; // never judged here, and the fleet agrees
+        }
+        let series = self.series.entry((key.to_string(), measure)).or_default();
+        series.fleet_p95 = fleet.map(|f| f.p95_ms);
+        if demoted == series.demoted {
+            return None;
+        }
+        series.demoted = demoted;
+        Some(Change {
+            demoted,
+            measure,
+            p95_ms: series.shown_p95(),
+            slo_ms: slo_ms(slo),
+        })
+    }
+
     /// The measures `key` is demoted on, with their p95.
     pub(crate) fn demoted(&self, key: &str) -> Vec<(Measure, u64)> {
         [Measure::Latency, Measure::Ttft]
             .into_iter()
             .filter_map(|m| {
                 let s = self.series.get(&(key.to_string(), m))?;
-                s.demoted.then(|| (m, s.p95().unwrap_or(0)))
+                s.demoted.then(|| (m, s.shown_p95()))
             })
             .collect()
     }
@@ -177,6 +338,10 @@ impl Book {
     pub(crate) fn is_demoted(&self, key: &str) -> bool {
         !self.demoted(key).is_empty()
     }
+}
+
+fn slo_ms(slo: Duration) -> u64 {
+    u64::try_from(slo.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The order to try `chain` in, as indices: the entries that meet their
@@ -220,9 +385,14 @@ mod tests {
         let (mut b, p) = (Book::default(), policy());
         // Fewer than min_samples: no decision however slow.
         for _ in 0..4 {
-            assert_eq!(b.record("a/m", Measure::Latency, 5000, SLO, &p), None);
+            assert_eq!(
+                b.record("a/m", Measure::Latency, 5000, SLO, &p, false),
+                None
+            );
         }
-        let c = b.record("a/m", Measure::Latency, 5000, SLO, &p).unwrap();
+        let c = b
+            .record("a/m", Measure::Latency, 5000, SLO, &p, false)
+            .unwrap();
         assert!(c.demoted);
         assert_eq!(
             (c.p95_ms, c.slo_ms, c.measure),
@@ -231,19 +401,19 @@ mod tests {
         assert!(b.is_demoted("a/m") && !b.is_demoted("b/m"));
         // 900 ms: under the objective but above 80 % of it: still demoted.
         for _ in 0..10 {
-            assert_eq!(b.record("a/m", Measure::Latency, 900, SLO, &p), None);
+            assert_eq!(b.record("a/m", Measure::Latency, 900, SLO, &p, false), None);
         }
         assert!(b.is_demoted("a/m"));
         // 700 ms pushes the p95 below 800: restored, once.
         let changes: Vec<Change> = (0..10)
-            .filter_map(|_| b.record("a/m", Measure::Latency, 700, SLO, &p))
+            .filter_map(|_| b.record("a/m", Measure::Latency, 700, SLO, &p, false))
             .collect();
         assert_eq!(changes.len(), 1);
         assert!(!changes[0].demoted && changes[0].p95_ms < 800);
         assert!(!b.is_demoted("a/m"));
         // 900 ms again: between the marks, an entry in good standing stays.
         for _ in 0..10 {
-            assert_eq!(b.record("a/m", Measure::Latency, 900, SLO, &p), None);
+            assert_eq!(b.record("a/m", Measure::Latency, 900, SLO, &p, false), None);
         }
     }
 
@@ -251,18 +421,70 @@ mod tests {
     fn the_p95_counts_only_the_recent_window() {
         let (mut b, p) = (Book::default(), policy());
         for _ in 0..10 {
-            b.record("a/m", Measure::Ttft, 100, SLO, &p);
+            b.record("a/m", Measure::Ttft, 100, SLO, &p, false);
         }
         // One slow sample in ten is the p95 (nearest rank): demoted.
         assert!(
-            b.record("a/m", Measure::Ttft, 3000, SLO, &p)
+            b.record("a/m", Measure::Ttft, 3000, SLO, &p, false)
                 .unwrap()
                 .demoted
         );
         assert_eq!(b.demoted("a/m"), vec![(Measure::Ttft, 3000)]);
         // Ten fast samples later the slow one has left the window.
-        let restored = (0..10).find_map(|_| b.record("a/m", Measure::Ttft, 100, SLO, &p));
+        let restored = (0..10).find_map(|_| b.record("a/m", Measure::Ttft, 100, SLO, &p, false));
         assert!(!restored.unwrap().demoted);
+    }
+
+    #[test]
+    fn the_fleets_figures_judge_every_isolates_samples_with_the_same_hysteresis() {
+        let p = policy();
+        let mut f = Figures::default();
+        let sample = |ms| Sample {
+            measure: Measure::Ttft,
+            ms,
+            slo_ms: 1000,
+        };
+        f.record(&[sample(5000); 4], &p);
+        assert!(!f.latencies().any_demoted(), "fewer than min_samples");
+        f.record(&[sample(5000)], &p);
+        let ttft = f.latencies().ttft.unwrap();
+        assert_eq!((ttft.p95_ms, ttft.demoted), (5000, true));
+        assert_eq!(f.latencies().latency, None, "no sample: no figure");
+        f.record(&[sample(900); 10], &p);
+        assert!(f.latencies().any_demoted(), "between the marks");
+        f.record(&[sample(700); 10], &p);
+        assert!(!f.latencies().any_demoted());
+        let back: Figures = serde_json::from_value(serde_json::to_value(&f).unwrap()).unwrap();
+        assert_eq!(back, f);
+    }
+
+    #[test]
+    fn an_isolate_follows_the_fleets_standing_and_keeps_its_samples_for_later() {
+        let (mut b, p) = (Book::default(), policy());
+        // Shared: its own samples decide nothing, however slow.
+        for _ in 0..10 {
+            assert_eq!(b.record("a/m", Measure::Latency, 5000, SLO, &p, true), None);
+        }
+        assert!(!b.is_demoted("a/m"));
+        let slow = Some(Figure {
+            p95_ms: 3000,
+            demoted: true,
+        });
+        let c = b.adopt("a/m", Measure::Latency, slow, SLO).unwrap();
+        assert!(c.demoted && c.p95_ms == 3000);
+        assert_eq!(b.adopt("a/m", Measure::Latency, slow, SLO), None, "once");
+        assert_eq!(b.demoted("a/m"), vec![(Measure::Latency, 3000)]);
+        let fast = Some(Figure {
+            p95_ms: 100,
+            demoted: false,
+        });
+        let c = b.adopt("a/m", Measure::Latency, fast, SLO).unwrap();
+        assert!(!c.demoted && c.p95_ms == 100);
+        // Never judged and not demoted: nothing to follow.
+        assert_eq!(b.adopt("b/m", Measure::Ttft, None, SLO), None);
+        // The fleet out of reach: its own window decides again.
+        let c = b.record("a/m", Measure::Latency, 5000, SLO, &p, false);
+        assert!(c.unwrap().demoted);
     }
 
     #[test]

@@ -10,8 +10,11 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use super::exec::{Clock, Executor};
-use crate::fleet::{Fleet, FleetLink, FleetPolicy, Inbox, Journal, LeaseAnswer, LinkError, Report};
+use crate::fleet::{
+    Fleet, FleetLink, FleetPolicy, Inbox, Journal, LeaseAnswer, LinkError, Report, Sample,
+};
 use crate::policy::breaker::BreakerPolicy;
+use crate::policy::latency::DemotionPolicy;
 
 /// An isolate's call to a Durable Object and back.
 pub(crate) const ROUND_TRIP_MS: u64 = 5;
@@ -85,8 +88,13 @@ impl FleetLink for SimLink {
             .call(key, now, |f, p, now, ttl| f.lease(p, ttl, now, holder)))
     }
 
-    fn report(&self, key: &str, reports: Vec<Report>, inbox: Inbox) {
-        self.later(key, inbox, move |f, p, now| f.fold(p, now, &reports));
+    fn report(&self, key: &str, reports: Vec<Report>, samples: Vec<Sample>, inbox: Inbox) {
+        // The simulated routes set no latency objectives: the samples are
+        // judged with the default policy, as an object without one would.
+        self.later(key, inbox, move |f, p, now| {
+            f.sample(&DemotionPolicy::default(), &samples);
+            f.fold(p, now, &reports)
+        });
     }
 
     fn refresh(&self, key: &str, inbox: Inbox) {

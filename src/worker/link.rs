@@ -17,8 +17,8 @@ use serde::Serialize;
 
 use crate::engine::timeout::timeout;
 use crate::fleet::{
-    spend_key, Call, FleetLink, Inbox, Journal, LeaseAnswer, LinkError, Outage, Report, SpendCall,
-    SpendInbox, SpendLink, View, OUTAGE_LOG_INTERVAL,
+    spend_key, Call, FleetLink, Inbox, Journal, LeaseAnswer, LinkError, Outage, Report, Sample,
+    SpendCall, SpendInbox, SpendLink, View, OUTAGE_LOG_INTERVAL,
 };
 use crate::policy::spend::Tally;
 
@@ -141,17 +141,19 @@ impl FleetLink for DoLink {
             key: key.to_string(),
             holder: Some(holder.to_string()),
             reports: Vec::new(),
+            samples: Vec::new(),
         };
         call(&self.env, &self.outage, "lease", key, &body).await
     }
 
-    fn report(&self, key: &str, reports: Vec<Report>, inbox: Inbox) {
+    fn report(&self, key: &str, reports: Vec<Report>, samples: Vec<Sample>, inbox: Inbox) {
         let env = self.env.clone();
         let outage = Rc::clone(&self.outage);
         let body = Call {
             key: key.to_string(),
             holder: None,
             reports,
+            samples,
         };
         self.background.spawn(async move {
             if let Ok(view) = call::<View>(&env, &outage, "report", &body.key, &body).await {
@@ -167,6 +169,7 @@ impl FleetLink for DoLink {
             key: key.to_string(),
             holder: None,
             reports: Vec::new(),
+            samples: Vec::new(),
         };
         self.background.spawn(async move {
             if let Ok(view) = call::<View>(&env, &outage, "view", &body.key, &body).await {
@@ -180,6 +183,7 @@ impl FleetLink for DoLink {
             key: key.to_string(),
             holder: None,
             reports: Vec::new(),
+            samples: Vec::new(),
         };
         call(&self.env, &self.outage, "journal", key, &body).await
     }

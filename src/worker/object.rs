@@ -24,6 +24,7 @@ use worker::{durable_object, Delay, DurableObject, Env, Request, Response, Resul
 use crate::config::Config;
 use crate::fleet::{fold_spend, Call, Fleet, SpendCall};
 use crate::policy::breaker::BreakerPolicy;
+use crate::policy::latency::DemotionPolicy;
 
 /// The `BreakerStore` Durable Object class.
 #[durable_object(fetch)]
@@ -59,6 +60,7 @@ struct Policies {
     default: BreakerPolicy,
     per_provider: Vec<(String, BreakerPolicy)>,
     lease_ttl: Duration,
+    demotion: DemotionPolicy,
 }
 
 impl DurableObject for BreakerStore {
@@ -96,7 +98,10 @@ impl DurableObject for BreakerStore {
         // Load, one pure step, store: no await in between.
         let mut fleet = self.load();
         let answer = match op.as_str() {
-            "/report" => serde_json::to_string(&fleet.fold(&policy, now, &call.reports)),
+            "/report" => {
+                fleet.sample(&policies.demotion, &call.samples);
+                serde_json::to_string(&fleet.fold(&policy, now, &call.reports))
+            }
             "/lease" => {
                 let holder = call.holder.as_deref().unwrap_or("unknown");
                 serde_json::to_string(&fleet.lease(&policy, policies.lease_ttl, now, holder))
@@ -225,6 +230,7 @@ impl BreakerStore {
             // A probe lives at most one request deadline; a second more
             // and its lease lapses.
             lease_ttl: v.policies.client.deadline + Duration::from_secs(1),
+            demotion: v.policies.demotion,
         };
         *self.policies.borrow_mut() = Some(p.clone());
         Some(p)
