@@ -18,7 +18,7 @@ case $opt in
 esac
 # shellcheck disable=SC1091
 . "${RESILIENT_LLM_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/resilient-llm/tools}/env.sh"
-CARGO_PROFILE_RELEASE_OPT_LEVEL=$opt nice -n 10 worker-build --release --features worker "$@"
+CARGO_PROFILE_RELEASE_OPT_LEVEL=$opt nice -n 10 worker-build --release --features worker,schema "$@"
 # The wasm features workerd runs; explicit so that wasm-opt emits nothing newer.
 features=(--enable-mutable-globals --enable-sign-ext --enable-nontrapping-float-to-int
   --enable-bulk-memory --enable-multivalue --enable-reference-types --enable-exception-handling)

@@ -16,8 +16,8 @@ fi
 # shellcheck disable=SC1091
 . "${RESILIENT_LLM_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/resilient-llm/tools}/env.sh"
 
-step "lints: wasm32 with the worker feature"
-nice -n 10 cargo clippy --lib --target wasm32-unknown-unknown --features worker -- -D warnings
+step "lints: wasm32 with the worker and schema features (as scripts/build-worker.sh builds)"
+nice -n 10 cargo clippy --lib --target wasm32-unknown-unknown --features worker,schema -- -D warnings
 
 step "build the Worker"
 scripts/build-worker.sh

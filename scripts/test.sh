@@ -21,6 +21,7 @@ cargo fmt --all -- --check
 cargo clippy --all-targets --all-features -- -D warnings
 cargo clippy --lib --target wasm32-unknown-unknown -- -D warnings
 cargo clippy --lib --target wasm32-unknown-unknown --features js -- -D warnings
+cargo clippy --lib --target wasm32-unknown-unknown --features worker,schema -- -D warnings
 
 step "the core builds for wasm32 without wasm-only crates"
 cargo build --lib --target wasm32-unknown-unknown

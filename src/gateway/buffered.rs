@@ -87,7 +87,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
 }
 
 /// `answer` as the deltas a stream of it would have carried.
-fn deltas(answer: &ChatResponse) -> Vec<Delta> {
+pub(crate) fn deltas(answer: &ChatResponse) -> Vec<Delta> {
     let mut out = vec![Delta::Start {
         model: Some(answer.model.clone()),
     }];

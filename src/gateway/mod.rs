@@ -26,7 +26,7 @@
 //! `{"type":"error","error":{"type","message"}}`. No input can panic.
 
 mod auth;
-mod buffered;
+pub(crate) mod buffered;
 mod endpoints;
 mod keepalive;
 pub mod limits;

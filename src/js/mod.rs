@@ -24,6 +24,7 @@ mod convert;
 mod endpoints;
 mod errors;
 mod fetch;
+mod judged;
 mod parts;
 mod provider;
 mod request;
@@ -299,7 +300,9 @@ impl ResilientClient {
     /// and `options.onFinish` (`stream.js`). Failover happens
     /// until the first content; after it an interrupted answer rejects the
     /// iterator's `next()` with an `LLMError` of kind `interrupted`, never a
-    /// clean end. Breaking out of the loop, or `options.signal`, aborts the
+    /// clean end. On a route with validators the answer is buffered whole,
+    /// judged and escalated as `chat()` does, and then delivered as the
+    /// stream's events (`judged`). Breaking out of the loop, or `options.signal`, aborts the
     /// upstream request. Throws at once for a malformed request.
     #[wasm_bindgen(unchecked_return_type = "StreamResult")]
     pub fn stream(
@@ -309,20 +312,20 @@ impl ResilientClient {
     ) -> Result<JsValue, JsValue> {
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let (req, opts, signal) = Self::call_args(&request, &options)?;
-        if self.inner.quality_for(&req, &opts).is_some() {
-            // Its deltas would reach the caller before the answer could be
-            // judged; `client.fetch` buffers such a stream and validates it.
-            return Err(errors::client_error(
-                "validated_route",
-                400,
-                "this route validates its answers, which a delta stream cannot wait for: \
-                 use client.chat(), or client.fetch (its streams are buffered, then validated)",
-            ));
-        }
-        let s = crate::engine::stream::ChatStream::open(Rc::clone(&self.inner), req, opts)
-            .map_err(|e| errors::call_error(&e, self.exhaustion))?;
+        let source = if self.inner.quality_for(&req, &opts).is_some() {
+            // Its deltas cannot reach the caller before the answer is judged.
+            stream::Source::Judged(Box::new(judged::Judged::new(
+                Rc::clone(&self.inner),
+                req,
+                opts,
+            )))
+        } else {
+            let s = crate::engine::stream::ChatStream::open(Rc::clone(&self.inner), req, opts)
+                .map_err(|e| errors::call_error(&e, self.exhaustion))?;
+            stream::Source::Live(Box::new(s))
+        };
         Ok(stream::iterable(
-            stream::StreamHandle::new(s, signal, self.exhaustion).into(),
+            stream::StreamHandle::new(source, signal, self.exhaustion).into(),
             &options,
         ))
     }

@@ -11,19 +11,38 @@ use wasm_bindgen_futures::future_to_promise;
 use web_sys::AbortSignal;
 
 use super::errors::{self, Exhaustion};
+use super::judged::Judged;
 use super::Aborted;
 use crate::chat::Delta;
 use crate::engine::client::Client;
 use crate::engine::store::MemoryStore;
 use crate::engine::timeout::timeout;
+use crate::error::Error;
 use crate::web::WebPlatform;
 
 type Stream = crate::engine::stream::ChatStream<Rc<Client<WebPlatform>>, WebPlatform, MemoryStore>;
 
+/// Where a stream's events come from.
+pub(crate) enum Source {
+    /// The provider's deltas as they arrive.
+    Live(Box<Stream>),
+    /// The whole answer, once the route's validators accepted it.
+    Judged(Box<Judged>),
+}
+
+impl Source {
+    async fn next(&mut self) -> Option<Result<Delta, Error>> {
+        match self {
+            Source::Live(s) => s.next().await,
+            Source::Judged(j) => j.next().await,
+        }
+    }
+}
+
 /// Where the stream is between calls to `next()`.
 enum Slot {
     /// Waiting for the next `next()`.
-    Ready(Box<Stream>),
+    Ready(Source),
     /// A `next()` is in flight and holds the stream.
     Busy,
     /// Finished, failed or aborted; dropping the stream aborted any request.
@@ -53,9 +72,9 @@ pub struct StreamHandle {
 }
 
 impl StreamHandle {
-    pub(crate) fn new(stream: Stream, signal: Option<AbortSignal>, exhaustion: Exhaustion) -> Self {
+    pub(crate) fn new(source: Source, signal: Option<AbortSignal>, exhaustion: Exhaustion) -> Self {
         StreamHandle {
-            slot: Rc::new(RefCell::new(Slot::Ready(Box::new(stream)))),
+            slot: Rc::new(RefCell::new(Slot::Ready(source))),
             signal,
             exhaustion,
         }

@@ -33,6 +33,12 @@ fn first_cause(mut e: &boon::ValidationError<'_, '_>) -> (String, String) {
     (e.instance_location.to_string(), e.kind.to_string())
 }
 
+/// The JSON pointer part of a location inside the configured schema.
+fn pointer_in(loc: &str) -> &str {
+    let rest = loc.strip_prefix(LOCATION).unwrap_or(loc);
+    rest.strip_prefix('#').unwrap_or(rest)
+}
+
 impl Schema {
     /// `schema` compiled as draft 2020-12 (unless it names another with
     /// `$schema`); its mistake as `(JSON pointer into it, message)`.
@@ -48,6 +54,12 @@ impl Schema {
         match compiled {
             Ok(index) => Ok(Schema { schemas, index }),
             Err(boon::CompileError::ValidationError { src, .. }) => Err(first_cause(&src)),
+            // boon says only where: the likely cause is a host IDNA cannot map without its
+            // Unicode back end (Cargo.lock pins idna_adapter 1.0 for the wasm size limit).
+            Err(boon::CompileError::ParseIdError { loc }) => Err((
+                format!("{}/$id", pointer_in(&loc)),
+                "not a URL: a non-ASCII host must be written as punycode (xn--…)".into(),
+            )),
             Err(e) => Err((String::new(), e.to_string())),
         }
     }
@@ -80,6 +92,38 @@ mod tests {
             .err()
             .unwrap();
         assert!(err.1.contains("https://example.com/s.json"), "{err:?}");
+    }
+
+    #[test]
+    fn a_non_ascii_host_in_an_id_is_refused_and_its_punycode_works() {
+        // IDNA without a Unicode back end (Cargo.lock pins idna_adapter 1.0, for the wasm size
+        // limit): a non-ASCII host cannot be mapped, its punycode form can.
+        let err = Schema::compile(&json!({"$id": "https://bücher.example/s", "type": "object"}))
+            .err()
+            .unwrap();
+        assert_eq!(err.0, "/$id", "{err:?}");
+        assert!(err.1.contains("punycode"), "{err:?}");
+        let err = Schema::compile(&json!({"$defs": {"a": {"$id": "https://bücher.example/a"}}}))
+            .err()
+            .unwrap();
+        assert_eq!(err.0, "/$defs/a/$id", "{err:?}");
+        let s =
+            Schema::compile(&json!({"$id": "https://xn--bcher-kva.example/s", "type": "object"}))
+                .unwrap();
+        assert_eq!(s.check(&json!({})), Ok(()));
+        assert!(s.check(&json!([])).is_err());
+    }
+
+    #[test]
+    fn patterns_are_ecma_262_as_regex_lite_runs_them() {
+        // `\d` and `\w` are ASCII in ECMA-262 as in regex-lite (Cargo.toml's [patch] on `regex`).
+        let s = Schema::compile(&json!({"type": "string", "pattern": "^\\w+-\\d{2}$"})).unwrap();
+        assert_eq!(s.check(&json!("sku-42")), Ok(()));
+        assert!(s.check(&json!("skü-42")).is_err());
+        let err = Schema::compile(&json!({"type": "string", "pattern": "(x"}))
+            .err()
+            .unwrap();
+        assert_eq!(err.0, "/pattern", "{err:?}");
     }
 
     #[test]

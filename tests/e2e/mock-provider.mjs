@@ -42,7 +42,7 @@
 //             "models": ["…"] (others get 404), "chunkDelayMs": 0, "faults": [RULE, …],
 //             "answerTokens": n, "tokensPerChunk": 1, "streamUsage": "asked" | "never",
 //             "future": false, "redactThinking": false,
-//             "quality": "invalid-json" | "json" (mock-quality.mjs: answers of a set quality) }
+//             "quality": "invalid-json" | "json" | "json-no-answer" (mock-quality.mjs: answers of a set quality) }
 //   answerTokens: the answer's words repeated to exactly n tokens (one word = one token), for
 //   long answers from short prompts; tokensPerChunk: tokens per streamed content chunk;
 //   streamUsage "never": no usage chunk even when a stream asks for one; future: fields and

@@ -33,7 +33,7 @@ describe("quality escalation through the edge", { timeout: 120000 }, () => {
       breaker: { failureThreshold: 1, cooldownMs: 60000, maxCooldownMs: 60000 },
     });
     config.quality = {
-      // The Worker's build has no JSON Schema engine (its size limit): JSON, and its shape by regex.
+      // JSON, and its shape by regex (the `jsonSchema` validator's tests are below).
       extract: { validators: [{ kind: "json" }, { kind: "regex", pattern: '^\\{"answer":' }], maxEscalations: 1 },
       cheapOnly: { validators: [{ kind: "json" }], onExhausted: "error" },
     };
@@ -107,5 +107,72 @@ describe("quality escalation through the edge", { timeout: 120000 }, () => {
       assert.match(e.message, /no answer passed the route's validators \(last: cheap\/cheap-mini: json: not JSON/);
       return true;
     });
+  });
+});
+
+describe("jsonSchema through the edge", { timeout: 120000 }, () => {
+  let mock, gw, openai;
+  const schema = {
+    type: "object",
+    required: ["answer", "model"],
+    properties: { answer: { type: "string" }, model: { type: "string" } },
+  };
+  before(async () => {
+    // The cheap model answers JSON of the wrong shape: `json` would pass it, the schema does not.
+    mock = await startMock({ config: { providers: { cheap: { quality: "json-no-answer" }, strong: { quality: "json" } } } });
+    const config = gatewayConfig(mock, {
+      providers: {
+        cheap: { kind: "openai", models: { "cheap-mini": { inputPricePerMtok: 1, outputPricePerMtok: 2 } } },
+        strong: { kind: "anthropic", models: { "strong-large": { inputPricePerMtok: 3, outputPricePerMtok: 15 } } },
+      },
+      routes: { extract: [{ provider: "cheap", model: "cheap-mini" }, { provider: "strong", model: "strong-large" }] },
+    });
+    config.quality = { extract: { validators: [{ kind: "jsonSchema", schema }] } };
+    gw = await startGateway(config);
+    openai = new OpenAI({ apiKey: GATEWAY_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 20000 });
+  });
+  after(async () => {
+    await gw?.close();
+    await mock?.close();
+  });
+
+  test("an answer that breaks the schema escalates; the trail and the cost headers say so", async () => {
+    const { data, response } = await openai.chat.completions
+      .create({ model: "extract", messages: [{ role: "user", content: "name one planet" }] })
+      .withResponse();
+    assert.equal(response.headers.get("x-served-by"), "strong/strong-large");
+    assert.equal(response.headers.get("x-attempts"), "2");
+    const answer = JSON.parse(data.choices[0].message.content);
+    assert.equal(answer.model, "strong-large");
+    assert.deepEqual([mock.stats("cheap").total, mock.stats("strong").total], [1, 1]);
+    const [, spentIn, spentOut] = /^input_tokens=(\d+), output_tokens=(\d+)$/.exec(response.headers.get("x-discarded-usage") ?? "");
+    const cheap = BigInt(spentIn) * 1_000_000n + BigInt(spentOut) * 2_000_000n;
+    const strong = BigInt(data.usage.prompt_tokens) * 3_000_000n + BigInt(data.usage.completion_tokens) * 15_000_000n;
+    assert.equal(response.headers.get("x-cost-usd-answer"), usd(strong));
+    assert.equal(response.headers.get("x-cost-usd"), usd(cheap + strong));
+    const lines = gw.logs.filter((l) => l.includes('"msg":"request"')).map((l) => JSON.parse(l.slice(l.indexOf("{"))));
+    const line = lines.find((l) => l.route === "extract");
+    assert.ok(line, gw.logs.join("\n"));
+    assert.equal(line.trail[0].outcome, "rejected: jsonSchema: at /: missing properties 'answer'");
+    assert.equal(line.trail[1].outcome, "ok");
+  });
+
+  test("a schema that does not compile is a configuration error naming its place", async () => {
+    const bad = gatewayConfig(mock, { providers: { cheap: "openai" }, routes: { extract: [{ provider: "cheap", model: "cheap-mini" }] } });
+    bad.quality = { extract: { validators: [{ kind: "jsonSchema", schema: { properties: { answer: { type: "text" } } } }] } };
+    const broken = await startGateway(bad);
+    try {
+      const res = await fetch(`${broken.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${GATEWAY_KEY}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "extract", messages: [{ role: "user", content: "x" }] }),
+      });
+      assert.equal(res.status, 500);
+      const body = await res.json();
+      assert.equal(body.error.code, "invalid_configuration");
+      assert.match(body.error.message, /quality\.extract\.validators\[0\]\.schema\.properties\.answer\.type: not a valid JSON Schema \(draft 2020-12\)/);
+    } finally {
+      await broken.close();
+    }
   });
 });

@@ -106,13 +106,11 @@ test("bad validators and schemas are ConfigErrors with their paths", () => {
   ["quality.extract.validators[1]", "quality.extract.validators[2].pattern"]);
 });
 
-test("client.stream() refuses a validated route; client.fetch streams it buffered, after validation", async () => {
+test("client.fetch streams a validated route buffered, after validation", async () => {
   const client = new ResilientClient({ routes: route }, {
     providers: [scripted("cheap", ["prose"]), scripted("strong", ['{"ok":1}'])],
     validators: { extract: (a) => a.text.startsWith("{") },
   });
-  assert.throws(() => client.stream({ ...user("x"), model: "extract" }),
-    (e) => e.kind === "validated_route" && e.status === 400 && /client\.fetch/.test(e.message));
   const res = await client.fetch("http://local/v1/chat/completions", {
     method: "POST",
     headers: { "content-type": "application/json" },
@@ -125,4 +123,60 @@ test("client.stream() refuses a validated route; client.fetch streams it buffere
   const content = text.split("\n\n").filter((e) => e.startsWith("data: {"))
     .map((e) => JSON.parse(e.slice(6)).choices[0]?.delta?.content ?? "").join("");
   assert.equal(content, '{"ok":1}');
+});
+
+test("client.stream() on a validated route: the answer judged whole, only the accepted one streamed", async () => {
+  const make = () => {
+    const cheap = scripted("cheap", ["prose"]);
+    const strong = scripted("strong", ['{"ok":1}']);
+    const judged = [];
+    const client = new ResilientClient({ routes: route }, {
+      providers: [cheap, strong],
+      validators: { extract: (a) => (judged.push(a.text), a.text.startsWith("{")) },
+    });
+    return { client, cheap, strong, judged };
+  };
+  // textStream: the accepted text only; the rejected answer never reaches the reader.
+  const a = make();
+  const stream = a.client.stream({ ...user("x"), model: "extract" });
+  const pieces = [];
+  for await (const t of stream.textStream) pieces.push(t);
+  assert.deepEqual(pieces, ['{"ok":1}']);
+  assert.deepEqual(a.judged, ["prose", '{"ok":1}'], "both answers judged, in order");
+  assert.deepEqual([a.cheap.calls, a.strong.calls], [1, 1]);
+  const answer = await stream.finalResponse;
+  assert.equal(answer.text, '{"ok":1}');
+  assert.equal(answer.model, "strong-1");
+  // The events, as any stream's: start first, the text, no event of the rejected answer.
+  const b = make();
+  const events = [];
+  for await (const ev of b.client.stream({ ...user("x"), model: "extract" })) events.push(ev);
+  assert.equal(events[0].type, "start");
+  assert.equal(events[0].model, "strong-1");
+  assert.deepEqual(events.filter((e) => e.type === "text").map((e) => e.text), ['{"ok":1}']);
+  // toReadableStream() and finalResponse alike.
+  const c = make();
+  const read = [];
+  const reader = c.client.stream({ ...user("x"), model: "extract" }).toReadableStream().getReader();
+  for (let i = 0; i < 20; i++) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    read.push(value);
+  }
+  assert.deepEqual(read.filter((e) => e.type === "text").map((e) => e.text), ['{"ok":1}']);
+});
+
+test("client.stream() on a validated route with no acceptable answer rejects as chat() does", async () => {
+  const client = new ResilientClient({ routes: route, quality: { extract: { validators: [], onExhausted: "error" } } }, {
+    providers: [scripted("cheap", ["a"]), scripted("strong", ["b"])],
+    validators: { extract: () => false },
+  });
+  const stream = client.stream({ ...user("x"), model: "extract" });
+  const err = await (async () => {
+    for await (const t of stream.textStream) assert.fail(`no text expected, got ${t}`);
+  })().then(() => null, (e) => e);
+  assert.ok(err instanceof LLMError, String(err));
+  assert.equal(err.kind, "no_valid_answer");
+  assert.deepEqual(err.attempts.map((x) => x.rejected), ["extract: returned false", "extract: returned false"], "the arrow function takes its key's name");
+  await assert.rejects(stream.finalResponse, (e) => e.kind === "no_valid_answer");
 });
