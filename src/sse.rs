@@ -216,6 +216,13 @@ impl SseDecoder {
         self.push(rest)
     }
 
+    /// With [`SseDecoder::feed_raw`]: the bytes read since the last event
+    /// was dispatched, when none was dropped; what a stream passed through
+    /// owes its client before bytes read from elsewhere.
+    pub(crate) fn unsent(&self) -> Option<&[u8]> {
+        (!self.raw_lost).then_some(self.raw.as_slice())
+    }
+
     /// Ends the stream: the last event, if the stream ended without the
     /// blank line that would have dispatched it.
     pub fn finish(&mut self) -> Option<SseEvent> {

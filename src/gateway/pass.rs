@@ -33,6 +33,9 @@ pub(crate) struct PassWriter {
     /// The provider's stream end (`[DONE]`, `message_stop`) went out.
     ended: bool,
     closed: bool,
+    /// The rest of the provider's body goes to the client from the host
+    /// (see [`crate::Splice`]): its events are for bookkeeping only.
+    spliced: bool,
     /// The data of the first OpenAI chunk passed through.
     openai_first: Option<String>,
     anthropic: AnthropicSeen,
@@ -105,6 +108,7 @@ impl PassWriter {
             client_usage,
             ended: false,
             closed: false,
+            spliced: false,
             openai_first: None,
             anthropic: AnthropicSeen::default(),
             continued: None,
@@ -118,6 +122,26 @@ impl PassWriter {
     /// The client reads OpenAI chunks.
     pub(crate) fn is_openai(&self) -> bool {
         self.format == Format::OpenAi
+    }
+
+    /// Whether the provider's bytes from here on would all reach the
+    /// client as they come, so that the host may forward them itself: not
+    /// for an OpenAI client that did not ask for the usage chunk (the
+    /// gateway drops it), nor once the provider's stream ended or a
+    /// continuation writes.
+    pub(crate) fn splice_safe(&self) -> bool {
+        let usage = self.format != Format::OpenAi || self.client_usage;
+        usage
+            && !self.ended
+            && !self.closed
+            && !self.spliced
+            && self.continued.is_none()
+            && self.responses_continued.is_none()
+    }
+
+    /// The host forwards the provider's bytes from here on.
+    pub(crate) fn spliced(&mut self) {
+        self.spliced = true;
     }
 
     /// The bytes of a provider event: the event as it arrived, byte for
@@ -157,6 +181,7 @@ impl PassWriter {
             }
         }
         match raw.bytes {
+            _ if self.spliced => Vec::new(),
             Some(bytes) => bytes,
             None => write_event(ev),
         }
