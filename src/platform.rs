@@ -209,6 +209,8 @@ pub trait Splice {
     /// when there is nothing to let (not spliced, forwarded whole, or a
     /// read already waiting).
     fn poke(&self) -> bool;
+    /// Whether the body was spliced and reads only when poked.
+    fn waits_for_poke(&self) -> bool;
 }
 
 /// The rest of a spliced body, opaque but to the host that forwards it.
@@ -272,6 +274,11 @@ impl Body {
     /// Lets a spliced body read its copy once (see [`Splice::poke`]).
     pub fn poke(&self) -> bool {
         self.1.as_ref().is_some_and(|s| s.poke())
+    }
+
+    /// Whether the body was spliced and reads only when poked.
+    pub fn waits_for_poke(&self) -> bool {
+        self.1.as_ref().is_some_and(|s| s.waits_for_poke())
     }
 
     /// The next chunk; `None` at the end of the body.

@@ -26,9 +26,11 @@ pub(crate) type IdleTimers = Rc<dyn Fn(Duration) -> OwnedSleep>;
 /// is left. A read dropped when the timer fires loses nothing: the body
 /// keeps its pending read.
 ///
-/// A spliced body ([`Body::splice`]) reads only when let: a fire at the
-/// deadline lets it read what its copy holds and grants one more period;
-/// a read still waiting at the next fire means no byte for a whole period.
+/// A spliced body ([`Body::splice`]) reads only when let, every half
+/// period: a fire lets it read what its copy holds, and a read still
+/// waiting half a period later means no byte for a whole period since the
+/// last read (a stall is found one to one and a half periods after the
+/// last byte, not one).
 pub(crate) async fn idle_read<P: Platform, S: BreakerStore>(
     client: &Client<P, S>,
     timers: &IdleTimers,
@@ -36,7 +38,11 @@ pub(crate) async fn idle_read<P: Platform, S: BreakerStore>(
     idle: &mut Option<OwnedSleep>,
     mut due: UnixMillis,
 ) -> Result<Option<Result<Vec<u8>, TransportError>>, Elapsed> {
-    let span = due.saturating_sub(client.platform.now());
+    let start = client.platform.now();
+    let half = due.saturating_sub(start) / 2;
+    if body.waits_for_poke() {
+        due = start.saturating_add(half);
+    }
     loop {
         let timer = match idle {
             Some(t) => t,
@@ -62,7 +68,7 @@ pub(crate) async fn idle_read<P: Platform, S: BreakerStore>(
                 let now = client.platform.now();
                 if now >= due {
                     if body.poke() {
-                        due = now.saturating_add(span);
+                        due = now.saturating_add(half);
                         continue;
                     }
                     return Err(Elapsed);

@@ -180,6 +180,10 @@ impl Splice for SpliceHandle {
         shared.wake();
         true
     }
+
+    fn waits_for_poke(&self) -> bool {
+        self.0.spliced.get() && !self.0.forwarded.get()
+    }
 }
 
 /// What a spliced body hands its host: the stream to forward.
