@@ -470,4 +470,17 @@ mod tests {
         assert_eq!(data(&out), ["1", "2"]);
         assert_eq!(raw, [None, Some(b"data: 2\n\n".to_vec())]);
     }
+
+    #[test]
+    fn unsent_holds_the_bytes_of_the_event_being_read() {
+        let mut d = SseDecoder::default();
+        let (mut out, mut raw) = (Vec::new(), Vec::new());
+        d.feed_raw(b"data: a\n\n: c\ndata: b", &mut out, &mut raw)
+            .unwrap();
+        assert_eq!(data(&out), ["a"]);
+        assert_eq!(d.unsent(), Some(&b": c\ndata: b"[..]));
+        d.feed_raw(b"\n\n", &mut out, &mut raw).unwrap();
+        assert_eq!(raw[1].as_deref(), Some(&b": c\ndata: b\n\n"[..]));
+        assert_eq!(d.unsent(), Some(&b""[..]));
+    }
 }

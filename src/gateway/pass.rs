@@ -449,3 +449,64 @@ fn event(out: &mut Vec<u8>, name: &str, data: &Value) {
     let _ = serde_json::to_writer(&mut *out, data);
     out.extend_from_slice(b"\n\n");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(data: &str) -> RawEvent {
+        RawEvent {
+            event: SseEvent {
+                data: data.to_string(),
+                ..SseEvent::default()
+            },
+            bytes: Some(format!("data: {data}\n\n").into_bytes()),
+            usage_only: false,
+        }
+    }
+
+    #[test]
+    fn an_openai_stream_is_spliced_only_for_a_client_that_asked_for_usage() {
+        // The gateway drops the usage chunk of one that did not: a pipe could not.
+        assert!(!PassWriter::new(Format::OpenAi, false).splice_safe());
+        assert!(PassWriter::new(Format::OpenAi, true).splice_safe());
+        assert!(PassWriter::new(Format::Anthropic, false).splice_safe());
+        assert!(PassWriter::new(Format::Responses, false).splice_safe());
+    }
+
+    #[test]
+    fn once_spliced_events_write_nothing_but_still_tell_how_the_stream_ends() {
+        let mut w = PassWriter::new(Format::OpenAi, true);
+        assert_eq!(w.raw(raw(r#"{"id":"c1"}"#)), b"data: {\"id\":\"c1\"}\n\n");
+        w.spliced();
+        assert!(!w.splice_safe(), "spliced once");
+        assert!(w.raw(raw(r#"{"id":"c1","choices":[]}"#)).is_empty());
+        assert!(w.raw(raw("[DONE]")).is_empty());
+        // The provider's own end went through the pipe: the gateway adds none.
+        assert!(w.finish().is_empty());
+
+        // Without it, the gateway's end follows the piped bytes.
+        let mut w = PassWriter::new(Format::OpenAi, true);
+        w.spliced();
+        assert!(w.raw(raw(r#"{"id":"c1"}"#)).is_empty());
+        assert_eq!(w.finish(), b"data: [DONE]\n\n");
+    }
+
+    #[test]
+    fn a_continuation_after_a_splice_extends_the_piped_chunks() {
+        let mut w = PassWriter::new(Format::OpenAi, true);
+        w.spliced();
+        w.raw(raw(
+            r#"{"id":"chatcmpl-1","created":7,"model":"m","choices":[]}"#,
+        ));
+        let out = String::from_utf8(w.delta(
+            &Delta::Text {
+                text: "more".into(),
+            },
+            false,
+        ))
+        .expect("utf-8");
+        assert!(out.contains(r#""id":"chatcmpl-1""#), "{out}");
+        assert!(out.contains("more"), "{out}");
+    }
+}

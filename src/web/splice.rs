@@ -155,11 +155,12 @@ impl Splice for SpliceHandle {
         };
         let options = Object::new();
         Reflect::set(&options, &"mode".into(), &"byob".into()).ok()?;
-        let Ok(copy) = copy.unchecked_ref::<Source>().byob_reader(&options) else {
-            *reader = Reader::None;
-            return None;
+        // A copy that is no byte stream is read by its default reader,
+        // chunk by chunk, still only when let.
+        *reader = match copy.unchecked_ref::<Source>().byob_reader(&options) {
+            Ok(byob) => Reader::Copy(byob),
+            Err(_) => Reader::Direct(copy.get_reader().unchecked_into(), copy),
         };
-        *reader = Reader::Copy(copy);
         shared.spliced.set(true);
         Some(Spliced(Rc::new(Forward {
             stream: rest,

@@ -51,6 +51,9 @@ extern "C" {
     #[wasm_bindgen(method, js_name = releaseLock)]
     fn release_lock(this: &Writer);
 
+    #[wasm_bindgen(method)]
+    fn abort(this: &Writer) -> Promise;
+
     /// `null` once the stream errored (the client went away).
     #[wasm_bindgen(method, getter, js_name = desiredSize)]
     fn desired_size(this: &Writer) -> Option<f64>;
@@ -171,6 +174,9 @@ async fn write_all(mut out: Out, writable: Writable, writer: Writer) {
                     return;
                 }
                 let Some(forward) = rest.0.downcast_ref::<Forward>() else {
+                    // Not the web platform's: nothing to pipe, and the
+                    // answer must not look complete.
+                    let _ = w.abort();
                     return;
                 };
                 w.release_lock();
