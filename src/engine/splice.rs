@@ -1,7 +1,7 @@
 //! A committed stream's rest handed to the host (see [`crate::Splice`]):
 //! the provider's bytes then reach the client without crossing into the
-//! gateway read by read, while the stream reads a copy of them only when
-//! its idle timer fires and at the end, to keep its books (finish, usage,
+//! gateway read by read, while the stream reads a copy of them only every
+//! half idle period and at the end, to keep its books (finish, usage,
 //! the text a continuation extends) and to decide the end as before.
 
 use std::ops::Deref;
@@ -22,7 +22,8 @@ where
     /// from here on would reach the client as it came: past the commit
     /// point, the attempt's events passing through, nothing read and not
     /// yet handed out, the idle deadline kept by the stream's timer (whose
-    /// firing lets the spliced body read) and no pace being judged. The
+    /// firing lets the spliced body read, `engine/idle.rs`) and no pace
+    /// being judged. The
     /// bytes are those the caller must write first: the part of an event
     /// read but not yet handed out.
     ///
