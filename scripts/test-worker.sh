@@ -39,7 +39,8 @@ node --test --test-concurrency=1 tests/e2e/worker.test.mjs tests/e2e/stream.test
   tests/e2e/vertex.test.mjs tests/e2e/resellers.test.mjs tests/e2e/status-page.test.mjs \
   tests/e2e/resilience.test.mjs tests/e2e/security.test.mjs tests/e2e/cost.test.mjs \
   tests/e2e/responses.test.mjs tests/e2e/python-responses.test.mjs tests/e2e/endpoints.test.mjs \
-  tests/e2e/model-breakers.test.mjs tests/e2e/routing.test.mjs tests/e2e/quality.test.mjs
+  tests/e2e/model-breakers.test.mjs tests/e2e/routing.test.mjs tests/e2e/quality.test.mjs \
+  tests/e2e/splice.test.mjs
 
 step "chaos soak, short (scripts/soak.sh --long is README's run)"
 scripts/soak.sh --short --no-build

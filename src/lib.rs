@@ -108,7 +108,7 @@ pub use issue::{parse_json, ConfigError, ConfigIssue};
 pub use js::{create_fetch, error_classes, ResilientClient};
 pub use platform::{
     Body, BodySource, BufferedResponse, ChunkStream, Headers, HttpRequest, HttpResponse, Platform,
-    TransportError, TransportErrorKind, UnixMillis, WholeRead,
+    Splice, Spliced, TransportError, TransportErrorKind, UnixMillis, WholeRead,
 };
 pub use policy::backoff::{parse_retry_after, RetryPolicy};
 pub use policy::breaker::{

@@ -216,6 +216,13 @@ impl SseDecoder {
         self.push(rest)
     }
 
+    /// With [`SseDecoder::feed_raw`]: the bytes read since the last event
+    /// was dispatched, when none was dropped; what a stream passed through
+    /// owes its client before bytes read from elsewhere.
+    pub(crate) fn unsent(&self) -> Option<&[u8]> {
+        (!self.raw_lost).then_some(self.raw.as_slice())
+    }
+
     /// Ends the stream: the last event, if the stream ended without the
     /// blank line that would have dispatched it.
     pub fn finish(&mut self) -> Option<SseEvent> {
@@ -462,5 +469,18 @@ mod tests {
             .unwrap();
         assert_eq!(data(&out), ["1", "2"]);
         assert_eq!(raw, [None, Some(b"data: 2\n\n".to_vec())]);
+    }
+
+    #[test]
+    fn unsent_holds_the_bytes_of_the_event_being_read() {
+        let mut d = SseDecoder::default();
+        let (mut out, mut raw) = (Vec::new(), Vec::new());
+        d.feed_raw(b"data: a\n\n: c\ndata: b", &mut out, &mut raw)
+            .unwrap();
+        assert_eq!(data(&out), ["a"]);
+        assert_eq!(d.unsent(), Some(&b": c\ndata: b"[..]));
+        d.feed_raw(b"\n\n", &mut out, &mut raw).unwrap();
+        assert_eq!(raw[1].as_deref(), Some(&b": c\ndata: b\n\n"[..]));
+        assert_eq!(d.unsent(), Some(&b""[..]));
     }
 }

@@ -226,6 +226,7 @@ fn run_stream(
             match piece {
                 Piece::Bytes(b) => bytes.extend(b),
                 Piece::Log(l) => log = Some(l),
+                Piece::Splice { .. } => panic!("a native body never splices"),
             }
         }
     });

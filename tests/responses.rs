@@ -212,6 +212,7 @@ fn run(
             match piece {
                 Piece::Bytes(b) => bytes.extend(b),
                 Piece::Log(l) => log = Some(l),
+                Piece::Splice { .. } => panic!("a native body never splices"),
             }
         }
     });
@@ -428,6 +429,7 @@ fn run_bytes(
                 match piece {
                     Piece::Bytes(b) => bytes.extend(b),
                     Piece::Log(l) => log = Some(l),
+                    Piece::Splice { .. } => panic!("a native body never splices"),
                 }
             }
         });

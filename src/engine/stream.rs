@@ -77,6 +77,8 @@ pub(crate) struct RawEvent {
 }
 
 pub(crate) use crate::engine::idle::{IdleTimers, OwnedSleep};
+#[path = "splice.rs"]
+mod splice;
 
 /// The attempt in flight.
 struct Conn {

@@ -367,6 +367,13 @@ pub trait StreamDecoder {
         raw.extend(std::iter::repeat_with(|| None).take(out.len() - before));
         fed
     }
+
+    /// After [`StreamDecoder::feed_raw`], the bytes of the event being read
+    /// (and comments before it), not yet handed out; `None` where they
+    /// are not kept.
+    fn unsent(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 impl StreamDecoder for SseDecoder {
@@ -388,6 +395,10 @@ impl StreamDecoder for SseDecoder {
     ) -> Result<(), ProviderError> {
         SseDecoder::feed_raw(self, chunk, out, raw)
             .map_err(|e| ProviderError::new(ErrorKind::Decode, e.to_string()))
+    }
+
+    fn unsent(&self) -> Option<&[u8]> {
+        SseDecoder::unsent(self)
     }
 }
 

@@ -3,6 +3,7 @@
 //! its `ReadableStream` reader. A request's time limit is a `setTimeout`
 //! whose callback is the controller's own `abort`, bound to it.
 
+use std::rc::Rc;
 use std::time::Duration;
 
 use js_sys::{Function, Promise, Reflect, Uint8Array};
@@ -13,6 +14,7 @@ use web_sys::{AbortController, AbortSignal, ReadableStream, RequestInit, Respons
 
 use super::headers::{headers_from_js, headers_to_js};
 use super::reader::Chunks;
+use super::splice::{Shared, SpliceHandle};
 use super::timer::Timer;
 use crate::platform::{
     millis, Body, BodySource, ChunkStream, HttpRequest, HttpResponse, TransportError,
@@ -172,6 +174,7 @@ pub async fn fetch(req: HttpRequest) -> Result<HttpResponse, TransportError> {
         .map_err(|_| TransportError::from_message("fetch resolved to something not a Response"))?;
 
     let headers = headers_from_js(&resp.headers());
+    let resp_status = resp.status();
     // Only an identity-coded body's size is its declared length: the host
     // decodes gzip and brotli on the fly.
     let declared = headers
@@ -182,14 +185,20 @@ pub async fn fetch(req: HttpRequest) -> Result<HttpResponse, TransportError> {
                 .is_none_or(|e| e.trim() == "identity")
         })
         .and_then(|v| v.trim().parse::<u64>().ok());
+    let shared = super::splice::enabled().then(Shared::new);
+    let body = Body::source(ResponseBody {
+        resp,
+        guard,
+        declared,
+        shared: shared.clone(),
+    });
     Ok(HttpResponse {
-        status: resp.status(),
+        status: resp_status,
         headers,
-        body: Body::source(ResponseBody {
-            resp,
-            guard,
-            declared,
-        }),
+        body: match shared {
+            Some(shared) => body.with_splice(Rc::new(SpliceHandle(shared))),
+            None => body,
+        },
     })
 }
 
@@ -198,6 +207,8 @@ struct ResponseBody {
     resp: Response,
     guard: AbortOnDrop,
     declared: Option<u64>,
+    /// The read state its splice handle shares, when splicing is on.
+    shared: Option<Rc<Shared>>,
 }
 
 impl BodySource for ResponseBody {
@@ -219,11 +230,15 @@ impl BodySource for ResponseBody {
 
     fn chunks(self: Box<Self>) -> ChunkStream {
         let ResponseBody {
-            resp, mut guard, ..
+            resp,
+            mut guard,
+            shared,
+            ..
         } = *self;
-        match resp.body() {
-            Some(stream) => Box::pin(Chunks::new(stream, Some(guard))),
-            None => {
+        match (resp.body(), shared) {
+            (Some(stream), Some(shared)) => Box::pin(Chunks::shared(stream, Some(guard), shared)),
+            (Some(stream), None) => Box::pin(Chunks::new(stream, Some(guard))),
+            (None, _) => {
                 guard.disarm();
                 Box::pin(Chunks::done())
             }

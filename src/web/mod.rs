@@ -34,6 +34,7 @@ mod fetch;
 mod headers;
 pub(crate) mod notify;
 mod reader;
+mod splice;
 mod timer;
 
 use std::future::Future;
@@ -45,6 +46,7 @@ use crate::platform::{HttpRequest, HttpResponse, Platform, TransportError, UnixM
 
 pub use fetch::{error_message, fetch, stream_body, AbortOnDrop};
 pub use headers::{headers_from_js, headers_named, headers_to_js};
+pub use splice::{enable_splice, splice_enabled, Forward};
 pub use timer::{sleep, Sleep};
 
 /// The platform over the JS globals. Cheap to copy; holds no state.

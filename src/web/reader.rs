@@ -13,9 +13,10 @@ use futures_core::Stream;
 use js_sys::{Function, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
-use web_sys::{ReadableStream, ReadableStreamDefaultReader};
+use web_sys::ReadableStream;
 
 use super::fetch::{transport, AbortOnDrop};
+use super::splice::{Reader, Shared};
 use crate::platform::TransportError;
 
 #[wasm_bindgen]
@@ -74,7 +75,6 @@ struct Reads {
     slot: Rc<Slot>,
     fulfilled: Function,
     rejected: Function,
-    in_flight: bool,
 }
 
 impl Reads {
@@ -97,7 +97,6 @@ impl Reads {
             slot,
             fulfilled: FULFILLED.with(bind),
             rejected: REJECTED.with(bind),
-            in_flight: false,
         }
     }
 }
@@ -112,16 +111,29 @@ impl Drop for Reads {
 /// response), dropping it before the end aborts the request (the guard's
 /// controller), which also errors the stream; a read still pending then
 /// rejects into callbacks that find no slot, so nothing goes unhandled.
+/// Its reader lives in a [`Shared`] state, which a [`super::splice`]
+/// handle may switch to the copy of a spliced stream.
 pub(super) struct Chunks {
-    reader: Option<ReadableStreamDefaultReader>,
+    shared: Rc<Shared>,
     reads: Option<Reads>,
     guard: Option<AbortOnDrop>,
 }
 
 impl Chunks {
     pub(super) fn new(stream: ReadableStream, guard: Option<AbortOnDrop>) -> Self {
+        Self::shared(stream, guard, Shared::new())
+    }
+
+    /// A body whose read state `shared` is also its splice handle's.
+    pub(super) fn shared(
+        stream: ReadableStream,
+        guard: Option<AbortOnDrop>,
+        shared: Rc<Shared>,
+    ) -> Self {
+        let reader = stream.get_reader().unchecked_into();
+        *shared.reader.borrow_mut() = Reader::Direct(reader, stream);
         Chunks {
-            reader: Some(stream.get_reader().unchecked_into()),
+            shared,
             reads: Some(Reads::new()),
             guard,
         }
@@ -129,7 +141,7 @@ impl Chunks {
 
     pub(super) fn done() -> Self {
         Chunks {
-            reader: None,
+            shared: Shared::new(),
             reads: None,
             guard: None,
         }
@@ -137,7 +149,8 @@ impl Chunks {
 
     /// The body ended or failed: nothing more to read, nothing to abort.
     fn finish(&mut self) {
-        self.reader = None;
+        *self.shared.reader.borrow_mut() = Reader::None;
+        self.shared.in_flight.set(false);
         self.reads = None;
         if let Some(mut g) = self.guard.take() {
             g.disarm();
@@ -151,13 +164,21 @@ impl Stream for Chunks {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         loop {
-            let (Some(reader), Some(reads)) = (&this.reader, &mut this.reads) else {
+            let Some(reads) = &this.reads else {
                 return Poll::Ready(None); // ended (or failed) earlier
             };
-            if !reads.in_flight {
-                let promise: ReadPromise = reader.read().unchecked_into();
-                promise.then(&reads.fulfilled, &reads.rejected);
-                reads.in_flight = true;
+            let shared = &this.shared;
+            if !shared.in_flight.get() {
+                if !shared.may_read(cx.waker()) {
+                    return Poll::Pending;
+                }
+                let Some(promise) = shared.reader.borrow().read() else {
+                    return Poll::Ready(None);
+                };
+                promise
+                    .unchecked_into::<ReadPromise>()
+                    .then(&reads.fulfilled, &reads.rejected);
+                shared.in_flight.set(true);
             }
             let outcome = reads.slot.outcome.borrow_mut().take();
             let Some(outcome) = outcome else {
@@ -168,7 +189,7 @@ impl Stream for Chunks {
                 }
                 return Poll::Pending;
             };
-            reads.in_flight = false;
+            shared.in_flight.set(false);
             let result = match outcome {
                 Ok(r) => r,
                 Err(e) => {

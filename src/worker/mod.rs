@@ -15,6 +15,7 @@
 mod link;
 #[allow(missing_docs)] // the `#[durable_object]` macro generates undocumented JS glue
 mod object;
+mod out;
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -60,6 +61,12 @@ fn load(env: &Env) -> Rc<Loaded> {
     let lookup = |name: &str| secret(env, name);
     let loaded = match Setup::load(config.as_deref(), &lookup) {
         Ok(setup) => {
+            if env
+                .var("STREAM_SPLICE")
+                .is_ok_and(|v| v.to_string() == "on")
+            {
+                web::enable_splice();
+            }
             if setup.auth().is_open() {
                 worker::console_warn!(
                     "{}",
@@ -170,6 +177,15 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> Result<web_sys:
     init.set_status(out.status);
     init.set_headers(&web::headers_to_js(&out.headers));
     match (out.stream.take(), &*loaded) {
+        (Some(stream), Loaded::Ready(gw, background)) if web::splice_enabled() => {
+            let out = out::Out {
+                stream,
+                gateway: Rc::clone(gw),
+                background: background.clone(),
+                ctx,
+            };
+            Ok(out::respond(out, &init)?)
+        }
         (Some(stream), Loaded::Ready(gw, background)) => {
             let body = worker::Response::from_stream(SseOut {
                 stream,
@@ -239,6 +255,12 @@ impl Stream for SseOut {
             match self.stream.as_mut().poll_next(cx) {
                 std::task::Poll::Ready(Some(gateway::Piece::Bytes(b))) => {
                     return std::task::Poll::Ready(Some(Ok(b)))
+                }
+                // Splicing is off on this path (see `out`).
+                std::task::Poll::Ready(Some(gateway::Piece::Splice { .. })) => {
+                    return std::task::Poll::Ready(Some(Err(worker::Error::RustError(
+                        "a spliced stream without splicing".into(),
+                    ))))
                 }
                 std::task::Poll::Ready(Some(gateway::Piece::Log(line))) => {
                     worker::console_log!("{}", line);

@@ -1,0 +1,208 @@
+//! A fetched stream's rest handed to the host ([`crate::Splice`]): the
+//! body's `ReadableStream` is `tee()`d; one branch goes to the host, which
+//! pipes it to its client natively, and the body reads the other, its
+//! copy, with a BYOB reader in reads as large as what has arrived, and only
+//! when let ([`Splice::poke`]) or once the host has forwarded everything.
+//!
+//! A tee branch keeps what it buffered readable after the source fails (a
+//! cut upstream), and an unread branch does not hold the other back: both
+//! checked in workerd by the splice end-to-end tests.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::task::Waker;
+
+use js_sys::{Object, Reflect, Uint8Array};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use web_sys::{ReadableStream, ReadableStreamDefaultReader};
+
+use crate::platform::{Splice, Spliced};
+
+/// The most a read of the copy takes at once.
+const COPY_READ: u32 = 256 * 1024;
+
+thread_local! {
+    static ENABLED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Has every streamed body fetched from now on offer [`Splice`]; for a
+/// host that forwards what it is handed (the Worker). Without it nothing
+/// is ever spliced.
+pub fn enable_splice() {
+    ENABLED.with(|e| e.set(true));
+}
+
+/// Whether [`enable_splice`] was called.
+pub fn splice_enabled() -> bool {
+    enabled()
+}
+
+pub(super) fn enabled() -> bool {
+    ENABLED.with(Cell::get)
+}
+
+#[wasm_bindgen]
+extern "C" {
+    /// A BYOB reader of the copy.
+    pub(super) type CopyReader;
+
+    #[wasm_bindgen(method, js_name = read)]
+    fn read_into(this: &CopyReader, view: &Uint8Array) -> JsValue;
+
+    /// A `ReadableStream`, for the calls `web_sys` has no binding of.
+    type Source;
+
+    #[wasm_bindgen(catch, method, js_name = getReader)]
+    fn byob_reader(this: &Source, options: &Object) -> Result<CopyReader, JsValue>;
+
+    /// A stream's default reader, for a `releaseLock` that may throw.
+    type Lock;
+
+    #[wasm_bindgen(catch, method, js_name = releaseLock)]
+    fn release(this: &Lock) -> Result<(), JsValue>;
+}
+
+/// How a body's stream is read.
+pub(super) enum Reader {
+    /// Ended, failed, or not read yet.
+    None,
+    /// Read as it comes; the stream kept for a splice.
+    Direct(ReadableStreamDefaultReader, ReadableStream),
+    /// Spliced: the copy.
+    Copy(CopyReader),
+}
+
+impl Reader {
+    /// A read's promise (`None`: nothing to read).
+    pub(super) fn read(&self) -> Option<JsValue> {
+        match self {
+            Reader::None => None,
+            Reader::Direct(r, _) => Some(r.read().into()),
+            Reader::Copy(r) => Some(r.read_into(&Uint8Array::new_with_length(COPY_READ))),
+        }
+    }
+}
+
+/// A body's read state, shared by its reader and its [`Splice`] handle.
+pub(super) struct Shared {
+    pub(super) reader: RefCell<Reader>,
+    pub(super) in_flight: Cell<bool>,
+    /// Spliced: reads wait for leave.
+    spliced: Cell<bool>,
+    /// One read is let.
+    leave: Cell<bool>,
+    /// The host has forwarded all it was handed (or given up): the copy is
+    /// read to its end.
+    forwarded: Cell<bool>,
+    waker: RefCell<Option<Waker>>,
+}
+
+impl Shared {
+    pub(super) fn new() -> Rc<Self> {
+        Rc::new(Shared {
+            reader: RefCell::new(Reader::None),
+            in_flight: Cell::new(false),
+            spliced: Cell::new(false),
+            leave: Cell::new(false),
+            forwarded: Cell::new(false),
+            waker: RefCell::new(None),
+        })
+    }
+
+    /// Whether a read may start now; else `waker` is woken when one may.
+    pub(super) fn may_read(&self, waker: &Waker) -> bool {
+        if !self.spliced.get() || self.forwarded.get() || self.leave.replace(false) {
+            return true;
+        }
+        let mut slot = self.waker.borrow_mut();
+        match &*slot {
+            Some(w) if w.will_wake(waker) => {}
+            _ => *slot = Some(waker.clone()),
+        }
+        false
+    }
+
+    fn wake(&self) {
+        let waker = self.waker.borrow_mut().take();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+/// A fetched body's [`Splice`].
+pub(super) struct SpliceHandle(pub(super) Rc<Shared>);
+
+impl Splice for SpliceHandle {
+    fn splice(&self) -> Option<Spliced> {
+        let shared = &self.0;
+        if shared.in_flight.get() || shared.spliced.get() {
+            return None;
+        }
+        let mut reader = shared.reader.borrow_mut();
+        let Reader::Direct(direct, stream) = &*reader else {
+            return None;
+        };
+        direct.unchecked_ref::<Lock>().release().ok()?;
+        let branches = stream.tee();
+        let (Ok(rest), Ok(copy)) = (
+            branches.get(0).dyn_into::<ReadableStream>(),
+            branches.get(1).dyn_into::<ReadableStream>(),
+        ) else {
+            *reader = Reader::None;
+            return None;
+        };
+        let options = Object::new();
+        Reflect::set(&options, &"mode".into(), &"byob".into()).ok()?;
+        // A copy that is no byte stream is read by its default reader,
+        // chunk by chunk, still only when let.
+        *reader = match copy.unchecked_ref::<Source>().byob_reader(&options) {
+            Ok(byob) => Reader::Copy(byob),
+            Err(_) => Reader::Direct(copy.get_reader().unchecked_into(), copy),
+        };
+        shared.spliced.set(true);
+        Some(Spliced(Rc::new(Forward {
+            stream: rest,
+            shared: Rc::clone(shared),
+        })))
+    }
+
+    fn poke(&self) -> bool {
+        let shared = &self.0;
+        if !shared.spliced.get()
+            || shared.forwarded.get()
+            || shared.in_flight.get()
+            || shared.leave.get()
+        {
+            return false;
+        }
+        shared.leave.set(true);
+        shared.wake();
+        true
+    }
+
+    fn waits_for_poke(&self) -> bool {
+        self.0.spliced.get() && !self.0.forwarded.get()
+    }
+}
+
+/// What a spliced body hands its host: the stream to forward.
+pub struct Forward {
+    stream: ReadableStream,
+    shared: Rc<Shared>,
+}
+
+impl Forward {
+    /// The bytes to forward, from where the body stopped reading.
+    pub fn stream(&self) -> &ReadableStream {
+        &self.stream
+    }
+
+    /// The host forwarded everything it will: the body reads its copy to
+    /// the end.
+    pub fn forwarded(&self) {
+        self.shared.forwarded.set(true);
+        self.shared.wake();
+    }
+}
