@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 use libfuzzer_sys::fuzz_target;
-use resilient_llm::fleet::{Inbox, Journal, LeaseAnswer, LinkError, Report, View};
+use resilient_llm::fleet::{Inbox, Journal, LeaseAnswer, LinkError, Report, Sample, View};
 use resilient_llm::testing::{block_on, FakePlatform};
 use resilient_llm::{BreakerPolicy, BreakerStore, FleetLink, FleetStore, Outcome};
 
@@ -29,7 +29,7 @@ impl FleetLink for Scripted {
             .unwrap_or_else(|| Err(LinkError("no answer".into())))
     }
 
-    fn report(&self, key: &str, _reports: Vec<Report>, inbox: Inbox) {
+    fn report(&self, key: &str, _reports: Vec<Report>, _samples: Vec<Sample>, inbox: Inbox) {
         if let Some(v) = self.views.borrow_mut().pop_front() {
             inbox.deliver(key, v);
         }
