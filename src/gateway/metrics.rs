@@ -313,9 +313,8 @@ impl Metrics {
                 .set(i64::from(h.consecutive_failures));
         }
         #[cfg(target_arch = "wasm32")]
-        self.memory.set(
-            i64::try_from(core::arch::wasm32::memory_size(0) * 65_536).unwrap_or(i64::MAX),
-        );
+        self.memory
+            .set(i64::try_from(core::arch::wasm32::memory_size(0) * 65_536).unwrap_or(i64::MAX));
         let mut out = String::new();
         if encode(&mut out, &self.registry).is_err() {
             out.clear();
