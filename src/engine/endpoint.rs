@@ -12,9 +12,11 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use crate::chat::Usage;
 use crate::engine::authorize::authorize;
 use crate::engine::client::{CallOptions, Client, Entry, PermitGuard, ServedBy};
 use crate::engine::cursor::{Cursor, Run};
+use crate::engine::retry::Answer;
 use crate::engine::store::BreakerStore;
 use crate::error::{Attempt, Error, ErrorKind, ProviderError};
 use crate::platform::{millis, BufferedResponse, Headers, Platform, TransportErrorKind};
@@ -74,6 +76,18 @@ impl EndpointCall {
         body.insert("model".into(), Value::String(model.to_owned()));
         serde_json::to_vec(&body)
             .map_err(|e| ProviderError::new(ErrorKind::InvalidRequest, e.to_string()))
+    }
+}
+
+/// An endpoint's answer body. Its usage stays in the body, as the provider
+/// reported it; its latency is not a chat answer's, so it stays out of the
+/// latency figures that rank chat entries; and a rate-limited call waits
+/// for its entry's retry rather than giving way to a tier mate.
+impl Answer for Vec<u8> {
+    const RANKS_LATENCY: bool = false;
+    const GIVES_WAY: bool = false;
+    fn usage(&self) -> Option<Usage> {
+        None
     }
 }
 
@@ -185,41 +199,13 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 call.endpoint,
             ));
         };
-        let mut number = 0;
-        loop {
-            number += 1;
-            let started = self.platform.now();
-            let left = run.deadline_at.saturating_sub(started);
-            if left == 0 {
-                let error = ProviderError::new(
-                    ErrorKind::DeadlineExceeded,
-                    "the request's deadline passed",
-                );
-                run.skip(entry, started, error.clone());
-                return Err(error);
-            }
-            let limit = entry
-                .timeout
-                .unwrap_or(self.policy.attempt_timeout)
-                .min(Duration::from_millis(left));
+        self.retry_entry(entry, permit, run, |limit| async move {
             let (result, reached) = self
                 .call_once(provider.as_ref(), call, &entry.model, limit)
                 .await;
-            let result = result.map_err(|e| run.blame(self.platform.now(), e));
-            let done = result.as_ref().map(|_| ());
-            self.record_attempt(run, entry, number, started, reached, done);
-            let error = match result {
-                Ok(body) => return Ok(body),
-                Err(e) => e,
-            };
-            let kind = permit.kind;
-            if !self
-                .wait_to_retry(entry, kind, Some(permit), &error, number, run.deadline_at)
-                .await
-            {
-                return Err(error);
-            }
-        }
+            (result, reached, Vec::new())
+        })
+        .await
     }
 
     /// One attempt under `limit`: the answer, and whether the request

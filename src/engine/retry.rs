@@ -1,9 +1,10 @@
 //! One chain entry: attempts under a deadline, retried with full-jitter
 //! backoff or the provider's Retry-After, within the retry budget.
 
+use std::future::Future;
 use std::time::Duration;
 
-use crate::chat::{ChatRequest, ChatResponse};
+use crate::chat::{ChatRequest, ChatResponse, Usage};
 use crate::engine::authorize::authorize;
 use crate::engine::client::{Client, Entry};
 use crate::engine::cursor::Run;
@@ -16,6 +17,31 @@ use crate::policy::backoff::RetryPolicy;
 use crate::policy::breaker::{Permit, PermitKind};
 use crate::policy::latency::Measure;
 use crate::provider::Upstream;
+
+/// One attempt's end: its result, whether the request reached the
+/// provider, and the hints its encoder left out.
+pub(crate) type Tried<T> = (Result<T, ProviderError>, bool, Vec<String>);
+
+/// What an entry's attempts ask for, as [`Client::retry_entry`] treats it.
+pub(crate) trait Answer {
+    /// Whether a success's latency feeds the entry's latency figures (which
+    /// rank entries for chat).
+    const RANKS_LATENCY: bool;
+    /// Whether a rate-limited attempt gives way at once to a mate of the
+    /// entry's tier after it, which serves sooner than a wait here.
+    const GIVES_WAY: bool;
+    /// The tokens the answer reports, kept on its attempt.
+    fn usage(&self) -> Option<Usage>;
+}
+
+/// A chat answer.
+impl Answer for ChatResponse {
+    const RANKS_LATENCY: bool = true;
+    const GIVES_WAY: bool = true;
+    fn usage(&self) -> Option<Usage> {
+        self.usage
+    }
+}
 
 impl<P: Platform, S: BreakerStore> Client<P, S> {
     /// Tries `entry` until it answers, fails in a way retrying cannot fix,
@@ -37,6 +63,29 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 format!("no provider \"{}\" is configured", entry.provider),
             ));
         };
+        self.retry_entry(entry, permit, run, |limit| {
+            self.attempt(upstream, req, &entry.model, limit)
+        })
+        .await
+    }
+
+    /// The attempts at `entry`, each made by `attempt` under its time
+    /// limit, until one answers, one fails in a way retrying cannot fix,
+    /// or attempts, budget or time run out (see [`Client::run_entry`]).
+    /// Chat and the other endpoints share it; what differs by the answer
+    /// is in [`Answer`].
+    pub(crate) async fn retry_entry<T, F, Fut>(
+        &self,
+        entry: &Entry,
+        permit: &mut Permit,
+        run: &mut Run,
+        mut attempt: F,
+    ) -> Result<T, ProviderError>
+    where
+        T: Answer,
+        F: FnMut(Duration) -> Fut,
+        Fut: Future<Output = Tried<T>>,
+    {
         let mut number = 0;
         loop {
             number += 1;
@@ -58,7 +107,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 .unwrap_or(self.policy.attempt_timeout)
                 .min(Duration::from_millis(left));
             run.in_flight = Some((number, started));
-            let (result, reached, omitted) = self.attempt(upstream, req, &entry.model, limit).await;
+            let (result, reached, omitted) = attempt(limit).await;
             run.in_flight = None;
             let result = result.map_err(|e| run.blame(self.platform.now(), e));
             let record = self.record_attempt(
@@ -70,16 +119,18 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 result.as_ref().map(|_| ()),
             );
             record.omitted = omitted;
-            record.usage = result.as_ref().ok().and_then(|r| r.usage);
+            record.usage = result.as_ref().ok().and_then(Answer::usage);
             let record_duration = record.duration;
             let error = match result {
-                Ok(resp) => {
-                    self.record_latency(entry, Measure::Latency, millis(record_duration));
-                    return Ok(resp);
+                Ok(answer) => {
+                    if T::RANKS_LATENCY {
+                        self.record_latency(entry, Measure::Latency, millis(record_duration));
+                    }
+                    return Ok(answer);
                 }
                 Err(e) => e,
             };
-            if error.kind == ErrorKind::RateLimited && run.mate_after {
+            if T::GIVES_WAY && error.kind == ErrorKind::RateLimited && run.mate_after {
                 return Err(error); // its tier mate serves sooner than a wait here
             }
             let kind = permit.kind;
@@ -233,7 +284,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         req: &ChatRequest,
         model: &str,
         limit: Duration,
-    ) -> (Result<ChatResponse, ProviderError>, bool, Vec<String>) {
+    ) -> Tried<ChatResponse> {
         match upstream {
             Upstream::Http(provider) => {
                 let started = self.platform.now();

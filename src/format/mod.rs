@@ -33,6 +33,7 @@ pub mod anthropic;
 pub mod anthropic_stream;
 pub mod endpoints;
 pub mod gemini;
+mod inbound;
 pub mod mapping;
 pub mod openai;
 pub mod openai_stream;
@@ -286,6 +287,12 @@ impl<'a> Fields<'a> {
             None => Ok(None),
             Some(v) => Fields::of(v, self.path(key)).map(Some),
         }
+    }
+
+    /// A required object.
+    pub(crate) fn req_object(&self, key: &str) -> Result<Fields<'a>, FormatError> {
+        self.object(key)?
+            .ok_or_else(|| FormatError::malformed(self.path(key), "required"))
     }
 }
 

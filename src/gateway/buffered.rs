@@ -4,8 +4,8 @@
 //! stream still reads one; what it cannot get is its first token before the
 //! answer is complete, since an answer cannot be judged before it is.
 
+use super::call::answer;
 use super::log::LogLine;
-use super::render::{error_code, render_error};
 use super::{Format, Gateway, Outbound};
 use crate::chat::{ChatRequest, ChatResponse, Delta};
 use crate::engine::client::CallOptions;
@@ -42,47 +42,30 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             native.body.remove("stream_options");
         }
         let result = self.client.chat_with(request, opts).await;
-        log.record_attempts(
-            result
-                .as_ref()
-                .map_or_else(|e| e.attempts(), |r| r.attempts.as_slice()),
-        );
-        let mut out = match result {
-            Ok(reply) => {
-                log.served_by = Some(format!(
-                    "{}/{}",
-                    reply.served_by.provider, reply.served_by.model
-                ));
-                let mut response = reply.response;
-                if response.model.trim().is_empty() {
-                    response.model = reply.served_by.model;
-                }
-                let body = events(
-                    format,
-                    &response,
-                    log.request_id,
-                    created,
-                    include_usage,
-                    echo,
-                );
-                let mut headers = Headers::new();
-                headers.insert("content-type", "text/event-stream; charset=utf-8");
-                headers.insert("cache-control", "no-cache");
-                Outbound {
-                    status: 200,
-                    headers,
-                    body,
-                    stream: None,
-                    log: String::new(),
-                }
+        answer(format, result, log, |reply, log| {
+            let mut response = reply.response;
+            if response.model.trim().is_empty() {
+                response.model = reply.served_by.model;
             }
-            Err(e) => {
-                log.error = Some(error_code(&e));
-                render_error(format, &e)
+            let body = events(
+                format,
+                &response,
+                log.request_id,
+                created,
+                include_usage,
+                echo,
+            );
+            let mut headers = Headers::new();
+            headers.insert("content-type", "text/event-stream; charset=utf-8");
+            headers.insert("cache-control", "no-cache");
+            Outbound {
+                status: 200,
+                headers,
+                body,
+                stream: None,
+                log: String::new(),
             }
-        };
-        log.answer_headers(&mut out);
-        out
+        })
     }
 }
 

@@ -27,6 +27,7 @@
 
 mod auth;
 pub(crate) mod buffered;
+mod call;
 mod endpoints;
 mod keepalive;
 pub mod limits;
@@ -65,9 +66,9 @@ pub use request::url_path;
 pub use sse::{Piece, PieceStream};
 
 use log::{log_line, LogLine};
-use render::{error_code, json_response, too_large};
+use render::{error_code, json_response};
 pub use request::FORWARDED_HEADERS;
-use request::{clip, read_body, read_chat, request_id, BodyError};
+use request::{clip, read_body, read_chat, request_id};
 
 /// The API format a client speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -519,20 +520,9 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         body: Body,
         log: &mut LogLine<'_>,
     ) -> Outbound {
-        let limit = self.client.policy.max_request_bytes;
-        let declared = headers
-            .get("content-length")
-            .and_then(|v| v.trim().parse::<u64>().ok());
-        let bytes = match read_body(body, limit, declared.is_some_and(|n| n > limit as u64)).await {
+        let bytes = match self.read_request(format, headers, body, log).await {
             Ok(b) => b,
-            Err(BodyError::TooLarge) => {
-                log.error = Some("request_too_large");
-                return too_large(format, limit);
-            }
-            Err(BodyError::Unreadable) => {
-                log.error = Some("bad_body");
-                return error_response(format, 400, "the request body could not be read", None);
-            }
+            Err(out) => return out,
         };
         let request = match read_chat(format, &bytes, headers) {
             Ok(r) => r,
@@ -548,11 +538,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         log.route = route_name.clone();
         let opts = CallOptions {
             route: None,
-            deadline: headers
-                .get("x-request-timeout-ms")
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .filter(|ms| *ms > 0)
-                .map(Duration::from_millis),
+            deadline: call::asked_deadline(headers),
             // A request that must not run twice says so.
             no_hedge: headers
                 .get("x-hedge")
@@ -572,26 +558,9 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 .await;
         }
         let result = self.client.chat_with(request, opts).await;
-        log.record_attempts(
-            result
-                .as_ref()
-                .map_or_else(|e| e.attempts(), |r| r.attempts.as_slice()),
-        );
-        let mut out = match result {
-            Ok(reply) => {
-                log.served_by = Some(format!(
-                    "{}/{}",
-                    reply.served_by.provider, reply.served_by.model
-                ));
-                self.render_reply(format, reply, echo.as_ref(), log)
-            }
-            Err(e) => {
-                log.error = Some(error_code(&e));
-                render_error(format, &e)
-            }
-        };
-        log.answer_headers(&mut out);
-        out
+        call::answer(format, result, log, |reply, log| {
+            self.render_reply(format, reply, echo.as_ref(), log)
+        })
     }
 
     /// A streamed answer: the first item is awaited before answering, so a

@@ -245,19 +245,8 @@ impl Provider for OpenAi {
         };
         let mut http = HttpRequest::post_json(url.unwrap_or_else(|| self.url(model)), body);
         http.omitted = omitted;
-        for (name, value) in self.headers.iter() {
-            http.headers.insert(name, value);
-        }
+        self.authorize(&mut http);
         forward_headers(&mut http, req, &["openai-beta", "idempotency-key"]);
-        if let Some(key) = &self.key {
-            match self.preset.auth {
-                AuthStyle::Bearer => http
-                    .headers
-                    .insert("authorization", format!("Bearer {}", key.expose())),
-                AuthStyle::ApiKeyHeader(name) => http.headers.insert(name, key.expose()),
-                AuthStyle::None => {}
-            }
-        }
         Ok(http)
     }
 

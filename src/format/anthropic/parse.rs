@@ -4,10 +4,10 @@ use serde_json::{json, Value};
 
 use crate::chat::{
     ChatRequest, Dialect, Gap, Image, ImageSource, JsonSchema, Message, Part, Reasoning,
-    ResponseFormat, Role, Thinking, Tool, ToolCall, ToolChoice, Untranslated,
+    ResponseFormat, Role, Thinking, Tool, ToolCall, ToolChoice,
 };
 use crate::format::mapping::{self, GapFn};
-use crate::format::{index, parse_json, with_values, Fields, FormatError};
+use crate::format::{inbound, index, parse_json, with_values, Fields, FormatError};
 
 /// Fields read into the neutral request.
 const READ: &[&str] = &[
@@ -48,14 +48,8 @@ pub fn parse_request(body: &[u8]) -> Result<ChatRequest, FormatError> {
 pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
     let f = Fields::of(v, "")?;
     let mut gaps = Vec::new();
-    let mut gap = |path: String, gap: Gap| {
-        gaps.push(Untranslated {
-            path,
-            gap,
-            dialect: Dialect::Anthropic,
-            value: None,
-        })
-    };
+    let mut gap =
+        |path: String, gap: Gap| gaps.push(inbound::untranslated(Dialect::Anthropic, path, gap));
     mapping::unread_fields(&f, READ, &[], NO_EQUIVALENT, &mut gap);
     let reasoning = match f.object("thinking")? {
         None => None,
@@ -95,17 +89,10 @@ pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
     for (i, m) in raw.iter().enumerate() {
         parse_message(m, &index("messages", i), &mut messages, &mut gap)?;
     }
-    let stop = f
-        .array("stop_sequences")?
-        .unwrap_or_default()
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            s.as_str().map(str::to_string).ok_or_else(|| {
-                FormatError::malformed(index("stop_sequences", i), "expected a string")
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let stop = inbound::strings(
+        f.array("stop_sequences")?.unwrap_or_default(),
+        "stop_sequences",
+    )?;
     let mut tools = Vec::new();
     for (i, t) in f.array("tools")?.unwrap_or_default().iter().enumerate() {
         if let Some(t) = parse_tool(t, &index("tools", i), &mut gap)? {
@@ -212,10 +199,7 @@ fn text_blocks(
     for (i, b) in blocks.iter().enumerate() {
         let b = Fields::of(b, index(path, i))?;
         match b.req_str("type")? {
-            "text" => out.push(Part::Text {
-                text: b.req_str("text")?.to_string(),
-                cache_control: b.get("cache_control").cloned(),
-            }),
+            "text" => out.push(inbound::text_part(&b)?),
             other => gap(index(path, i), block_gap(other)),
         }
     }
@@ -246,9 +230,7 @@ fn block_gap(kind: &str) -> Gap {
 /// An `image` block, `None` for a source the neutral form cannot hold (a
 /// Files API `file_id`).
 fn image(b: &Fields<'_>, gap: &mut GapFn<'_>) -> Result<Option<Image>, FormatError> {
-    let s = b
-        .object("source")?
-        .ok_or_else(|| FormatError::malformed(b.path("source"), "required"))?;
+    let s = b.req_object("source")?;
     let source = match s.req_str("type")? {
         "base64" => ImageSource::Base64 {
             media_type: s.req_str("media_type")?.to_string(),
@@ -313,13 +295,7 @@ fn parse_message(
         let at = index(&f.path("content"), i);
         let b = Fields::of(block, at.clone())?;
         match (b.req_str("type")?, role) {
-            ("text", _) => {
-                let part = Part::Text {
-                    text: b.req_str("text")?.to_string(),
-                    cache_control: b.get("cache_control").cloned(),
-                };
-                push(out, role, part);
-            }
+            ("text", _) => push(out, role, inbound::text_part(&b)?),
             ("image", Role::User) => {
                 if let Some(image) = image(&b, gap)? {
                     push(out, role, Part::Image(image));

@@ -380,13 +380,7 @@ fn encode_message<'a>(
         out.push(OutMessage::parts("user", returned));
     }
     if m.role == Role::Assistant {
-        let text: String = parts
-            .iter()
-            .filter_map(|p| match p {
-                OutPart::Text { text } => Some(text.as_ref()),
-                OutPart::ImageUrl { .. } => None,
-            })
-            .collect();
+        let text = joined_text(&parts);
         let content =
             (!text.is_empty() || calls.is_empty()).then_some(OutContent::Text(text.into()));
         out.push(OutMessage {
@@ -400,17 +394,21 @@ fn encode_message<'a>(
     Ok(())
 }
 
+/// The text parts of `parts`, joined (its images left out).
+fn joined_text(parts: &[OutPart<'_>]) -> String {
+    parts
+        .iter()
+        .filter_map(|p| match p {
+            OutPart::Text { text } => Some(text.as_ref()),
+            OutPart::ImageUrl { .. } => None,
+        })
+        .collect()
+}
+
 /// A message of text and images: plain text when it holds no image.
 fn content_message<'a>(role: &'static str, parts: Vec<OutPart<'a>>) -> OutMessage<'a> {
     if parts.iter().all(|p| matches!(p, OutPart::Text { .. })) {
-        let text: String = parts
-            .iter()
-            .filter_map(|p| match p {
-                OutPart::Text { text } => Some(text.as_ref()),
-                OutPart::ImageUrl { .. } => None,
-            })
-            .collect();
-        OutMessage::text(role, text)
+        OutMessage::text(role, joined_text(&parts))
     } else {
         OutMessage::parts(role, parts)
     }

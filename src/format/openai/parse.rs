@@ -2,12 +2,9 @@
 
 use serde_json::{json, Value};
 
-use crate::chat::{
-    ChatRequest, Dialect, Gap, Image, JsonSchema, Message, Part, Reasoning, ResponseFormat, Role,
-    Thinking, Tool, ToolCall, ToolChoice, Untranslated,
-};
+use crate::chat::{ChatRequest, Dialect, Gap, Message, Part, Role, Thinking, Tool, ToolCall};
 use crate::format::mapping::{self, GapFn};
-use crate::format::{index, parse_json, with_values, Fields, FormatError};
+use crate::format::{inbound, index, parse_json, with_values, Fields, FormatError};
 
 /// Fields read into the neutral request (`stream_options` is the
 /// gateway's to read).
@@ -64,14 +61,8 @@ pub fn parse_request(body: &[u8]) -> Result<ChatRequest, FormatError> {
 pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
     let f = Fields::of(v, "")?;
     let mut gaps = Vec::new();
-    let mut gap = |path: String, gap: Gap| {
-        gaps.push(Untranslated {
-            path,
-            gap,
-            dialect: Dialect::OpenAi,
-            value: None,
-        })
-    };
+    let mut gap =
+        |path: String, gap: Gap| gaps.push(inbound::untranslated(Dialect::OpenAi, path, gap));
     mapping::unread_fields(&f, READ, HINTS, NO_EQUIVALENT, &mut gap);
     if f.u32("n")?.is_some_and(|n| n != 1) {
         gap("n".into(), Gap::NoEquivalent);
@@ -111,15 +102,7 @@ pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
     let stop = match f.get("stop") {
         None => Vec::new(),
         Some(Value::String(s)) => vec![s.clone()],
-        Some(Value::Array(a)) => a
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                s.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| FormatError::malformed(index("stop", i), "expected a string"))
-            })
-            .collect::<Result<_, _>>()?,
+        Some(Value::Array(a)) => inbound::strings(a, "stop")?,
         Some(_) => return Err(FormatError::malformed("stop", "expected string or array")),
     };
     let mut tools = Vec::new();
@@ -135,15 +118,12 @@ pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
                 .ok_or_else(|| FormatError::malformed("seed", "expected an integer"))?,
         ),
     };
-    let reasoning = match f.str("reasoning_effort")? {
+    let reasoning = inbound::effort(f.str("reasoning_effort")?);
+    let tool_choice = inbound::tool_choice(f.get("tool_choice"), Some("function"), &mut gap)?;
+    let response_format = match f.object("response_format")? {
+        Some(rf) => inbound::response_format(&rf, Some("json_schema"), &mut gap)?,
         None => None,
-        Some("none") => Some(Reasoning::Disabled),
-        Some(effort) => Some(Reasoning::Effort {
-            effort: effort.to_string(),
-        }),
     };
-    let tool_choice = parse_tool_choice(f.get("tool_choice"), &mut gap)?;
-    let response_format = parse_response_format(&f, &mut gap)?;
     Ok(ChatRequest {
         model: Some(f.req_str("model")?.to_string()),
         messages,
@@ -167,37 +147,6 @@ pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
         untranslated: with_values(gaps, &f),
         native: None,
     })
-}
-
-fn parse_response_format(
-    f: &Fields<'_>,
-    gap: &mut GapFn<'_>,
-) -> Result<Option<ResponseFormat>, FormatError> {
-    let Some(rf) = f.object("response_format")? else {
-        return Ok(None);
-    };
-    Ok(Some(match rf.req_str("type")? {
-        "text" => ResponseFormat::Text,
-        "json_object" => ResponseFormat::JsonObject,
-        "json_schema" => {
-            let s = rf
-                .object("json_schema")?
-                .ok_or_else(|| FormatError::malformed(rf.path("json_schema"), "required"))?;
-            ResponseFormat::JsonSchema(JsonSchema {
-                name: s.req_str("name")?.to_string(),
-                description: s.str("description")?.map(str::to_string),
-                schema: s
-                    .get("schema")
-                    .cloned()
-                    .unwrap_or_else(|| json!({"type": "object"})),
-                strict: s.bool("strict")?,
-            })
-        }
-        _ => {
-            gap("response_format".into(), Gap::Unknown);
-            return Ok(None);
-        }
-    }))
 }
 
 /// One message, or `None` for one the neutral request cannot hold (its
@@ -232,15 +181,7 @@ fn parse_message(
     };
     match role {
         Role::Tool => {
-            let mut content = String::new();
-            let mut images = Vec::new();
-            for p in parts {
-                match p {
-                    Part::Text { text, .. } => content.push_str(&text),
-                    Part::Image(image) => images.push(image),
-                    Part::ToolCall(_) | Part::ToolResult { .. } | Part::Thinking(_) => {}
-                }
-            }
+            let (content, images) = inbound::text_and_images(parts);
             Ok(Some(Message {
                 role: Role::Tool,
                 content: vec![Part::ToolResult {
@@ -273,9 +214,7 @@ fn parse_message(
                         continue;
                     }
                 }
-                let function = call
-                    .object("function")?
-                    .ok_or_else(|| FormatError::malformed(call.path("function"), "required"))?;
+                let function = call.req_object("function")?;
                 content.push(Part::ToolCall(ToolCall {
                     id: call.req_str("id")?.to_string(),
                     name: function.req_str("name")?.to_string(),
@@ -344,24 +283,16 @@ fn content_parts(v: &Value, path: &str, gap: &mut GapFn<'_>) -> Result<Vec<Part>
             for (i, part) in parts.iter().enumerate() {
                 let p = Fields::of(part, index(path, i))?;
                 match p.req_str("type")? {
-                    "text" => out.push(Part::Text {
-                        text: p.req_str("text")?.to_string(),
-                        cache_control: p.get("cache_control").cloned(),
-                    }),
+                    "text" => out.push(inbound::text_part(&p)?),
                     "refusal" => out.push(Part::text(p.req_str("refusal")?)),
                     "image_url" => {
-                        let image = p.object("image_url")?.ok_or_else(|| {
-                            FormatError::malformed(p.path("image_url"), "required")
-                        })?;
+                        let image = p.req_object("image_url")?;
                         let url = image.req_str("url")?;
-                        match mapping::image_source(url) {
-                            Some(source) => out.push(Part::Image(Image {
-                                source,
-                                detail: image.str("detail")?.map(str::to_string),
-                                cache_control: p.get("cache_control").cloned(),
-                            })),
-                            None => gap(image.path("url"), Gap::NoEquivalent),
-                        }
+                        let cache_control = p.get("cache_control").cloned();
+                        out.extend(
+                            inbound::url_image(&image, "url", url, cache_control, gap)?
+                                .map(Part::Image),
+                        );
                     }
                     "input_audio" | "file" => gap(index(path, i), Gap::NoEquivalent),
                     _ => gap(index(path, i), Gap::Unknown),
@@ -375,57 +306,8 @@ fn content_parts(v: &Value, path: &str, gap: &mut GapFn<'_>) -> Result<Vec<Part>
 
 fn parse_tool(v: &Value, path: &str, gap: &mut GapFn<'_>) -> Result<Option<Tool>, FormatError> {
     let t = Fields::of(v, path)?;
-    if t.req_str("type")? != "function" {
-        gap(t.path("type"), Gap::NoEquivalent);
-        return Ok(None);
-    }
-    let function = t
-        .object("function")?
-        .ok_or_else(|| FormatError::malformed(t.path("function"), "required"))?;
-    if function.bool("strict")? == Some(true) {
-        gap(function.path("strict"), Gap::Hint);
-    }
-    Ok(Some(Tool {
-        name: function.req_str("name")?.to_string(),
-        description: function.str("description")?.map(str::to_string),
-        parameters: function
-            .get("parameters")
-            .cloned()
-            .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-        cache_control: t.get("cache_control").cloned(),
-    }))
-}
-
-fn parse_tool_choice(
-    v: Option<&Value>,
-    gap: &mut GapFn<'_>,
-) -> Result<Option<ToolChoice>, FormatError> {
-    let path = "tool_choice";
-    match v {
-        None => Ok(None),
-        Some(Value::String(s)) => match s.as_str() {
-            "auto" => Ok(Some(ToolChoice::Auto)),
-            "none" => Ok(Some(ToolChoice::None)),
-            "required" => Ok(Some(ToolChoice::Required)),
-            other => Err(FormatError::malformed(
-                path,
-                format!("unknown tool choice \"{other}\""),
-            )),
-        },
-        Some(obj) => {
-            let f = Fields::of(obj, path)?;
-            if f.req_str("type")? != "function" {
-                gap(path.into(), Gap::NoEquivalent);
-                return Ok(None);
-            }
-            let function = f
-                .object("function")?
-                .ok_or_else(|| FormatError::malformed(f.path("function"), "required"))?;
-            Ok(Some(ToolChoice::Tool(
-                function.req_str("name")?.to_string(),
-            )))
-        }
-    }
+    let cache_control = t.get("cache_control").cloned();
+    inbound::function_tool(&t, Some("function"), cache_control, gap)
 }
 
 #[cfg(test)]

@@ -7,12 +7,9 @@
 
 use serde_json::{json, Value};
 
-use crate::chat::{
-    ChatRequest, Dialect, Gap, Image, JsonSchema, Message, Part, Reasoning, ResponseFormat, Role,
-    Tool, ToolCall, ToolChoice, Untranslated,
-};
+use crate::chat::{ChatRequest, Dialect, Gap, Message, Part, ResponseFormat, Role, Tool, ToolCall};
 use crate::format::mapping::{self, GapFn};
-use crate::format::{index, parse_json, with_values, Fields, FormatError};
+use crate::format::{inbound, index, parse_json, with_values, Fields, FormatError};
 
 /// Fields read into the neutral request, or checked below.
 const READ: &[&str] = &[
@@ -68,14 +65,8 @@ pub fn parse_request(body: &[u8]) -> Result<ChatRequest, FormatError> {
 pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
     let f = Fields::of(v, "")?;
     let mut gaps = Vec::new();
-    let mut gap = |path: String, gap: Gap| {
-        gaps.push(Untranslated {
-            path,
-            gap,
-            dialect: Dialect::Responses,
-            value: None,
-        })
-    };
+    let mut gap =
+        |path: String, gap: Gap| gaps.push(inbound::untranslated(Dialect::Responses, path, gap));
     mapping::unread_fields(&f, READ, HINTS, NO_EQUIVALENT, &mut gap);
     // The API stores a response unless told not to; only an explicit
     // `store: true` asks for what a translation cannot keep.
@@ -115,17 +106,11 @@ pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
                     gap(r.path(key), Gap::Hint);
                 }
             }
-            match r.str("effort")? {
-                None => None,
-                Some("none") => Some(Reasoning::Disabled),
-                Some(effort) => Some(Reasoning::Effort {
-                    effort: effort.to_string(),
-                }),
-            }
+            inbound::effort(r.str("effort")?)
         }
     };
     let response_format = parse_text(&f, &mut gap)?;
-    let tool_choice = parse_tool_choice(f.get("tool_choice"), &mut gap)?;
+    let tool_choice = inbound::tool_choice(f.get("tool_choice"), None, &mut gap)?;
     Ok(ChatRequest {
         model: Some(f.req_str("model")?.to_string()),
         messages,
@@ -210,18 +195,7 @@ fn read_item(
         "function_call_output" => {
             let (content, images) = match f.required("output")? {
                 Value::String(s) => (s.clone(), Vec::new()),
-                other => {
-                    let mut text = String::new();
-                    let mut images = Vec::new();
-                    for p in content_parts(other, &f.path("output"), gap)? {
-                        match p {
-                            Part::Text { text: t, .. } => text.push_str(&t),
-                            Part::Image(image) => images.push(image),
-                            Part::ToolCall(_) | Part::ToolResult { .. } | Part::Thinking(_) => {}
-                        }
-                    }
-                    (text, images)
-                }
+                other => inbound::text_and_images(content_parts(other, &f.path("output"), gap)?),
             };
             out.push(Message {
                 role: Role::Tool,
@@ -269,14 +243,9 @@ fn content_parts(v: &Value, path: &str, gap: &mut GapFn<'_>) -> Result<Vec<Part>
                     "input_text" | "output_text" => out.push(Part::text(p.req_str("text")?)),
                     "refusal" => out.push(Part::text(p.req_str("refusal")?)),
                     "input_image" => match p.str("image_url")? {
-                        Some(url) => match mapping::image_source(url) {
-                            Some(source) => out.push(Part::Image(Image {
-                                source,
-                                detail: p.str("detail")?.map(str::to_string),
-                                cache_control: None,
-                            })),
-                            None => gap(p.path("image_url"), Gap::NoEquivalent),
-                        },
+                        Some(url) => out.extend(
+                            inbound::url_image(&p, "image_url", url, None, gap)?.map(Part::Image),
+                        ),
                         // A `file_id`: a file stored with the provider.
                         None => gap(index(path, i), Gap::NoEquivalent),
                     },
@@ -293,23 +262,7 @@ fn content_parts(v: &Value, path: &str, gap: &mut GapFn<'_>) -> Result<Vec<Part>
 /// A `function` tool (flat: `name`, `parameters` beside `type`); a hosted
 /// tool has no equivalent elsewhere.
 fn parse_tool(v: &Value, path: &str, gap: &mut GapFn<'_>) -> Result<Option<Tool>, FormatError> {
-    let t = Fields::of(v, path)?;
-    if t.req_str("type")? != "function" {
-        gap(t.path("type"), Gap::NoEquivalent);
-        return Ok(None);
-    }
-    if t.bool("strict")? == Some(true) {
-        gap(t.path("strict"), Gap::Hint);
-    }
-    Ok(Some(Tool {
-        name: t.req_str("name")?.to_string(),
-        description: t.str("description")?.map(str::to_string),
-        parameters: t
-            .get("parameters")
-            .cloned()
-            .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-        cache_control: None,
-    }))
+    inbound::function_tool(&Fields::of(v, path)?, None, None, gap)
 }
 
 /// `text.format` (`text`, `json_object`, or a flat `json_schema`);
@@ -321,52 +274,9 @@ fn parse_text(f: &Fields<'_>, gap: &mut GapFn<'_>) -> Result<Option<ResponseForm
     if text.get("verbosity").is_some() {
         gap(text.path("verbosity"), Gap::Hint);
     }
-    let Some(format) = text.object("format")? else {
-        return Ok(None);
-    };
-    Ok(Some(match format.req_str("type")? {
-        "text" => ResponseFormat::Text,
-        "json_object" => ResponseFormat::JsonObject,
-        "json_schema" => ResponseFormat::JsonSchema(JsonSchema {
-            name: format.req_str("name")?.to_string(),
-            description: format.str("description")?.map(str::to_string),
-            schema: format
-                .get("schema")
-                .cloned()
-                .unwrap_or_else(|| json!({"type": "object"})),
-            strict: format.bool("strict")?,
-        }),
-        _ => {
-            gap(text.path("format"), Gap::Unknown);
-            return Ok(None);
-        }
-    }))
-}
-
-fn parse_tool_choice(
-    v: Option<&Value>,
-    gap: &mut GapFn<'_>,
-) -> Result<Option<ToolChoice>, FormatError> {
-    let path = "tool_choice";
-    match v {
+    match text.object("format")? {
+        Some(format) => inbound::response_format(&format, None, gap),
         None => Ok(None),
-        Some(Value::String(s)) => match s.as_str() {
-            "auto" => Ok(Some(ToolChoice::Auto)),
-            "none" => Ok(Some(ToolChoice::None)),
-            "required" => Ok(Some(ToolChoice::Required)),
-            other => Err(FormatError::malformed(
-                path,
-                format!("unknown tool choice \"{other}\""),
-            )),
-        },
-        Some(obj) => {
-            let f = Fields::of(obj, path)?;
-            if f.req_str("type")? != "function" {
-                gap(path.into(), Gap::NoEquivalent);
-                return Ok(None);
-            }
-            Ok(Some(ToolChoice::Tool(f.req_str("name")?.to_string())))
-        }
     }
 }
 

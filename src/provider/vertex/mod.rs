@@ -171,6 +171,21 @@ impl Vertex {
         Ok(http)
     }
 
+    /// The service account's token on `http`. The engine made it fresh
+    /// just before; none held means no fetch was made (a caller driving the
+    /// adapter by hand).
+    fn bearer(&self, http: &mut HttpRequest) -> Result<(), ProviderError> {
+        let Some(token) = self.account.current() else {
+            return Err(ProviderError::new(
+                ErrorKind::Auth,
+                "no access token: the service account's token was not fetched",
+            ));
+        };
+        http.headers
+            .insert("authorization", format!("Bearer {}", token.expose()));
+        Ok(())
+    }
+
     fn encode_gemini(&self, req: &ChatRequest, model: &str) -> Result<HttpRequest, ProviderError> {
         self.models.check(req, model)?;
         let encoded = gemini::encode_request(req).map_err(|e| e.into_request_error())?;
@@ -197,16 +212,7 @@ impl Provider for Vertex {
             Publisher::Anthropic => self.encode_anthropic(req, model)?,
             Publisher::Google => self.encode_gemini(req, model)?,
         };
-        // The engine made the token fresh just before; none held means no
-        // fetch was made (a caller driving the adapter by hand).
-        let Some(token) = self.account.current() else {
-            return Err(ProviderError::new(
-                ErrorKind::Auth,
-                "no access token: the service account's token was not fetched",
-            ));
-        };
-        http.headers
-            .insert("authorization", format!("Bearer {}", token.expose()));
+        self.bearer(&mut http)?;
         Ok(http)
     }
 
@@ -291,14 +297,7 @@ impl Provider for Vertex {
             .or_insert_with(|| ANTHROPIC_VERSION.into());
         let url = self.url("count-tokens", "rawPredict");
         let mut http = HttpRequest::post_json(url, serde_json::to_vec(&body).map_err(invalid)?);
-        let Some(token) = self.account.current() else {
-            return Err(ProviderError::new(
-                ErrorKind::Auth,
-                "no access token: the service account's token was not fetched",
-            ));
-        };
-        http.headers
-            .insert("authorization", format!("Bearer {}", token.expose()));
+        self.bearer(&mut http)?;
         Ok(http)
     }
 

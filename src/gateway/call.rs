@@ -1,0 +1,115 @@
+//! What every call handler (chat, whole or buffered, and the other
+//! endpoints) does before and after its own part: the body read within the
+//! size limit, the deadline the client asked for, and the answer's log
+//! fields and headers, with an error in the client's format.
+
+use std::time::Duration;
+
+use super::log::LogLine;
+use super::render::{error_code, render_error, too_large};
+use super::request::{read_body, BodyError};
+use super::{error_response, Format, Gateway, Outbound};
+use crate::engine::client::{Reply, ServedBy};
+use crate::engine::endpoint::EndpointReply;
+use crate::engine::store::BreakerStore;
+use crate::error::{Attempt, Error};
+use crate::platform::{Body, Headers, Platform};
+
+impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
+    /// The request's body, read within the size limit (a `Content-Length`
+    /// over it is refused before the body is kept), or the answer that
+    /// refuses it, in `format`.
+    pub(super) async fn read_request(
+        &self,
+        format: Format,
+        headers: &Headers,
+        body: Body,
+        log: &mut LogLine<'_>,
+    ) -> Result<Vec<u8>, Outbound> {
+        let limit = self.client.policy.max_request_bytes;
+        let declared = headers
+            .get("content-length")
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        match read_body(body, limit, declared.is_some_and(|n| n > limit as u64)).await {
+            Ok(b) => Ok(b),
+            Err(BodyError::TooLarge) => {
+                log.error = Some("request_too_large");
+                Err(too_large(format, limit))
+            }
+            Err(BodyError::Unreadable) => {
+                log.error = Some("bad_body");
+                Err(error_response(
+                    format,
+                    400,
+                    "the request body could not be read",
+                    None,
+                ))
+            }
+        }
+    }
+}
+
+/// The deadline the client asked for in `x-request-timeout-ms` (a positive
+/// whole number of milliseconds; anything else asks for none).
+pub(super) fn asked_deadline(headers: &Headers) -> Option<Duration> {
+    headers
+        .get("x-request-timeout-ms")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|ms| *ms > 0)
+        .map(Duration::from_millis)
+}
+
+/// A call's successful result, as the log line reads it.
+pub(super) trait Answered {
+    /// Every attempt, in order, the successful one last.
+    fn attempts(&self) -> &[Attempt];
+    /// The entry that answered.
+    fn served_by(&self) -> &ServedBy;
+}
+
+impl Answered for Reply {
+    fn attempts(&self) -> &[Attempt] {
+        &self.attempts
+    }
+    fn served_by(&self) -> &ServedBy {
+        &self.served_by
+    }
+}
+
+impl Answered for EndpointReply {
+    fn attempts(&self) -> &[Attempt] {
+        &self.attempts
+    }
+    fn served_by(&self) -> &ServedBy {
+        &self.served_by
+    }
+}
+
+/// The answer to a call that ended with `result`: its attempts and the
+/// entry that answered go into `log`, a success is rendered by `render`,
+/// an error in `format`, and the answer carries the log's headers.
+pub(super) fn answer<'l, R: Answered>(
+    format: Format,
+    result: Result<R, Error>,
+    log: &mut LogLine<'l>,
+    render: impl FnOnce(R, &mut LogLine<'l>) -> Outbound,
+) -> Outbound {
+    log.record_attempts(
+        result
+            .as_ref()
+            .map_or_else(|e| e.attempts(), Answered::attempts),
+    );
+    let mut out = match result {
+        Ok(reply) => {
+            let served_by = reply.served_by();
+            log.served_by = Some(format!("{}/{}", served_by.provider, served_by.model));
+            render(reply, log)
+        }
+        Err(e) => {
+            log.error = Some(error_code(&e));
+            render_error(format, &e)
+        }
+    };
+    log.answer_headers(&mut out);
+    out
+}
