@@ -15,10 +15,11 @@
 # from npm binaryen 132 at the same -O level.
 #
 # Usage: [NPM_OPT_LEVEL=0|1|2|3|s|z] scripts/build-npm.sh [OUT_DIR]   (default: pkg/)
-#   NPM_OPT_LEVEL (default "s", as Cargo.toml's release profile): rustc's opt-level and
-#   wasm-opt's -O level. Chosen by an A/B of CPU per chat call (scripts/bench-npm.mjs, 2026-12-01,
-#   two runs): "s" 2.1–3.4 % and 3 0.3–2.6 % less than "z", "s" and 3 alike within noise;
-#   gzip 315 KB ("s"), 345 KB (3), 296 KB ("z").
+#   NPM_OPT_LEVEL (default "z"): rustc's opt-level and wasm-opt's -O level. "z" is what fits the
+#   package with `jsonSchema` (feature `schema`, in `js`) under its 1 MiB gzip limit: 1,002,878 B,
+#   against 1,077,525 B at "s". CPU per chat call, "z" with the schema engine against "s" without
+#   (scripts/bench-npm.mjs, five interleaved rounds, 2026-12-01): 1.000 (0.897..1.105), alike
+#   within noise; an earlier A/B of the package without it had "s" 2–3 % under "z".
 #
 # Expects the tools of scripts/setup.sh; sources its env file when present:
 #   ${RESILIENT_LLM_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/resilient-llm/tools}/env.sh
@@ -38,7 +39,7 @@ case $OUT in /*) ;; *) OUT=$PWD/$OUT ;; esac
 log() { printf 'build-npm: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-OPT=${NPM_OPT_LEVEL:-s}
+OPT=${NPM_OPT_LEVEL:-z}
 case $OPT in 0 | 1 | 2 | 3 | s | z) ;; *) die "NPM_OPT_LEVEL must be one of 0 1 2 3 s z, not '$OPT'" ;; esac
 
 ENV_FILE=${RESILIENT_LLM_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/resilient-llm/tools}/env.sh

@@ -174,9 +174,8 @@ fn validator(v: &ValidatorConfig, path: &str, issues: &mut Vec<ConfigIssue>) -> 
         #[cfg(not(feature = "schema"))]
         ValidatorConfig::JsonSchema { .. } => issue(
             path.to_string(),
-            "not in this build (cargo feature \"schema\", off in the npm package for its \
-             size limit): use `json` with a `regex`, or in the npm package a JS function in \
-             options.validators with a JSON Schema library"
+            "not in this build: cargo feature \"schema\" (the Worker and the npm package have \
+             it); without it, `json` with a `regex`"
                 .into(),
         ),
         ValidatorConfig::MinLength { value } => Some(Validator::MinLength(*value)),

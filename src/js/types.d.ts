@@ -272,7 +272,7 @@ export interface QualityConfig {
 
 export type ValidatorConfig =
   | { kind: "json" }
-  /** Not in this package (no JSON Schema engine fits its wasm size limit): a `ConfigError`; judge with a JS validator and your schema library. */
+  /** JSON Schema draft 2020-12 (boon): `$ref`s inside the schema only; `pattern`s without Unicode classes; a schema that does not compile is a `ConfigError` at its path. */
   | { kind: "jsonSchema"; schema: object }
   /** `regex-lite` syntax (Rust's regex without Unicode classes); matches anywhere unless anchored. */
   | { kind: "regex"; pattern: string }

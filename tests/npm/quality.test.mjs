@@ -100,10 +100,25 @@ test("bad validators and schemas are ConfigErrors with their paths", () => {
   const providers = [scripted("cheap", ["a"]), scripted("strong", ["b"])];
   assert.deepEqual(issues({ routes: route }, { providers, validators: { extract: "yes" } }), ["options.validators.extract"]);
   assert.deepEqual(issues({ routes: route }, { providers, validators: { nowhere: () => true } }), ["options.validators.nowhere"]);
-  // The package's wasm has no JSON Schema engine (its size limit): a JS function judges.
+  // A schema that does not compile is refused where its fault is.
   assert.deepEqual(issues({ routes: route, quality: { extract: { validators: [
-    { kind: "json" }, { kind: "jsonSchema", schema: { type: "object" } }, { kind: "regex", pattern: "(x" }] } } }, { providers }),
-  ["quality.extract.validators[1]", "quality.extract.validators[2].pattern"]);
+    { kind: "json" }, { kind: "jsonSchema", schema: { type: "object", properties: { n: { type: "nope" } } } },
+    { kind: "regex", pattern: "(x" }] } } }, { providers }),
+  ["quality.extract.validators[1].schema.properties.n.type", "quality.extract.validators[2].pattern"]);
+});
+
+test("a jsonSchema validator: an answer that breaks the schema escalates; the one that meets it wins", async () => {
+  const schema = { type: "object", required: ["name", "age"], properties: { name: { type: "string" }, age: { type: "integer", minimum: 0 } } };
+  const client = new ResilientClient({ routes: route, quality: { extract: { validators: [{ kind: "jsonSchema", schema }] } } }, {
+    providers: [scripted("cheap", ['{"name":"Ada","age":"old"}']), scripted("strong", ['{"name":"Ada","age":36}'])],
+  });
+  const res = await client.chat({ ...user("who?"), model: "extract" });
+  assert.equal(res.text, '{"name":"Ada","age":36}');
+  assert.equal(res.provider, "strong");
+  assert.deepEqual(res.attempts.map((a) => a.ok), [false, true]);
+  assert.match(res.attempts[0].rejected, /^jsonSchema: at \/age: /);
+  // The schema's verdict is no provider failure.
+  assert.deepEqual(client.health().map((h) => [h.provider, h.failures]), [["cheap", 0], ["strong", 0]]);
 });
 
 test("client.fetch streams a validated route buffered, after validation", async () => {
