@@ -6,8 +6,12 @@
 use std::time::Duration;
 
 use resilient_llm::testing::{block_on, reply, FakePlatform, Reply};
-use resilient_llm::{AttemptOutcome, CallOptions, ChatRequest, Client, Config, Message, Platform};
-use serde_json::{json, Value};
+use resilient_llm::{AttemptOutcome, CallOptions, Config, Platform};
+use serde_json::json;
+
+#[path = "common/hedge.rs"]
+mod route;
+use route::{client, req};
 
 fn answer(model: &str) -> Reply {
     let body = json!({ "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
@@ -16,30 +20,6 @@ fn answer(model: &str) -> Reply {
     reply(200)
         .header("content-type", "application/json")
         .body(body.to_string())
-}
-
-fn client(p: &FakePlatform, hedge: Value) -> Client<FakePlatform> {
-    Config::parse(
-        &json!({
-            "providers": {
-                "first": { "kind": "openai", "baseUrl": "https://first.test" },
-                "second": { "kind": "openai", "baseUrl": "https://second.test" },
-                "third": { "kind": "openai", "baseUrl": "https://third.test" }
-            },
-            "routes": { "default": [ { "provider": "first", "model": "m1" },
-                                     { "provider": "second", "model": "m2" },
-                                     { "provider": "third", "model": "m3" } ] },
-            "hedge": { "default": hedge }
-        })
-        .to_string(),
-    )
-    .unwrap()
-    .client(p.clone(), vec![], &|_| Some("sk-test".into()))
-    .unwrap()
-}
-
-fn req() -> ChatRequest {
-    ChatRequest::new(vec![Message::user("hi")])
 }
 
 fn outcomes(reply: &resilient_llm::Reply) -> Vec<(String, AttemptOutcome)> {

@@ -8,11 +8,12 @@
 use std::time::Duration;
 
 use resilient_llm::testing::{block_on, reply, FakePlatform, Reply};
-use resilient_llm::{
-    Attempt, AttemptOutcome, CallOptions, ChatRequest, Client, Config, Delta, Error, Message,
-    Platform,
-};
+use resilient_llm::{Attempt, AttemptOutcome, CallOptions, Client, Config, Delta, Error, Platform};
 use serde_json::{json, Value};
+
+#[path = "common/hedge.rs"]
+mod route;
+use route::{client, req};
 
 fn chunk(model: &str, delta: Value, finish: Option<&str>) -> String {
     let c = json!({ "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": model,
@@ -38,30 +39,6 @@ fn saying(model: &str, text: &str) -> Reply {
             format!("data: {usage}\n\n"),
             "data: [DONE]\n\n".to_string(),
         ])
-}
-
-fn client(p: &FakePlatform, hedge: Value) -> Client<FakePlatform> {
-    Config::parse(
-        &json!({
-            "providers": {
-                "first": { "kind": "openai", "baseUrl": "https://first.test" },
-                "second": { "kind": "openai", "baseUrl": "https://second.test" },
-                "third": { "kind": "openai", "baseUrl": "https://third.test" }
-            },
-            "routes": { "default": [ { "provider": "first", "model": "m1" },
-                                     { "provider": "second", "model": "m2" },
-                                     { "provider": "third", "model": "m3" } ] },
-            "hedge": { "default": hedge }
-        })
-        .to_string(),
-    )
-    .unwrap()
-    .client(p.clone(), vec![], &|_| Some("sk-test".into()))
-    .unwrap()
-}
-
-fn req() -> ChatRequest {
-    ChatRequest::new(vec![Message::user("hi")])
 }
 
 /// The stream read to its end: its text, who answered, every attempt.
