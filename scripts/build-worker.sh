@@ -18,7 +18,11 @@ case $opt in
 esac
 # shellcheck disable=SC1091
 . "${RESILIENT_LLM_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/resilient-llm/tools}/env.sh"
-CARGO_PROFILE_RELEASE_OPT_LEVEL=$opt nice -n 10 worker-build --release --features worker,schema "$@"
+# With `jsonSchema` (feature `schema`) where the tree has it: scripts/bench-worker.sh builds older
+# revisions with this script too (--baseline-rev), from before the feature.
+wasm_features=worker
+grep -q '^schema = ' Cargo.toml && wasm_features=worker,schema
+CARGO_PROFILE_RELEASE_OPT_LEVEL=$opt nice -n 10 worker-build --release --features "$wasm_features" "$@"
 # The wasm features workerd runs; explicit so that wasm-opt emits nothing newer.
 features=(--enable-mutable-globals --enable-sign-ext --enable-nontrapping-float-to-int
   --enable-bulk-memory --enable-multivalue --enable-reference-types --enable-exception-handling)
