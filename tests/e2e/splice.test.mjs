@@ -11,56 +11,9 @@ import OpenAI from "openai";
 import Anthropic from "@anthropic-ai/sdk";
 import { GATEWAY_KEY, eventually, gatewayConfig, startGateway, startMock } from "./gateway-harness.mjs";
 
-const PROMPT = "tell me a short story about a resilient fox";
-const answer = (name) => `[${name}] echo: ${PROMPT}`;
+import { PROMPT, answer, anthropicStream, assertNeverTruncated, openaiStream } from "./stream-readers.mjs";
+
 const HEADERS = { "content-type": "application/json", authorization: `Bearer ${GATEWAY_KEY}`, "x-api-key": GATEWAY_KEY, "anthropic-version": "2023-06-01" };
-
-async function openaiStream(client, model) {
-  const out = { text: "", finish: null, usage: null, error: null };
-  try {
-    const stream = await client.chat.completions.create({
-      model, stream: true, stream_options: { include_usage: true }, messages: [{ role: "user", content: PROMPT }],
-    });
-    for await (const chunk of stream) {
-      const choice = chunk.choices[0];
-      if (choice?.delta?.content) out.text += choice.delta.content;
-      if (choice?.finish_reason) out.finish = choice.finish_reason;
-      if (chunk.usage) out.usage = chunk.usage;
-    }
-  } catch (e) {
-    out.error = e;
-  }
-  return out;
-}
-
-async function anthropicStream(client, model) {
-  const out = { text: "", finish: null, usage: null, error: null };
-  try {
-    const stream = await client.messages.create({
-      model, max_tokens: 256, stream: true, messages: [{ role: "user", content: PROMPT }],
-    });
-    for await (const ev of stream) {
-      if (ev.type === "content_block_delta" && ev.delta.type === "text_delta") out.text += ev.delta.text;
-      if (ev.type === "message_delta") {
-        out.finish = ev.delta.stop_reason;
-        out.usage = ev.usage;
-      }
-    }
-  } catch (e) {
-    out.error = e;
-  }
-  return out;
-}
-
-function assertNeverTruncated(r, full) {
-  if (r.error) {
-    assert.ok(full.startsWith(r.text) && r.text.length < full.length, `partial text must be a prefix: ${r.text}`);
-    assert.equal(r.finish, null, "no finish after an incomplete answer");
-  } else {
-    assert.equal(r.text, full);
-    assert.ok(r.finish, "a complete answer has a finish reason");
-  }
-}
 
 /** The stream-end log line of the request the response `res` answered (workerd's output comes in late). */
 async function endLine(gw, res) {
