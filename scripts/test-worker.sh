@@ -42,5 +42,8 @@ node --test --test-concurrency=1 tests/e2e/worker.test.mjs tests/e2e/stream.test
   tests/e2e/model-breakers.test.mjs tests/e2e/routing.test.mjs tests/e2e/quality.test.mjs \
   tests/e2e/splice.test.mjs
 
+step "the stream suite again, with gathered reads (STREAM_GATHER=on, src/web/gather.rs)"
+E2E_STREAM_GATHER=on node --test --test-concurrency=1 tests/e2e/stream.test.mjs
+
 step "chaos soak, short (scripts/soak.sh --long is README's run)"
 scripts/soak.sh --short --no-build

@@ -31,6 +31,7 @@
 //! [`fetch`]: WebPlatform::fetch
 
 mod fetch;
+mod gather;
 mod headers;
 pub(crate) mod notify;
 mod reader;
@@ -45,6 +46,7 @@ use wasm_bindgen::prelude::*;
 use crate::platform::{HttpRequest, HttpResponse, Platform, TransportError, UnixMillis};
 
 pub use fetch::{error_message, fetch, stream_body, AbortOnDrop};
+pub use gather::enable_gather;
 pub use headers::{headers_from_js, headers_named, headers_to_js};
 pub use splice::{enable_splice, splice_enabled, Forward};
 pub use timer::{sleep, Sleep};

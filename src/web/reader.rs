@@ -16,6 +16,7 @@ use wasm_bindgen::JsCast;
 use web_sys::ReadableStream;
 
 use super::fetch::{transport, AbortOnDrop};
+use super::gather::{gathered, shows_comment};
 use super::splice::{Reader, Shared};
 use crate::platform::TransportError;
 
@@ -130,8 +131,11 @@ impl Chunks {
         guard: Option<AbortOnDrop>,
         shared: Rc<Shared>,
     ) -> Self {
-        let reader = stream.get_reader().unchecked_into();
-        *shared.reader.borrow_mut() = Reader::Direct(reader, stream);
+        // Only fetched bodies are gathered: a request's is read whole.
+        *shared.reader.borrow_mut() = match guard.as_ref().and_then(|_| gathered(&stream)) {
+            Some(reader) => reader,
+            None => Reader::Direct(stream.get_reader().unchecked_into(), stream),
+        };
         Chunks {
             shared,
             reads: Some(Reads::new()),
@@ -172,7 +176,9 @@ impl Stream for Chunks {
                 if !shared.may_read(cx.waker()) {
                     return Poll::Pending;
                 }
-                let Some(promise) = shared.reader.borrow().read() else {
+                let spare = shared.spare.borrow_mut().take();
+                let Some(promise) = shared.reader.borrow().read(spare, shared.at_least.get())
+                else {
                     return Poll::Ready(None);
                 };
                 promise
@@ -207,7 +213,14 @@ impl Stream for Chunks {
                 return Poll::Ready(None);
             }
             match result.value().dyn_into::<Uint8Array>() {
-                Ok(bytes) if bytes.length() > 0 => return Poll::Ready(Some(Ok(bytes.to_vec()))),
+                Ok(bytes) if bytes.length() > 0 => {
+                    let chunk = bytes.to_vec();
+                    *shared.spare.borrow_mut() = Some(bytes.buffer());
+                    if shared.at_least.get() > 1 && shows_comment(&chunk) {
+                        shared.at_least.set(1);
+                    }
+                    return Poll::Ready(Some(Ok(chunk)));
+                }
                 Ok(_) => continue, // an empty chunk: read on
                 Err(_) => {
                     this.finish();

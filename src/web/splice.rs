@@ -12,7 +12,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::task::Waker;
 
-use js_sys::{Object, Reflect, Uint8Array};
+use js_sys::{ArrayBuffer, Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::{ReadableStream, ReadableStreamDefaultReader};
@@ -21,6 +21,8 @@ use crate::platform::{Splice, Spliced};
 
 /// The most a read of the copy takes at once.
 const COPY_READ: u32 = 256 * 1024;
+/// The most a read of a gathered body takes at once.
+const GATHERED_READ: u32 = 64 * 1024;
 
 thread_local! {
     static ENABLED: Cell<bool> = const { Cell::new(false) };
@@ -50,6 +52,10 @@ extern "C" {
     #[wasm_bindgen(method, js_name = read)]
     fn read_into(this: &CopyReader, view: &Uint8Array) -> JsValue;
 
+    /// workerd's BYOB read that waits for at least `min` bytes.
+    #[wasm_bindgen(method, js_name = readAtLeast)]
+    fn read_at_least(this: &CopyReader, min: u32, view: &Uint8Array) -> JsValue;
+
     /// A `ReadableStream`, for the calls `web_sys` has no binding of.
     type Source;
 
@@ -69,25 +75,46 @@ pub(super) enum Reader {
     None,
     /// Read as it comes; the stream kept for a splice.
     Direct(ReadableStreamDefaultReader, ReadableStream),
+    /// Gathered ([`super::gather`]): each read a whole HTTP chunk; the
+    /// stream kept for a splice.
+    Gathered(CopyReader, ReadableStream),
     /// Spliced: the copy.
     Copy(CopyReader),
 }
 
 impl Reader {
-    /// A read's promise (`None`: nothing to read).
-    pub(super) fn read(&self) -> Option<JsValue> {
+    /// A read's promise (`None`: nothing to read), into `spare` when it
+    /// is a buffer of the read's size (the last read's, handed back); a
+    /// gathered read waits for `at_least` bytes.
+    pub(super) fn read(&self, spare: Option<ArrayBuffer>, at_least: u32) -> Option<JsValue> {
+        let view = |size: u32| match spare {
+            Some(b) if b.byte_length() == size => Uint8Array::new(&b),
+            _ => Uint8Array::new_with_length(size),
+        };
         match self {
             Reader::None => None,
             Reader::Direct(r, _) => Some(r.read().into()),
-            Reader::Copy(r) => Some(r.read_into(&Uint8Array::new_with_length(COPY_READ))),
+            Reader::Gathered(r, _) => Some(r.read_at_least(at_least, &view(GATHERED_READ))),
+            Reader::Copy(r) => Some(r.read_into(&view(COPY_READ))),
         }
     }
+}
+
+/// A BYOB reader of `stream`, if it is a byte stream.
+pub(super) fn byob(stream: &ReadableStream) -> Option<CopyReader> {
+    let options = Object::new();
+    Reflect::set(&options, &"mode".into(), &"byob".into()).ok()?;
+    stream.unchecked_ref::<Source>().byob_reader(&options).ok()
 }
 
 /// A body's read state, shared by its reader and its [`Splice`] handle.
 pub(super) struct Shared {
     pub(super) reader: RefCell<Reader>,
     pub(super) in_flight: Cell<bool>,
+    /// The last BYOB read's buffer, for the next.
+    pub(super) spare: RefCell<Option<ArrayBuffer>>,
+    /// The fewest bytes a gathered read waits for.
+    pub(super) at_least: Cell<u32>,
     /// Spliced: reads wait for leave.
     spliced: Cell<bool>,
     /// One read is let.
@@ -103,6 +130,8 @@ impl Shared {
         Rc::new(Shared {
             reader: RefCell::new(Reader::None),
             in_flight: Cell::new(false),
+            spare: RefCell::new(None),
+            at_least: Cell::new(super::gather::AT_LEAST),
             spliced: Cell::new(false),
             leave: Cell::new(false),
             forwarded: Cell::new(false),
@@ -141,10 +170,12 @@ impl Splice for SpliceHandle {
             return None;
         }
         let mut reader = shared.reader.borrow_mut();
-        let Reader::Direct(direct, stream) = &*reader else {
-            return None;
+        let (lock, stream): (&Lock, _) = match &*reader {
+            Reader::Direct(r, s) => (r.unchecked_ref(), s),
+            Reader::Gathered(r, s) => (r.unchecked_ref(), s),
+            _ => return None,
         };
-        direct.unchecked_ref::<Lock>().release().ok()?;
+        lock.release().ok()?;
         let branches = stream.tee();
         let (Ok(rest), Ok(copy)) = (
             branches.get(0).dyn_into::<ReadableStream>(),
@@ -153,13 +184,11 @@ impl Splice for SpliceHandle {
             *reader = Reader::None;
             return None;
         };
-        let options = Object::new();
-        Reflect::set(&options, &"mode".into(), &"byob".into()).ok()?;
         // A copy that is no byte stream is read by its default reader,
         // chunk by chunk, still only when let.
-        *reader = match copy.unchecked_ref::<Source>().byob_reader(&options) {
-            Ok(byob) => Reader::Copy(byob),
-            Err(_) => Reader::Direct(copy.get_reader().unchecked_into(), copy),
+        *reader = match byob(&copy) {
+            Some(byob) => Reader::Copy(byob),
+            None => Reader::Direct(copy.get_reader().unchecked_into(), copy),
         };
         shared.spliced.set(true);
         Some(Spliced(Rc::new(Forward {

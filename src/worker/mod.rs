@@ -62,6 +62,12 @@ fn load(env: &Env) -> Rc<Loaded> {
     let loaded = match Setup::load(config.as_deref(), &lookup) {
         Ok(setup) => {
             if env
+                .var("STREAM_GATHER")
+                .is_ok_and(|v| v.to_string() == "on")
+            {
+                web::enable_gather();
+            }
+            if env
                 .var("STREAM_SPLICE")
                 .is_ok_and(|v| v.to_string() == "on")
             {
