@@ -24,14 +24,13 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::Duration;
 
-use super::{ChatStream, Held, Sent, StreamItem};
+use super::{ChatStream, StreamItem};
 use crate::engine::client::Client;
 use crate::engine::cursor::{Cursor, Reach};
 use crate::engine::hedge::HedgePolicy;
 use crate::engine::store::BreakerStore;
 use crate::error::{Attempt, AttemptOutcome, Error};
 use crate::platform::{Platform, UnixMillis};
-use crate::policy::breaker::PermitKind;
 
 type Item = Option<Result<StreamItem, Error>>;
 type Leg<'a> = Pin<Box<dyn Future<Output = Item> + 'a>>;
@@ -251,26 +250,14 @@ impl<C: Clone> Template<C> {
         P: Platform,
         S: BreakerStore,
     {
-        ChatStream {
-            client: self.client.clone(),
-            req: self.req.clone(),
+        ChatStream::fresh(
+            self.client.clone(),
+            self.req.clone(),
             walk,
-            held: Held {
-                permit: None,
-                kind: PermitKind::Normal,
-                number: 0,
-                prefill_refused: false,
-            },
-            conn: None,
-            sent: Sent::default(),
-            usage: None,
-            malformed: 0,
-            done: false,
-            pass: self.pass,
-            timers: self.timers.clone(),
-            hedge: None,
-            _types: std::marker::PhantomData,
-        }
+            self.pass,
+            self.timers.clone(),
+            None,
+        )
     }
 }
 

@@ -79,6 +79,8 @@ pub(crate) struct RawEvent {
 pub(crate) use crate::engine::idle::{IdleTimers, OwnedSleep};
 #[path = "splice.rs"]
 mod splice;
+#[path = "stream_events.rs"]
+mod stream_events;
 
 /// The attempt in flight.
 struct Conn {
@@ -127,6 +129,16 @@ struct Held {
 }
 
 impl Held {
+    /// No entry admitted yet.
+    fn before_admission() -> Self {
+        Held {
+            permit: None,
+            kind: PermitKind::Normal,
+            number: 0,
+            prefill_refused: false,
+        }
+    }
+
     fn new(permit: Permit) -> Self {
         Held {
             kind: permit.kind,
@@ -236,29 +248,37 @@ where
     pub fn open(client: C, req: ChatRequest, opts: CallOptions) -> Result<Self, Error> {
         let walk = Cursor::start(&*client, &req, &opts)?.into_owned();
         let hedge = client.hedge_for(&req, &opts);
-        Ok(ChatStream {
+        let req = ChatRequest {
+            stream: true,
+            ..req
+        };
+        Ok(ChatStream::fresh(client, req, walk, None, None, hedge))
+    }
+
+    /// A stream of `req` over `walk`, nothing sent yet.
+    fn fresh(
+        client: C,
+        req: ChatRequest,
+        walk: Cursor<'static>,
+        pass: Option<Dialect>,
+        timers: Option<IdleTimers>,
+        hedge: Option<(String, crate::engine::hedge::HedgePolicy)>,
+    ) -> Self {
+        ChatStream {
             client,
-            req: ChatRequest {
-                stream: true,
-                ..req
-            },
+            req,
             walk,
-            held: Held {
-                permit: None,
-                kind: PermitKind::Normal,
-                number: 0,
-                prefill_refused: false,
-            },
+            held: Held::before_admission(),
             conn: None,
             sent: Sent::default(),
             usage: None,
             malformed: 0,
             done: false,
-            pass: None,
-            timers: None,
+            pass,
+            timers,
             hedge,
             _types: PhantomData,
-        })
+        }
     }
 }
 
@@ -644,195 +664,6 @@ where
                 }
             }
         }
-    }
-
-    /// Decodes events into the attempt's pending deltas. A malformed chunk
-    /// (reported) or an error event fails the attempt: a retry or the next
-    /// entry continues the answer from what was delivered. `raw` holds the
-    /// events' bytes as they came, when they pass through.
-    fn decode(
-        &self,
-        conn: &mut Conn,
-        events: Vec<SseEvent>,
-        raw: Vec<Option<Vec<u8>>>,
-    ) -> Result<(), ProviderError> {
-        let entry = self.walk.entry();
-        let Some(Upstream::Http(provider)) = self.client.upstreams.get(&entry.provider) else {
-            return Ok(());
-        };
-        let mut raw = raw.into_iter();
-        for ev in events {
-            let bytes = raw.next().flatten();
-            match provider.decode_event(&ev) {
-                Ok(deltas) => {
-                    if conn.raw {
-                        let usage_only = !deltas.is_empty()
-                            && deltas.iter().all(|d| matches!(d, Delta::Usage { .. }));
-                        conn.pending.push_back(StreamItem::Raw(RawEvent {
-                            event: ev,
-                            bytes,
-                            usage_only,
-                        }));
-                    }
-                    let passed = conn.raw;
-                    conn.pending.extend(
-                        deltas
-                            .into_iter()
-                            .map(|delta| StreamItem::Delta { delta, passed }),
-                    );
-                }
-                Err(e) => {
-                    if e.kind == ErrorKind::Decode {
-                        // It may have held part of the answer: skipped, the
-                        // answer could end looking complete without it.
-                        conn.malformed += 1;
-                        self.client.emit(|| Event::MalformedChunk {
-                            provider: &entry.provider,
-                            error: &e,
-                        });
-                    }
-                    return Err(e);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Applies one delta of the attempt in flight.
-    fn take(&mut self, conn: &mut Conn, delta: Delta) -> Read {
-        let Some(delta) = conn.answer.map(delta) else {
-            return Read::More;
-        };
-        match delta {
-            Delta::Start { model } => conn.model = model.or(conn.model.take()),
-            Delta::Text { text } if text.is_empty() => {}
-            Delta::Text { text } => {
-                conn.first_content
-                    .get_or_insert_with(|| self.client.platform.now());
-                let fresh = match &mut conn.mode {
-                    Mode::Forward => text,
-                    Mode::Match { skip, seen } => {
-                        seen.push_str(&text);
-                        if seen.len() < skip.len() {
-                            if !skip.starts_with(seen.as_str()) {
-                                return Read::Failed(diverged());
-                            }
-                            return Read::More;
-                        }
-                        if !seen.starts_with(skip.as_str()) {
-                            return Read::Failed(diverged());
-                        }
-                        let rest = seen.get(skip.len()..).unwrap_or_default().to_string();
-                        conn.mode = Mode::Forward;
-                        rest
-                    }
-                };
-                if !fresh.is_empty() {
-                    return self.forward(conn, Delta::Text { text: fresh });
-                }
-            }
-            Delta::ToolCall {
-                index,
-                id,
-                name,
-                arguments,
-            } => {
-                conn.first_content
-                    .get_or_insert_with(|| self.client.platform.now());
-                if conn.mode != Mode::Forward {
-                    return Read::Failed(diverged());
-                }
-                return self.forward(
-                    conn,
-                    Delta::ToolCall {
-                        index,
-                        id,
-                        name,
-                        arguments,
-                    },
-                );
-            }
-            // Reasoning commits like content; a continuation's new
-            // reasoning is not the delivered answer's, and is not repeated.
-            Delta::Thinking(t) => {
-                conn.first_content
-                    .get_or_insert_with(|| self.client.platform.now());
-                if conn.mode == Mode::Forward {
-                    return self.forward(conn, Delta::Thinking(t));
-                }
-            }
-            Delta::Finish { reason } => {
-                if conn.mode != Mode::Forward {
-                    return Read::Failed(diverged());
-                }
-                conn.finish = Some(reason);
-            }
-            Delta::Usage { usage } => crate::format::merge_usage(&mut conn.usage, usage),
-            Delta::Done => {
-                conn.done = true;
-                conn.body = None;
-                conn.pending.clear();
-                return if conn.mode == Mode::Forward {
-                    Read::Complete
-                } else {
-                    Read::Failed(diverged())
-                };
-            }
-        }
-        Read::More
-    }
-
-    /// Hands content to the caller, the commit point first; before it, held
-    /// while the attempt's pace is judged ([`Pace`]).
-    fn forward(&mut self, conn: &mut Conn, delta: Delta) -> Read {
-        let ready = match conn.pace.as_mut() {
-            None => vec![delta],
-            Some(pace) => match pace.hold(self.client.platform.now(), delta) {
-                Gate::Hold => return Read::More,
-                Gate::TooSlow => return Read::Failed(pace.too_slow()),
-                Gate::Release(held) => held,
-            },
-        };
-        conn.pace = None;
-        self.hand_over(conn, ready);
-        Read::More
-    }
-
-    /// Commits and delivers content, noting what a continuation needs.
-    fn hand_over(&mut self, conn: &mut Conn, deltas: Vec<Delta>) {
-        for delta in deltas {
-            self.commit(conn);
-            if let Delta::Text { text } = &delta {
-                self.sent.text.push_str(text);
-            }
-            self.sent.tool_calls |= matches!(delta, Delta::ToolCall { .. });
-            self.deliver(conn, delta);
-        }
-    }
-
-    /// Hands `delta` of the attempt in flight to the caller.
-    fn deliver(&mut self, conn: &Conn, delta: Delta) {
-        self.sent.out.push_back(StreamItem::Delta {
-            delta,
-            passed: conn.raw,
-        });
-    }
-
-    /// The commit point: the first content goes to the caller, after the
-    /// raw events held until now and a `Start` that names the answering
-    /// model.
-    fn commit(&mut self, conn: &mut Conn) {
-        if self.sent.committed {
-            return;
-        }
-        self.sent.committed = true;
-        let entry = self.walk.entry();
-        self.sent.served_by = Some(self.walk.served_by());
-        let model = conn.model.clone().unwrap_or_else(|| entry.model.clone());
-        self.sent
-            .out
-            .extend(conn.held.drain(..).map(StreamItem::Raw));
-        self.deliver(conn, Delta::Start { model: Some(model) });
     }
 
     /// The attempt in flight completed the answer.
