@@ -15,6 +15,7 @@ import urllib.request
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
@@ -71,7 +72,11 @@ class StatusPage(unittest.TestCase):
     def state_of(self, provider, model=None):
         row = f'tr.model[data-provider="{provider}"][data-model="{model}"]' if model else f'tr[data-provider="{provider}"]'
         cells = self.driver.find_elements(By.CSS_SELECTOR, f'{row} .state .label')
-        return cells[0].text if cells else None
+        try:
+            return cells[0].text if cells else None
+        except StaleElementReferenceException:
+            return None  # the page re-rendered its table between the find and the read
+
 
     def wait_state(self, provider, state, seconds=15):
         WebDriverWait(self.driver, seconds, poll_frequency=0.2).until(
