@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 #[path = "common/hedge.rs"]
 mod route;
-use route::{client, req};
+use route::{client, client_with, req};
 
 fn chunk(model: &str, delta: Value, finish: Option<&str>) -> String {
     let c = json!({ "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": model,
@@ -211,24 +211,11 @@ fn when_every_stream_fails_before_its_commit_point_the_error_names_every_attempt
     p.script("https://first.test", [bad().delay(Duration::from_secs(1))]);
     p.script("https://second.test", [bad()]);
     p.script("https://third.test", [bad()]);
-    let c = Config::parse(
-        &json!({
-            "providers": {
-                "first": { "kind": "openai", "baseUrl": "https://first.test" },
-                "second": { "kind": "openai", "baseUrl": "https://second.test" },
-                "third": { "kind": "openai", "baseUrl": "https://third.test" }
-            },
-            "routes": { "default": [ { "provider": "first", "model": "m1" },
-                                     { "provider": "second", "model": "m2" },
-                                     { "provider": "third", "model": "m3" } ] },
-            "retry": { "maxAttempts": 1 },
-            "hedge": { "default": { "after": 500 } }
-        })
-        .to_string(),
-    )
-    .unwrap()
-    .client(p.clone(), vec![], &|_| Some("sk-test".into()))
-    .unwrap();
+    let c = client_with(
+        &p,
+        json!({ "after": 500 }),
+        json!({ "retry": { "maxAttempts": 1 } }),
+    );
     let r = read(&p, &c, CallOptions::default());
     assert!(
         matches!(r.error, Some(Error::AllProvidersFailed(_))),
