@@ -16,7 +16,7 @@ use wasm_bindgen::JsCast;
 use web_sys::ReadableStream;
 
 use super::fetch::{transport, AbortOnDrop};
-use super::gather::{gathered, shows_comment};
+use super::gather::gathered;
 use super::splice::{Reader, Shared};
 use crate::platform::TransportError;
 
@@ -215,10 +215,7 @@ impl Stream for Chunks {
             match result.value().dyn_into::<Uint8Array>() {
                 Ok(bytes) if bytes.length() > 0 => {
                     let chunk = bytes.to_vec();
-                    *shared.spare.borrow_mut() = Some(bytes.buffer());
-                    if shared.at_least.get() > 1 && shows_comment(&chunk) {
-                        shared.at_least.set(1);
-                    }
+                    shared.took(&bytes, &chunk);
                     return Poll::Ready(Some(Ok(chunk)));
                 }
                 Ok(_) => continue, // an empty chunk: read on

@@ -17,6 +17,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::{ReadableStream, ReadableStreamDefaultReader};
 
+use super::gather::shows_comment;
 use crate::platform::{Splice, Spliced};
 
 /// The most a read of the copy takes at once.
@@ -137,6 +138,23 @@ impl Shared {
             forwarded: Cell::new(false),
             waker: RefCell::new(None),
         })
+    }
+
+    /// What a read brought (`bytes`, copied as `chunk`): a BYOB read's
+    /// buffer is kept for the next read, and a gathered body that shows an
+    /// SSE comment is read as it comes from then on. Nothing for a default
+    /// reader's chunk.
+    pub(super) fn took(&self, bytes: &Uint8Array, chunk: &[u8]) {
+        match &*self.reader.borrow() {
+            Reader::Gathered(..) => {
+                if self.at_least.get() > 1 && shows_comment(chunk) {
+                    self.at_least.set(1);
+                }
+            }
+            Reader::Copy(_) => {}
+            Reader::None | Reader::Direct(..) => return,
+        }
+        *self.spare.borrow_mut() = Some(bytes.buffer());
     }
 
     /// Whether a read may start now; else `waker` is woken when one may.
