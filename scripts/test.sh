@@ -26,7 +26,10 @@ cargo clippy --lib --target wasm32-unknown-unknown --features worker,schema -- -
 step "the core builds for wasm32 without wasm-only crates"
 cargo build --lib --target wasm32-unknown-unknown
 
-step "native tests (fake platform: deterministic, no sleeps, no ports)"
+step "native tests, default features (as a contributor's plain \`cargo test\` runs them)"
+cargo test
+
+step "native tests, all features (fake platform: deterministic, no sleeps, no ports)"
 cargo test --all-features
 
 step "fuzz targets: 20 s each from the committed seed corpora (nightly + cargo-fuzz, installed if missing)"

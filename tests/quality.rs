@@ -41,6 +41,9 @@ fn config(quality: Value) -> Value {
     })
 }
 
+/// Needs the `schema` feature (the `jsonSchema` validator): `cargo test --all-features` or
+/// `--features testing,schema` runs the tests that use it.
+#[cfg(feature = "schema")]
 fn json_quality() -> Value {
     json!({ "extract": {
         "validators": [
@@ -117,6 +120,7 @@ fn log(out: &Outbound) -> Value {
 // ------------------------------------------------------------ configuration
 
 #[test]
+#[cfg(feature = "schema")]
 fn a_malformed_schema_is_a_config_error_at_its_place_in_the_schema() {
     let found = issues(&config(json!({ "extract": { "validators": [
         { "kind": "json" },
@@ -172,6 +176,7 @@ fn an_unknown_validator_kind_is_a_parse_error_with_its_path() {
 }
 
 #[test]
+#[cfg(feature = "schema")]
 fn every_validator_kind_configures() {
     let found = issues(&config(json!({ "extract": { "validators": [
         { "kind": "json" },
@@ -185,9 +190,39 @@ fn every_validator_kind_configures() {
     assert_eq!(found, []);
 }
 
+#[test]
+#[cfg(not(feature = "schema"))]
+fn the_json_schema_validator_is_refused_without_its_feature() {
+    let found = issues(&config(json!({ "extract": { "validators": [
+        { "kind": "json" },
+        { "kind": "jsonSchema", "schema": { "type": "object" } }
+    ]}})));
+    assert_eq!(found.len(), 1, "{found:?}");
+    let (path, message) = &found[0];
+    assert_eq!(path, "quality.extract.validators[1]");
+    assert!(
+        message.starts_with("not in this build: cargo feature \"schema\""),
+        "{message}"
+    );
+}
+
+#[test]
+fn every_validator_kind_but_json_schema_configures_in_every_build() {
+    let found = issues(&config(json!({ "extract": { "validators": [
+        { "kind": "json" },
+        { "kind": "regex", "pattern": "^\\{" },
+        { "kind": "minLength", "value": 2 },
+        { "kind": "maxLength", "value": 2000 },
+        { "kind": "finishReason", "reject": ["length", "max_tokens"] },
+        { "kind": "notRefusal" }
+    ], "maxEscalations": 1, "maxCostUsd": 0.05, "onExhausted": "error" }})));
+    assert_eq!(found, []);
+}
+
 // --------------------------------------------------------------- escalation
 
 #[test]
+#[cfg(feature = "schema")]
 fn invalid_json_from_the_cheap_model_escalates_to_the_strong_one() {
     let p = FakePlatform::new();
     p.script(
@@ -244,6 +279,7 @@ fn invalid_json_from_the_cheap_model_escalates_to_the_strong_one() {
 }
 
 #[test]
+#[cfg(feature = "schema")]
 fn an_answer_that_passes_is_served_at_once() {
     let p = FakePlatform::new();
     p.script(
@@ -265,6 +301,7 @@ fn an_answer_that_passes_is_served_at_once() {
 }
 
 #[test]
+#[cfg(feature = "schema")]
 fn rejected_answers_are_counted_by_no_breaker_and_no_error_rate() {
     let p = FakePlatform::new();
     p.script(
@@ -494,6 +531,7 @@ fn the_client_api_gives_the_rejections_in_its_attempts() {
 // ---------------------------------------------------------------- streaming
 
 #[test]
+#[cfg(feature = "schema")]
 fn a_stream_on_a_validated_route_is_buffered_then_sent_as_events() {
     let p = FakePlatform::new();
     p.script(
@@ -540,6 +578,7 @@ fn a_stream_on_a_validated_route_is_buffered_then_sent_as_events() {
 }
 
 #[test]
+#[cfg(feature = "schema")]
 fn an_anthropic_stream_on_a_validated_route_gets_messages_events() {
     let p = FakePlatform::new();
     p.script(
