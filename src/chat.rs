@@ -592,3 +592,31 @@ pub enum Delta {
     /// The provider marked the stream complete (`[DONE]`, `message_stop`).
     Done,
 }
+
+/// An endpoint besides chat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// OpenAI `POST /v1/embeddings` (and the compatible providers').
+    Embeddings,
+    /// Anthropic `POST /v1/messages/count_tokens`.
+    CountTokens,
+}
+
+impl Endpoint {
+    /// The endpoint's name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Endpoint::Embeddings => "embeddings",
+            Endpoint::CountTokens => "count_tokens",
+        }
+    }
+
+    /// The client's headers passed on to the provider, as on chat requests
+    /// of the endpoint's API (never a key).
+    pub fn forwarded(self) -> &'static [&'static str] {
+        match self {
+            Endpoint::Embeddings => &["openai-beta", "idempotency-key"],
+            Endpoint::CountTokens => &["anthropic-beta"],
+        }
+    }
+}

@@ -78,19 +78,20 @@ pub mod web;
 #[cfg(all(target_arch = "wasm32", feature = "worker"))]
 mod worker;
 
+pub use chat::Endpoint;
 pub use chat::{
     ChatRequest, ChatResponse, Delta, Dialect, FinishReason, Gap, Image, ImageSource, JsonSchema,
     Message, Native, Part, RawJson, Reasoning, ResponseFormat, Role, Thinking, Tool, ToolCall,
     ToolChoice, Untranslated, Usage,
 };
 pub use config::embeddings::EmbeddingsConfig;
+pub use config::{build_provider, KeyEnv, ModelConfig, ProviderConfig, WeightedKeyEnv};
 pub use config::{
     BreakerConfig, BudgetConfig, Config, CostConfig, EntryConfig, GatewayConfig, HedgeAfterConfig,
     HedgeConfig, HedgeFigure, LatencyConfig, LimitsConfig, OnExhaustedConfig, OverBudgetConfig,
     Policies, PriceConfig, QualityConfig, RetryConfig, RouteCostConfig, StrategyConfig, Validated,
     ValidatorConfig,
 };
-pub use config::{KeyEnv, WeightedKeyEnv};
 pub use engine::client::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
 pub use engine::cost::{CostPolicy, ModelCost, RouteCost, SpendHealth, SpendLedger};
 pub use engine::endpoint::{EmbeddingModel, EndpointCall, EndpointReply};
@@ -121,11 +122,10 @@ pub use policy::price::{Bill, Cost, Price, Prices};
 pub use policy::spend::{OverBudget, SpendCap, Tally};
 pub use policy::stats::{Health, Latency, ModelBreaker};
 pub use provider::bedrock;
-pub use provider::Endpoint;
 pub use provider::{
-    build_provider, classify, Anthropic, AuthStyle, Bedrock, Capabilities, Credential,
-    CustomProvider, ErrorBody, LocalFuture, ModelConfig, Models, OpenAi, Preset, PresetName,
-    Provider, ProviderConfig, Publisher, Quirks, ServiceAccount, StreamDecoder, Upstream, Vertex,
+    classify, Anthropic, AuthStyle, Bedrock, Capabilities, Credential, CustomProvider, ErrorBody,
+    LocalFuture, Models, OpenAi, Preset, PresetName, Provider, Publisher, Quirks, ServiceAccount,
+    StreamDecoder, Upstream, Vertex,
 };
 pub use quality::{refusal, AnswerCheck, AttemptCost, OnExhausted, Quality, Rejection, Validator};
 pub use secret::Secret;

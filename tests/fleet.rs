@@ -9,8 +9,8 @@ use resilient_llm::fleet::fake::{FakeLink, FakeObject, LinkCounts};
 use resilient_llm::fleet::{Call, LeaseAnswer, Report, Verdict, View};
 use resilient_llm::testing::{block_on, err, ok, FakePlatform, ScriptedProvider, Step};
 use resilient_llm::{
-    BreakerPolicy, BreakerStore, ChatRequest, Client, Entry, ErrorKind, Fleet, FleetStore, Message,
-    Platform, Policy, RetryPolicy, Upstream,
+    BreakerPolicy, ChatRequest, Client, Entry, ErrorKind, Fleet, FleetStore, Message, Platform,
+    Policy, RetryPolicy, Upstream,
 };
 
 fn breaker() -> BreakerPolicy {

@@ -276,7 +276,8 @@ fn with_fleet_breakers_the_page_and_metrics_show_what_every_isolate_did() {
     let isolate = |name: &str| {
         let s = setup();
         let store = FleetStore::new(FakeLink::new(&obj), name, s.breaker());
-        s.into_gateway(p.clone(), store)
+        s.journals(std::rc::Rc::new(FakeLink::new(&obj)))
+            .into_gateway(p.clone(), store)
     };
     let (a, b) = (isolate("a"), isolate("b"));
     let bearer = format!("Bearer {KEY}");

@@ -19,11 +19,11 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::Issues;
+use super::ProviderConfig;
 use crate::engine::cost::{CostPolicy, RouteCost};
 use crate::policy::cheapest::Strategy;
 use crate::policy::price::{Cost, Price, Prices};
 use crate::policy::spend::{OverBudget, SpendCap};
-use crate::provider::ProviderConfig;
 
 /// `cost`: prices for providers not configured under `providers`, and the
 /// routes' cost settings.

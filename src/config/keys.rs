@@ -24,11 +24,11 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use super::providers::{build_provider, ProviderConfig};
 use super::tier::MAX_WEIGHT;
 use super::Issues;
 use crate::engine::client::Entry;
-use crate::provider::config::build_provider;
-use crate::provider::{Provider, ProviderConfig};
+use crate::provider::Provider;
 
 /// One secret of `apiKeyEnvs`: its name, or its name and its share of the
 /// provider's load.

@@ -28,11 +28,13 @@ use serde_path_to_error::Segment;
 
 mod hedge;
 mod keys;
+mod providers;
 mod speed;
 mod tier;
 
 pub use hedge::{HedgeAfterConfig, HedgeConfig, HedgeFigure};
 pub use keys::{KeyEnv, WeightedKeyEnv};
+pub use providers::{build_provider, ModelConfig, ProviderConfig};
 pub use speed::LatencyConfig;
 
 use crate::engine::client::{Client, ClientBuilder, Entry, Policy};
@@ -44,7 +46,7 @@ use crate::policy::backoff::RetryPolicy;
 use crate::policy::breaker::BreakerPolicy;
 use crate::policy::budget::BudgetPolicy;
 use crate::policy::latency::DemotionPolicy;
-use crate::provider::{Provider, ProviderConfig, Upstream};
+use crate::provider::{Provider, Upstream};
 use crate::quality::Quality;
 
 mod quality;

@@ -7,7 +7,6 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use crate::engine::key::provider_of;
-use crate::fleet::Journal;
 use crate::platform::UnixMillis;
 use crate::policy::breaker::{
     Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, Snapshot, State,
@@ -69,13 +68,6 @@ pub trait BreakerStore {
     /// that a failover finds it there. Never awaits. A store in memory
     /// already knows everything.
     fn warm<'k>(&self, _keys: impl IntoIterator<Item = &'k str>, _now: UnixMillis) {}
-
-    /// What the fleet remembers of `key`'s breaker (its counters and recent
-    /// transitions), for a store that shares breakers with one; `None` for
-    /// a store in memory, or when the fleet cannot be reached.
-    async fn journal(&self, _key: &str) -> Option<Journal> {
-        None
-    }
 }
 
 /// Breakers in this process's memory.

@@ -5,10 +5,12 @@
 //! `/metrics` through [`FleetLink::journal`](super::FleetLink::journal).
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 
 use serde::{Deserialize, Serialize};
 
-use super::Verdict;
+use super::{FleetLink, Verdict};
 use crate::platform::UnixMillis;
 use crate::policy::breaker::StateName;
 
@@ -100,6 +102,27 @@ impl Journal {
             self.recent.pop_front();
         }
         self.recent.push_back(t);
+    }
+}
+
+/// Where the status page and `/metrics` read what the fleet remembers: a
+/// host whose breakers are shared fleet-wide hands the gateway one
+/// (`Setup::journals`); without one they show this isolate alone.
+pub trait JournalSource {
+    /// `key`'s journal; `None` when its object cannot be reached.
+    fn journal_of<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Option<Journal>> + 'a>>;
+}
+
+/// Every link to the fleet's objects reads their journals.
+impl<L: FleetLink> JournalSource for L {
+    fn journal_of<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Option<Journal>> + 'a>> {
+        Box::pin(async move { self.journal(key).await.ok() })
     }
 }
 

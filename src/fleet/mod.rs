@@ -51,7 +51,7 @@ use crate::platform::UnixMillis;
 use crate::policy::breaker::State;
 pub use crate::policy::latency::{Figure, Figures, Latencies, Sample};
 
-pub use journal::{Counts, Journal, Transition};
+pub use journal::{Counts, Journal, JournalSource, Transition};
 pub use object::{Fleet, Lease};
 pub use outage::{Outage, OUTAGE_LOG_INTERVAL};
 pub use spend::{fold_spend, spend_key, FleetSpend, SpendCall, SpendInbox, SpendLink};

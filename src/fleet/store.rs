@@ -235,6 +235,12 @@ impl<L: FleetLink> FleetStore<L> {
         &self.link
     }
 
+    /// What the fleet remembers of `key`'s breaker (its counters and recent
+    /// transitions); `None` when its object cannot be reached.
+    pub async fn journal(&self, key: &str) -> Option<Journal> {
+        self.link.journal(key).await.ok()
+    }
+
     /// The cached fleet view of `key`, if any.
     pub fn view(&self, key: &str) -> Option<View> {
         self.slots.borrow().slots.get(key).and_then(|s| s.view)
@@ -354,10 +360,6 @@ fn lease_token(permit: Permit) -> Option<u64> {
 }
 
 impl<L: FleetLink> BreakerStore for FleetStore<L> {
-    async fn journal(&self, key: &str) -> Option<Journal> {
-        self.link.journal(key).await.ok()
-    }
-
     async fn try_acquire(&self, key: &str, now: UnixMillis) -> Result<Permit, CircuitOpen> {
         let ttl = self.policy.ttl;
         let (gate, refresh) = self.with(key, |s| {

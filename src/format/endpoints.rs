@@ -9,8 +9,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::FormatError;
+use crate::chat::Endpoint;
 use crate::json::path_text;
-use crate::provider::Endpoint;
 
 /// What an embeddings request must hold, in the types it must have.
 #[derive(Deserialize)]

@@ -7,12 +7,12 @@
 use super::call::{answer, asked_deadline};
 use super::log::LogLine;
 use super::{error_response, Format, Gateway, Outbound};
+use crate::chat::Endpoint;
 use crate::engine::client::CallOptions;
 use crate::engine::endpoint::EndpointCall;
 use crate::engine::store::BreakerStore;
 use crate::format::endpoints::read_endpoint;
 use crate::platform::{Body, Headers, Platform};
-use crate::provider::Endpoint;
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// Answers a request to `endpoint`, in `format` (the endpoint's own,

@@ -54,6 +54,7 @@ use crate::config::{Config, ConfigError, ConfigIssue, Secret, Validated};
 use crate::engine::client::{CallOptions, Client, Reply};
 use crate::engine::store::BreakerStore;
 use crate::engine::stream::ChatStream;
+use crate::fleet::JournalSource;
 use crate::format::{anthropic, openai, FormatErrorKind};
 use crate::platform::{Body, Headers, Platform, UnixMillis};
 use crate::policy::breaker::{BreakerPolicy, StateName};
@@ -173,6 +174,7 @@ pub struct Setup {
     validated: Validated,
     auth: Auth,
     ledger: Option<Rc<dyn crate::engine::cost::SpendLedger>>,
+    journals: Option<Rc<dyn JournalSource>>,
 }
 
 impl Setup {
@@ -206,6 +208,7 @@ impl Setup {
                 validated,
                 auth,
                 ledger: None,
+                journals: None,
             }),
             _ => Err(ConfigError { issues }),
         }
@@ -241,7 +244,16 @@ impl Setup {
         if let Some(ledger) = self.ledger {
             builder = builder.spend_ledger(ledger);
         }
-        Gateway::new(builder.build_with_store(store), self.auth)
+        let mut gateway = Gateway::new(builder.build_with_store(store), self.auth);
+        gateway.journals = self.journals;
+        gateway
+    }
+
+    /// Reads what the fleet remembers of each breaker from `journals`, for
+    /// the status page and `/metrics` (the Worker's breaker objects).
+    pub fn journals(mut self, journals: Rc<dyn JournalSource>) -> Self {
+        self.journals = Some(journals);
+        self
     }
 
     /// Keeps the routes' daily spending in `ledger` too (the Worker's
@@ -368,6 +380,7 @@ pub struct Gateway<P: Platform, S: BreakerStore> {
     metrics: metrics::Metrics,
     changes: std::cell::RefCell<status::Changes>,
     point: std::cell::RefCell<Option<DataPoint>>,
+    journals: Option<Rc<dyn JournalSource>>,
 }
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
@@ -385,6 +398,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             metrics: metrics::Metrics::default(),
             changes: Default::default(),
             point: Default::default(),
+            journals: None,
         }
     }
 
@@ -762,6 +776,9 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// fleet-wide breakers). Asked all at once: the slowest object bounds
     /// the wait.
     async fn fleet_journals(&self) -> Vec<(String, crate::fleet::Journal)> {
+        let Some(journals) = &self.journals else {
+            return Vec::new();
+        };
         let keys: Vec<String> = self
             .client
             .upstreams
@@ -769,7 +786,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             .flat_map(|p| self.client.provider_keys(p))
             .map(|(key, _, _)| key.to_owned())
             .collect();
-        let asked = keys.iter().map(|k| self.client.store.journal(k));
+        let asked = keys.iter().map(|k| journals.journal_of(k));
         let answers = futures_util::future::join_all(asked).await;
         keys.into_iter()
             .zip(answers)

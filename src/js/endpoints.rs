@@ -15,11 +15,11 @@ use wasm_bindgen_futures::future_to_promise;
 
 use super::shapes::Attempts;
 use super::{convert, errors, Aborted, ResilientClient};
+use crate::chat::Endpoint;
 use crate::engine::client::ServedBy;
 use crate::engine::endpoint::{EndpointCall, EndpointReply};
 use crate::engine::timeout::timeout;
 use crate::format::endpoints::read_endpoint;
-use crate::provider::Endpoint;
 
 #[wasm_bindgen]
 impl ResilientClient {

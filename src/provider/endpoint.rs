@@ -9,37 +9,10 @@ use serde::Deserialize;
 
 use super::classify::ErrorBody;
 use super::decode_success;
+use crate::chat::Endpoint;
 use crate::error::{ErrorKind, ProviderError};
 use crate::format::{FormatError, Read};
 use crate::platform::{BufferedResponse, UnixMillis};
-
-/// An endpoint besides chat.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Endpoint {
-    /// OpenAI `POST /v1/embeddings` (and the compatible providers').
-    Embeddings,
-    /// Anthropic `POST /v1/messages/count_tokens`.
-    CountTokens,
-}
-
-impl Endpoint {
-    /// The endpoint's name in messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            Endpoint::Embeddings => "embeddings",
-            Endpoint::CountTokens => "count_tokens",
-        }
-    }
-
-    /// The client's headers passed on to the provider, as on chat requests
-    /// of the endpoint's API (never a key).
-    pub fn forwarded(self) -> &'static [&'static str] {
-        match self {
-            Endpoint::Embeddings => &["openai-beta", "idempotency-key"],
-            Endpoint::CountTokens => &["anthropic-beta"],
-        }
-    }
-}
 
 /// The error of an entry whose provider does not serve `endpoint`: the
 /// chain moves on to the next entry without a call.

@@ -11,7 +11,6 @@
 pub(crate) mod anthropic;
 pub mod bedrock;
 pub mod classify;
-pub(crate) mod config;
 pub(crate) mod credential;
 pub(crate) mod endpoint;
 pub(crate) mod native;
@@ -31,12 +30,11 @@ use crate::format::{FormatError, Read};
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
 use crate::sse::{SseDecoder, SseEvent};
 
+pub(crate) use crate::chat::Endpoint;
 pub use anthropic::Anthropic;
 pub use bedrock::Bedrock;
 pub use classify::{classify, ErrorBody};
-pub use config::{build_provider, ModelConfig, ProviderConfig};
 pub use credential::Credential;
-pub use endpoint::Endpoint;
 pub use openai::OpenAi;
 pub use preset::{AuthStyle, Preset, PresetName, Quirks};
 pub use vertex::{Publisher, ServiceAccount, Vertex};

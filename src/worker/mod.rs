@@ -96,6 +96,8 @@ fn load(env: &Env) -> Rc<Loaded> {
             let link = DoLink::new(env.clone(), background.clone());
             let ttl = crate::fleet::FleetPolicy::default().ttl;
             let setup = setup.spend_ledger(Rc::new(crate::fleet::FleetSpend::new(link, ttl)));
+            // The status page and `/metrics` read the breaker objects' journals.
+            let setup = setup.journals(Rc::new(DoLink::new(env.clone(), background.clone())));
             Loaded::Ready(
                 Rc::new(setup.into_gateway(WebPlatform::new(), store)),
                 background,

@@ -17,7 +17,6 @@
 //! `RESOURCE_EXHAUSTED` is a rate limit, 503 `UNAVAILABLE` a server fault,
 //! a 400 about the token count a context-length failure, 401/403 auth.
 
-pub(crate) mod config;
 pub(crate) mod token;
 
 use serde::Deserialize;

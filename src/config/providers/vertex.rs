@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use super::{Publisher, ServiceAccount, Vertex};
-use crate::provider::config::{Check, ModelConfig};
+use super::{Check, ModelConfig};
+use crate::provider::vertex::{Publisher, ServiceAccount, Vertex};
 use crate::secret::Secret;
 
 /// The secret read for the key when `serviceAccountKeyEnv` is not set.
@@ -102,7 +102,7 @@ pub(crate) fn build(
         }
     });
     let models = v.models(&c.models, c.publisher == Publisher::Anthropic);
-    let base = super::default_base_url(&c.region);
+    let base = crate::provider::vertex::default_base_url(&c.region);
     let url = v.url(c.base_url.as_deref(), Some(&base));
     if c.default_max_tokens == Some(0) {
         v.issue("defaultMaxTokens", "must be at least 1");

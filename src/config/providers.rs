@@ -18,16 +18,18 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::anthropic::Anthropic;
-use super::bedrock::sigv4::Credentials;
-use super::bedrock::Bedrock;
-use super::openai::OpenAi;
-use super::preset::PresetName;
-use super::vertex::config::VertexConfig;
-use super::{Capabilities, Models, Provider};
+mod vertex;
+
+use self::vertex::VertexConfig;
 use crate::format::anthropic::StructuredOutput;
 use crate::format::openai::MaxTokensField;
 use crate::issue::ConfigIssue;
+use crate::provider::anthropic::Anthropic;
+use crate::provider::bedrock::sigv4::Credentials;
+use crate::provider::bedrock::Bedrock;
+use crate::provider::openai::OpenAi;
+use crate::provider::preset::PresetName;
+use crate::provider::{Capabilities, Models, Provider};
 use crate::secret::Secret;
 
 /// One entry of `providers`, tagged by `kind`.
@@ -159,7 +161,7 @@ pub struct AnthropicConfig {
     /// tier of one upstream per key (`config/keys.rs`). Last, so an entry
     /// written as a shorter sequence still reads.
     #[serde(default)]
-    pub api_key_envs: Option<Vec<crate::config::KeyEnv>>,
+    pub api_key_envs: Option<Vec<super::KeyEnv>>,
 }
 
 /// `"kind": "openai"`.
@@ -198,7 +200,7 @@ pub struct OpenAiConfig {
     /// tier of one upstream per key (`config/keys.rs`). Last, so an entry
     /// written as a shorter sequence still reads.
     #[serde(default)]
-    pub api_key_envs: Option<Vec<crate::config::KeyEnv>>,
+    pub api_key_envs: Option<Vec<super::KeyEnv>>,
 }
 
 /// `"kind": "openai-compatible"`.
@@ -242,7 +244,7 @@ pub struct CompatibleConfig {
     /// tier of one upstream per key (`config/keys.rs`). Last, so an entry
     /// written as a shorter sequence still reads.
     #[serde(default)]
-    pub api_key_envs: Option<Vec<crate::config::KeyEnv>>,
+    pub api_key_envs: Option<Vec<super::KeyEnv>>,
 }
 
 /// `"kind": "bedrock"`. Each credential is given itself (the npm package)
@@ -315,7 +317,7 @@ pub fn build_provider(
             let mut p = Anthropic::new(id).models(v.models(&c.models, true));
             if let Some(url) = v.url(
                 c.base_url.as_deref(),
-                Some(super::anthropic::DEFAULT_BASE_URL),
+                Some(crate::provider::anthropic::DEFAULT_BASE_URL),
             ) {
                 p = p.base_url(url);
             }
@@ -484,7 +486,7 @@ pub fn build_provider(
             }
             Box::new(p)
         }
-        ProviderConfig::Vertex(c) => Box::new(super::vertex::config::build(id, c, secret, &mut v)?),
+        ProviderConfig::Vertex(c) => Box::new(vertex::build(id, c, secret, &mut v)?),
     };
     (issues.len() == before).then_some(provider)
 }
