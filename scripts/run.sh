@@ -10,7 +10,7 @@
 #   scripts/run.sh --native   the failover demo on the fake platform instead (no Node, no ports)
 #
 # Real providers: put the keys and a configuration in .dev.vars (never committed) and the same
-# command talks to them (no mock is started); see README.md, "Real providers":
+# command talks to them (no mock is started); see docs/worker.md, "Real providers":
 #   ANTHROPIC_API_KEY=...  OPENAI_API_KEY=...  GATEWAY_KEY=...  CONFIG={...one line of JSON...}
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -5,7 +5,7 @@
 # requests and minutes; exits non-zero when any of its checks fails.
 #   scripts/soak.sh [--short | --long] [soak.mjs options: --requests N --minutes M --seed S …]
 # --short (the test script's step): 2500 requests, at most 2 minutes in all.
-# --long (README's figures): 100,000 requests, at most 40 minutes, at nice 19.
+# --long (docs/worker.md's figures, "Chaos soak"): 100,000 requests, at most 40 minutes, at nice 19.
 # Builds the Worker first unless build/index.js is newer than every source (--no-build skips).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -45,5 +45,5 @@ node --test --test-concurrency=1 tests/e2e/worker.test.mjs tests/e2e/stream.test
 step "the stream suite again, with gathered reads (STREAM_GATHER=on, src/web/gather.rs)"
 E2E_STREAM_GATHER=on node --test --test-concurrency=1 tests/e2e/stream.test.mjs
 
-step "chaos soak, short (scripts/soak.sh --long is README's run)"
+step "chaos soak, short (scripts/soak.sh --long is docs/worker.md's run)"
 scripts/soak.sh --short --no-build

@@ -2,9 +2,9 @@
 //!
 //! A resilient multi-provider LLM client: a per-attempt deadline, retries
 //! with exponential backoff and full jitter that honour Retry-After, a
-//! circuit breaker per provider, and an ordered failover chain across
-//! providers, ending in one typed error that names every provider that
-//! failed and why.
+//! circuit breaker per provider and model, and an ordered failover chain
+//! across providers, ending in one typed error that names every provider
+//! that failed and why.
 //!
 //! The core is single-threaded and runtime-agnostic: it never touches a
 //! clock, timer, random source or socket itself. A [`Platform`] is handed in:
@@ -12,10 +12,15 @@
 //! [`testing`] in tests.
 //!
 //! **In scope**: timeouts, deadlines, retries, retry budget, circuit
-//! breakers (in memory or fleet-wide), failover chains, provider adapters
-//! and format translation, health statistics.
-//! **Out of scope**: caching, load balancing by weight, prompt handling,
-//! tool execution, token counting.
+//! breakers (in memory or fleet-wide), failover chains, weighted tiers
+//! (load split by `priority` and `weight`), latency demotion and hedged
+//! requests, provider adapters and format translation, embeddings, token
+//! counts (Anthropic's `count_tokens`, answered by the route's providers
+//! that count) and token estimates (about four bytes of text a token, for
+//! the `cheapest` ordering and a stream's pace), cost and spend caps,
+//! quality escalation, health statistics.
+//! **Out of scope**: caching answers, prompt handling, tool execution, a
+//! tokenizer of its own.
 //!
 //! Layer order is fixed: timeout inside retry inside breaker inside chain.
 //!

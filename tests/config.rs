@@ -250,18 +250,24 @@ fn a_type_mistake_names_its_path() {
 }
 
 #[test]
-fn the_readme_configuration_is_valid() {
-    let readme = include_str!("../README.md");
-    let start = readme.find("```json\n").expect("a json block") + "```json\n".len();
-    let end = start + readme[start..].find("```").expect("its end");
-    let cfg = Config::parse(&readme[start..end]).expect("parses");
-    let all_keys = |_: &str| Some("sk-placeholder".to_string());
-    let client = cfg
-        .client(FakePlatform::new(), vec![], &all_keys)
-        .expect("valid");
-    assert_eq!(client.routes()["default"].len(), 3);
-    assert!(
-        client.routes().contains_key("claude-sonnet-4-5"),
-        "a configured model is a route"
-    );
+fn the_documented_configuration_is_valid() {
+    // The first JSON block of the README ("Configuration essentials") and of
+    // docs/configuration.md, the reference it links to.
+    for doc in [
+        include_str!("../README.md"),
+        include_str!("../docs/configuration.md"),
+    ] {
+        let start = doc.find("```json\n").expect("a json block") + "```json\n".len();
+        let end = start + doc[start..].find("```").expect("its end");
+        let cfg = Config::parse(&doc[start..end]).expect("parses");
+        let all_keys = |_: &str| Some("sk-placeholder".to_string());
+        let client = cfg
+            .client(FakePlatform::new(), vec![], &all_keys)
+            .expect("valid");
+        assert_eq!(client.routes()["default"].len(), 3);
+        assert!(
+            client.routes().contains_key("claude-sonnet-4-5"),
+            "a configured model is a route"
+        );
+    }
 }

@@ -14,7 +14,8 @@ use std::time::Instant;
 use resilient_llm::sim::{simulate, svg, Scenario};
 
 // A simulated request allocates some fifty times: mimalloc's allocations
-// cost less than glibc's (README, Figures: the simulator's row).
+// cost less than glibc's (docs/benchmarks.md, "Figures at a
+// glance": the simulator's row).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -1,4 +1,4 @@
-//! Latency demotion (docs/design.md §6a): an entry whose recent p95 is
+//! Latency demotion (docs/design.md §8a): an entry whose recent p95 is
 //! past its service-level objective is tried after the entries that meet
 //! theirs. Pure: samples, time and randomness come in as arguments.
 
