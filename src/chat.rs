@@ -390,7 +390,69 @@ pub enum Gap {
     Hint,
 }
 
+/// A request's hints that some provider has no setting for: an encoder
+/// that cannot give one leaves it out and names it in the attempt's
+/// omitted fields (`x-omitted-fields`), by its OpenAI name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hint {
+    TopK,
+    Seed,
+    FrequencyPenalty,
+    PresencePenalty,
+    Metadata,
+    ParallelToolCalls,
+    ServiceTier,
+    Reasoning,
+    PromptCacheKey,
+}
+
+impl Hint {
+    /// The field's name in the OpenAI format.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Hint::TopK => "top_k",
+            Hint::Seed => "seed",
+            Hint::FrequencyPenalty => "frequency_penalty",
+            Hint::PresencePenalty => "presence_penalty",
+            Hint::Metadata => "metadata",
+            Hint::ParallelToolCalls => "parallel_tool_calls",
+            Hint::ServiceTier => "service_tier",
+            Hint::Reasoning => "reasoning",
+            Hint::PromptCacheKey => "prompt_cache_key",
+        }
+    }
+}
+
 impl ChatRequest {
+    /// The hints this request sets, always in the order above; an encoder
+    /// keeps those it cannot give ([`ChatRequest::omitted_hints`]).
+    pub(crate) fn hints(&self) -> impl Iterator<Item = Hint> + '_ {
+        [
+            (Hint::TopK, self.top_k.is_some()),
+            (Hint::Seed, self.seed.is_some()),
+            (Hint::FrequencyPenalty, self.frequency_penalty.is_some()),
+            (Hint::PresencePenalty, self.presence_penalty.is_some()),
+            (Hint::Metadata, self.metadata.is_some()),
+            (Hint::ParallelToolCalls, self.parallel_tool_calls.is_some()),
+            (Hint::ServiceTier, self.service_tier.is_some()),
+            (Hint::Reasoning, self.reasoning.is_some()),
+            (Hint::PromptCacheKey, self.prompt_cache_key.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(hint, set)| set.then_some(hint))
+    }
+
+    /// The names of the hints this request sets among `lacking` (those an
+    /// encoder has no setting for), for its omitted fields.
+    pub(crate) fn omitted_hints<'a>(
+        &'a self,
+        lacking: &'a [Hint],
+    ) -> impl Iterator<Item = String> + 'a {
+        self.hints()
+            .filter(|h| lacking.contains(h))
+            .map(|h| h.name().to_owned())
+    }
+
     /// A request with these messages and nothing else set.
     pub fn new(messages: Vec<Message>) -> Self {
         ChatRequest {
@@ -618,5 +680,25 @@ impl Endpoint {
             Endpoint::Embeddings => &["openai-beta", "idempotency-key"],
             Endpoint::CountTokens => &["anthropic-beta"],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn omitted_hints_are_those_set_and_lacking_in_one_order() {
+        let req = ChatRequest {
+            seed: Some(1),
+            top_k: Some(5),
+            service_tier: Some("flex".into()),
+            prompt_cache_key: Some("k".into()),
+            ..ChatRequest::default()
+        };
+        let lacking = [Hint::PromptCacheKey, Hint::Seed, Hint::TopK, Hint::Metadata];
+        let names: Vec<String> = req.omitted_hints(&lacking).collect();
+        assert_eq!(names, ["top_k", "seed", "prompt_cache_key"]);
+        assert_eq!(ChatRequest::default().hints().count(), 0);
     }
 }

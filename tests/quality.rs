@@ -10,7 +10,7 @@ use resilient_llm::gateway::{Gateway, Inbound, Outbound, Setup};
 use resilient_llm::testing::{block_on, reply, FakePlatform};
 use resilient_llm::{
     Attempt, Body, ChatRequest, Client, Config, Error, Headers, MemoryStore, Message, Quality,
-    StateName, Validator,
+    Validator,
 };
 use serde_json::{json, Value};
 
@@ -321,7 +321,7 @@ fn rejected_answers_are_counted_by_no_breaker_and_no_error_rate() {
     assert_eq!(p.requests_to("https://cheap.test"), 4, "never skipped");
     let health = g.client().health();
     let cheap = health.iter().find(|h| h.provider == "cheap").unwrap();
-    assert_eq!(cheap.state, StateName::Closed);
+    assert_eq!(cheap.state, resilient_llm::StateName::Closed);
     assert_eq!(cheap.consecutive_failures, 0);
     assert_eq!((cheap.requests, cheap.failures), (4, 0));
     assert_eq!(cheap.error_rate, 0.0);

@@ -12,11 +12,30 @@
 use serde_json::{json, Value};
 
 use crate::chat::{
-    Dialect, Gap, Image, JsonSchema, Part, Reasoning, ResponseFormat, Tool, ToolChoice,
-    Untranslated,
+    ChatRequest, Dialect, Gap, Image, JsonSchema, Part, Reasoning, ResponseFormat, Tool,
+    ToolChoice, Untranslated,
 };
 use crate::format::mapping::{self, GapFn};
 use crate::format::{index, Fields, FormatError};
+
+/// The neutral request's fields that every client format reads alike —
+/// `model`, `temperature`, `top_p`, `stream`, `service_tier` — and the gaps found
+/// while reading the rest, with their values. Each format's reader sets
+/// its own fields over it.
+pub(crate) fn request_tail(
+    f: &Fields<'_>,
+    gaps: Vec<Untranslated>,
+) -> Result<ChatRequest, FormatError> {
+    Ok(ChatRequest {
+        model: Some(f.req_str("model")?.to_string()),
+        temperature: f.f64("temperature")?,
+        top_p: f.f64("top_p")?,
+        stream: f.bool("stream")?.unwrap_or(false),
+        service_tier: f.str("service_tier")?.map(str::to_string),
+        untranslated: super::with_values(gaps, f),
+        ..ChatRequest::default()
+    })
+}
 
 /// A piece at `path` that a reader of `dialect` cannot translate, without
 /// its value (added by [`super::with_values`]).

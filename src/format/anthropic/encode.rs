@@ -5,7 +5,8 @@ use serde_json::{json, Map, Value};
 
 use super::{EncodeOptions, StructuredOutput};
 use crate::chat::{
-    ChatRequest, Dialect, ImageSource, Message, Part, Reasoning, ResponseFormat, Role, ToolChoice,
+    ChatRequest, Dialect, Hint, ImageSource, Message, Part, Reasoning, ResponseFormat, Role,
+    ToolChoice,
 };
 use crate::format::mapping::{self, effort_budget, MIN_BUDGET};
 use crate::format::structured::answer_tool;
@@ -392,16 +393,12 @@ pub fn encode_request<'a>(
             }
         }
     };
-    for (name, set) in [
-        ("seed", req.seed.is_some()),
-        ("frequency_penalty", req.frequency_penalty.is_some()),
-        ("presence_penalty", req.presence_penalty.is_some()),
-        ("prompt_cache_key", req.prompt_cache_key.is_some()),
-    ] {
-        if set {
-            omitted.push(name.into());
-        }
-    }
+    omitted.extend(req.omitted_hints(&[
+        Hint::Seed,
+        Hint::FrequencyPenalty,
+        Hint::PresencePenalty,
+        Hint::PromptCacheKey,
+    ]));
     let service_tier = match req.service_tier.as_deref() {
         None => None,
         Some(tier) => {

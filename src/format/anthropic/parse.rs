@@ -7,7 +7,7 @@ use crate::chat::{
     ResponseFormat, Role, Thinking, Tool, ToolCall, ToolChoice,
 };
 use crate::format::mapping::{self, GapFn};
-use crate::format::{inbound, index, parse_json, with_values, Fields, FormatError};
+use crate::format::{inbound, index, parse_json, Fields, FormatError};
 
 /// Fields read into the neutral request.
 const READ: &[&str] = &[
@@ -168,24 +168,19 @@ pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
             }
         }
     }
+    let tail = inbound::request_tail(&f, gaps)?;
     Ok(ChatRequest {
-        model: Some(f.req_str("model")?.to_string()),
         messages,
         max_tokens: f.u32("max_tokens")?,
-        temperature: f.f64("temperature")?,
-        top_p: f.f64("top_p")?,
         stop,
         tools,
         tool_choice,
-        stream: f.bool("stream")?.unwrap_or(false),
         metadata,
         top_k: f.u32("top_k")?,
         parallel_tool_calls,
-        service_tier: f.str("service_tier")?.map(str::to_string),
         reasoning,
         response_format,
-        untranslated: with_values(gaps, &f),
-        ..ChatRequest::default()
+        ..tail
     })
 }
 

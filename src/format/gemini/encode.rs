@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::chat::{
-    ChatRequest, Gap, Image, ImageSource, Part, Reasoning, ResponseFormat, Role, ToolChoice,
+    ChatRequest, Gap, Hint, Image, ImageSource, Part, Reasoning, ResponseFormat, Role, ToolChoice,
 };
 use crate::format::{index, join, FormatError};
 
@@ -326,16 +326,12 @@ pub fn encode_request(req: &ChatRequest) -> Result<RequestBody<'_>, FormatError>
             None
         }
     };
-    for (name, set) in [
-        ("metadata", req.metadata.is_some()),
-        ("parallel_tool_calls", req.parallel_tool_calls.is_some()),
-        ("service_tier", req.service_tier.is_some()),
-        ("prompt_cache_key", req.prompt_cache_key.is_some()),
-    ] {
-        if set {
-            omitted.push(name.into());
-        }
-    }
+    omitted.extend(req.omitted_hints(&[
+        Hint::Metadata,
+        Hint::ParallelToolCalls,
+        Hint::ServiceTier,
+        Hint::PromptCacheKey,
+    ]));
     Ok(RequestBody {
         contents,
         system_instruction: (!system.is_empty()).then_some(SystemInstruction { parts: system }),

@@ -4,7 +4,7 @@ use serde_json::{json, Value};
 
 use crate::chat::{ChatRequest, Dialect, Gap, Message, Part, Role, Thinking, Tool, ToolCall};
 use crate::format::mapping::{self, GapFn};
-use crate::format::{inbound, index, parse_json, with_values, Fields, FormatError};
+use crate::format::{inbound, index, parse_json, Fields, FormatError};
 
 /// Fields read into the neutral request (`stream_options` is the
 /// gateway's to read).
@@ -124,28 +124,22 @@ pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
         Some(rf) => inbound::response_format(&rf, Some("json_schema"), &mut gap)?,
         None => None,
     };
+    let tail = inbound::request_tail(&f, gaps)?;
     Ok(ChatRequest {
-        model: Some(f.req_str("model")?.to_string()),
         messages,
         max_tokens,
-        temperature: f.f64("temperature")?,
-        top_p: f.f64("top_p")?,
         stop,
         tools,
         tool_choice,
-        stream: f.bool("stream")?.unwrap_or(false),
         metadata: f.str("user")?.map(|u| json!({"user_id": u})),
         seed,
         frequency_penalty: f.f64("frequency_penalty")?,
         presence_penalty: f.f64("presence_penalty")?,
-        top_k: None,
         parallel_tool_calls: f.bool("parallel_tool_calls")?,
-        service_tier: f.str("service_tier")?.map(str::to_string),
         reasoning,
         response_format,
         prompt_cache_key: f.str("prompt_cache_key")?.map(str::to_string),
-        untranslated: with_values(gaps, &f),
-        native: None,
+        ..tail
     })
 }
 

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::chat::{ChatRequest, Dialect, Gap, Message, Part, ResponseFormat, Role, Tool, ToolCall};
 use crate::format::mapping::{self, GapFn};
-use crate::format::{inbound, index, parse_json, with_values, Fields, FormatError};
+use crate::format::{inbound, index, parse_json, Fields, FormatError};
 
 /// Fields read into the neutral request, or checked below.
 const READ: &[&str] = &[
@@ -111,28 +111,18 @@ pub fn request_from_value(v: &Value) -> Result<ChatRequest, FormatError> {
     };
     let response_format = parse_text(&f, &mut gap)?;
     let tool_choice = inbound::tool_choice(f.get("tool_choice"), None, &mut gap)?;
+    let tail = inbound::request_tail(&f, gaps)?;
     Ok(ChatRequest {
-        model: Some(f.req_str("model")?.to_string()),
         messages,
         max_tokens: f.u32("max_output_tokens")?,
-        temperature: f.f64("temperature")?,
-        top_p: f.f64("top_p")?,
-        stop: Vec::new(),
         tools,
         tool_choice,
-        stream: f.bool("stream")?.unwrap_or(false),
         metadata: f.str("user")?.map(|u| json!({"user_id": u})),
-        seed: None,
-        frequency_penalty: None,
-        presence_penalty: None,
-        top_k: None,
         parallel_tool_calls: f.bool("parallel_tool_calls")?,
-        service_tier: f.str("service_tier")?.map(str::to_string),
         reasoning,
         response_format,
         prompt_cache_key: f.str("prompt_cache_key")?.map(str::to_string),
-        untranslated: with_values(gaps, &f),
-        native: None,
+        ..tail
     })
 }
 

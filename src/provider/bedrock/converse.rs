@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::chat::{
-    ChatRequest, ChatResponse, Delta, FinishReason, ImageSource, Part, ResponseFormat, Role,
+    ChatRequest, ChatResponse, Delta, FinishReason, Hint, ImageSource, Part, ResponseFormat, Role,
     Thinking, ToolCall, ToolChoice, Usage,
 };
 use crate::chat::{Gap, Image, RawJson};
@@ -233,20 +233,16 @@ pub(crate) fn encode_request(
             }),
         }
     }
-    for (name, set) in [
-        ("top_k", req.top_k.is_some()),
-        ("seed", req.seed.is_some()),
-        ("frequency_penalty", req.frequency_penalty.is_some()),
-        ("presence_penalty", req.presence_penalty.is_some()),
-        ("parallel_tool_calls", req.parallel_tool_calls.is_some()),
-        ("service_tier", req.service_tier.is_some()),
-        ("reasoning", req.reasoning.is_some()),
-        ("prompt_cache_key", req.prompt_cache_key.is_some()),
-    ] {
-        if set {
-            omitted.push(name.into());
-        }
-    }
+    omitted.extend(req.omitted_hints(&[
+        Hint::TopK,
+        Hint::Seed,
+        Hint::FrequencyPenalty,
+        Hint::PresencePenalty,
+        Hint::ParallelToolCalls,
+        Hint::ServiceTier,
+        Hint::Reasoning,
+        Hint::PromptCacheKey,
+    ]));
     let body = RequestBody {
         messages,
         system,
