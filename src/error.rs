@@ -63,14 +63,19 @@ pub struct Treatment {
     pub fail_over: bool,
     /// Count as a failure in the provider's circuit breaker.
     pub trips_breaker: bool,
+    /// The same call may succeed later ([`Exhausted::is_retryable`]): the
+    /// failure was transient, though perhaps not worth a retry within the
+    /// request (a timeout, an open breaker, a spent deadline).
+    pub transient: bool,
 }
 
 impl Treatment {
-    const fn new(retry: bool, fail_over: bool, trips_breaker: bool) -> Self {
+    const fn new(retry: bool, fail_over: bool, trips_breaker: bool, transient: bool) -> Self {
         Treatment {
             retry,
             fail_over,
             trips_breaker,
+            transient,
         }
     }
 }
@@ -80,22 +85,22 @@ impl ErrorKind {
     /// kind must not compile without its row.
     pub const fn treatment(self) -> Treatment {
         match self {
-            ErrorKind::RateLimited => Treatment::new(true, true, true),
-            ErrorKind::QuotaExhausted => Treatment::new(false, true, true),
-            ErrorKind::Server => Treatment::new(true, true, true),
-            ErrorKind::Timeout => Treatment::new(false, true, true),
-            ErrorKind::Stalled => Treatment::new(true, true, true),
-            ErrorKind::Transport => Treatment::new(true, true, true),
-            ErrorKind::Auth => Treatment::new(false, true, true),
+            ErrorKind::RateLimited => Treatment::new(true, true, true, true),
+            ErrorKind::QuotaExhausted => Treatment::new(false, true, true, false),
+            ErrorKind::Server => Treatment::new(true, true, true, true),
+            ErrorKind::Timeout => Treatment::new(false, true, true, true),
+            ErrorKind::Stalled => Treatment::new(true, true, true, true),
+            ErrorKind::Transport => Treatment::new(true, true, true, true),
+            ErrorKind::Auth => Treatment::new(false, true, true, false),
             // A missing model says nothing of the provider's other models.
-            ErrorKind::NotFound => Treatment::new(false, true, false),
-            ErrorKind::ContextLength => Treatment::new(false, true, false),
-            ErrorKind::ContentFilter => Treatment::new(false, false, false),
-            ErrorKind::InvalidRequest => Treatment::new(false, false, false),
-            ErrorKind::Unsupported => Treatment::new(false, true, false),
-            ErrorKind::Decode => Treatment::new(true, true, true),
-            ErrorKind::CircuitOpen => Treatment::new(false, true, false),
-            ErrorKind::DeadlineExceeded => Treatment::new(false, false, false),
+            ErrorKind::NotFound => Treatment::new(false, true, false, false),
+            ErrorKind::ContextLength => Treatment::new(false, true, false, false),
+            ErrorKind::ContentFilter => Treatment::new(false, false, false, false),
+            ErrorKind::InvalidRequest => Treatment::new(false, false, false, false),
+            ErrorKind::Unsupported => Treatment::new(false, true, false, false),
+            ErrorKind::Decode => Treatment::new(true, true, true, true),
+            ErrorKind::CircuitOpen => Treatment::new(false, true, false, true),
+            ErrorKind::DeadlineExceeded => Treatment::new(false, false, false, true),
         }
     }
 }
@@ -180,7 +185,13 @@ pub struct ProviderError {
 impl fmt::Display for ProviderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.kind.describe())?;
-        self.write_detail(f)
+        if let Some(head) = self.detail_head() {
+            write!(f, " ({head})")?;
+        }
+        if !self.message.is_empty() {
+            write!(f, ": {}", self.message)?;
+        }
+        Ok(())
     }
 }
 
@@ -189,35 +200,23 @@ impl ProviderError {
     /// Retry-After and the provider's message. For lines that already
     /// name the kind.
     pub fn detail(&self) -> String {
-        let ms = crate::platform::millis;
-        let mut parts = Vec::new();
-        match (self.status, self.retry_after) {
-            (Some(s), Some(r)) => parts.push(format!("HTTP {s}, retry after {} ms", ms(r))),
-            (Some(s), None) => parts.push(format!("HTTP {s}")),
-            (None, Some(r)) => parts.push(format!("retry after {} ms", ms(r))),
-            (None, None) => {}
+        match (self.detail_head(), self.message.is_empty()) {
+            (Some(head), false) => format!("{head}: {}", self.message),
+            (Some(head), true) => head,
+            (None, _) => self.message.clone(),
         }
-        if !self.message.is_empty() {
-            parts.push(self.message.clone());
-        }
-        parts.join(": ")
     }
 
-    fn write_detail(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    /// The status and any Retry-After (`HTTP 429, retry after 2000 ms`),
+    /// as [`detail`](Self::detail) and `Display` both write them.
+    fn detail_head(&self) -> Option<String> {
+        let ms = crate::platform::millis;
         match (self.status, self.retry_after) {
-            (Some(s), Some(r)) => write!(
-                f,
-                " (HTTP {s}, retry after {} ms)",
-                crate::platform::millis(r)
-            )?,
-            (Some(s), None) => write!(f, " (HTTP {s})")?,
-            (None, Some(r)) => write!(f, " (retry after {} ms)", crate::platform::millis(r))?,
-            (None, None) => {}
+            (Some(s), Some(r)) => Some(format!("HTTP {s}, retry after {} ms", ms(r))),
+            (Some(s), None) => Some(format!("HTTP {s}")),
+            (None, Some(r)) => Some(format!("retry after {} ms", ms(r))),
+            (None, None) => None,
         }
-        if !self.message.is_empty() {
-            write!(f, ": {}", self.message)?;
-        }
-        Ok(())
     }
 }
 
@@ -533,20 +532,8 @@ impl Exhausted {
     /// (rate limit, server fault, timeout, network, an open breaker). A call
     /// every provider refused for its key or its content is not.
     pub fn is_retryable(&self) -> bool {
-        self.errors().any(|e| {
-            let transient = matches!(
-                e.kind,
-                ErrorKind::RateLimited
-                    | ErrorKind::Server
-                    | ErrorKind::Timeout
-                    | ErrorKind::Stalled
-                    | ErrorKind::Transport
-                    | ErrorKind::Decode
-                    | ErrorKind::CircuitOpen
-                    | ErrorKind::DeadlineExceeded
-            );
-            e.should_retry.unwrap_or(transient)
-        })
+        self.errors()
+            .any(|e| e.should_retry.unwrap_or(e.kind.treatment().transient))
     }
 
     /// The earliest moment worth trying again, from the providers'
@@ -832,6 +819,46 @@ mod tests {
         let mut e = ProviderError::new(ErrorKind::InvalidRequest, "");
         e.should_retry = Some(true);
         assert!(e.is_retryable());
+    }
+
+    #[test]
+    fn an_exhausted_call_is_retryable_when_a_failure_was_transient() {
+        let of = |kinds: &[ErrorKind]| Exhausted {
+            attempts: kinds.iter().map(|k| attempt("p", *k, None)).collect(),
+        };
+        // Not worth a retry within the request, but the call may succeed later.
+        for later in [
+            ErrorKind::Timeout,
+            ErrorKind::CircuitOpen,
+            ErrorKind::DeadlineExceeded,
+        ] {
+            assert!(
+                !later.treatment().retry && of(&[later]).is_retryable(),
+                "{later:?}"
+            );
+        }
+        assert!(!of(&[ErrorKind::Auth, ErrorKind::ContentFilter]).is_retryable());
+        assert!(of(&[ErrorKind::Auth, ErrorKind::RateLimited]).is_retryable());
+    }
+
+    #[test]
+    fn detail_and_display_write_the_same_status_and_message() {
+        let mut e = ProviderError::new(ErrorKind::RateLimited, "slow down");
+        e.status = Some(429);
+        e.retry_after = Some(Duration::from_secs(2));
+        assert_eq!(e.detail(), "HTTP 429, retry after 2000 ms: slow down");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{} (HTTP 429, retry after 2000 ms): slow down",
+                e.kind.describe()
+            )
+        );
+        let bare = ProviderError::new(ErrorKind::Server, "");
+        assert_eq!(
+            (bare.detail(), bare.to_string()),
+            (String::new(), bare.kind.describe().to_string())
+        );
     }
 
     #[test]
