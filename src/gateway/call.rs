@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::log::LogLine;
-use super::render::{error_code, render_error, too_large};
+use super::render::{error_code, render_error_as, too_large};
 use super::request::{read_body, BodyError};
 use super::{error_response, Format, Gateway, Outbound};
 use crate::engine::client::{Reply, ServedBy};
@@ -85,31 +85,45 @@ impl Answered for EndpointReply {
     }
 }
 
-/// The answer to a call that ended with `result`: its attempts and the
-/// entry that answered go into `log`, a success is rendered by `render`,
-/// an error in `format`, and the answer carries the log's headers.
-pub(super) fn answer<'l, R: Answered>(
-    format: Format,
-    result: Result<R, Error>,
-    log: &mut LogLine<'l>,
-    render: impl FnOnce(R, &mut LogLine<'l>) -> Outbound,
-) -> Outbound {
-    log.record_attempts(
-        result
-            .as_ref()
-            .map_or_else(|e| e.attempts(), Answered::attempts),
-    );
-    let mut out = match result {
-        Ok(reply) => {
-            let served_by = reply.served_by();
-            log.served_by = Some(format!("{}/{}", served_by.provider, served_by.model));
-            render(reply, log)
-        }
-        Err(e) => {
-            log.error = Some(error_code(&e));
-            render_error(format, &e)
-        }
-    };
-    log.answer_headers(&mut out);
-    out
+impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
+    /// A chain error in the client's format, in the status this gateway's
+    /// callers get ([`Gateway::caller_holds_keys`]).
+    pub(super) fn render_error(&self, format: Format, e: &Error) -> Outbound {
+        let status = if self.caller_holds_keys {
+            e.caller_status()
+        } else {
+            e.status()
+        };
+        render_error_as(format, e, status)
+    }
+
+    /// The answer to a call that ended with `result`: its attempts and the
+    /// entry that answered go into `log`, a success is rendered by `render`,
+    /// an error in `format`, and the answer carries the log's headers.
+    pub(super) fn answer<'l, R: Answered>(
+        &self,
+        format: Format,
+        result: Result<R, Error>,
+        log: &mut LogLine<'l>,
+        render: impl FnOnce(R, &mut LogLine<'l>) -> Outbound,
+    ) -> Outbound {
+        log.record_attempts(
+            result
+                .as_ref()
+                .map_or_else(|e| e.attempts(), Answered::attempts),
+        );
+        let mut out = match result {
+            Ok(reply) => {
+                let served_by = reply.served_by();
+                log.served_by = Some(format!("{}/{}", served_by.provider, served_by.model));
+                render(reply, log)
+            }
+            Err(e) => {
+                log.error = Some(error_code(&e));
+                self.render_error(format, &e)
+            }
+        };
+        log.answer_headers(&mut out);
+        out
+    }
 }
