@@ -4,6 +4,7 @@
 //! stream still reads one; what it cannot get is its first token before the
 //! answer is complete, since an answer cannot be judged before it is.
 
+use super::call::answer;
 use super::log::LogLine;
 use super::{Format, Gateway, Outbound};
 use crate::chat::{ChatRequest, ChatResponse, Delta};
@@ -41,7 +42,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             native.body.remove("stream_options");
         }
         let result = self.client.chat_with(request, opts).await;
-        self.answer(format, result, log, |reply, log| {
+        answer(format, self.caller_holds_keys, result, log, |reply, log| {
             let mut response = reply.response;
             if response.model.trim().is_empty() {
                 response.model = reply.served_by.model;

@@ -89,41 +89,47 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// A chain error in the client's format, in the status this gateway's
     /// callers get ([`Gateway::caller_holds_keys`]).
     pub(super) fn render_error(&self, format: Format, e: &Error) -> Outbound {
-        let status = if self.caller_holds_keys {
-            e.caller_status()
-        } else {
-            e.status()
-        };
-        render_error_as(format, e, status)
+        render_error_as(format, e, error_status(self.caller_holds_keys, e))
     }
+}
 
-    /// The answer to a call that ended with `result`: its attempts and the
-    /// entry that answered go into `log`, a success is rendered by `render`,
-    /// an error in `format`, and the answer carries the log's headers.
-    pub(super) fn answer<'l, R: Answered>(
-        &self,
-        format: Format,
-        result: Result<R, Error>,
-        log: &mut LogLine<'l>,
-        render: impl FnOnce(R, &mut LogLine<'l>) -> Outbound,
-    ) -> Outbound {
-        log.record_attempts(
-            result
-                .as_ref()
-                .map_or_else(|e| e.attempts(), Answered::attempts),
-        );
-        let mut out = match result {
-            Ok(reply) => {
-                let served_by = reply.served_by();
-                log.served_by = Some(format!("{}/{}", served_by.provider, served_by.model));
-                render(reply, log)
-            }
-            Err(e) => {
-                log.error = Some(error_code(&e));
-                self.render_error(format, &e)
-            }
-        };
-        log.answer_headers(&mut out);
-        out
+/// The status of an error answer: [`Error::caller_status`] when the caller
+/// holds the providers' keys, else [`Error::status`].
+fn error_status(caller_holds_keys: bool, e: &Error) -> u16 {
+    if caller_holds_keys {
+        e.caller_status()
+    } else {
+        e.status()
     }
+}
+
+/// The answer to a call that ended with `result`: its attempts and the
+/// entry that answered go into `log`, a success is rendered by `render`,
+/// an error in `format` (with [`Error::caller_status`] when
+/// `caller_holds_keys`), and the answer carries the log's headers.
+pub(super) fn answer<'l, R: Answered>(
+    format: Format,
+    caller_holds_keys: bool,
+    result: Result<R, Error>,
+    log: &mut LogLine<'l>,
+    render: impl FnOnce(R, &mut LogLine<'l>) -> Outbound,
+) -> Outbound {
+    log.record_attempts(
+        result
+            .as_ref()
+            .map_or_else(|e| e.attempts(), Answered::attempts),
+    );
+    let mut out = match result {
+        Ok(reply) => {
+            let served_by = reply.served_by();
+            log.served_by = Some(format!("{}/{}", served_by.provider, served_by.model));
+            render(reply, log)
+        }
+        Err(e) => {
+            log.error = Some(error_code(&e));
+            render_error_as(format, &e, error_status(caller_holds_keys, &e))
+        }
+    };
+    log.answer_headers(&mut out);
+    out
 }

@@ -4,7 +4,7 @@
 //! breakers, retries and deadline, and the answering provider's body
 //! returned as it came (its usage as the provider reported it).
 
-use super::call::asked_deadline;
+use super::call::{answer, asked_deadline};
 use super::log::LogLine;
 use super::{error_response, Format, Gateway, Outbound};
 use crate::engine::client::CallOptions;
@@ -43,7 +43,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             ..CallOptions::default()
         };
         let result = self.client.call(&call, opts).await;
-        self.answer(format, result, log, |reply, _| {
+        answer(format, self.caller_holds_keys, result, log, |reply, _| {
             let mut headers = Headers::new();
             headers.insert("content-type", "application/json");
             Outbound {

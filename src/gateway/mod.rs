@@ -570,7 +570,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 .await;
         }
         let result = self.client.chat_with(request, opts).await;
-        self.answer(format, result, log, |reply, log| {
+        call::answer(format, self.caller_holds_keys, result, log, |reply, log| {
             self.render_reply(format, reply, echo.as_ref(), log)
         })
     }
