@@ -50,12 +50,62 @@ proto.free = function () {
 };
 if (typeof Symbol.dispose === "symbol") proto[Symbol.dispose] = proto.free;
 
-const chat = proto.chat;
-proto.chat = function (request, options) {
-  if (disposed(this)) return Promise.reject(disposedError());
-  return chat.call(this, request, options);
+// A call's rejection is created inside the wasm, on a later turn of the event loop: its stack
+// names no frame of the caller. The stack where the call was made is captured when it is made
+// and appended to the rejection's, as V8's async frames would be.
+const callStack = (fn) => {
+  const site = {};
+  if (typeof Error.captureStackTrace === "function") Error.captureStackTrace(site, fn);
+  else site.stack = new Error().stack;
+  const stack = typeof site.stack === "string" ? site.stack : "";
+  // V8 starts with an "Error" line; other engines list frames only.
+  return stack.startsWith("Error") ? stack.slice(stack.indexOf("\n") + 1) : stack;
 };
-for (const name of ["stream", "health", "costs"]) {
+const extended = new WeakSet();
+const withCaller = (frames) => (e) => {
+  if (frames && e instanceof Error && !extended.has(e)) {
+    extended.add(e);
+    try {
+      e.stack = `${e.stack}\n${frames}`;
+    } catch {
+      // a frozen error keeps its own stack
+    }
+  }
+  throw e;
+};
+
+for (const name of ["chat", "embeddings", "countTokens"]) {
+  const method = proto[name];
+  proto[name] = function withCallerStack(request, options) {
+    if (disposed(this)) return Promise.reject(disposedError());
+    return method.call(this, request, options).catch(withCaller(callStack(withCallerStack)));
+  };
+}
+const stream = proto.stream;
+proto.stream = function streamWithCaller(...args) {
+  if (disposed(this)) throw disposedError();
+  const result = stream.apply(this, args);
+  const rethrow = withCaller(callStack(streamWithCaller));
+  // Every way of reading (for await, textStream, the ReadableStream, the Response) calls next().
+  const next = result.next;
+  result.next = function (...a) {
+    return next.apply(this, a).catch(rethrow);
+  };
+  const final = Object.getOwnPropertyDescriptor(result, "finalResponse");
+  if (final && final.get) {
+    Object.defineProperty(result, "finalResponse", {
+      configurable: true,
+      enumerable: final.enumerable,
+      get() {
+        const answer = final.get.call(this).catch(rethrow);
+        answer.catch(() => {}); // as the original: never an unhandled rejection by itself
+        return answer;
+      },
+    });
+  }
+  return result;
+};
+for (const name of ["health", "costs"]) {
   const method = proto[name];
   proto[name] = function (...args) {
     if (disposed(this)) throw disposedError();

@@ -82,17 +82,19 @@ const fs = require("node:fs");
 const path = require("node:path");
 const [root, out] = process.argv.slice(2);
 
-// Types. `[Symbol.dispose]` needs TypeScript's esnext.disposable lib, which a project with the
-// default lib lacks (`Property 'dispose' does not exist on type 'SymbolConstructor'`): left out
-// of the types; `free()` is the same method.
+// Types. `[Symbol.dispose]` is kept: a project with TypeScript's default lib (no
+// esnext.disposable) reads `Symbol.dispose` from the `SymbolConstructor` that src/js/types.d.ts
+// declares, as the lib does.
 const dts = path.join(out, "wasm", "resilient_llm.d.ts");
 const generated = fs.readFileSync(dts, "utf8");
-fs.writeFileSync(dts, generated.replace(/^\s*\[Symbol\.dispose\]\(\): void;\n/gm, ""));
+if (!/^\s*\[Symbol\.dispose\]\(\): void;$/m.test(generated)) {
+  throw new Error("no [Symbol.dispose] in the generated .d.ts: the wasm-bindgen output changed");
+}
 // index.d.ts (and .d.cts, for `require`) declare exactly what the entries export
 // (facade.mjs), with every type: the generated declarations without the wasm-bindgen internals
 // (the init functions after InitInput, the stream handle). A copy, not a re-export, so that a
 // CommonJS project's TypeScript need not import an ES module's declarations.
-let own = generated.replace(/^\s*\[Symbol\.dispose\]\(\): void;\n/gm, "");
+let own = generated;
 const tail = own.indexOf("\nexport type InitInput");
 if (tail < 0) throw new Error("no InitInput in the generated .d.ts: the wasm-bindgen output changed");
 own = own.slice(0, tail) + "\n";
@@ -153,7 +155,12 @@ const pkg = {
     "LICENSE-APACHE",
   ],
   sideEffects: ["./node.mjs", "./node.cjs", "./browser.mjs", "./workerd.mjs", "./facade.mjs", "./wasm/snippets/*"],
+  // The package runs on Node 18 and later; `resilient-llm/ai-sdk` needs the `ai` package 7 (which
+  // itself needs Node 22): optional, but an `ai` 6 is refused at install instead of failing
+  // at the first call (UnsupportedModelVersionError).
   engines: { node: ">=18" },
+  peerDependencies: { ai: "^7.0.0" },
+  peerDependenciesMeta: { ai: { optional: true } },
   keywords: ["llm", "circuit-breaker", "retry", "failover", "openai", "anthropic", "ai-sdk", "wasm"],
 };
 const repo = field("repository");

@@ -528,6 +528,15 @@ impl Exhausted {
         statuses.all(|s| s == Some(first)).then_some(first)
     }
 
+    /// The status for a caller that holds the providers' keys itself (the
+    /// npm package's `chat()` and `client.fetch`): the one the failures
+    /// share (a lone 401 is a 401, a route of 429s a 429), else
+    /// [`status`](Self::status). A gateway's own clients get `status`: the
+    /// upstream's 401 is not theirs to fix.
+    pub fn caller_status(&self) -> u16 {
+        self.common_status().unwrap_or_else(|| self.status())
+    }
+
     /// Whether the same call may succeed later: some failure was transient
     /// (rate limit, server fault, timeout, network, an open breaker). A call
     /// every provider refused for its key or its content is not.
@@ -666,6 +675,15 @@ fn last_rejection(attempts: &[Attempt]) -> String {
 }
 
 impl Error {
+    /// [`status`](Self::status), for a caller that holds the providers'
+    /// keys itself ([`Exhausted::caller_status`]).
+    pub fn caller_status(&self) -> u16 {
+        match self {
+            Error::AllProvidersFailed(e) => e.caller_status(),
+            _ => self.status(),
+        }
+    }
+
     /// The HTTP status a gateway should answer with.
     pub fn status(&self) -> u16 {
         match self {

@@ -271,3 +271,101 @@ fn the_documented_configuration_is_valid() {
         );
     }
 }
+
+#[test]
+fn a_base_url_written_with_its_api_root_is_called_at_the_same_endpoint() {
+    // As the OpenAI SDK, vLLM, Ollama and OpenRouter docs write base URLs:
+    // with the `/v1` (or `/api/v1`, `/openai/v1`) the adapter appends itself.
+    let cfg = Config::parse(
+        &json!({
+            "providers": {
+                "openai": { "kind": "openai", "baseUrl": "https://openai.test/v1", "apiKey": "sk-a" },
+                "anthropic": { "kind": "anthropic", "baseUrl": "https://anthropic.test/v1/", "apiKey": "sk-b" },
+                "router": { "kind": "openai-compatible", "preset": "openrouter",
+                            "baseUrl": "https://router.test/api/v1", "apiKey": "sk-c" },
+                "groq": { "kind": "openai-compatible", "preset": "groq",
+                          "baseUrl": "https://groq.test/openai/v1", "apiKey": "sk-d" },
+                "vllm": { "kind": "openai-compatible", "preset": "vllm", "baseUrl": "http://vllm.test:8000/v1" },
+                "prefixed": { "kind": "openai-compatible", "preset": "custom",
+                              "baseUrl": "http://proxy.test/tenant/v1" },
+                "deepseek": { "kind": "openai-compatible", "preset": "deepseek",
+                              "baseUrl": "https://deepseek.test/v1", "apiKey": "sk-e" },
+                "plain": { "kind": "openai", "baseUrl": "https://plain.test", "apiKey": "sk-f" }
+            },
+            "routes": {
+                "openai": [{ "provider": "openai", "model": "m" }],
+                "anthropic": [{ "provider": "anthropic", "model": "m" }],
+                "router": [{ "provider": "router", "model": "m" }],
+                "groq": [{ "provider": "groq", "model": "m" }],
+                "vllm": [{ "provider": "vllm", "model": "m" }],
+                "prefixed": [{ "provider": "prefixed", "model": "m" }],
+                "deepseek": [{ "provider": "deepseek", "model": "m" }],
+                "plain": [{ "provider": "plain", "model": "m" }]
+            }
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let p = FakePlatform::new();
+    let expected = [
+        ("openai", "https://openai.test/v1/chat/completions"),
+        ("anthropic", "https://anthropic.test/v1/messages"),
+        ("router", "https://router.test/api/v1/chat/completions"),
+        ("groq", "https://groq.test/openai/v1/chat/completions"),
+        ("vllm", "http://vllm.test:8000/v1/chat/completions"),
+        ("prefixed", "http://proxy.test/tenant/v1/chat/completions"),
+        // DeepSeek's path has no `/v1` of its own: the base URL is kept whole.
+        ("deepseek", "https://deepseek.test/v1/chat/completions"),
+        ("plain", "https://plain.test/v1/chat/completions"),
+    ];
+    for (route, url) in expected {
+        let ok = if route == "anthropic" {
+            "anthropic/ok_text"
+        } else {
+            "openai/ok_text"
+        };
+        p.script(url, [fixture(ok)]);
+        let client = cfg.client(p.clone(), vec![], &secret).unwrap();
+        let mut r = req();
+        r.model = Some(route.into());
+        let r = block_on(&p, client.chat(r));
+        assert!(
+            r.is_ok(),
+            "{route}: {:?}",
+            p.requests().last().map(|q| q.url.clone())
+        );
+        assert_eq!(p.requests().last().unwrap().url, url, "{route}");
+    }
+}
+
+#[test]
+fn providers_without_a_route_are_refused_at_config_time() {
+    let cfg = |extra: serde_json::Value| {
+        let mut c = json!({
+            "providers": { "openai": { "kind": "openai", "apiKey": "sk-a" } }
+        });
+        c.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        Config::parse(&c.to_string()).unwrap()
+    };
+    let err = cfg(json!({}))
+        .client(FakePlatform::new(), vec![], &secret)
+        .err()
+        .expect("nothing could be called: refused");
+    assert_eq!(err.issues.len(), 1, "{err}");
+    assert_eq!(err.issues[0].path, "routes");
+    assert!(
+        err.issues[0].message.contains("\"provider\": \"openai\""),
+        "shows how to write one: {err}"
+    );
+    // A listed model is a route; allowAnyModel reaches `provider/model`.
+    for reachable in [
+        json!({ "providers": { "openai": { "kind": "openai", "apiKey": "sk-a", "models": { "gpt-4o": {} } } } }),
+        json!({ "allowAnyModel": true }),
+        json!({ "routes": { "default": [{ "provider": "openai", "model": "gpt-4o" }] } }),
+    ] {
+        let r = cfg(reachable.clone()).client(FakePlatform::new(), vec![], &secret);
+        assert!(r.is_ok(), "{reachable}: {:?}", r.err());
+    }
+}

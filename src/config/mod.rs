@@ -343,6 +343,18 @@ impl Config {
                 *chain = tiers.expand(std::mem::take(chain));
             }
         }
+        // Nothing could be called: every call would fail with an unknown
+        // route, long after the configuration was accepted.
+        if let Some(id) = self.providers.keys().next().filter(|_| routes.is_empty()) {
+            if !self.allow_any_model {
+                issues.add(
+                    "routes",
+                    format!(
+                        "no route: add one (\"routes\": {{\"default\": [{{\"provider\": \"{id}\", \"model\": \"…\"}}]}}), list models under a provider, or set allowAnyModel"
+                    ),
+                );
+            }
+        }
         embeddings::check(&self.routes, &providers, extra, &mut issues);
         let default_route = match &self.default_route {
             Some(name) if !routes.contains_key(name) => {

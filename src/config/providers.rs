@@ -291,6 +291,17 @@ pub struct BedrockConfig {
     pub default_max_tokens: Option<u32>,
 }
 
+/// The part of an OpenAI-compatible endpoint path a base URL as the
+/// OpenAI SDK takes it already ends with: the path without its
+/// `/chat/completions` (`/v1`, `/openai/v1`, `/v1beta/openai`); empty when
+/// the path has no such tail or a `{deployment}` in it (Azure).
+fn api_root(path: &str) -> &str {
+    match path.strip_suffix("/chat/completions") {
+        Some(root) if !root.contains('{') => root,
+        _ => "",
+    }
+}
+
 /// Validates one provider entry and builds its adapter. `secret` looks up
 /// an environment variable or Worker secret by name; `path` is the entry's
 /// path (`providers.openai`). Every problem is pushed to `issues` with its
@@ -315,9 +326,10 @@ pub fn build_provider(
                 secret,
             );
             let mut p = Anthropic::new(id).models(v.models(&c.models, true));
-            if let Some(url) = v.url(
+            if let Some(url) = v.api_url(
                 c.base_url.as_deref(),
                 Some(crate::provider::anthropic::DEFAULT_BASE_URL),
+                "/v1",
             ) {
                 p = p.base_url(url);
             }
@@ -348,7 +360,12 @@ pub fn build_provider(
                 secret,
             );
             let mut p = OpenAi::new(id, PresetName::OpenAi).models(v.models(&c.models, false));
-            if let Some(url) = v.url(c.base_url.as_deref(), PresetName::OpenAi.preset().base_url) {
+            let preset = PresetName::OpenAi.preset();
+            if let Some(url) = v.api_url(
+                c.base_url.as_deref(),
+                preset.base_url,
+                api_root(preset.path),
+            ) {
                 p = p.base_url(url);
             }
             for (name, value) in v.headers(&c.headers) {
@@ -383,13 +400,14 @@ pub fn build_provider(
                 secret,
             );
             let mut p = OpenAi::new(id, c.preset).models(v.models(&c.models, false));
-            if let Some(url) = v.url(c.base_url.as_deref(), preset.base_url) {
+            let endpoint = c.path.as_deref().unwrap_or(preset.path);
+            if let Some(url) = v.api_url(c.base_url.as_deref(), preset.base_url, api_root(endpoint))
+            {
                 p = p.base_url(url);
             }
             for (name, value) in v.headers(&c.headers) {
                 p = p.header(name, value);
             }
-            let endpoint = c.path.as_deref().unwrap_or(preset.path);
             if let Some(path) = &c.path {
                 if !path.starts_with('/') {
                     v.issue("path", "must start with /");
@@ -608,6 +626,28 @@ impl Check<'_> {
             Some(_) => return Some(url.to_string()),
         }
         None
+    }
+
+    /// The base URL, checked ([`url`](Self::url)), without a trailing copy
+    /// of `root`, the part of the path the adapter appends itself before
+    /// its endpoint (`/v1` of `/v1/chat/completions`, OpenRouter's
+    /// `/api/v1`): `https://api.openai.com/v1`, as the OpenAI SDK and the
+    /// providers' docs write a base URL, would otherwise be asked
+    /// `/v1/v1/chat/completions` and answer 404.
+    fn api_url(&mut self, url: Option<&str>, default: Option<&str>, root: &str) -> Option<String> {
+        let url = self.url(url, default)?;
+        let trimmed = url.trim_end_matches('/');
+        match trimmed.strip_suffix(root) {
+            Some(base)
+                if !root.is_empty()
+                    && base
+                        .split_once("://")
+                        .is_some_and(|(_, host)| !host.is_empty()) =>
+            {
+                Some(base.to_string())
+            }
+            _ => Some(url),
+        }
     }
 
     /// The extra headers, checked: valid names, no line breaks, no

@@ -42,7 +42,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             native.body.remove("stream_options");
         }
         let result = self.client.chat_with(request, opts).await;
-        answer(format, result, log, |reply, log| {
+        answer(format, self.caller_holds_keys, result, log, |reply, log| {
             let mut response = reply.response;
             if response.model.trim().is_empty() {
                 response.model = reply.served_by.model;

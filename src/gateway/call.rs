@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::log::LogLine;
-use super::render::{error_code, render_error, too_large};
+use super::render::{error_code, render_error_as, too_large};
 use super::request::{read_body, BodyError};
 use super::{error_response, Format, Gateway, Outbound};
 use crate::engine::client::{Reply, ServedBy};
@@ -85,11 +85,31 @@ impl Answered for EndpointReply {
     }
 }
 
+impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
+    /// A chain error in the client's format, in the status this gateway's
+    /// callers get ([`Gateway::caller_holds_keys`]).
+    pub(super) fn render_error(&self, format: Format, e: &Error) -> Outbound {
+        render_error_as(format, e, error_status(self.caller_holds_keys, e))
+    }
+}
+
+/// The status of an error answer: [`Error::caller_status`] when the caller
+/// holds the providers' keys, else [`Error::status`].
+fn error_status(caller_holds_keys: bool, e: &Error) -> u16 {
+    if caller_holds_keys {
+        e.caller_status()
+    } else {
+        e.status()
+    }
+}
+
 /// The answer to a call that ended with `result`: its attempts and the
 /// entry that answered go into `log`, a success is rendered by `render`,
-/// an error in `format`, and the answer carries the log's headers.
+/// an error in `format` (with [`Error::caller_status`] when
+/// `caller_holds_keys`), and the answer carries the log's headers.
 pub(super) fn answer<'l, R: Answered>(
     format: Format,
+    caller_holds_keys: bool,
     result: Result<R, Error>,
     log: &mut LogLine<'l>,
     render: impl FnOnce(R, &mut LogLine<'l>) -> Outbound,
@@ -107,7 +127,7 @@ pub(super) fn answer<'l, R: Answered>(
         }
         Err(e) => {
             log.error = Some(error_code(&e));
-            render_error(format, &e)
+            render_error_as(format, &e, error_status(caller_holds_keys, &e))
         }
     };
     log.answer_headers(&mut out);

@@ -43,7 +43,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             ..CallOptions::default()
         };
         let result = self.client.call(&call, opts).await;
-        answer(format, result, log, |reply, _| {
+        answer(format, self.caller_holds_keys, result, log, |reply, _| {
             let mut headers = Headers::new();
             headers.insert("content-type", "application/json");
             Outbound {

@@ -381,6 +381,7 @@ pub struct Gateway<P: Platform, S: BreakerStore> {
     changes: std::cell::RefCell<status::Changes>,
     point: std::cell::RefCell<Option<DataPoint>>,
     journals: Option<Rc<dyn JournalSource>>,
+    caller_holds_keys: bool,
 }
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
@@ -399,7 +400,18 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             changes: Default::default(),
             point: Default::default(),
             journals: None,
+            caller_holds_keys: false,
         }
+    }
+
+    /// Errors answer the status the failures share (a lone 401 is a 401,
+    /// a route of 429s a 429; [`crate::Error::caller_status`]), as the npm
+    /// package's `chat()` rejects: for a host whose caller holds the
+    /// providers' keys itself (`client.fetch`). A gateway's own clients get
+    /// 503 for those instead: the upstream's key is not theirs to fix.
+    pub fn caller_holds_keys(mut self) -> Self {
+        self.caller_holds_keys = true;
+        self
     }
 
     /// The client.
@@ -572,7 +584,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 .await;
         }
         let result = self.client.chat_with(request, opts).await;
-        call::answer(format, result, log, |reply, log| {
+        call::answer(format, self.caller_holds_keys, result, log, |reply, log| {
             self.render_reply(format, reply, echo.as_ref(), log)
         })
     }
@@ -594,7 +606,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             Ok(s) => s,
             Err(e) => {
                 log.error = Some(error_code(&e));
-                return render_error(format, &e);
+                return self.render_error(format, &e);
             }
         };
         stream.pass_through(format.dialect());
@@ -662,7 +674,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             Some(Err(e)) => {
                 log.record_attempts(e.attempts());
                 log.error = Some(error_code(&e));
-                render_error(format, &e)
+                self.render_error(format, &e)
             }
             None => error_response(format, 502, "the stream ended before it began", None),
         };

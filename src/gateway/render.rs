@@ -33,7 +33,11 @@ pub(super) fn error_code(e: &Error) -> &'static str {
 
 /// A chain error in the client's format, with `Retry-After` when known.
 pub fn render_error(format: Format, e: &Error) -> Outbound {
-    let status = e.status();
+    render_error_as(format, e, e.status())
+}
+
+/// [`render_error`] answering `status`.
+pub(super) fn render_error_as(format: Format, e: &Error, status: u16) -> Outbound {
     let (message, code) = match e {
         Error::AllProvidersFailed(x) => (x.headline(), Some(error_code(e).to_string())),
         // Returned as is: the provider's own reason and code.

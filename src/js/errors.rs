@@ -10,6 +10,7 @@ use wasm_bindgen::prelude::*;
 use crate::config::ConfigError;
 use crate::error::{Attempt, Error, ErrorKind, ProviderError};
 use crate::js::shapes::{Attempts, Init, Issues, Name};
+use crate::js::thrown::thrown_by;
 use crate::platform::{millis, TransportError};
 use crate::web::error_message;
 
@@ -96,14 +97,15 @@ pub(crate) fn provider_error(
         Some(p) => format!("{p}: {e}"),
         None => e.to_string(),
     };
-    build(
-        class_of(e.kind),
-        &message,
-        &Init {
-            attempts: (!attempts.is_empty()).then_some(Attempts(attempts)),
-            ..Init::of(e, provider)
-        },
-    )
+    let init = to_js(&Init {
+        attempts: (!attempts.is_empty()).then_some(Attempts(attempts)),
+        ..Init::of(e, provider)
+    });
+    // What a JS provider threw to fail so, as `cause` (Error.cause).
+    if let Some(thrown) = provider.and_then(|p| thrown_by(p, e)) {
+        let _ = Reflect::set(&init, &"cause".into(), &thrown);
+    }
+    make_error(class_of(e.kind), &message, &init)
 }
 
 /// How a call reports every provider failing.
@@ -142,7 +144,7 @@ pub(crate) fn call_error(e: &Error, exhaustion: Exhaustion) -> JsValue {
             let init = to_js(&Init {
                 kind: Name::Str("all_providers_failed"),
                 retryable: ex.is_retryable(),
-                status: Some(ex.common_status().unwrap_or_else(|| ex.status())),
+                status: Some(ex.caller_status()),
                 retry_after_ms: ex.retry_after().map(millis),
                 failures: Some(Attempts(&ex.attempts)),
                 ..Init::default()

@@ -31,6 +31,7 @@ mod request;
 mod shapes;
 mod simulate;
 mod stream;
+mod thrown;
 mod validate;
 
 use std::future::Future;
@@ -235,10 +236,10 @@ impl ResilientClient {
             Ok(client) if issues.is_empty() => {
                 let inner = Rc::new(client);
                 Ok(ResilientClient {
-                    gateway: Rc::new(fetch::Gateway::shared(
-                        Rc::clone(&inner),
-                        crate::gateway::Auth::open(),
-                    )),
+                    gateway: Rc::new(
+                        fetch::Gateway::shared(Rc::clone(&inner), crate::gateway::Auth::open())
+                            .caller_holds_keys(),
+                    ),
                     inner,
                     exhaustion,
                 })

@@ -10,13 +10,23 @@ use crate::chat::{ChatRequest, ChatResponse};
 use crate::error::ProviderError;
 use crate::js::convert::{provider_request, provider_response};
 use crate::js::errors::{classify, prop};
+use crate::js::thrown;
 use crate::provider::{CustomProvider, LocalFuture};
 use crate::web::AbortOnDrop;
 
 /// A provider written in JS: `{ name, chat(request, signal) }`, called with the request and an `AbortSignal`.
 pub(crate) struct JsProvider {
+    name: String,
     object: JsValue,
     chat: Function,
+}
+
+/// Classifies what `provider` threw, keeping the thrown value as the
+/// failure's `cause` ([`thrown::keep`]).
+fn classify_kept(provider: &str, thrown: JsValue) -> ProviderError {
+    let error = classify(&thrown);
+    thrown::keep(provider, &error, thrown);
+    error
 }
 
 /// A provider object read from `options.providers[i]`: its name, the model
@@ -57,9 +67,9 @@ impl JsProvider {
             },
         };
         Ok(Found {
-            name,
+            name: name.clone(),
             model,
-            provider: JsProvider { object, chat },
+            provider: JsProvider { name, object, chat },
         })
     }
 }
@@ -79,13 +89,13 @@ impl CustomProvider for JsProvider {
             let returned = self
                 .chat
                 .call2(&self.object, &request, &signal)
-                .map_err(|e| classify(&e))?;
+                .map_err(|e| classify_kept(&self.name, e))?;
             // A plain value works too: Promise.resolve adopts thenables.
             let settled = JsFuture::from(Promise::resolve(&returned)).await;
             abort.disarm();
             match settled {
                 Ok(value) => provider_response(&value, model),
-                Err(thrown) => Err(classify(&thrown)),
+                Err(thrown) => Err(classify_kept(&self.name, thrown)),
             }
         })
     }

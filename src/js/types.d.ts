@@ -1,4 +1,12 @@
 
+// `client[Symbol.dispose]()` (and `using client = new ResilientClient(…)`) under TypeScript's
+// default lib too: declared as its esnext.disposable lib does, with which it merges.
+declare global {
+  interface SymbolConstructor {
+    readonly dispose: unique symbol;
+  }
+}
+
 // ---- Configuration (the one JSON shape of the Worker and this package) ----
 
 /** Retry settings; every field optional. */
@@ -97,6 +105,22 @@ export interface ModelConfig {
   cacheWritePricePerMtok?: number;
 }
 
+/** The presets of `kind: "openai-compatible"` (`custom`: any other server, `baseUrl` required). */
+export type PresetName =
+  | "openai"
+  | "deepseek"
+  | "groq"
+  | "mistral"
+  | "together"
+  | "fireworks"
+  | "openrouter"
+  | "gemini"
+  | "azure"
+  | "vllm"
+  | "ollama"
+  | "llamacpp"
+  | "custom";
+
 /** A built-in HTTP provider (Anthropic, OpenAI, OpenAI-compatible presets, AWS Bedrock, Vertex AI). */
 export type ProviderConfig =
   | {
@@ -127,7 +151,7 @@ export type ProviderConfig =
     }
   | {
       kind: "openai-compatible";
-      preset: string;
+      preset: PresetName;
       baseUrl?: string;
       apiKey?: string;
       apiKeyEnv?: string;

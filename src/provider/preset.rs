@@ -272,6 +272,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_npm_types_name_every_preset() {
+        let types = include_str!("../js/types.d.ts");
+        let start = types.find("export type PresetName =").expect("the union");
+        let union = &types[start..start + types[start..].find(';').expect("its end")];
+        let typed: Vec<&str> = union.split('"').skip(1).step_by(2).collect();
+        let names: Vec<&str> = PRESETS.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(typed, names);
+    }
+
+    #[test]
     fn each_name_finds_its_own_preset() {
         for p in &PRESETS {
             assert_eq!(p.name.preset(), p);

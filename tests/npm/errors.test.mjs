@@ -47,6 +47,48 @@ test("a lone 401: an AllProvidersFailedError with status 401, not retryable, the
   assert.equal(err.message, "the only provider failed: authentication failed (p: HTTP 401: invalid key)");
 });
 
+test("what a JS provider threw is kept as the cause (Error.cause) of the error the caller gets", async () => {
+  const thrown = Object.assign(new Error("invalid key"), { status: 401 });
+  const p = { name: "p", chat: () => Promise.reject(thrown) };
+  const err = await new ResilientClient({}, { providers: [p] }).chat(user("x")).catch((e) => e);
+  assert.ok(err instanceof AllProvidersFailedError, inspect(err));
+  assert.ok(err.cause instanceof ClientRequestError, inspect(err.cause));
+  assert.equal(err.cause.cause, thrown, "the provider's failure keeps what it threw");
+  // Thrown synchronously, and unwrapped: the provider's own class, whose cause is the value.
+  const sync = { name: "s", chat: () => { throw thrown; } };
+  const own = await new ResilientClient({}, { providers: [sync], unwrapSingleProvider: true })
+    .chat(user("x"))
+    .catch((e) => e);
+  assert.ok(own instanceof ClientRequestError, inspect(own));
+  assert.equal(own.cause, thrown);
+  // The hooks' errors too.
+  const seen = [];
+  const onProviderError = (e) => seen.push(e.error.cause);
+  await new ResilientClient({}, { providers: [p], onProviderError }).chat(user("x")).catch(() => {});
+  assert.deepEqual(seen, [thrown]);
+});
+
+test("a rejection's stack names the function that made the call", async () => {
+  const client = new ResilientClient({ retry: { maxAttempts: 1 } }, { providers: [scripted("p", [{ status: 500 }])] });
+  async function askTheModelFromHere() {
+    await client.chat(user("x"));
+  }
+  const err = await askTheModelFromHere().catch((e) => e);
+  assert.ok(err instanceof AllProvidersFailedError, inspect(err));
+  assert.match(err.stack, /askTheModelFromHere/);
+  assert.ok(err.stack.startsWith("AllProvidersFailedError: "), err.stack);
+  async function readTheStreamFromHere() {
+    for await (const _ of client.stream(user("x")));
+  }
+  const streamed = await readTheStreamFromHere().catch((e) => e);
+  assert.ok(streamed instanceof LLMError, inspect(streamed));
+  assert.match(streamed.stack, /readTheStreamFromHere/);
+  function finalFromHere() {
+    return client.stream(user("x")).finalResponse;
+  }
+  assert.match((await finalFromHere().catch((e) => e)).stack, /finalFromHere/);
+});
+
 test("unwrapSingleProvider: a single-entry route rejects with the provider's own class", async () => {
   const client = new ResilientClient({ timeoutMs: 20, retry: { maxAttempts: 1 } }, { providers: [hanging("slow")], unwrapSingleProvider: true });
   const err = await client.chat(user("x")).catch((e) => e);

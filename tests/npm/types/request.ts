@@ -83,3 +83,22 @@ export const bedrock: Config = {
 };
 // @ts-expect-error a Bedrock provider names its region
 export const noRegion: Config = { providers: { aws: { kind: "bedrock" } } };
+
+// An OpenAI-compatible preset is one of the preset names.
+export const presets: Config = {
+  providers: {
+    local: { kind: "openai-compatible", preset: "ollama", baseUrl: "http://127.0.0.1:11434/v1" },
+    router: { kind: "openai-compatible", preset: "openrouter" },
+  },
+  routes: { default: [{ provider: "local", model: "llama3" }] },
+};
+// @ts-expect-error "grok" is no preset
+export const madeUpPreset: Config = { providers: { x: { kind: "openai-compatible", preset: "grok" } } };
+
+// A client is disposable: `[Symbol.dispose]` is typed, and `using` takes it.
+export function disposed(client: ResilientClient): void {
+  const dispose: () => void = client[Symbol.dispose];
+  void dispose;
+  using owned = client;
+  void owned;
+}

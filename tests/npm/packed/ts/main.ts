@@ -41,7 +41,9 @@ async function main(): Promise<void> {
   }
   const model = createResilient({ client })("default");
   if (model.specificationVersion !== "v4") throw new Error("spec");
+  // Typed under the default lib too (no esnext.disposable); after free(), a no-op.
   client.free();
+  client[Symbol.dispose]();
   console.log("packed ts: ok");
 }
 // A rejection ends Node with an error and exit code 1 (no @types/node in a fresh project).
