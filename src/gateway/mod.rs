@@ -368,6 +368,8 @@ pub struct Gateway<P: Platform, S: BreakerStore> {
     metrics: metrics::Metrics,
     changes: std::cell::RefCell<status::Changes>,
     point: std::cell::RefCell<Option<DataPoint>>,
+    /// Takes the end line of a stream whose body is dropped unfinished.
+    log: Option<sse::LogSink>,
 }
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
@@ -385,7 +387,18 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             metrics: metrics::Metrics::default(),
             changes: Default::default(),
             point: Default::default(),
+            log: None,
         }
+    }
+
+    /// Has the end line of a streamed answer whose body the host drops
+    /// before reading it to its end (the client went away) written by
+    /// `sink`, with outcome `client_closed`; a body read to its end hands
+    /// its line out as a [`Piece::Log`] instead. Without a sink such a
+    /// line is lost.
+    pub fn log_to(mut self, sink: impl Fn(&str) + 'static) -> Self {
+        self.log = Some(Rc::new(sink));
+        self
     }
 
     /// The client.
@@ -595,6 +608,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                     started,
                     include_usage,
                     echo,
+                    self.log.clone(),
                 );
                 let body =
                     keepalive::body(Rc::clone(&self.client), pending, format, keepalive, then);
@@ -636,6 +650,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                     log.request_id.to_string(),
                     started,
                     log.attempts,
+                    self.log.clone(),
                 );
                 Outbound {
                     status: 200,

@@ -97,7 +97,12 @@ fn load(env: &Env) -> Rc<Loaded> {
             let ttl = crate::fleet::FleetPolicy::default().ttl;
             let setup = setup.spend_ledger(Rc::new(crate::fleet::FleetSpend::new(link, ttl)));
             Loaded::Ready(
-                Rc::new(setup.into_gateway(WebPlatform::new(), store)),
+                Rc::new(
+                    setup
+                        .into_gateway(WebPlatform::new(), store)
+                        // A stream the client left writes its end line here.
+                        .log_to(|line| worker::console_log!("{}", line)),
+                ),
                 background,
             )
         }
