@@ -221,9 +221,17 @@ fn assert_cut_for(path: &str, events: &[SseEvent], log: &Value, case: &str) {
     }
 }
 
+/// A client path, the route it names, its upstream's stream and URL.
+type Case = (
+    &'static str,
+    &'static str,
+    fn() -> Vec<String>,
+    &'static str,
+);
+
 #[test]
 fn an_end_without_a_finish_reason_is_an_error_event_in_every_client_format() {
-    let cases: [(&str, &str, fn() -> Vec<String>, &str); 6] = [
+    let cases: [Case; 6] = [
         // Passed through: the provider speaks the client's dialect.
         (
             "/v1/chat/completions",

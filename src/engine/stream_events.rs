@@ -35,7 +35,8 @@ where
                     // reason: without one the attempt was cut, and a
                     // continuation or an error event must follow what went
                     // out, not a clean end.
-                    if conn.raw && !(deltas.contains(&Delta::Done) && !finished(conn, &deltas)) {
+                    let passes = !deltas.contains(&Delta::Done) || finished(conn, &deltas);
+                    if conn.raw && passes {
                         let usage_only = !deltas.is_empty()
                             && deltas.iter().all(|d| matches!(d, Delta::Usage { .. }));
                         conn.pending.push_back(StreamItem::Raw(RawEvent {
