@@ -575,12 +575,9 @@ where
                 return Read::More;
             }
             let Some(body) = conn.body.as_mut() else {
-                return match (conn.done, &conn.finish) {
-                    (true, _) | (false, Some(_)) => Read::Complete,
-                    (false, None) => Read::Failed(ProviderError::new(
-                        ErrorKind::Transport,
-                        "the stream ended before the answer was complete",
-                    )),
+                return match &conn.finish {
+                    Some(_) => Read::Complete,
+                    None => Read::Failed(unfinished()),
                 };
             };
             let now = client.platform.now();
@@ -704,8 +701,11 @@ where
             self.hand_over(&mut conn, pace.release());
         }
         self.commit(&mut conn);
-        let reason = conn.finish.clone().unwrap_or(FinishReason::Stop);
-        self.deliver(&conn, Delta::Finish { reason });
+        // A complete attempt gave its finish reason (`Read::Complete`);
+        // none is ever made up.
+        if let Some(reason) = conn.finish.clone() {
+            self.deliver(&conn, Delta::Finish { reason });
+        }
         // Usage counts only the attempt that answered, and is reported only
         // where the provider reported it: never a made-up zero.
         if let Some(usage) = conn.usage {
@@ -836,6 +836,15 @@ where
     fn drop(&mut self) {
         self.release_permit();
     }
+}
+
+/// An attempt whose stream ended, by its end event or its body's end,
+/// with no finish reason: cut, to be continued or to end in an error.
+fn unfinished() -> ProviderError {
+    ProviderError::new(
+        ErrorKind::Transport,
+        "the stream ended before the answer was complete: no finish reason",
+    )
 }
 
 /// A restart that does not repeat the delivered text cannot continue it:

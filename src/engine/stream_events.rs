@@ -31,7 +31,12 @@ where
             let bytes = raw.next().flatten();
             match provider.decode_event(&ev) {
                 Ok(deltas) => {
-                    if conn.raw {
+                    // The provider's end event goes out only after a finish
+                    // reason: without one the attempt was cut, and a
+                    // continuation or an error event must follow what went
+                    // out, not a clean end.
+                    let passes = !deltas.contains(&Delta::Done) || finished(conn, &deltas);
+                    if conn.raw && passes {
                         let usage_only = !deltas.is_empty()
                             && deltas.iter().all(|d| matches!(d, Delta::Usage { .. }));
                         conn.pending.push_back(StreamItem::Raw(RawEvent {
@@ -134,14 +139,16 @@ where
                 conn.finish = Some(reason);
             }
             Delta::Usage { usage } => crate::format::merge_usage(&mut conn.usage, usage),
+            // An end with no finish reason before it is a cut, whatever
+            // the provider's end event says: never a made-up reason.
             Delta::Done => {
                 conn.done = true;
                 conn.body = None;
                 conn.pending.clear();
-                return if conn.mode == Mode::Forward {
-                    Read::Complete
-                } else {
-                    Read::Failed(diverged())
+                return match (&conn.mode, &conn.finish) {
+                    (Mode::Forward, Some(_)) => Read::Complete,
+                    (Mode::Forward, None) => Read::Failed(unfinished()),
+                    (Mode::Match { .. }, _) => Read::Failed(diverged()),
                 };
             }
         }
@@ -200,4 +207,16 @@ where
             .extend(conn.held.drain(..).map(StreamItem::Raw));
         self.deliver(conn, Delta::Start { model: Some(model) });
     }
+}
+
+/// Whether a finish reason came before the end in `deltas`: taken
+/// already, waiting in the attempt's pending items, or among `deltas`.
+fn finished(conn: &Conn, deltas: &[Delta]) -> bool {
+    let is_finish = |d: &Delta| matches!(d, Delta::Finish { .. });
+    conn.finish.is_some()
+        || conn.pending.iter().any(|i| match i {
+            StreamItem::Delta { delta, .. } => is_finish(delta),
+            StreamItem::Raw(_) => false,
+        })
+        || deltas.iter().any(is_finish)
 }

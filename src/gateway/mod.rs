@@ -382,6 +382,8 @@ pub struct Gateway<P: Platform, S: BreakerStore> {
     point: std::cell::RefCell<Option<DataPoint>>,
     journals: Option<Rc<dyn JournalSource>>,
     caller_holds_keys: bool,
+    /// Takes the end line of a stream whose body is dropped unfinished.
+    log: Option<sse::LogSink>,
 }
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
@@ -401,6 +403,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             point: Default::default(),
             journals: None,
             caller_holds_keys: false,
+            log: None,
         }
     }
 
@@ -411,6 +414,16 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// 503 for those instead: the upstream's key is not theirs to fix.
     pub fn caller_holds_keys(mut self) -> Self {
         self.caller_holds_keys = true;
+        self
+    }
+
+    /// Has the end line of a streamed answer whose body the host drops
+    /// before reading it to its end (the client went away) written by
+    /// `sink`, with outcome `client_closed`; a body read to its end hands
+    /// its line out as a [`Piece::Log`] instead. Without a sink such a
+    /// line is lost.
+    pub fn log_to(mut self, sink: impl Fn(&str) + 'static) -> Self {
+        self.log = Some(Rc::new(sink));
         self
     }
 
@@ -621,6 +634,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                     started,
                     include_usage,
                     echo,
+                    self.log.clone(),
                 );
                 let body =
                     keepalive::body(Rc::clone(&self.client), pending, format, keepalive, then);
@@ -662,6 +676,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                     log.request_id.to_string(),
                     started,
                     log.attempts,
+                    self.log.clone(),
                 );
                 Outbound {
                     status: 200,

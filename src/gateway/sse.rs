@@ -50,6 +50,11 @@ pub enum Piece {
 /// A streamed response body.
 pub type PieceStream = Pin<Box<dyn Stream<Item = Piece>>>;
 
+/// Where a stream's end line goes when its body is dropped before handing
+/// it out as a [`Piece::Log`]: the client went away mid-stream (see
+/// [`super::Gateway::log_to`]).
+pub(crate) type LogSink = Rc<dyn Fn(&str)>;
+
 /// The client format's event writer.
 pub(crate) enum Encoder {
     OpenAi(OpenAiStreamEncoder),
@@ -175,10 +180,33 @@ struct State<P: Platform, S: BreakerStore> {
     started: u64,
     /// The attempts the response's `x-attempts` header counted.
     told: usize,
+    /// Takes the end line of a body dropped before it was handed out.
+    log: Option<LogSink>,
+}
+
+impl<P: Platform, S: BreakerStore> Drop for State<P, S> {
+    /// A body dropped before its end line went out (the client went away:
+    /// the host stops reading) still logs its end: `client_closed` while
+    /// the answer was under way, else the line its end had written. Its
+    /// upstream request is aborted by the stream's own drop, after this.
+    fn drop(&mut self) {
+        let line = match std::mem::replace(&mut self.phase, Phase::Over) {
+            Phase::Over => return,
+            Phase::Ending(line) => line,
+            Phase::Streaming(_) => {
+                let bill = bill(self, self.stream.attempts());
+                end_line(self, "client_closed", None, bill)
+            }
+        };
+        if let Some(sink) = &self.log {
+            sink(&line);
+        }
+    }
 }
 
 /// The response body of a committed stream, starting with `first`; `told`
-/// is the attempts its `x-attempts` header counted.
+/// is the attempts its `x-attempts` header counted; `log` takes its end
+/// line if it is dropped before handing it out.
 pub(crate) fn body<P: Platform + 'static, S: BreakerStore + 'static>(
     stream: ChatStream<Rc<Client<P, S>>, P, S>,
     encoder: Encoder,
@@ -186,6 +214,7 @@ pub(crate) fn body<P: Platform + 'static, S: BreakerStore + 'static>(
     request_id: String,
     started: u64,
     told: usize,
+    log: Option<LogSink>,
 ) -> PieceStream {
     let state = State {
         stream,
@@ -194,6 +223,7 @@ pub(crate) fn body<P: Platform + 'static, S: BreakerStore + 'static>(
         request_id,
         started,
         told,
+        log,
     };
     Box::pin(Unfold {
         state: Some(state),

@@ -99,7 +99,12 @@ fn load(env: &Env) -> Rc<Loaded> {
             // The status page and `/metrics` read the breaker objects' journals.
             let setup = setup.journals(Rc::new(DoLink::new(env.clone(), background.clone())));
             Loaded::Ready(
-                Rc::new(setup.into_gateway(WebPlatform::new(), store)),
+                Rc::new(
+                    setup
+                        .into_gateway(WebPlatform::new(), store)
+                        // A stream the client left writes its end line here.
+                        .log_to(|line| worker::console_log!("{}", line)),
+                ),
                 background,
             )
         }

@@ -68,8 +68,10 @@
 //   stream:    cutAfterChunks k (socket destroyed after k content chunks), stallAfterChunks k
 //              (nothing more sent, socket kept open), malformedChunkAt k (content chunk k,
 //              0-based, is invalid JSON), noDone (no [DONE] / message_stop), slowFirstTokenMs
-//              (headers and preamble at once, the first content chunk late). k may exceed the
-//              content: the fault then hits before the finish chunk.
+//              (headers and preamble at once, the first content chunk late), endAfterChunks k
+//              (after k content chunks, the stream's end — [DONE], message_stop — with no
+//              finish reason before it: a cut dressed as an end). k may exceed the content:
+//              the fault then hits before the finish chunk.
 // POST /admin/<name>/fault takes a RULE (the rules become [RULE]) or a PROVIDER whose given
 // fields replace the current ones; either way rule counters start again.
 import { createHash } from "node:crypto";
@@ -101,7 +103,7 @@ const RULE_KEYS = {
   reset: ["afterMs"],
   malformed: [],
   stall: ["holdMs"],
-  stream: ["cutAfterChunks", "stallAfterChunks", "malformedChunkAt", "noDone", "slowFirstTokenMs", "holdMs"],
+  stream: ["cutAfterChunks", "stallAfterChunks", "malformedChunkAt", "noDone", "slowFirstTokenMs", "holdMs", "endAfterChunks"],
   "echo-key": ["status"], // mock-echo.mjs
 };
 
@@ -129,7 +131,7 @@ function normalizeRule(raw, where) {
   const allowed = new Set([...RULE_KEYS.common, ...RULE_KEYS[mode]]);
   for (const key of settingKeys(raw)) check(allowed.has(key), `${where}.${key}: not an option of mode "${mode}"`);
   for (const key of ["firstN", "latencyMs", "holdMs", "slowFirstByteMs", "afterMs", "retryAfterMs",
-    "cutAfterChunks", "stallAfterChunks", "malformedChunkAt", "slowFirstTokenMs"]) {
+    "cutAfterChunks", "stallAfterChunks", "malformedChunkAt", "slowFirstTokenMs", "endAfterChunks"]) {
     check(raw[key] === undefined || isCount(raw[key]), `${where}.${key}: must be a whole number >= 0`);
   }
   check(raw.p === undefined || (typeof raw.p === "number" && raw.p >= 0 && raw.p <= 1), `${where}.p: must be in [0, 1]`);
@@ -428,13 +430,13 @@ async function stream(ctx, body, fault) {
   let sent = 0;
   for (const ev of events.content) {
     const isDelta = ev.count !== false && ev.event !== "ping";
-    if (isDelta && (await streamFaultAt(ctx, fault, sent))) return;
+    if (isDelta && (await streamFaultAt(ctx, fault, sent, false, events))) return;
     const bad = isDelta && sent === fault.malformedChunkAt;
     await writeEvent(ctx, bad ? { event: ev.event, data: ev.data.slice(0, Math.ceil(ev.data.length * 0.6)) } : ev);
     if (isDelta) sent += 1;
     await wait(ctx.provider.settings.chunkDelayMs, ctx.signal);
   }
-  if (await streamFaultAt(ctx, fault, sent, true)) return;
+  if (await streamFaultAt(ctx, fault, sent, true, events)) return;
   for (const ev of events.finish) await writeEvent(ctx, ev);
   if (!fault.noDone) for (const ev of events.done) await writeEvent(ctx, ev);
   res.end();
@@ -444,8 +446,14 @@ async function stream(ctx, body, fault) {
  * Applies a cut or stall due after `sent` content chunks (at the end of the text: any one not
  * yet applied, since k was beyond it); true when the stream is over.
  */
-async function streamFaultAt(ctx, fault, sent, atEnd = false) {
+async function streamFaultAt(ctx, fault, sent, atEnd, events) {
   const due = (k) => k !== undefined && (atEnd || sent >= k);
+  if (due(fault.endAfterChunks)) {
+    // The end event, with no finish chunk (finish_reason, message_delta) before it.
+    for (const ev of events.done) await writeEvent(ctx, ev);
+    ctx.res.end();
+    return true;
+  }
   if (due(fault.cutAfterChunks)) {
     // What was written reaches the client (within a second), then the connection drops.
     await Promise.race([ctx.flushed, delay(1000, undefined, { ref: false })]);
