@@ -126,7 +126,8 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             };
             let result = self.run_call(entry, &mut guard.permit, call, run).await;
             let permit = guard.disarm();
-            self.settle(entry, permit, result.as_ref().map(|_| ()));
+            let size = crate::policy::timeouts::size_of_body(&call.body);
+            self.settle(entry, permit, size, result.as_ref().map(|_| ()));
             match result {
                 Ok(body) => {
                     return Ok(EndpointReply {
