@@ -8,7 +8,6 @@ use resilient_llm::testing::{block_on, hang, reply, FakePlatform, Reply};
 use resilient_llm::{ChatRequest, Client, Config, ErrorKind, Message, StateName};
 use serde_json::json;
 
-
 fn client(p: &FakePlatform) -> Client<FakePlatform> {
     let cfg = json!({
         "providers": {
