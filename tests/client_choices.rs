@@ -107,7 +107,10 @@ fn a_callers_own_short_deadline_is_a_504_that_trips_nothing() {
 
 #[test]
 fn a_timeout_within_the_callers_deadline_still_counts() {
-    // The entry's own timeout fired first: the provider was too slow.
+    // The entry's own timeout fired first: the provider was too slow. (A
+    // timeout counts once witnessed, src/policy/timeouts.rs: with
+    // `minimum_calls` 1, a provider that finished none of its last one
+    // request is witness enough.)
     let p = FakePlatform::new();
     let c = Client::builder(p.clone())
         .upstream(
@@ -124,6 +127,7 @@ fn a_timeout_within_the_callers_deadline_still_counts() {
         )
         .breaker(BreakerPolicy {
             failure_threshold: 1,
+            minimum_calls: 1,
             ..BreakerPolicy::default()
         })
         .build();

@@ -364,3 +364,62 @@ fn keys_quoted_in_upstream_errors_never_reach_the_client_or_the_log() {
         assert!(text.contains("***"), "the redaction shows: {text}");
     }
 }
+
+/// A body of `n` bytes, one every `every`, on the fake clock.
+fn trickle(p: &FakePlatform, n: usize, every: Duration, bytes: Vec<u8>) -> Body {
+    let p = p.clone();
+    let chunks = futures_util::stream::unfold(0usize, move |i| {
+        let p = p.clone();
+        let byte = bytes.get(i).copied();
+        async move {
+            use resilient_llm::Platform;
+            let byte = byte.filter(|_| i < n)?;
+            p.sleep(every).await;
+            Some((Ok::<_, TransportError>(vec![byte]), i + 1))
+        }
+    });
+    Body::stream(chunks)
+}
+
+#[test]
+fn a_body_sent_a_byte_every_3_s_is_a_408_after_60_s() {
+    use resilient_llm::Platform;
+    let p = FakePlatform::new();
+    let g = gateway(&p, 1 << 20);
+    let body = json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]});
+    let bytes = body.to_string().into_bytes();
+    let r = Inbound {
+        body: trickle(&p, bytes.len(), Duration::from_secs(3), bytes.clone()),
+        ..anthropic(&body)
+    };
+    let started = p.now();
+    let (out, reply) = run(&p, &g, r);
+    let message = anthropic_error(&out, &reply, 408);
+    assert!(message.contains("did not arrive within 60 s"), "{message}");
+    assert_eq!(p.now() - started, 60_000);
+    assert!(p.requests().is_empty());
+    // In OpenAI's shape for an OpenAI client.
+    let r = Inbound {
+        body: trickle(&p, bytes.len(), Duration::from_secs(3), bytes.clone()),
+        ..openai(&body)
+    };
+    let (out, reply) = run(&p, &g, r);
+    openai_error(&out, &reply, 408);
+}
+
+#[test]
+fn a_slow_body_that_arrives_within_the_deadline_is_served() {
+    let p = FakePlatform::new();
+    p.script("https://primary.test", [reply(200).body(openai_ok())]);
+    let g = gateway(&p, 1 << 20);
+    let body = json!({"model": "default", "messages": [{"role": "user", "content": "hi"}]});
+    let bytes = body.to_string().into_bytes();
+    // Every byte 0.5 s apart: under a minute in all.
+    assert!(bytes.len() < 120);
+    let r = Inbound {
+        body: trickle(&p, bytes.len(), Duration::from_millis(500), bytes),
+        ..openai(&body)
+    };
+    let (out, reply) = run(&p, &g, r);
+    assert_eq!(out.status, 200, "{reply}");
+}

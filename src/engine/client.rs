@@ -26,10 +26,11 @@ use crate::error::{Attempt, Error, ProviderError};
 use crate::event::{Event, Observer};
 use crate::platform::{Platform, UnixMillis};
 use crate::policy::backoff::RetryPolicy;
-use crate::policy::breaker::{BreakerPolicy, CircuitOpen, Outcome, Permit, State};
+use crate::policy::breaker::{BreakerPolicy, CircuitOpen, Permit, State};
 use crate::policy::budget::{BudgetPolicy, RetryBudget};
 use crate::policy::latency::{Book, DemotionPolicy, Speed};
 use crate::policy::stats::{Health, ProviderStats};
+use crate::policy::timeouts::{size_of, Timeouts};
 use crate::provider::Upstream;
 use crate::quality::Quality;
 
@@ -231,6 +232,8 @@ pub struct Client<P: Platform, S: BreakerStore = MemoryStore> {
     /// the configuration lists.
     pub(crate) model_stats: RefCell<BTreeMap<String, ProviderStats>>,
     pub(crate) limited: RefCell<RateLimited>,
+    /// Recent verdicts by size, that tell whether a timeout counts.
+    pub(crate) timeouts: RefCell<Timeouts>,
     pub(crate) keys: BreakerKeys,
     /// Each entry's recent answer times and latency standing.
     pub(crate) latency: RefCell<Book>,
@@ -361,6 +364,7 @@ impl<P: Platform> ClientBuilder<P> {
             stats: RefCell::default(),
             model_stats: RefCell::default(),
             limited: RefCell::default(),
+            timeouts: RefCell::new(Timeouts::new(&self.breaker)),
             keys,
             latency: RefCell::default(),
             demotion: self.demotion,
@@ -461,7 +465,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         };
         let result = self.run_entry(entry, &mut guard.permit, req, run).await;
         let permit = guard.disarm();
-        self.settle(entry, permit, result.as_ref().map(|_| ()));
+        self.settle(entry, permit, size_of(req), result.as_ref().map(|_| ()));
         match result {
             Ok(resp) => Step::Answered(Box::new(resp)),
             Err(error) if error.fails_over() => Step::Next(error),
@@ -469,18 +473,24 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         }
     }
 
-    /// Records the breaker's one verdict for an entry of this request. A
-    /// failure that says nothing about the provider's health (a bad request,
-    /// the deadline) gives the permit back.
-    pub(crate) fn settle(&self, entry: &Entry, permit: Permit, result: Result<(), &ProviderError>) {
+    /// Records the breaker's one verdict for an entry of this request, of
+    /// `size` ([`Timeouts`]). A failure that says nothing about the
+    /// provider's health (a bad request, the deadline, a timeout no other
+    /// request witnesses against) gives the permit back.
+    pub(crate) fn settle(
+        &self,
+        entry: &Entry,
+        permit: Permit,
+        size: u64,
+        result: Result<(), &ProviderError>,
+    ) {
         let key = self.key_of(entry);
         let before = self.store.state(&key);
         let now = self.platform.now();
-        let outcome = match result {
-            Ok(()) => Outcome::Success,
-            Err(e) if e.trips_breaker() => Outcome::Failure,
-            Err(_) => Outcome::Ignored,
-        };
+        let outcome = self
+            .timeouts
+            .borrow_mut()
+            .verdict(&key, permit.kind, size, result);
         self.store.record(&key, now, permit, outcome);
         if let Err(error) = result {
             self.limited.borrow_mut().note(&key, now, error);

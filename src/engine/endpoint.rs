@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use crate::chat::Usage;
-use crate::engine::authorize::authorize;
+use crate::engine::authorize::{authorize, is_refused, renewing};
 use crate::engine::client::{CallOptions, Client, Entry, PermitGuard, ServedBy};
 use crate::engine::cursor::{Cursor, Run};
 use crate::engine::retry::Answer;
@@ -126,7 +126,8 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             };
             let result = self.run_call(entry, &mut guard.permit, call, run).await;
             let permit = guard.disarm();
-            self.settle(entry, permit, result.as_ref().map(|_| ()));
+            let size = crate::policy::timeouts::size_of_body(&call.body);
+            self.settle(entry, permit, size, result.as_ref().map(|_| ()));
             match result {
                 Ok(body) => {
                     return Ok(EndpointReply {
@@ -199,10 +200,18 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 call.endpoint,
             ));
         };
+        let refused =
+            |t: &(Result<Vec<u8>, ProviderError>, bool)| t.0.as_ref().is_err_and(is_refused);
         self.retry_entry(entry, permit, run, |limit| async move {
-            let (result, reached) = self
-                .call_once(provider.as_ref(), call, &entry.model, limit)
-                .await;
+            let (result, reached) = renewing(
+                &self.platform,
+                Some(provider.as_ref()),
+                limit,
+                refused,
+                |e| (Err(e), false),
+                |limit| self.call_once(provider.as_ref(), call, &entry.model, limit),
+            )
+            .await;
             (result, reached, Vec::new())
         })
         .await

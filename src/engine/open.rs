@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::chat::{ChatRequest, ChatResponse, Delta, FinishReason};
-use crate::engine::authorize::authorize;
+use crate::engine::authorize::{authorize, is_refused, renewing};
 use crate::engine::client::Client;
 use crate::engine::store::BreakerStore;
 use crate::engine::stream::StreamItem;
@@ -15,15 +15,40 @@ use crate::error::{ErrorKind, ProviderError};
 use crate::platform::{Body, BufferedResponse, Platform};
 use crate::provider::Upstream;
 
+/// The result of opening an attempt: the body, the deltas and the hints
+/// left out; or the error and whether the request reached the provider.
+type Opened = Result<(Option<Body>, VecDeque<StreamItem>, Vec<String>), (ProviderError, bool)>;
+
 /// Opens one streaming attempt within `limit`: the body of a 2xx response,
-/// or (for a custom provider) its whole answer as deltas.
+/// or (for a custom provider) its whole answer as deltas. A token the
+/// provider refused is renewed once ([`renewing`]).
 pub(crate) async fn open<P: Platform, S: BreakerStore>(
     client: &Client<P, S>,
     upstream: &Upstream,
     req: &ChatRequest,
     model: &str,
     limit: Duration,
-) -> Result<(Option<Body>, VecDeque<StreamItem>, Vec<String>), (ProviderError, bool)> {
+) -> Opened {
+    let http = match upstream {
+        Upstream::Http(provider) => Some(provider.as_ref()),
+        Upstream::Custom(_) => None,
+    };
+    let refused = |o: &Opened| o.as_ref().is_err_and(|(e, _)| is_refused(e));
+    let fail = |e| Err((e, false));
+    renewing(&client.platform, http, limit, refused, fail, |limit| {
+        open_once(client, upstream, req, model, limit)
+    })
+    .await
+}
+
+/// [`open`], once.
+async fn open_once<P: Platform, S: BreakerStore>(
+    client: &Client<P, S>,
+    upstream: &Upstream,
+    req: &ChatRequest,
+    model: &str,
+    limit: Duration,
+) -> Opened {
     let now = client.platform.now();
     match upstream {
         Upstream::Http(provider) => {

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::chat::{ChatRequest, ChatResponse, Usage};
-use crate::engine::authorize::authorize;
+use crate::engine::authorize::{authorize, is_refused, renewing};
 use crate::engine::client::{Client, Entry};
 use crate::engine::cursor::Run;
 use crate::engine::store::BreakerStore;
@@ -276,9 +276,30 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         Some(delay)
     }
 
-    /// One attempt under `limit`. Returns the result, whether the request
+    /// One attempt under `limit`, its token renewed once if the provider
+    /// refused it ([`renewing`]). Returns the result, whether the request
     /// reached the provider, and the hints its encoder left out.
     async fn attempt(
+        &self,
+        upstream: &Upstream,
+        req: &ChatRequest,
+        model: &str,
+        limit: Duration,
+    ) -> Tried<ChatResponse> {
+        let http = match upstream {
+            Upstream::Http(provider) => Some(provider.as_ref()),
+            Upstream::Custom(_) => None,
+        };
+        let refused = |t: &Tried<ChatResponse>| t.0.as_ref().is_err_and(is_refused);
+        let fail = |e| (Err(e), false, Vec::new());
+        renewing(&self.platform, http, limit, refused, fail, |limit| {
+            self.attempt_once(upstream, req, model, limit)
+        })
+        .await
+    }
+
+    /// [`attempt`](Self::attempt), once.
+    async fn attempt_once(
         &self,
         upstream: &Upstream,
         req: &ChatRequest,

@@ -31,6 +31,7 @@ use crate::format::structured::AnswerStream;
 use crate::platform::{Body, Platform, UnixMillis};
 use crate::policy::breaker::{Permit, PermitKind};
 use crate::policy::latency::Measure;
+use crate::policy::timeouts::size_of;
 use crate::provider::{StreamDecoder, Upstream};
 use crate::sse::{SseDecoder, SseEvent};
 
@@ -695,7 +696,7 @@ where
             );
         }
         if let Some(permit) = self.held.permit.take() {
-            client.settle(&entry, permit, Ok(()));
+            client.settle(&entry, permit, size_of(&self.req), Ok(()));
         }
         if let Some(pace) = conn.pace.take() {
             self.hand_over(&mut conn, pace.release());
@@ -783,7 +784,7 @@ where
         let client = self.client.clone();
         let client = &*client;
         if let Some(permit) = self.held.permit.take() {
-            client.settle(entry, permit, Err(error));
+            client.settle(entry, permit, size_of(&self.req), Err(error));
         }
         if !self.sent.committed && !error.fails_over() {
             return Err(self.walk.stop(error.clone()));

@@ -7,18 +7,20 @@ use std::time::Duration;
 
 use super::log::LogLine;
 use super::render::{error_code, render_error_as, too_large};
-use super::request::{read_body, BodyError};
+use super::request::{read_body, BodyError, BODY_DEADLINE};
 use super::{error_response, Format, Gateway, Outbound};
 use crate::engine::client::{Reply, ServedBy};
 use crate::engine::endpoint::EndpointReply;
 use crate::engine::store::BreakerStore;
+use crate::engine::timeout::timeout;
 use crate::error::{Attempt, Error};
 use crate::platform::{Body, Headers, Platform};
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// The request's body, read within the size limit (a `Content-Length`
-    /// over it is refused before the body is kept), or the answer that
-    /// refuses it, in `format`.
+    /// over it is refused before the body is kept) and within
+    /// [`BODY_DEADLINE`] (a 408), or the answer that refuses it, in
+    /// `format`.
     pub(super) async fn read_request(
         &self,
         format: Format,
@@ -30,7 +32,20 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         let declared = headers
             .get("content-length")
             .and_then(|v| v.trim().parse::<u64>().ok());
-        match read_body(body, limit, declared.is_some_and(|n| n > limit as u64)).await {
+        let read = read_body(body, limit, declared.is_some_and(|n| n > limit as u64));
+        let Ok(read) = timeout(self.client.platform.sleep(BODY_DEADLINE), read).await else {
+            log.error = Some("body_timeout");
+            return Err(error_response(
+                format,
+                408,
+                &format!(
+                    "the request body did not arrive within {} s",
+                    BODY_DEADLINE.as_secs()
+                ),
+                None,
+            ));
+        };
+        match read {
             Ok(b) => Ok(b),
             Err(BodyError::TooLarge) => {
                 log.error = Some("request_too_large");

@@ -6,6 +6,7 @@
 //! | input | limit | where |
 //! |---|---|---|
 //! | body | `limits.maxRequestBytes` (1 MiB): 413 | `request.rs`, read as far as the limit |
+//! | body's arrival | 60 s for all of it (`request::BODY_DEADLINE`): 408 | `call.rs` |
 //! | JSON nesting | [`MAX_JSON_DEPTH`] (serde_json's own) | the parse |
 //! | messages | [`MAX_MESSAGES`] | [`check_request`] |
 //! | names (model, tools, tool calls) | [`MAX_NAME_BYTES`] | [`check_request`] |

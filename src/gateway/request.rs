@@ -1,6 +1,8 @@
 //! Reading a client's request: its body within the limit, the neutral
 //! request beside the client's own body, its id.
 
+use std::time::Duration;
+
 use serde_json::Value;
 
 use super::Format;
@@ -48,6 +50,12 @@ pub(super) fn read_chat(
 /// 413: a client still sending when the answer comes may see a reset
 /// instead of the 413.
 pub(super) const DRAIN_CAP: usize = 16 << 20;
+
+/// The longest a request body may take to arrive, all of it: a client
+/// sending a byte every few seconds holds a connection and its buffer no
+/// longer than this. At the default `maxRequestBytes` (1 MiB) it asks for
+/// 17 KiB/s, which a slow mobile uplink still gives.
+pub(super) const BODY_DEADLINE: Duration = Duration::from_secs(60);
 
 pub(super) enum BodyError {
     TooLarge,

@@ -11,3 +11,4 @@ pub(crate) mod latency;
 pub(crate) mod price;
 pub(crate) mod spend;
 pub(crate) mod stats;
+pub(crate) mod timeouts;

@@ -136,6 +136,36 @@ impl ErrorBody {
         ])
     }
 
+    /// A 429 that blames the request, not a full pool: OpenAI's "Request
+    /// too large for gpt-4o … on tokens per min (TPM): Limit 30000,
+    /// Requested 45000" comes with the code `rate_limit_exceeded` like any
+    /// rate limit, but no wait lets a request bigger than the limit in. Told
+    /// by its words, or by a `Requested` figure above the `Limit` with no
+    /// `Used` figure (a full pool's message names what was used).
+    fn is_request_over_limit(&self) -> bool {
+        if self.mentions(&["request too large"]) {
+            return true;
+        }
+        let Some(message) = &self.message else {
+            return false;
+        };
+        let (mut limit, mut requested, mut used) = (None, None, false);
+        let mut words = message.split_whitespace().map(|w| {
+            w.trim_matches(|c: char| !c.is_ascii_alphanumeric())
+                .to_ascii_lowercase()
+        });
+        while let Some(word) = words.next() {
+            let figure = |w: Option<String>| w.and_then(|w| w.replace(',', "").parse::<u64>().ok());
+            match word.as_str() {
+                "limit" => limit = limit.or(figure(words.next())),
+                "requested" => requested = requested.or(figure(words.next())),
+                "used" => used = true,
+                _ => {}
+            }
+        }
+        !used && matches!((limit, requested), (Some(l), Some(r)) if r > l)
+    }
+
     fn is_context_length(&self) -> bool {
         self.is(&["context_length_exceeded", "string_above_max_length"])
             || self.mentions(&[
@@ -291,6 +321,10 @@ pub fn kind_for(status: u16, body: &ErrorBody) -> ErrorKind {
     }
     match status {
         429 if body.is_quota() => ErrorKind::QuotaExhausted,
+        // Bigger than the limit itself: a fault of the request, handled as
+        // one too long for the model (not retried, not counted; another
+        // entry, with its own limits, may take it).
+        429 if body.is_request_over_limit() => ErrorKind::ContextLength,
         429 => ErrorKind::RateLimited,
         402 => ErrorKind::QuotaExhausted,
         401 | 403 => ErrorKind::Auth,
@@ -430,6 +464,56 @@ mod tests {
             kind(
                 400,
                 r#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: 100000 > 64000, which is the maximum allowed number of output tokens"}}"#
+            ),
+            ErrorKind::InvalidRequest
+        );
+    }
+
+    #[test]
+    fn a_429_for_a_request_over_the_limit_is_the_requests_fault() {
+        let openai = |message: &str| {
+            format!(
+                r#"{{"error":{{"message":"{message}","type":"tokens","param":null,"code":"rate_limit_exceeded"}}}}"#
+            )
+        };
+        let too_large = openai(
+            "Request too large for gpt-4o in organization org-abc on tokens per min (TPM): Limit 30000, Requested 45000. The input or output tokens must be reduced in order to run successfully. Visit https://platform.openai.com/account/rate-limits to learn more.",
+        );
+        let e = classify(429, &Headers::new(), too_large.as_bytes(), 0);
+        assert_eq!(e.kind, ErrorKind::ContextLength);
+        assert!(!e.is_retryable() && !e.trips_breaker() && e.fails_over());
+        // The same figures without the words still tell it.
+        assert_eq!(
+            kind(
+                429,
+                &openai("Tokens per min (TPM): Limit 30,000, Requested 45,000.")
+            ),
+            ErrorKind::ContextLength
+        );
+        // A full pool is a rate limit: it names what was used.
+        assert_eq!(
+            kind(
+                429,
+                &openai("Rate limit reached for gpt-4o in organization org-abc on tokens per min (TPM): Limit 30000, Used 29000, Requested 2000. Please try again in 2s.")
+            ),
+            ErrorKind::RateLimited
+        );
+        assert_eq!(
+            kind(429, &openai("Limit 30000, Requested 2000.")),
+            ErrorKind::RateLimited
+        );
+        assert_eq!(
+            kind(
+                429,
+                r#"{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed the rate limit for your organization of 50,000 input tokens per minute."}}"#
+            ),
+            ErrorKind::RateLimited
+        );
+        // Anthropic's request over its size limit is a 413.
+        assert_eq!(
+            kind(
+                413,
+                r#"{"type":"error","error":{"type":"request_too_large","message":"Request exceeds the maximum allowed number of bytes."}}"#
             ),
             ErrorKind::InvalidRequest
         );

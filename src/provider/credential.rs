@@ -27,6 +27,15 @@ pub trait Credential {
     /// neither the key nor a token.
     fn accept(&self, resp: &BufferedResponse, now: UnixMillis) -> Result<(), ProviderError>;
 
+    /// Which token is held: a number that changes with every token
+    /// accepted (0 before the first).
+    fn generation(&self) -> u64;
+
+    /// Drops the token held if it is still the one of `generation`: the
+    /// provider refused it (a 401), so it was revoked before it expired.
+    /// A token another request fetched since is kept.
+    fn forget(&self, generation: u64);
+
     /// Held while a token is fetched: a request that finds it taken waits,
     /// then finds the token the holder fetched.
     fn refresh_lock(&self) -> &Mutex<()>;

@@ -7,7 +7,7 @@
 //! isolate (one [`ServiceAccount`] per configured provider). Neither
 //! appears in a `Debug` output or an error message.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -95,6 +95,8 @@ pub struct ServiceAccount {
     token_uri: String,
     key: SigningKey<Sha256>,
     held: RefCell<Option<Held>>,
+    /// Bumped by every token accepted (see [`Credential::generation`]).
+    generation: Cell<u64>,
     refresh: Mutex<()>,
 }
 
@@ -142,6 +144,7 @@ impl ServiceAccount {
             token_uri: file.token_uri,
             key: SigningKey::new(key),
             held: RefCell::new(None),
+            generation: Cell::new(0),
             refresh: Mutex::new(()),
         })
     }
@@ -276,7 +279,18 @@ impl Credential for ServiceAccount {
             token: Secret::new(token),
             renew_at,
         });
+        self.generation.set(self.generation.get().wrapping_add(1));
         Ok(())
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.get()
+    }
+
+    fn forget(&self, generation: u64) {
+        if self.generation.get() == generation {
+            *self.held.borrow_mut() = None;
+        }
     }
 
     fn refresh_lock(&self) -> &Mutex<()> {
