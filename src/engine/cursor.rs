@@ -271,7 +271,7 @@ impl<'c> Cursor<'c> {
             forced: false,
             run: self.run.fork(),
             reach: None,
-            estimate: self.estimate.clone(),
+            estimate: self.estimate,
             refused: None,
         }
     }
