@@ -98,7 +98,7 @@ pub use config::{
     ValidatorConfig,
 };
 pub use engine::client::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
-pub use engine::cost::{CostPolicy, ModelCost, RouteCost, SpendHealth, SpendLedger};
+pub use engine::cost::{CostPolicy, FleetHold, ModelCost, RouteCost, SpendHealth, SpendLedger};
 pub use engine::endpoint::{EmbeddingModel, EndpointCall, EndpointReply};
 pub use engine::hedge::{HedgeAfter, HedgePolicy};
 pub use engine::key::{breaker_key, provider_of, ANY_MODEL};

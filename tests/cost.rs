@@ -72,6 +72,12 @@ fn chat(model: &str) -> Value {
     json!({ "model": model, "max_tokens": 100, "messages": [{ "role": "user", "content": "hi" }] })
 }
 
+/// A request that may cost $0.000753 at `strong` (1 input token at $3,
+/// 50 output at $15 per million): what it holds on a cap before it goes.
+fn small(model: &str) -> Value {
+    json!({ "model": model, "max_tokens": 50, "messages": [{ "role": "user", "content": "hi" }] })
+}
+
 fn json_of(out: &Outbound) -> Value {
     serde_json::from_slice(&out.body).expect("JSON body")
 }
@@ -313,19 +319,19 @@ fn a_spent_budget_answers_429_in_the_client_s_format_until_the_day_ends() {
     let p = FakePlatform::new().at(NOON);
     let g = gateway(
         &p,
-        json!({ "routes": { "default": { "dailyBudgetUsd": 0.0005 } } }),
+        json!({ "routes": { "default": { "dailyBudgetUsd": 0.0008 } } }),
     );
     p.script("https://strong.test", [anthropic_cached()]);
-    let out = block_on(&p, g.handle(post("/v1/messages", chat("default"))));
+    let out = block_on(&p, g.handle(post("/v1/messages", small("default"))));
     assert_eq!(out.status, 200, "under budget before the call");
     let health = json_of(&block_on(&p, g.handle(get("/health"))));
     assert_eq!(
         health["spend"],
-        json!([{ "route": "default", "budgetUsd": 0.0005, "spentUsd": 0.00087,
+        json!([{ "route": "default", "budgetUsd": 0.0008, "spentUsd": 0.00087,
                  "exhausted": true, "resetsAt": NOON + 12 * 3600 * 1000 }])
     );
 
-    let out = block_on(&p, g.handle(post("/v1/messages", chat("default"))));
+    let out = block_on(&p, g.handle(post("/v1/messages", small("default"))));
     assert_eq!(out.status, 429);
     assert_eq!(out.headers.get("retry-after"), Some("43200"));
     let body = json_of(&out);
@@ -333,13 +339,13 @@ fn a_spent_budget_answers_429_in_the_client_s_format_until_the_day_ends() {
     assert_eq!(body["error"]["type"], "rate_limit_error");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(
-        message.contains("route \"default\" has spent its daily budget of $0.0005"),
+        message.contains("route \"default\" has spent its daily budget of $0.0008"),
         "{message}"
     );
-    let out = block_on(&p, g.handle(post("/v1/chat/completions", chat("default"))));
+    let out = block_on(&p, g.handle(post("/v1/chat/completions", small("default"))));
     assert_eq!(out.status, 429);
     assert_eq!(json_of(&out)["error"]["code"], "spend_cap_reached");
-    let mut streamed = chat("default");
+    let mut streamed = small("default");
     streamed["stream"] = json!(true);
     let out = block_on(&p, g.handle(post("/v1/chat/completions", streamed)));
     assert_eq!(out.status, 429, "a stream is refused before it starts");
@@ -352,7 +358,7 @@ fn a_spent_budget_answers_429_in_the_client_s_format_until_the_day_ends() {
     // Other routes are not capped; the next UTC day starts from nothing.
     p.advance(Duration::from_millis(12 * 3600 * 1000));
     p.script("https://strong.test", [anthropic_cached()]);
-    let out = block_on(&p, g.handle(post("/v1/messages", chat("default"))));
+    let out = block_on(&p, g.handle(post("/v1/messages", small("default"))));
     assert_eq!(out.status, 200);
 }
 
@@ -361,16 +367,16 @@ fn a_spent_budget_can_narrow_the_route_to_entries_under_a_price() {
     let p = FakePlatform::new().at(NOON);
     let g = gateway(
         &p,
-        json!({ "routes": { "default": { "dailyBudgetUsd": 0.0005,
+        json!({ "routes": { "default": { "dailyBudgetUsd": 0.0008,
                                          "overBudget": { "maxPricePerMtok": 2 } } } }),
     );
     p.script("https://strong.test", [anthropic_cached()]);
     assert_eq!(
-        block_on(&p, g.handle(post("/v1/messages", chat("default")))).status,
+        block_on(&p, g.handle(post("/v1/messages", small("default")))).status,
         200
     );
     p.script("https://cheap.test", [openai_cached(), reply(503)]);
-    let out = block_on(&p, g.handle(post("/v1/messages", chat("default"))));
+    let out = block_on(&p, g.handle(post("/v1/messages", small("default"))));
     assert_eq!(out.status, 200);
     assert_eq!(
         out.headers.get("x-served-by"),
@@ -379,7 +385,7 @@ fn a_spent_budget_can_narrow_the_route_to_entries_under_a_price() {
     assert_eq!(p.requests_to("https://strong.test"), 1);
     // The cheap entry failing leaves nothing under the price: the route's
     // error, not a call to the dear one.
-    let out = block_on(&p, g.handle(post("/v1/messages", chat("default"))));
+    let out = block_on(&p, g.handle(post("/v1/messages", small("default"))));
     assert_eq!(out.status, 503);
     assert_eq!(p.requests_to("https://strong.test"), 1);
 }

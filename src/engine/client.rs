@@ -353,6 +353,7 @@ impl<P: Platform> ClientBuilder<P> {
     /// A client whose breakers live in `store` (whose policies then apply).
     pub fn build_with_store<S: BreakerStore>(self, store: S) -> Client<P, S> {
         let keys = BreakerKeys::new(self.upstreams.keys(), &self.routes);
+        let cost = CostBook::new(self.cost, self.ledger, &self.routes);
         Client {
             budget: RefCell::new(RetryBudget::new(self.policy.budget)),
             platform: self.platform,
@@ -371,7 +372,7 @@ impl<P: Platform> ClientBuilder<P> {
             hedges: self.hedges,
             hedge_budgets: RefCell::default(),
             observer: self.observer,
-            cost: std::rc::Rc::new(CostBook::new(self.cost, self.ledger)),
+            cost: std::rc::Rc::new(cost),
             quality: self.quality,
             key_tiers: self.key_tiers,
         }

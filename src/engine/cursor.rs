@@ -9,21 +9,27 @@
 //! (its half-open probes were all out) rather than answer 503 while that
 //! provider may be serving; it starts no entry once the
 //! end-to-end deadline has passed; and it ends the walk after a forced call.
+//! Before it calls an entry that spend caps count, it holds what the request
+//! may cost on them ([`CostBook::hold`]): an entry refused is passed over,
+//! and a walk that called nothing for it ends with the cap's refusal.
 //! What happens inside an entry (attempts, retries, the breaker's verdict)
 //! is the caller's: [`crate::engine::retry`] for whole answers, [`crate::engine::stream`]
 //! for streams.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::Duration;
 
-use crate::chat::{ChatRequest, ChatResponse};
+use crate::chat::{ChatRequest, ChatResponse, Usage};
 use crate::engine::client::{CallOptions, Client, Entry, Reply, ServedBy};
-use crate::engine::cost::CostBook;
+use crate::engine::cost::{CostBook, Hold, HOLD_MARGIN};
 use crate::engine::order::{has_mate_after, order};
 use crate::engine::store::BreakerStore;
 use crate::error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
 use crate::platform::{millis, Platform, UnixMillis};
 use crate::policy::breaker::{Permit, State};
+use crate::policy::cheapest::expected_usage;
 
 /// The request-wide record of one call: its deadline and every attempt.
 pub(crate) struct Run {
@@ -33,6 +39,9 @@ pub(crate) struct Run {
     pub(crate) attempts: Vec<Attempt>,
     /// Where the attempts' cost is booked, once, when they leave the run.
     booking: Option<Booking>,
+    /// What the request holds on spend caps: settled by the booking,
+    /// released when the last run sharing them (a hedge's too) is dropped.
+    holds: Rc<RefCell<Vec<Hold>>>,
     /// Whether the entry admitted last has a tier mate after it: its 429
     /// then moves on at once rather than retry it.
     pub(crate) mate_after: bool,
@@ -41,18 +50,23 @@ pub(crate) struct Run {
     pub(crate) in_flight: Option<(u32, UnixMillis)>,
 }
 
-/// The cost book of a run's client and its route's name.
+/// The cost book of a run's client.
 struct Booking {
-    book: std::rc::Rc<CostBook>,
-    route: Option<String>,
+    book: Rc<CostBook>,
 }
 
 impl Run {
+    /// Books the attempts' cost, once, settling the holds with it.
+    fn book(&mut self) {
+        if let Some(b) = self.booking.take() {
+            let holds = std::mem::take(&mut *self.holds.borrow_mut());
+            b.book.book(&self.attempts, holds);
+        }
+    }
+
     /// The attempts, taken out of the run and their cost booked.
     pub(crate) fn take_attempts(&mut self) -> Vec<Attempt> {
-        if let Some(b) = self.booking.take() {
-            b.book.book(b.route.as_deref(), &self.attempts);
-        }
+        self.book();
         std::mem::take(&mut self.attempts)
     }
 
@@ -73,6 +87,7 @@ impl Run {
             attempts: Vec::new(),
             // Its attempts join the parent's, which books them.
             booking: None,
+            holds: Rc::clone(&self.holds),
             mate_after: false,
             in_flight: None,
         }
@@ -128,6 +143,12 @@ pub(crate) struct Cursor<'c> {
     pub(crate) run: Run,
     /// Shared with the hedges of a stream ([`Reach`]).
     reach: Option<std::rc::Rc<Reach>>,
+    /// What the request may use, held on a capped entry's caps before it
+    /// is called (none: nothing is capped, or an endpoint call).
+    estimate: Option<Usage>,
+    /// The first cap that refused an entry: the walk's error if no entry
+    /// was called.
+    refused: Option<Error>,
 }
 
 /// How far a hedged stream's walk may go, readable and settable while it
@@ -143,9 +164,7 @@ pub(crate) struct Reach {
 /// still books what its attempts cost.
 impl Drop for Run {
     fn drop(&mut self) {
-        if let Some(b) = self.booking.take() {
-            b.book.book(b.route.as_deref(), &self.attempts);
-        }
+        self.book();
     }
 }
 
@@ -168,22 +187,23 @@ impl<'c> Cursor<'c> {
         let chain = client
             .cost
             .plan(route, chain, req, client.platform().now())?;
-        Ok(Self::over(client, chain, route, opts))
+        let mut walk = Self::over(client, chain, opts);
+        if client.cost.has_caps() {
+            walk.estimate = Some(expected_usage(req));
+        }
+        Ok(walk)
     }
 
-    /// The walk over `chain`, resolved (and planned) by the caller; what it
-    /// costs is booked to `route`.
+    /// The walk over `chain`, resolved (and planned) by the caller.
     pub(crate) fn over<P: Platform, S: BreakerStore>(
         client: &'c Client<P, S>,
         chain: Cow<'c, [Entry]>,
-        route: Option<&str>,
         opts: &CallOptions,
     ) -> Self {
         let policy = client.policy();
         let start = client.platform().now();
         let booking = (!client.cost.is_empty()).then(|| Booking {
-            book: std::rc::Rc::clone(&client.cost),
-            route: route.map(str::to_owned),
+            book: Rc::clone(&client.cost),
         });
         let deadline = opts
             .deadline
@@ -203,10 +223,13 @@ impl<'c> Cursor<'c> {
                 callers_deadline,
                 attempts: Vec::new(),
                 booking,
+                holds: Rc::default(),
                 mate_after: false,
                 in_flight: None,
             },
             reach: None,
+            estimate: None,
+            refused: None,
         }
     }
 
@@ -221,6 +244,8 @@ impl<'c> Cursor<'c> {
             forced: self.forced,
             run: self.run,
             reach: self.reach,
+            estimate: self.estimate,
+            refused: self.refused,
         }
     }
 
@@ -246,6 +271,8 @@ impl<'c> Cursor<'c> {
             forced: false,
             run: self.run.fork(),
             reach: None,
+            estimate: self.estimate,
+            refused: None,
         }
     }
 
@@ -287,16 +314,37 @@ impl<'c> Cursor<'c> {
                 self.end();
                 return None;
             }
+            let holds = match &self.estimate {
+                Some(usage) => {
+                    let left = self.run.deadline_at.saturating_sub(now);
+                    let ttl = Duration::from_millis(left) + HOLD_MARGIN;
+                    match client.cost.hold(entry, usage, now, ttl).await {
+                        Ok(holds) => holds,
+                        Err(refused) => {
+                            self.refused.get_or_insert(refused);
+                            if index != self.index {
+                                self.end();
+                                return None;
+                            }
+                            self.index += 1;
+                            continue;
+                        }
+                    }
+                }
+                None => Vec::new(),
+            };
             if index != self.index {
                 self.index = index;
                 self.forced = true;
                 self.called = true;
+                self.run.holds.borrow_mut().extend(holds);
                 return Some(client.store.force(&client.key_of(entry), now));
             }
             match client.acquire(entry, now).await {
                 Ok(permit) => {
                     self.called = true;
                     self.run.mate_after = has_mate_after(&self.chain, self.index);
+                    self.run.holds.borrow_mut().extend(holds);
                     return Some(permit);
                 }
                 Err(open) => {
@@ -428,10 +476,13 @@ impl<'c> Cursor<'c> {
         }
     }
 
-    /// The call's end with every entry spent.
+    /// The call's end with every entry spent: a spend cap's refusal when
+    /// one kept an entry out and no entry was called.
     pub(crate) fn exhausted(&mut self) -> Error {
-        Error::AllProvidersFailed(Exhausted {
-            attempts: self.run.take_attempts(),
-        })
+        let attempts = self.run.take_attempts();
+        match self.refused.take() {
+            Some(refused) if attempts.iter().all(|a| a.number == 0) => refused,
+            _ => Error::AllProvidersFailed(Exhausted { attempts }),
+        }
     }
 }

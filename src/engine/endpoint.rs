@@ -113,8 +113,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         opts: CallOptions,
     ) -> Result<EndpointReply, Error> {
         let chain = self.endpoint_chain(call, &opts)?;
-        let route = self.name_of(call.model.as_deref(), &opts);
-        let mut walk = Cursor::over(self, chain, route, &opts);
+        let mut walk = Cursor::over(self, chain, &opts);
         while let Some(permit) = walk.admit(self).await {
             let (entry, run) = walk.entry_and_run();
             let key = self.key_of(entry);

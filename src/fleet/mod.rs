@@ -34,6 +34,7 @@ mod journal;
 mod object;
 mod outage;
 mod spend;
+mod spend_object;
 mod store;
 
 #[cfg(any(test, feature = "testing"))]
@@ -54,7 +55,8 @@ pub use crate::policy::latency::{Figure, Figures, Latencies, Sample};
 pub use journal::{Counts, Journal, JournalSource, Transition};
 pub use object::{Fleet, Lease};
 pub use outage::{Outage, OUTAGE_LOG_INTERVAL};
-pub use spend::{fold_spend, spend_key, FleetSpend, SpendCall, SpendInbox, SpendLink};
+pub use spend::{spend_key, FleetSpend, SpendCall, SpendInbox, SpendLink};
+pub use spend_object::{Hold, HoldAnswer, HoldCall, SettleCall, SpendBook, Standing, MAX_HOLDS};
 pub use store::{FleetStore, Inbox};
 
 /// How an isolate shares its breakers with the fleet.

@@ -17,8 +17,9 @@ use serde::Serialize;
 
 use crate::engine::timeout::timeout;
 use crate::fleet::{
-    spend_key, Call, FleetLink, Inbox, Journal, LeaseAnswer, LinkError, Outage, Report, Sample,
-    SpendCall, SpendInbox, SpendLink, View, OUTAGE_LOG_INTERVAL,
+    spend_key, Call, FleetLink, HoldAnswer, HoldCall, Inbox, Journal, LeaseAnswer, LinkError,
+    Outage, Report, Sample, SettleCall, SpendCall, SpendInbox, SpendLink, View,
+    OUTAGE_LOG_INTERVAL,
 };
 use crate::policy::spend::Tally;
 
@@ -189,7 +190,7 @@ impl FleetLink for DoLink {
     }
 }
 
-/// The same namespace holds the routes' spend objects (`spend:<route>`).
+/// The same namespace holds the caps' spend objects (`spend:<route>`).
 impl SpendLink for DoLink {
     fn spend(&self, body: SpendCall, inbox: SpendInbox) {
         let env = self.env.clone();
@@ -199,5 +200,20 @@ impl SpendLink for DoLink {
             let answer = call::<Tally>(&env, &outage, "spend", &key, &body).await;
             inbox.deliver(&body.route, body.add, answer.ok());
         });
+    }
+
+    fn settle(&self, body: SettleCall, inbox: SpendInbox) {
+        let env = self.env.clone();
+        let outage = Rc::clone(&self.outage);
+        self.background.spawn(async move {
+            let key = spend_key(&body.route);
+            let answer = call::<Tally>(&env, &outage, "settle", &key, &body).await;
+            inbox.deliver(&body.route, body.add, answer.ok());
+        });
+    }
+
+    async fn hold(&self, body: HoldCall) -> Result<HoldAnswer, LinkError> {
+        let key = spend_key(&body.route);
+        call(&self.env, &self.outage, "hold", &key, &body).await
     }
 }

@@ -86,16 +86,17 @@ fn load(env: &Env) -> Rc<Loaded> {
             );
             let mut store = FleetStore::new(
                 DoLink::new(env.clone(), background.clone()),
-                holder,
+                holder.clone(),
                 setup.breaker(),
             );
             for (id, p) in setup.breakers() {
                 store = store.with_policy(id.clone(), *p);
             }
-            // Only routes with a daily budget ever reach their spend objects.
+            // Only capped entries' requests ever reach the spend objects.
             let link = DoLink::new(env.clone(), background.clone());
             let ttl = crate::fleet::FleetPolicy::default().ttl;
-            let setup = setup.spend_ledger(Rc::new(crate::fleet::FleetSpend::new(link, ttl)));
+            let ledger = crate::fleet::FleetSpend::new(link, ttl, holder);
+            let setup = setup.spend_ledger(Rc::new(ledger));
             // The status page and `/metrics` read the breaker objects' journals.
             let setup = setup.journals(Rc::new(DoLink::new(env.clone(), background.clone())));
             Loaded::Ready(

@@ -6,8 +6,11 @@
 //! `POST http://do/lease {"key", "holder"}` → a lease answer;
 //! `POST http://do/view {"key"}` → the view;
 //! `POST http://do/journal {"key"}` → its counters and recent transitions;
-//! `POST http://do/spend {"route", "add"}` → a route's spend today, after
-//! adding (to the object `spend:<route>`, in a table of its own).
+//! `POST http://do/spend {"route", "add"}` → a cap's standing today, after
+//! booking (to the object `spend:<route>`, in a table of its own);
+//! `POST http://do/hold {"route", "id", "amount", "budget", "ttlMs"}` → whether
+//! it was held, and the standing; `POST http://do/settle {"route", "holds",
+//! "add"}` → the standing after releasing and booking.
 //!
 //! For end-to-end tests of the isolates' fallback, and only when the
 //! Worker's `FLEET_FAULTS` variable is `on` (never in a deployment), the
@@ -22,7 +25,7 @@ use serde::Deserialize;
 use worker::{durable_object, Delay, DurableObject, Env, Request, Response, Result, State};
 
 use crate::config::Config;
-use crate::fleet::{fold_spend, Call, Fleet, SpendCall};
+use crate::fleet::{Call, Fleet, HoldCall, SettleCall, SpendBook, SpendCall};
 use crate::policy::breaker::BreakerPolicy;
 use crate::policy::latency::DemotionPolicy;
 
@@ -79,8 +82,8 @@ impl DurableObject for BreakerStore {
         if let Some(answer) = self.test_fault(&op, text.as_deref()).await {
             return answer;
         }
-        if op == "/spend" {
-            return self.spend(text.as_deref());
+        if matches!(op.as_str(), "/spend" | "/hold" | "/settle") {
+            return self.spend(&op, text.as_deref());
         }
         let call = text;
         let Some(call) = call.and_then(|t| serde_json::from_str::<Call>(&t).ok()) else {
@@ -148,12 +151,13 @@ impl BreakerStore {
         }
     }
 
-    /// `POST http://do/spend {"route", "add"}` to a route's spend object
-    /// (`spend:<route>`): the day's tally after adding, in its own table.
-    fn spend(&self, text: Option<&str>) -> Result<Response> {
-        let Some(call) = text.and_then(|t| serde_json::from_str::<SpendCall>(t).ok()) else {
-            return Response::error("bad request", 400);
-        };
+    /// A cap's spend object (`spend:<cap>`), in its own table: `/spend`
+    /// books an amount (every isolate version's call), `/hold` holds what
+    /// a request may cost if it fits, `/settle` releases holds and books;
+    /// each answers the cap's standing after it. Load, one pure step,
+    /// store: no await in between.
+    fn spend(&self, op: &str, text: Option<&str>) -> Result<Response> {
+        let text = text.unwrap_or_default();
         let sql = self.state.storage().sql();
         sql.exec(
             "CREATE TABLE IF NOT EXISTS spend (id INTEGER PRIMARY KEY, state TEXT NOT NULL)",
@@ -169,16 +173,32 @@ impl BreakerStore {
             _ => None,
         };
         let now = worker::js_sys::Date::now() as u64;
-        let tally = fold_spend(stored, now, call.add);
+        let mut book = SpendBook::load(stored, now);
+        let answer = match op {
+            "/spend" => serde_json::from_str::<SpendCall>(text).map(|call| {
+                book.add(call.add);
+                serde_json::to_string(&book.standing())
+            }),
+            "/hold" => serde_json::from_str::<HoldCall>(text)
+                .map(|call| serde_json::to_string(&book.hold(now, &call))),
+            _ => serde_json::from_str::<SettleCall>(text).map(|call| {
+                book.settle(&call);
+                serde_json::to_string(&book.standing())
+            }),
+        };
+        let Ok(answer) = answer else {
+            return Response::error("bad request", 400);
+        };
+        let answer = answer.map_err(|e| worker::Error::RustError(e.to_string()))?;
         let json =
-            serde_json::to_string(&tally).map_err(|e| worker::Error::RustError(e.to_string()))?;
+            serde_json::to_string(&book).map_err(|e| worker::Error::RustError(e.to_string()))?;
         sql.exec(
             "INSERT OR REPLACE INTO spend (id, state) VALUES (1, ?)",
-            vec![json.clone().into()],
+            vec![json.into()],
         )?;
         let headers = worker::Headers::new();
         headers.set("content-type", "application/json")?;
-        Ok(Response::ok(json)?.with_headers(headers))
+        Ok(Response::ok(answer)?.with_headers(headers))
     }
 
     fn sql_init(&self) -> Result<()> {

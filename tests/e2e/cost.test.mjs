@@ -1,7 +1,8 @@
 // Cost through the Worker (Miniflare, two isolates sharing the Durable Object namespace, the
 // mock provider on 127.0.0.1): `x-cost-usd` is the mock's reported usage at the configured
 // prices, to the picodollar; a route's daily budget, once spent through one isolate, answers
-// 429 in the client's format through the other one too, which never spent anything itself.
+// 429 in the client's format through the other one too, which never spent anything itself
+// (the spend object refuses its hold).
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { eventually, GATEWAY_KEY, gatewayConfig, startGateway, startMock } from "./gateway-harness.mjs";
@@ -39,6 +40,7 @@ async function health(gw, isolate) {
 }
 
 const ask = (model, content = "what does this cost?") => ({ model, messages: [{ role: "user", content }] });
+const small = (model) => ({ ...ask(model), max_tokens: 1 });
 
 describe("cost through the Worker", { timeout: 120000 }, () => {
   let mock, gw;
@@ -50,8 +52,9 @@ describe("cost through the Worker", { timeout: 120000 }, () => {
       routes: { priced: [{ provider: "cheap", model: "mini" }], capped: [{ provider: "capped", model: "mini" }] },
       retry: { maxAttempts: 1 },
     });
-    // A budget below one request's cost: the first request is served, the route is then spent.
-    config.cost = { routes: { capped: { dailyBudgetUsd: 0.000000001 } } };
+    // Room for one request of `max_tokens` 1 (held at $0.0000036: 5 input tokens estimated at
+    // $0.40, 1 output at $1.60 per million; it costs $0.0000032), not two.
+    config.cost = { routes: { capped: { dailyBudgetUsd: 0.000005 } } };
     gw = await startGateway(config, { isolates: 2 });
   });
   after(async () => {
@@ -72,24 +75,24 @@ describe("cost through the Worker", { timeout: 120000 }, () => {
   });
 
   test("a spent budget answers 429 through every isolate, in the client's format", async () => {
-    const first = await post(gw, 0, ask("capped"));
+    const first = await post(gw, 0, small("capped"));
     assert.equal(first.status, 200, "under budget before its first request");
     assert.ok(first.headers.get("x-cost-usd"));
     const calls = mock.stats("capped").total;
 
-    const openai = await post(gw, 0, ask("capped"));
+    const openai = await post(gw, 0, small("capped"));
     assert.equal(openai.status, 429);
     assert.equal(openai.body.error.code, "spend_cap_reached");
-    assert.match(openai.body.error.message, /route "capped" has spent its daily budget of \$0\.000000001/);
+    assert.match(openai.body.error.message, /route "capped" has spent its daily budget of \$0\.000005/);
     assert.ok(Number(openai.headers.get("retry-after")) >= 1);
-    const anthropic = await post(gw, 0, { ...ask("capped"), max_tokens: 50 }, "/v1/messages");
+    const anthropic = await post(gw, 0, small("capped"), "/v1/messages");
     assert.equal(anthropic.status, 429);
     assert.equal(anthropic.body.type, "error");
     assert.equal(anthropic.body.error.type, "rate_limit_error");
 
-    // The other isolate never spent on the route; it learns from the route's spend object.
-    await eventually(async () => (await health(gw, 1)).spend?.[0]?.exhausted === true);
-    const other = await post(gw, 1, ask("capped"));
+    // The other isolate never spent on the route; the route's spend object refuses its hold.
+    await eventually(async () => (await health(gw, 1)).spend?.[0]?.spentUsd > 0);
+    const other = await post(gw, 1, small("capped"));
     assert.equal(other.status, 429);
     assert.equal(other.body.error.code, "spend_cap_reached");
     assert.equal(mock.stats("capped").total, calls, "no call once spent");

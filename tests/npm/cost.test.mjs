@@ -1,6 +1,7 @@
 // Cost in the npm package: a JS provider's reported usage at `cost.prices`, exact in
 // `result.cost` and `client.costs()`; no usage, no cost (null, never zero); a route's daily
-// budget (counted per client here) rejecting once spent; `cheapest` ordering.
+// budget (counted per client here) rejecting once spent, and a request that may cost more than
+// is left; `cheapest` ordering.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
@@ -57,15 +58,33 @@ test("a spent daily budget rejects with spend_cap_reached (429)", async () => {
     },
     { providers: [local] },
   );
-  assert.equal((await client.chat(user("hi"))).text, "from local");
+  // Held before it goes at 1 input token and 500 output ($0.0007505): it fits; it reports
+  // more input than estimated and costs $0.00125.
+  const ask = { ...user("hi"), maxTokens: 500 };
+  assert.equal((await client.chat(ask)).text, "from local");
   const [spend] = client.costs().spend;
   assert.equal(spend.route, "default");
   assert.equal(spend.exhausted, true);
   assert.equal(spend.spentUsd, 0.00125);
-  await assert.rejects(client.chat(user("hi")), (e) =>
+  await assert.rejects(client.chat(ask), (e) =>
     e instanceof ClientRequestError && e.kind === "spend_cap_reached" && e.status === 429 &&
     /route "default" has spent its daily budget of \$0\.001/.test(e.message));
   assert.equal(local.calls, 1, "no call once spent");
+});
+
+test("a request that may cost more than the budget has left is refused before it goes", async () => {
+  const local = metered("local", { inputTokens: 1, outputTokens: 1 });
+  const client = new ResilientClient(
+    {
+      routes: { default: [{ provider: "local", model: "llama" }] },
+      cost: { prices, routes: { default: { dailyBudgetUsd: 0.001 } } },
+    },
+    { providers: [local] },
+  );
+  // Without maxTokens it may write 4096 tokens: $0.0061445 held, over the $0.001 budget.
+  await assert.rejects(client.chat(user("hi")), (e) => e.kind === "spend_cap_reached" && e.status === 429);
+  assert.equal(local.calls, 0);
+  assert.equal((await client.chat({ ...user("hi"), maxTokens: 100 })).text, "from local");
 });
 
 test("cheapest asks the entry expected to cost least first", async () => {
