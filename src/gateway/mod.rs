@@ -30,6 +30,7 @@ pub(crate) mod buffered;
 mod call;
 mod endpoints;
 mod keepalive;
+mod labels;
 pub mod limits;
 mod log;
 mod metrics;
@@ -379,10 +380,18 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// A gateway over a client its host also calls directly (the npm
     /// package's `client.fetch` shares the breakers of `client.chat`).
     pub fn shared(client: Rc<Client<P, S>>, auth: Auth) -> Self {
+        let known = labels::Known::new(
+            client.upstreams.keys().map(String::as_str),
+            client
+                .routes()
+                .values()
+                .flatten()
+                .map(|e| (e.provider.as_str(), e.model.as_str())),
+        );
         Gateway {
+            metrics: metrics::Metrics::new(known),
             client,
             auth,
-            metrics: metrics::Metrics::default(),
             changes: Default::default(),
             point: Default::default(),
         }
