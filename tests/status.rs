@@ -347,3 +347,55 @@ fn with_fleet_breakers_the_page_and_metrics_show_what_every_isolate_did() {
     assert_eq!(sample("failure"), Some(1.0), "{text}");
     assert_eq!(sample("success"), Some(0.0));
 }
+
+#[test]
+fn a_configured_name_stays_inside_its_attribute_and_only_the_page_own_script_runs() {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let p = FakePlatform::new().at(1_700_000_000_000);
+    let evil = "m\" onmouseover=\"alert(1)\"><script>alert(2)</script>";
+    let config = json!({
+        "providers": {
+            "primary": { "kind": "openai", "baseUrl": "https://primary.test", "apiKey": "sk-p" }
+        },
+        "routes": { "default": [{ "provider": "primary", "model": evil }] },
+        "gateway": { "clientKeysEnv": ["GATEWAY_KEY"] }
+    });
+    let secret = |n: &str| (n == "GATEWAY_KEY").then(|| KEY.to_string());
+    let setup = Setup::load(Some(&config.to_string()), &secret).expect("valid config");
+    let store = MemoryStore::new(setup.breaker());
+    let g = setup.into_gateway(p.clone(), store);
+    let bearer = format!("Bearer {KEY}");
+    let out = block_on(
+        &p,
+        g.handle(req("GET", "/status", &[("authorization", &bearer)], "")),
+    );
+    assert_eq!(out.status, 200);
+    let page = html(&out);
+    // In text, a `"` is only a character; in an attribute, it is `&quot;`.
+    assert!(!page.contains("data-model=\"m\" "), "{page}");
+    assert!(!page.contains("<script>alert"), "{page}");
+    assert!(
+        page.contains("data-model=\"m&quot; onmouseover=&quot;alert(1)&quot;&gt;&lt;script&gt;"),
+        "{page}"
+    );
+    assert_eq!(page.matches("<script>").count(), 1, "the page's own only");
+    // Inline script and style run only when their hash is in the policy.
+    let csp = out.headers.get("content-security-policy").unwrap();
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    let between = |open: &str, close: &str| {
+        let from = page.find(open).unwrap() + open.len();
+        page[from..from + page[from..].find(close).unwrap()].to_string()
+    };
+    for (directive, body) in [
+        ("script-src", between("<script>", "</script>")),
+        ("style-src", between("<style>", "</style>")),
+    ] {
+        let hash =
+            base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(body.as_bytes()));
+        assert!(
+            csp.contains(&format!("{directive} 'sha256-{hash}'")),
+            "{directive} {hash}: {csp}"
+        );
+    }
+}

@@ -839,11 +839,7 @@ fn html_response(status: u16, html: String) -> Outbound {
     let mut headers = Headers::new();
     headers.insert("content-type", "text/html; charset=utf-8");
     headers.insert("cache-control", "no-store");
-    headers.insert(
-        "content-security-policy",
-        "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; \
-         connect-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'",
-    );
+    headers.insert("content-security-policy", status::csp());
     Outbound {
         status,
         headers,
