@@ -399,3 +399,65 @@ fn a_configured_name_stays_inside_its_attribute_and_only_the_page_own_script_run
         );
     }
 }
+
+#[test]
+fn sign_in_keeps_a_signed_session_not_the_key_and_refuses_other_sites_and_guessing() {
+    let p = FakePlatform::new().at(1_700_000_000_000);
+    let g = gateway(&p);
+    let cookie = sign_in(&p, &g);
+    assert!(
+        !cookie.contains("client") && !cookie.contains("123"),
+        "no key in {cookie}"
+    );
+    let data = |cookie: &str| {
+        block_on(
+            &p,
+            g.handle(req("GET", "/status/data", &[("cookie", cookie)], "")),
+        )
+        .status
+    };
+    assert_eq!(data(&cookie), 200);
+    // The raw key in the cookie is no sign-in.
+    assert_eq!(data("rl_status_session=client%20key%3B123"), 401);
+    // A session ends after 12 hours.
+    p.advance(std::time::Duration::from_secs(12 * 3600));
+    assert_eq!(data(&cookie), 401);
+
+    // A form posted from another site: refused, whatever its key.
+    let form = "key=client%20key%3B123";
+    for headers in [
+        &[("origin", "https://evil.example"), ("host", "gw.example")][..],
+        &[("sec-fetch-site", "cross-site")][..],
+    ] {
+        let out = block_on(&p, g.handle(req("POST", "/status/login", headers, form)));
+        assert_eq!(out.status, 403);
+        assert!(out.headers.get("set-cookie").is_none());
+    }
+    let same = [("origin", "https://gw.example"), ("host", "gw.example")];
+    let out = block_on(&p, g.handle(req("POST", "/status/login", &same, form)));
+    assert_eq!(out.status, 303);
+
+    // Guessing: ten refused keys a minute, then every sign-in waits.
+    for i in 0..10 {
+        let out = block_on(
+            &p,
+            g.handle(req(
+                "POST",
+                "/status/login",
+                &same,
+                &format!("key=guess{i}"),
+            )),
+        );
+        assert_eq!(out.status, 401);
+        let line: Value = serde_json::from_str(&out.log).unwrap();
+        assert_eq!(line["error"], "unauthorized", "{line}");
+        assert_eq!(line["status"], 401);
+    }
+    let out = block_on(&p, g.handle(req("POST", "/status/login", &same, form)));
+    assert_eq!(out.status, 429, "even the right key waits");
+    let wait: u64 = out.headers.get("retry-after").unwrap().parse().unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
+    p.advance(std::time::Duration::from_secs(wait));
+    let out = block_on(&p, g.handle(req("POST", "/status/login", &same, form)));
+    assert_eq!(out.status, 303);
+}

@@ -41,6 +41,7 @@ mod point;
 mod render;
 mod request;
 mod responses;
+mod session;
 mod sse;
 mod status;
 
@@ -121,6 +122,9 @@ pub const REQUEST_HEADERS: &[&str] = &[
     "x-hedge",
     // the status page's sign-in; read by the status routes only, never forwarded
     "cookie",
+    "origin",
+    "sec-fetch-site",
+    "host",
     // FORWARDED_HEADERS
     "anthropic-beta",
     "openai-beta",
@@ -369,6 +373,7 @@ pub struct Gateway<P: Platform, S: BreakerStore> {
     metrics: metrics::Metrics,
     changes: std::cell::RefCell<status::Changes>,
     point: std::cell::RefCell<Option<DataPoint>>,
+    logins: std::cell::RefCell<session::Throttle>,
 }
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
@@ -394,6 +399,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             auth,
             changes: Default::default(),
             point: Default::default(),
+            logins: Default::default(),
         }
     }
 
@@ -480,14 +486,10 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                     Some("invalid_request"),
                 )
             }
-            Route::Status if self.auth.check_with_cookie(&headers, status::COOKIE) => {
-                self.status(true).await
-            }
+            Route::Status if self.signed_in(&headers) => self.status(true).await,
             Route::Status => html_response(401, status::login_page(None)),
-            Route::StatusData if self.auth.check_with_cookie(&headers, status::COOKIE) => {
-                self.status(false).await
-            }
-            Route::StatusLogin => self.login(body).await,
+            Route::StatusData if self.signed_in(&headers) => self.status(false).await,
+            Route::StatusLogin => self.login(&headers, body, &mut log).await,
             _ if !self.auth.check(&headers) => {
                 log.error = Some("unauthorized");
                 error_response(
@@ -737,28 +739,52 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         }
     }
 
-    /// `POST /status/login`: a form with the gateway key; an accepted one
-    /// goes into the status page's cookie.
-    async fn login(&self, body: Body) -> Outbound {
+    /// Whether a status route's request carries a key, or a live sign-in.
+    fn signed_in(&self, headers: &Headers) -> bool {
+        let now = self.client.platform().now();
+        session::check(&self.auth, headers, status::COOKIE, now)
+    }
+
+    /// `POST /status/login`: a form with the gateway key, from the page's
+    /// own origin; an accepted key starts a signed session (the cookie
+    /// holds no key). Refused keys are throttled (`session.rs`).
+    async fn login(&self, headers: &Headers, body: Body, log: &mut LogLine<'_>) -> Outbound {
+        let now = self.client.platform().now();
+        if self.auth.is_open() {
+            let problem = "auth is switched off: the status page needs no sign-in";
+            return html_response(401, status::login_page(Some(problem)));
+        }
+        if !session::same_origin(headers) {
+            log.error = Some("cross_origin");
+            let problem = "sign in from the status page itself";
+            return html_response(403, status::login_page(Some(problem)));
+        }
+        if let Some(until) = self.logins.borrow().blocked(now) {
+            log.error = Some("unauthorized");
+            let problem = "too many refused keys: try again in a minute";
+            let mut out = html_response(429, status::login_page(Some(problem)));
+            let wait = until.saturating_sub(now).div_ceil(1000);
+            out.headers.insert("retry-after", wait.to_string());
+            return out;
+        }
         let form = read_body(body, 4096, false).await.unwrap_or_default();
         let key = form_urlencoded::parse(&form)
             .find(|(k, _)| k == "key")
             .map(|(_, v)| v.trim().to_owned())
             .unwrap_or_default();
-        if key.is_empty() || self.auth.is_open() || !self.auth.accepts(&key) {
-            let problem = if self.auth.is_open() {
-                "auth is switched off: the status page needs no sign-in"
-            } else {
-                "that key is not accepted"
-            };
-            return html_response(401, status::login_page(Some(problem)));
-        }
-        let cookie = cookie::Cookie::build((status::COOKIE, key))
+        let Some(secret) = self.auth.find(&key) else {
+            self.logins.borrow_mut().fail(now);
+            log.error = Some("unauthorized");
+            return html_response(401, status::login_page(Some("that key is not accepted")));
+        };
+        let cookie = cookie::Cookie::build((status::COOKIE, session::issue(secret, now)))
             .path("/status")
             .http_only(true)
             .secure(true)
             .same_site(cookie::SameSite::Strict)
-            .max_age(cookie::time::Duration::hours(12));
+            .max_age(cookie::time::Duration::milliseconds(
+                i64::try_from(session::LIFETIME_MS).unwrap_or(i64::MAX),
+            ));
         let mut out = html_response(303, String::new());
         out.headers.insert("location", "/status");
         out.headers

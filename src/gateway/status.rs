@@ -8,8 +8,8 @@
 //! see verdicts, not routes).
 //!
 //! Browsers sign in through a form (`POST /status/login`) that sets an
-//! `HttpOnly`, `Secure`, `SameSite=Strict` cookie holding the key; the key
-//! never goes in a URL. Only the status routes read that cookie: the chat
+//! `HttpOnly`, `Secure`, `SameSite=Strict` cookie holding a signed session
+//! (`session.rs`), never the key; the key never goes in a URL. Only the status routes read that cookie: the chat
 //! routes still need a header, so a page elsewhere cannot spend the key.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -27,7 +27,7 @@ use crate::policy::breaker::StateName;
 use crate::policy::stats::Health;
 
 /// The cookie the login form sets.
-pub(super) const COOKIE: &str = "rl_status_key";
+pub(super) const COOKIE: &str = "rl_status_session";
 
 /// How many transitions and failovers the page lists.
 const KEPT: usize = 100;
@@ -240,7 +240,7 @@ pub(super) fn login_page(problem: Option<&str>) -> String {
         let _ = write!(out, "<p class=\"err\" role=\"alert\">{}</p>", esc(p));
     }
     out.push_str(
-        "<small>The key is kept in an HttpOnly cookie for this page only.</small></form></main></body></html>",
+        "<small>Signing in keeps a 12-hour session in an HttpOnly cookie for this page only.</small></form></main></body></html>",
     );
     out
 }
