@@ -461,3 +461,47 @@ fn sign_in_keeps_a_signed_session_not_the_key_and_refuses_other_sites_and_guessi
     let out = block_on(&p, g.handle(req("POST", "/status/login", &same, form)));
     assert_eq!(out.status, 303);
 }
+
+#[test]
+fn health_reads_a_breaker_past_its_open_period_as_half_open_and_not_degraded() {
+    let p = FakePlatform::new().at(1_700_000_000_000);
+    let g = gateway(&p);
+    let bearer = format!("Bearer {KEY}");
+    let auth = [("authorization", bearer.as_str())];
+    p.script("https://primary.test", [reply(503)]);
+    p.script("https://backup.test", [reply(200).body(anthropic_ok())]);
+    let chat = json!({ "model": "default", "messages": [{ "role": "user", "content": "hi" }] });
+    let out = block_on(
+        &p,
+        g.handle(req(
+            "POST",
+            "/v1/chat/completions",
+            &auth,
+            &chat.to_string(),
+        )),
+    );
+    assert_eq!(out.status, 200);
+    let health = |p: &FakePlatform| {
+        let out = block_on(p, g.handle(req("GET", "/health", &auth, "")));
+        serde_json::from_slice::<Value>(&out.body).unwrap()
+    };
+    let h = health(&p);
+    assert_eq!(h["status"], "degraded");
+    assert_eq!(h["providers"][1]["provider"], "primary", "{h}");
+    assert_eq!(h["providers"][1]["state"], "open");
+    // The cooldown (5 s) passes with no traffic to the primary.
+    p.advance(std::time::Duration::from_secs(6));
+    let h = health(&p);
+    let primary = &h["providers"][1];
+    assert_eq!(primary["state"], "half_open", "{h}");
+    assert_eq!(primary["openUntil"], Value::Null);
+    assert_eq!(primary["models"][0]["state"], "half_open");
+    assert_eq!(primary["models"][0]["openUntil"], Value::Null);
+    assert_eq!(
+        h["status"], "ok",
+        "no traffic since is not degraded forever"
+    );
+    let data = block_on(&p, g.handle(req("GET", "/status/data", &auth, "")));
+    let data: Value = serde_json::from_slice(&data.body).unwrap();
+    assert_eq!(data["status"], "ok");
+}

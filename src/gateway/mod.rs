@@ -58,7 +58,7 @@ use crate::engine::store::BreakerStore;
 use crate::engine::stream::ChatStream;
 use crate::format::{anthropic, openai, FormatErrorKind};
 use crate::platform::{Body, Headers, Platform, UnixMillis};
-use crate::policy::breaker::{BreakerPolicy, StateName};
+use crate::policy::breaker::BreakerPolicy;
 use crate::policy::stats::Health;
 
 pub use auth::Auth;
@@ -832,7 +832,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// `GET /health`.
     fn health(&self) -> HealthBody {
         let providers = self.client.health();
-        let degraded = providers.iter().any(|h| h.state != StateName::Closed);
+        let degraded = providers.iter().any(Health::is_degraded);
         HealthBody {
             providers,
             status: if degraded { "degraded" } else { "ok" },

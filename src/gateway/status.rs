@@ -142,7 +142,7 @@ impl<'a> StatusBody<'a> {
         changes: &Changes,
         fleet: &'a [(String, Journal)],
     ) -> Self {
-        let degraded = providers.iter().any(|h| h.state != StateName::Closed);
+        let degraded = providers.iter().any(Health::is_degraded);
         let journaled = |p: &str| fleet.iter().any(|(k, _)| split(k).0 == p);
         let mut all: Vec<Change> = changes
             .recent
