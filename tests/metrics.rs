@@ -224,3 +224,168 @@ fn each_request_leaves_one_analytics_engine_data_point() {
         ("/nowhere", 404.0)
     );
 }
+
+/// The exposition's samples (lines not comments), and its size.
+fn series(text: &str) -> (usize, usize) {
+    let samples = text.lines().filter(|l| !l.starts_with('#')).count();
+    (samples, text.len())
+}
+
+#[test]
+fn unique_paths_without_a_key_add_no_series() {
+    let p = FakePlatform::new().at(1_700_000_000_000);
+    let g = gateway(&p);
+    let long = "x".repeat(2_000);
+    let kinds = |i: usize| -> Vec<Inbound> {
+        vec![
+            // 404: no such endpoint.
+            req("GET", &format!("/{long}/{i}"), &[], ""),
+            // 401: one route, unknown, no key.
+            req("GET", &format!("/v1/models/{long}{i}"), &[], ""),
+            // 404 under known prefixes, with a wrong method or key.
+            req("PUT", &format!("/v1/chat/completions/{i}"), &[], ""),
+            req(
+                "POST",
+                &format!("/v1/messages/{i}"),
+                &[("x-api-key", "wrong")],
+                "",
+            ),
+            // 400: an oversized header on a unique path, and on a known one.
+            req(
+                "GET",
+                &format!("/health/{i}"),
+                &[("anthropic-beta", &long.repeat(5))],
+                "",
+            ),
+            req("GET", "/health", &[("anthropic-beta", &long.repeat(5))], ""),
+            // 404 with the key.
+            req("GET", &format!("/v1/{i}"), &[BEARER], ""),
+        ]
+    };
+    let run = |from: usize, to: usize| {
+        for i in from..to {
+            for r in kinds(i) {
+                let out = block_on(&p, g.handle(r));
+                assert!((400..500).contains(&out.status), "{}", out.status);
+            }
+        }
+    };
+    // Every kind once, and enough of each that every count has four digits.
+    run(0, 1_000);
+    scrape(&p, &g); // the scrape itself is counted after it
+    let (before_text, _) = scrape(&p, &g);
+    let before = series(&before_text);
+    run(1_000, 3_000);
+    let (text, s) = scrape(&p, &g);
+    let after = series(&text);
+    assert_eq!(after.0, before.0, "no new series:\n{text}");
+    assert!(
+        after.1 <= before.1 + 16,
+        "the exposition stays flat: {} -> {} bytes",
+        before.1,
+        after.1
+    );
+    assert!(!text.contains("xxxxxxxx"), "no path in the exposition");
+    assert_eq!(
+        value(
+            &s,
+            "llm_gateway_requests_total",
+            &[("path", "other"), ("status", "404")]
+        ),
+        Some(15_000.0),
+        "{text}"
+    );
+    assert_eq!(
+        value(
+            &s,
+            "llm_gateway_requests_total",
+            &[("path", "/v1/models/:id"), ("status", "401")]
+        ),
+        Some(3_000.0)
+    );
+    assert_eq!(
+        value(
+            &s,
+            "llm_gateway_requests_total",
+            &[("path", "/health"), ("status", "400")]
+        ),
+        Some(3_000.0)
+    );
+}
+
+#[test]
+fn model_names_write_no_series_of_their_own() {
+    let p = FakePlatform::new().at(1_700_000_000_000);
+    let injected = "m\"} 1\nllm_gateway_injected_total{x=\"y\\";
+    let config = json!({
+        "providers": {
+            "primary": { "kind": "openai", "baseUrl": "https://primary.test", "apiKey": "sk-p" }
+        },
+        "routes": { "default": [{ "provider": "primary", "model": injected }] },
+        "retry": { "maxAttempts": 1 },
+        "allowAnyModel": true,
+        "gateway": { "clientKeysEnv": ["GATEWAY_KEY"] }
+    });
+    let secret = |n: &str| (n == "GATEWAY_KEY").then(|| "client-key-123".to_string());
+    let setup = Setup::load(Some(&config.to_string()), &secret).expect("valid config");
+    let store = MemoryStore::new(setup.breaker());
+    let g = setup.into_gateway(p.clone(), store);
+    let ok = json!({
+        "id": "c1", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{ "index": 0, "message": { "role": "assistant", "content": "ok" },
+                      "finish_reason": "stop" }]
+    })
+    .to_string();
+    // The configured name, and names no route lists (allowAnyModel).
+    let models = [
+        "default".to_string(),
+        "primary/x\"} 1\nllm_gateway_injected_total{x=\"y".to_string(),
+        "primary/made-up-1".to_string(),
+        "primary/made-up-2".to_string(),
+    ];
+    for model in &models {
+        p.script("https://primary.test", [reply(200).body(ok.clone())]);
+        let chat = json!({ "model": model, "messages": [{ "role": "user", "content": "hi" }] });
+        let out = block_on(
+            &p,
+            g.handle(req(
+                "POST",
+                "/v1/chat/completions",
+                &[BEARER],
+                &chat.to_string(),
+            )),
+        );
+        assert_eq!(out.status, 200, "{model}");
+    }
+    let (text, s) = scrape(&p, &g);
+    for line in text.lines() {
+        assert!(
+            line.starts_with("# ")
+                || line.starts_with("llm_gateway_") && !line.starts_with("llm_gateway_injected"),
+            "{line:?}"
+        );
+    }
+    // The configured name, escaped as OpenMetrics has it: \\, \" and \n.
+    let escaped = r#"model="m\"} 1\nllm_gateway_injected_total{x=\"y\\""#;
+    assert!(
+        text.contains(&format!(
+            "llm_gateway_attempts_total{{provider=\"primary\",{escaped},outcome=\"ok\"}} 1"
+        )),
+        "{text}"
+    );
+    // The names no route lists: one `other`.
+    assert_eq!(
+        value(
+            &s,
+            "llm_gateway_attempts_total",
+            &[
+                ("provider", "primary"),
+                ("model", "other"),
+                ("outcome", "ok")
+            ]
+        ),
+        Some(3.0),
+        "{text}"
+    );
+    assert!(!text.contains("made-up"), "{text}");
+}

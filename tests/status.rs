@@ -348,3 +348,161 @@ fn with_fleet_breakers_the_page_and_metrics_show_what_every_isolate_did() {
     assert_eq!(sample("failure"), Some(1.0), "{text}");
     assert_eq!(sample("success"), Some(0.0));
 }
+
+#[test]
+fn a_configured_name_stays_inside_its_attribute_and_only_the_page_own_script_runs() {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let p = FakePlatform::new().at(1_700_000_000_000);
+    let evil = "m\" onmouseover=\"alert(1)\"><script>alert(2)</script>";
+    let config = json!({
+        "providers": {
+            "primary": { "kind": "openai", "baseUrl": "https://primary.test", "apiKey": "sk-p" }
+        },
+        "routes": { "default": [{ "provider": "primary", "model": evil }] },
+        "gateway": { "clientKeysEnv": ["GATEWAY_KEY"] }
+    });
+    let secret = |n: &str| (n == "GATEWAY_KEY").then(|| KEY.to_string());
+    let setup = Setup::load(Some(&config.to_string()), &secret).expect("valid config");
+    let store = MemoryStore::new(setup.breaker());
+    let g = setup.into_gateway(p.clone(), store);
+    let bearer = format!("Bearer {KEY}");
+    let out = block_on(
+        &p,
+        g.handle(req("GET", "/status", &[("authorization", &bearer)], "")),
+    );
+    assert_eq!(out.status, 200);
+    let page = html(&out);
+    // In text, a `"` is only a character; in an attribute, it is `&quot;`.
+    assert!(!page.contains("data-model=\"m\" "), "{page}");
+    assert!(!page.contains("<script>alert"), "{page}");
+    assert!(
+        page.contains("data-model=\"m&quot; onmouseover=&quot;alert(1)&quot;&gt;&lt;script&gt;"),
+        "{page}"
+    );
+    assert_eq!(page.matches("<script>").count(), 1, "the page's own only");
+    // Inline script and style run only when their hash is in the policy.
+    let csp = out.headers.get("content-security-policy").unwrap();
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    let between = |open: &str, close: &str| {
+        let from = page.find(open).unwrap() + open.len();
+        page[from..from + page[from..].find(close).unwrap()].to_string()
+    };
+    for (directive, body) in [
+        ("script-src", between("<script>", "</script>")),
+        ("style-src", between("<style>", "</style>")),
+    ] {
+        let hash =
+            base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(body.as_bytes()));
+        assert!(
+            csp.contains(&format!("{directive} 'sha256-{hash}'")),
+            "{directive} {hash}: {csp}"
+        );
+    }
+}
+
+#[test]
+fn sign_in_keeps_a_signed_session_not_the_key_and_refuses_other_sites_and_guessing() {
+    let p = FakePlatform::new().at(1_700_000_000_000);
+    let g = gateway(&p);
+    let cookie = sign_in(&p, &g);
+    assert!(
+        !cookie.contains("client") && !cookie.contains("123"),
+        "no key in {cookie}"
+    );
+    let data = |cookie: &str| {
+        block_on(
+            &p,
+            g.handle(req("GET", "/status/data", &[("cookie", cookie)], "")),
+        )
+        .status
+    };
+    assert_eq!(data(&cookie), 200);
+    // The raw key in the cookie is no sign-in.
+    assert_eq!(data("rl_status_session=client%20key%3B123"), 401);
+    // A session ends after 12 hours.
+    p.advance(std::time::Duration::from_secs(12 * 3600));
+    assert_eq!(data(&cookie), 401);
+
+    // A form posted from another site: refused, whatever its key.
+    let form = "key=client%20key%3B123";
+    for headers in [
+        &[("origin", "https://evil.example"), ("host", "gw.example")][..],
+        &[("sec-fetch-site", "cross-site")][..],
+    ] {
+        let out = block_on(&p, g.handle(req("POST", "/status/login", headers, form)));
+        assert_eq!(out.status, 403);
+        assert!(out.headers.get("set-cookie").is_none());
+    }
+    let same = [("origin", "https://gw.example"), ("host", "gw.example")];
+    let out = block_on(&p, g.handle(req("POST", "/status/login", &same, form)));
+    assert_eq!(out.status, 303);
+
+    // Guessing: ten refused keys a minute, then every sign-in waits.
+    for i in 0..10 {
+        let out = block_on(
+            &p,
+            g.handle(req(
+                "POST",
+                "/status/login",
+                &same,
+                &format!("key=guess{i}"),
+            )),
+        );
+        assert_eq!(out.status, 401);
+        let line: Value = serde_json::from_str(&out.log).unwrap();
+        assert_eq!(line["error"], "unauthorized", "{line}");
+        assert_eq!(line["status"], 401);
+    }
+    let out = block_on(&p, g.handle(req("POST", "/status/login", &same, form)));
+    assert_eq!(out.status, 429, "even the right key waits");
+    let wait: u64 = out.headers.get("retry-after").unwrap().parse().unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
+    p.advance(std::time::Duration::from_secs(wait));
+    let out = block_on(&p, g.handle(req("POST", "/status/login", &same, form)));
+    assert_eq!(out.status, 303);
+}
+
+#[test]
+fn health_reads_a_breaker_past_its_open_period_as_half_open_and_not_degraded() {
+    let p = FakePlatform::new().at(1_700_000_000_000);
+    let g = gateway(&p);
+    let bearer = format!("Bearer {KEY}");
+    let auth = [("authorization", bearer.as_str())];
+    p.script("https://primary.test", [reply(503)]);
+    p.script("https://backup.test", [reply(200).body(anthropic_ok())]);
+    let chat = json!({ "model": "default", "messages": [{ "role": "user", "content": "hi" }] });
+    let out = block_on(
+        &p,
+        g.handle(req(
+            "POST",
+            "/v1/chat/completions",
+            &auth,
+            &chat.to_string(),
+        )),
+    );
+    assert_eq!(out.status, 200);
+    let health = |p: &FakePlatform| {
+        let out = block_on(p, g.handle(req("GET", "/health", &auth, "")));
+        serde_json::from_slice::<Value>(&out.body).unwrap()
+    };
+    let h = health(&p);
+    assert_eq!(h["status"], "degraded");
+    assert_eq!(h["providers"][1]["provider"], "primary", "{h}");
+    assert_eq!(h["providers"][1]["state"], "open");
+    // The cooldown (5 s) passes with no traffic to the primary.
+    p.advance(std::time::Duration::from_secs(6));
+    let h = health(&p);
+    let primary = &h["providers"][1];
+    assert_eq!(primary["state"], "half_open", "{h}");
+    assert_eq!(primary["openUntil"], Value::Null);
+    assert_eq!(primary["models"][0]["state"], "half_open");
+    assert_eq!(primary["models"][0]["openUntil"], Value::Null);
+    assert_eq!(
+        h["status"], "ok",
+        "no traffic since is not degraded forever"
+    );
+    let data = block_on(&p, g.handle(req("GET", "/status/data", &auth, "")));
+    let data: Value = serde_json::from_slice(&data.body).unwrap();
+    assert_eq!(data["status"], "ok");
+}

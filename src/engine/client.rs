@@ -699,7 +699,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                 };
                 health.models = self.model_breakers(id);
                 health.demoted = self.demotions(id);
-                health
+                health.seen_at(now)
             })
             .collect()
     }

@@ -70,22 +70,21 @@ impl Auth {
         ok
     }
 
-    /// [`check`](Auth::check), or an accepted key in the `cookie` named
-    /// `name` (the status page's sign-in). Only for pages that spend nothing.
-    pub fn check_with_cookie(&self, headers: &Headers, name: &str) -> bool {
-        if self.check(headers) {
-            return true;
-        }
-        let Some(cookies) = headers.get("cookie") else {
-            return false;
-        };
-        let mut ok = false;
-        for c in cookie::Cookie::split_parse_encoded(cookies).flatten() {
-            if c.name() == name {
-                ok |= self.accepts(c.value());
+    /// The keys accepted.
+    pub(super) fn secrets(&self) -> &[Secret] {
+        &self.keys
+    }
+
+    /// The accepted key `candidate` is, compared in constant time with
+    /// every key.
+    pub(super) fn find(&self, candidate: &str) -> Option<&Secret> {
+        let mut found = None;
+        for key in &self.keys {
+            if ct_eq(candidate.as_bytes(), key.expose().as_bytes()) {
+                found = Some(key);
             }
         }
-        ok
+        found
     }
 }
 

@@ -5,6 +5,7 @@
 //! the client when the page is asked for, and the fleet's totals (every
 //! isolate's calls, probes and transitions) from the breaker objects.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use prometheus_client::encoding::text::encode;
@@ -17,6 +18,7 @@ use prometheus_client::registry::Registry;
 
 use std::sync::atomic::AtomicU64;
 
+use super::labels::{path_label, Known, Label};
 use super::log::{LogLine, Outcome};
 use crate::engine::cost::ModelCost;
 use crate::fleet::Journal;
@@ -34,38 +36,38 @@ pub(super) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    path: String,
+    path: &'static str,
     status: u16,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 struct ModelLabels {
-    provider: String,
-    model: String,
+    provider: Label,
+    model: Label,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AttemptLabels {
-    provider: String,
-    model: String,
-    outcome: String,
+    provider: Label,
+    model: Label,
+    outcome: Label,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProviderLabels {
-    provider: String,
+    provider: Label,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VerdictLabels {
-    provider: String,
-    model: String,
+    provider: Label,
+    model: Label,
     verdict: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabels {
-    provider: String,
+    provider: Label,
     state: &'static str,
 }
 
@@ -78,6 +80,8 @@ fn histogram() -> Histogram {
 /// One isolate's counters.
 pub(super) struct Metrics {
     registry: Registry,
+    /// What provider and model labels may name.
+    known: Known,
     requests: Family<RequestLabels, Counter>,
     request_seconds: Histograms<ProviderLabels>,
     attempts: Family<AttemptLabels, Counter>,
@@ -95,10 +99,12 @@ pub(super) struct Metrics {
     memory: Gauge,
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
+impl Metrics {
+    /// Counters whose provider and model labels name what `known` holds.
+    pub(super) fn new(known: Known) -> Self {
         let mut m = Metrics {
             registry: Registry::with_prefix("llm_gateway"),
+            known,
             requests: Family::default(),
             request_seconds: Family::new_with_constructor(histogram),
             attempts: Family::default(),
@@ -117,7 +123,7 @@ impl Default for Metrics {
         let r = &mut m.registry;
         r.register(
             "requests",
-            "Requests answered, by path and status",
+            "Requests answered, by path (a known path, /v1/models/:id, or other) and status",
             m.requests.clone(),
         );
         r.register(
@@ -198,13 +204,9 @@ pub(super) fn outcome_name(o: &Outcome) -> String {
 impl Metrics {
     /// Counts one request from its log line.
     pub(super) fn record(&self, log: &LogLine<'_>) {
-        let path = match log.path.strip_suffix('/').filter(|p| !p.is_empty()) {
-            Some(p) => p,
-            None => log.path,
-        };
         self.requests
             .get_or_create(&RequestLabels {
-                path: path.to_owned(),
+                path: path_label(log.path),
                 status: log.status,
             })
             .inc();
@@ -214,7 +216,7 @@ impl Metrics {
         let answered = log.served_by.as_deref().and_then(|s| s.split('/').next());
         self.request_seconds
             .get_or_create(&ProviderLabels {
-                provider: answered.unwrap_or("none").to_owned(),
+                provider: answered.map_or_else(|| Label::new("none"), |p| self.known.provider(p)),
             })
             .observe(log.latency_ms as f64 / 1000.0);
         for (i, a) in log.trail.iter().enumerate() {
@@ -222,7 +224,7 @@ impl Metrics {
                 if next.number <= 1 && (next.provider != a.provider || next.model != a.model) {
                     self.failovers
                         .get_or_create(&ProviderLabels {
-                            provider: a.provider.clone(),
+                            provider: self.known.provider(&a.provider),
                         })
                         .inc();
                 }
@@ -230,10 +232,8 @@ impl Metrics {
             if a.number == 0 {
                 continue; // skipped without a call (an open breaker)
             }
-            let model = ModelLabels {
-                provider: a.provider.clone(),
-                model: a.model.clone(),
-            };
+            let (provider, model) = self.known.model(&a.provider, &a.model);
+            let model = ModelLabels { provider, model };
             if a.number > 1 {
                 self.retries.get_or_create(&model).inc();
             }
@@ -244,7 +244,7 @@ impl Metrics {
                 .get_or_create(&AttemptLabels {
                     provider: model.provider,
                     model: model.model,
-                    outcome: outcome_name(&a.outcome),
+                    outcome: Label::new(&outcome_name(&a.outcome)),
                 })
                 .inc();
         }
@@ -262,9 +262,10 @@ impl Metrics {
         for (key, journal) in fleet {
             let c = journal.counts;
             let (provider, model) = key.split_once('/').unwrap_or((key, ""));
+            let (provider, model) = self.known.model(provider, model);
             let p = || ModelLabels {
-                provider: provider.to_owned(),
-                model: model.to_owned(),
+                provider: provider.clone(),
+                model: model.clone(),
             };
             for (verdict, total) in [
                 ("success", c.successes),
@@ -272,8 +273,8 @@ impl Metrics {
                 ("abandoned", c.abandoned),
             ] {
                 let labels = VerdictLabels {
-                    provider: provider.to_owned(),
-                    model: model.to_owned(),
+                    provider: provider.clone(),
+                    model: model.clone(),
                     verdict,
                 };
                 follow(&self.fleet_calls.get_or_create(&labels), total);
@@ -282,13 +283,16 @@ impl Metrics {
             follow(&self.fleet_transitions.get_or_create(&p()), c.transitions);
         }
         // The client keeps the exact totals; the counter catches up to them
-        // (a stream's cost is known at its end, after its log line).
+        // (a stream's cost is known at its end, after its log line). The
+        // models no route lists add up under one `other`.
+        let mut totals: BTreeMap<ModelLabels, f64> = BTreeMap::new();
         for c in costs {
-            let counter = self.cost.get_or_create(&ModelLabels {
-                provider: c.provider.clone(),
-                model: c.model.clone(),
-            });
-            let behind = c.usd.usd() - counter.get();
+            let (provider, model) = self.known.model(&c.provider, &c.model);
+            *totals.entry(ModelLabels { provider, model }).or_default() += c.usd.usd();
+        }
+        for (labels, usd) in totals {
+            let counter = self.cost.get_or_create(&labels);
+            let behind = usd - counter.get();
             if behind > 0.0 {
                 counter.inc_by(behind);
             }
@@ -301,14 +305,14 @@ impl Metrics {
             ] {
                 self.breaker
                     .get_or_create(&StateLabels {
-                        provider: h.provider.clone(),
+                        provider: self.known.provider(&h.provider),
                         state: name,
                     })
                     .set(i64::from(h.state == state));
             }
             self.consecutive_failures
                 .get_or_create(&ProviderLabels {
-                    provider: h.provider.clone(),
+                    provider: self.known.provider(&h.provider),
                 })
                 .set(i64::from(h.consecutive_failures));
         }

@@ -30,6 +30,7 @@ pub(crate) mod buffered;
 mod call;
 mod endpoints;
 mod keepalive;
+mod labels;
 pub mod limits;
 mod log;
 mod metrics;
@@ -40,6 +41,7 @@ mod point;
 mod render;
 mod request;
 mod responses;
+mod session;
 mod sse;
 mod status;
 
@@ -57,7 +59,7 @@ use crate::engine::stream::ChatStream;
 use crate::fleet::JournalSource;
 use crate::format::{anthropic, openai, FormatErrorKind};
 use crate::platform::{Body, Headers, Platform, UnixMillis};
-use crate::policy::breaker::{BreakerPolicy, StateName};
+use crate::policy::breaker::BreakerPolicy;
 use crate::policy::stats::Health;
 
 pub use auth::Auth;
@@ -121,6 +123,9 @@ pub const REQUEST_HEADERS: &[&str] = &[
     "x-hedge",
     // the status page's sign-in; read by the status routes only, never forwarded
     "cookie",
+    "origin",
+    "sec-fetch-site",
+    "host",
     // FORWARDED_HEADERS
     "anthropic-beta",
     "openai-beta",
@@ -384,6 +389,7 @@ pub struct Gateway<P: Platform, S: BreakerStore> {
     caller_holds_keys: bool,
     /// Takes the end line of a stream whose body is dropped unfinished.
     log: Option<sse::LogSink>,
+    logins: std::cell::RefCell<session::Throttle>,
 }
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
@@ -395,15 +401,24 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// A gateway over a client its host also calls directly (the npm
     /// package's `client.fetch` shares the breakers of `client.chat`).
     pub fn shared(client: Rc<Client<P, S>>, auth: Auth) -> Self {
+        let known = labels::Known::new(
+            client.upstreams.keys().map(String::as_str),
+            client
+                .routes()
+                .values()
+                .flatten()
+                .map(|e| (e.provider.as_str(), e.model.as_str())),
+        );
         Gateway {
+            metrics: metrics::Metrics::new(known),
             client,
             auth,
-            metrics: metrics::Metrics::default(),
             changes: Default::default(),
             point: Default::default(),
             journals: None,
             caller_holds_keys: false,
             log: None,
+            logins: Default::default(),
         }
     }
 
@@ -510,14 +525,10 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                     Some("invalid_request"),
                 )
             }
-            Route::Status if self.auth.check_with_cookie(&headers, status::COOKIE) => {
-                self.status(true).await
-            }
+            Route::Status if self.signed_in(&headers) => self.status(true).await,
             Route::Status => html_response(401, status::login_page(None)),
-            Route::StatusData if self.auth.check_with_cookie(&headers, status::COOKIE) => {
-                self.status(false).await
-            }
-            Route::StatusLogin => self.login(body).await,
+            Route::StatusData if self.signed_in(&headers) => self.status(false).await,
+            Route::StatusLogin => self.login(&headers, body, &mut log).await,
             _ if !self.auth.check(&headers) => {
                 log.error = Some("unauthorized");
                 error_response(
@@ -769,28 +780,52 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         }
     }
 
-    /// `POST /status/login`: a form with the gateway key; an accepted one
-    /// goes into the status page's cookie.
-    async fn login(&self, body: Body) -> Outbound {
+    /// Whether a status route's request carries a key, or a live sign-in.
+    fn signed_in(&self, headers: &Headers) -> bool {
+        let now = self.client.platform().now();
+        session::check(&self.auth, headers, status::COOKIE, now)
+    }
+
+    /// `POST /status/login`: a form with the gateway key, from the page's
+    /// own origin; an accepted key starts a signed session (the cookie
+    /// holds no key). Refused keys are throttled (`session.rs`).
+    async fn login(&self, headers: &Headers, body: Body, log: &mut LogLine<'_>) -> Outbound {
+        let now = self.client.platform().now();
+        if self.auth.is_open() {
+            let problem = "auth is switched off: the status page needs no sign-in";
+            return html_response(401, status::login_page(Some(problem)));
+        }
+        if !session::same_origin(headers) {
+            log.error = Some("cross_origin");
+            let problem = "sign in from the status page itself";
+            return html_response(403, status::login_page(Some(problem)));
+        }
+        if let Some(until) = self.logins.borrow().blocked(now) {
+            log.error = Some("unauthorized");
+            let problem = "too many refused keys: try again in a minute";
+            let mut out = html_response(429, status::login_page(Some(problem)));
+            let wait = until.saturating_sub(now).div_ceil(1000);
+            out.headers.insert("retry-after", wait.to_string());
+            return out;
+        }
         let form = read_body(body, 4096, false).await.unwrap_or_default();
         let key = form_urlencoded::parse(&form)
             .find(|(k, _)| k == "key")
             .map(|(_, v)| v.trim().to_owned())
             .unwrap_or_default();
-        if key.is_empty() || self.auth.is_open() || !self.auth.accepts(&key) {
-            let problem = if self.auth.is_open() {
-                "auth is switched off: the status page needs no sign-in"
-            } else {
-                "that key is not accepted"
-            };
-            return html_response(401, status::login_page(Some(problem)));
-        }
-        let cookie = cookie::Cookie::build((status::COOKIE, key))
+        let Some(secret) = self.auth.find(&key) else {
+            self.logins.borrow_mut().fail(now);
+            log.error = Some("unauthorized");
+            return html_response(401, status::login_page(Some("that key is not accepted")));
+        };
+        let cookie = cookie::Cookie::build((status::COOKIE, session::issue(secret, now)))
             .path("/status")
             .http_only(true)
             .secure(true)
             .same_site(cookie::SameSite::Strict)
-            .max_age(cookie::time::Duration::hours(12));
+            .max_age(cookie::time::Duration::milliseconds(
+                i64::try_from(session::LIFETIME_MS).unwrap_or(i64::MAX),
+            ));
         let mut out = html_response(303, String::new());
         out.headers.insert("location", "/status");
         out.headers
@@ -841,7 +876,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// `GET /health`.
     fn health(&self) -> HealthBody {
         let providers = self.client.health();
-        let degraded = providers.iter().any(|h| h.state != StateName::Closed);
+        let degraded = providers.iter().any(Health::is_degraded);
         HealthBody {
             providers,
             status: if degraded { "degraded" } else { "ok" },
@@ -874,11 +909,7 @@ fn html_response(status: u16, html: String) -> Outbound {
     let mut headers = Headers::new();
     headers.insert("content-type", "text/html; charset=utf-8");
     headers.insert("cache-control", "no-store");
-    headers.insert(
-        "content-security-policy",
-        "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; \
-         connect-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'",
-    );
+    headers.insert("content-security-policy", status::csp());
     Outbound {
         status,
         headers,

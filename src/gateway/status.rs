@@ -8,15 +8,17 @@
 //! see verdicts, not routes).
 //!
 //! Browsers sign in through a form (`POST /status/login`) that sets an
-//! `HttpOnly`, `Secure`, `SameSite=Strict` cookie holding the key; the key
-//! never goes in a URL. Only the status routes read that cookie: the chat
+//! `HttpOnly`, `Secure`, `SameSite=Strict` cookie holding a signed session
+//! (`session.rs`), never the key; the key never goes in a URL. Only the status routes read that cookie: the chat
 //! routes still need a header, so a page elsewhere cannot spend the key.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 
-use html_escape::encode_text as esc;
+use base64::Engine as _;
+use html_escape::{encode_double_quoted_attribute as attr, encode_text as esc};
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 
 use super::log::LogLine;
 use crate::fleet::{Counts, Journal};
@@ -25,7 +27,7 @@ use crate::policy::breaker::StateName;
 use crate::policy::stats::Health;
 
 /// The cookie the login form sets.
-pub(super) const COOKIE: &str = "rl_status_key";
+pub(super) const COOKIE: &str = "rl_status_session";
 
 /// How many transitions and failovers the page lists.
 const KEPT: usize = 100;
@@ -140,7 +142,7 @@ impl<'a> StatusBody<'a> {
         changes: &Changes,
         fleet: &'a [(String, Journal)],
     ) -> Self {
-        let degraded = providers.iter().any(|h| h.state != StateName::Closed);
+        let degraded = providers.iter().any(Health::is_degraded);
         let journaled = |p: &str| fleet.iter().any(|(k, _)| split(k).0 == p);
         let mut all: Vec<Change> = changes
             .recent
@@ -208,6 +210,22 @@ input{font-size:16px;padding:8px}button{font-size:16px;padding:8px;background:#1
 tr.model td{border-bottom-style:dotted}.sub{padding-left:18px}.sub::before{content:"↳ ";color:#444}
 "#;
 
+/// The `content-security-policy` of the status pages: nothing from
+/// elsewhere, and no inline script or style but the page's own, named by
+/// their SHA-256 (an attribute a name slipped past the escaping could not
+/// run).
+pub(super) fn csp() -> String {
+    let hash =
+        |s: &str| base64::engine::general_purpose::STANDARD.encode(Sha256::digest(s.as_bytes()));
+    format!(
+        "default-src 'none'; style-src 'sha256-{}'; script-src 'sha256-{}'; \
+         connect-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; \
+         base-uri 'none'",
+        hash(STYLE),
+        hash(SCRIPT)
+    )
+}
+
 /// The sign-in page (`problem` when a key was refused).
 pub(super) fn login_page(problem: Option<&str>) -> String {
     let mut out = head("Sign in · resilient-llm status");
@@ -222,7 +240,7 @@ pub(super) fn login_page(problem: Option<&str>) -> String {
         let _ = write!(out, "<p class=\"err\" role=\"alert\">{}</p>", esc(p));
     }
     out.push_str(
-        "<small>The key is kept in an HttpOnly cookie for this page only.</small></form></main></body></html>",
+        "<small>Signing in keeps a 12-hour session in an HttpOnly cookie for this page only.</small></form></main></body></html>",
     );
     out
 }
@@ -293,7 +311,7 @@ pub(super) fn page(body: &StatusBody<'_>) -> String {
         let probe = next_probe(h.open_until, h.state, body.time);
         let _ = write!(
             out,
-            "<tr data-provider=\"{p}\"><td>{p}</td><td>{}</td><td>{probe}</td><td>{:.1} %</td>\
+            "<tr data-provider=\"{pa}\"><td>{p}</td><td>{}</td><td>{probe}</td><td>{:.1} %</td>\
              <td>{} / {} / {}</td><td>{} / {}</td><td>{}</td></tr>",
             state_badge(h.state),
             h.error_rate * 100.0,
@@ -304,13 +322,14 @@ pub(super) fn page(body: &StatusBody<'_>) -> String {
             ms(h.ttft_ms.p95),
             h.requests,
             p = esc(&h.provider),
+            pa = attr(&h.provider),
         );
         // Each model's own breaker and figures: one model's rate limit
         // opens only it.
         for m in &h.models {
             let _ = write!(
                 out,
-                "<tr class=\"model\" data-provider=\"{p}\" data-model=\"{name}\">\
+                "<tr class=\"model\" data-provider=\"{pa}\" data-model=\"{na}\">\
                  <td><span class=\"sub\">{name}</span></td><td>{}</td><td>{}</td><td>{:.1} %</td>\
                  <td>{} / {} / {}</td><td>{} / {}</td><td>{}</td></tr>",
                 state_badge(m.state),
@@ -322,8 +341,9 @@ pub(super) fn page(body: &StatusBody<'_>) -> String {
                 ms(m.ttft_ms.p50),
                 ms(m.ttft_ms.p95),
                 m.requests,
-                p = esc(&h.provider),
+                pa = attr(&h.provider),
                 name = esc(&m.model),
+                na = attr(&m.model),
             );
         }
     }
@@ -360,13 +380,15 @@ fn fleet_table(out: &mut String, rows: &[FleetRow<'_>]) {
         let c = r.counts;
         let _ = write!(
             out,
-            "<tr data-provider=\"{p}\" data-model=\"{m}\"><td>{p}</td><td>{m}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr data-provider=\"{pa}\" data-model=\"{ma}\"><td>{p}</td><td>{m}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             c.successes,
             c.failures,
             c.probes,
             c.transitions,
             p = esc(r.provider),
             m = esc(r.model),
+            pa = attr(r.provider),
+            ma = attr(r.model),
         );
     }
     out.push_str("</tbody></table></section>");

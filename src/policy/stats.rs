@@ -196,6 +196,47 @@ pub struct Health {
     pub models: Vec<ModelBreaker>,
 }
 
+impl Health {
+    /// The report as of `now`: a breaker whose open period has passed reads
+    /// half-open (the breaker lets its next call through as the probe, and
+    /// moves when that call asks), without an `openUntil`; the provider's
+    /// state stays its worst model's.
+    pub(crate) fn seen_at(mut self, now: UnixMillis) -> Self {
+        let passed = |state: StateName, until: Option<UnixMillis>| {
+            state == StateName::Open && until.is_some_and(|t| t <= now)
+        };
+        for m in &mut self.models {
+            if passed(m.state, m.open_until) {
+                (m.state, m.open_until) = (StateName::HalfOpen, None);
+            }
+        }
+        if passed(self.state, self.open_until) {
+            let severity = |s: StateName| match s {
+                StateName::Closed => 0,
+                StateName::HalfOpen => 1,
+                StateName::Open => 2,
+            };
+            let worst = self
+                .models
+                .iter()
+                .max_by_key(|m| (severity(m.state), m.consecutive_failures));
+            (self.state, self.open_until) = match worst {
+                Some(m) => (m.state, m.open_until),
+                None => (StateName::HalfOpen, None),
+            };
+        }
+        self
+    }
+
+    /// Whether this provider makes the gateway `degraded`: a breaker of it
+    /// turns calls away until a time still to come. A half-open one lets
+    /// its probe through, so a model that had no traffic since its
+    /// failures is not degraded forever.
+    pub fn is_degraded(&self) -> bool {
+        self.state == StateName::Open
+    }
+}
+
 /// The breaker of one model at a provider, as health reports show it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
