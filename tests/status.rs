@@ -506,3 +506,18 @@ fn health_reads_a_breaker_past_its_open_period_as_half_open_and_not_degraded() {
     let data: Value = serde_json::from_slice(&data.body).unwrap();
     assert_eq!(data["status"], "ok");
 }
+
+/// Found by the `status_session` fuzz target (its check, not the gateway,
+/// was wrong): a session cookie over the header limit is a 400 naming the
+/// header, never a sign-in and never an echo of what it held.
+#[test]
+fn a_session_cookie_over_the_header_limit_is_refused_before_it_is_read() {
+    let p = FakePlatform::new().at(1_700_000_000_000);
+    let g = gateway(&p);
+    let long = format!("rl_status_session=1700000001{}", "\u{fffd}".repeat(3000));
+    assert!(long.len() > resilient_llm::gateway::limits::MAX_HEADER_BYTES);
+    let out = block_on(&p, g.handle(req("GET", "/status/data", &[("cookie", &long)], "")));
+    assert_eq!(out.status, 400);
+    let body = String::from_utf8_lossy(&out.body);
+    assert!(body.contains("cookie") && !body.contains("1700000001"), "{body}");
+}
