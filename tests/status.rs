@@ -516,8 +516,14 @@ fn a_session_cookie_over_the_header_limit_is_refused_before_it_is_read() {
     let g = gateway(&p);
     let long = format!("rl_status_session=1700000001{}", "\u{fffd}".repeat(3000));
     assert!(long.len() > resilient_llm::gateway::limits::MAX_HEADER_BYTES);
-    let out = block_on(&p, g.handle(req("GET", "/status/data", &[("cookie", &long)], "")));
+    let out = block_on(
+        &p,
+        g.handle(req("GET", "/status/data", &[("cookie", &long)], "")),
+    );
     assert_eq!(out.status, 400);
     let body = String::from_utf8_lossy(&out.body);
-    assert!(body.contains("cookie") && !body.contains("1700000001"), "{body}");
+    assert!(
+        body.contains("cookie") && !body.contains("1700000001"),
+        "{body}"
+    );
 }
