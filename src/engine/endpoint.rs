@@ -114,6 +114,9 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     ) -> Result<EndpointReply, Error> {
         let chain = self.endpoint_chain(call, &opts)?;
         let mut walk = Cursor::over(self, chain, &opts);
+        // The call's size, for the breaker's verdict on a timeout: one
+        // serialisation per call, not one per entry tried.
+        let size = crate::policy::timeouts::size_of_body(&call.body);
         while let Some(permit) = walk.admit(self).await {
             let (entry, run) = walk.entry_and_run();
             let key = self.key_of(entry);
@@ -125,7 +128,6 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             };
             let result = self.run_call(entry, &mut guard.permit, call, run).await;
             let permit = guard.disarm();
-            let size = crate::policy::timeouts::size_of_body(&call.body);
             self.settle(entry, permit, size, result.as_ref().map(|_| ()));
             match result {
                 Ok(body) => {
