@@ -16,6 +16,10 @@ use resilient_llm::{Body, Headers, MemoryStore};
 use resilient_llm::{SseDecoder, SseEvent};
 use serde_json::{json, Value};
 
+#[path = "common/anthropic_sse.rs"]
+mod anthropic_sse;
+use anthropic_sse::{anthropic, event as anthropic_event};
+
 fn gateway(p: &FakePlatform) -> Gateway<FakePlatform, MemoryStore> {
     let config = json!({
         "providers": {
@@ -59,35 +63,9 @@ fn openai_whole() -> Vec<String> {
     ]
 }
 
-fn anthropic_event(name: &str, data: Value) -> String {
-    format!("event: {name}\ndata: {data}\n\n")
-}
-
 /// One token, then `message_stop` with no `message_delta` (no stop reason).
 fn anthropic_cut() -> Vec<String> {
-    vec![
-        anthropic_event(
-            "message_start",
-            json!({ "type": "message_start", "message": { "id": "msg_up", "type": "message",
-            "role": "assistant", "content": [], "model": "claude-x", "stop_reason": null,
-            "usage": { "input_tokens": 9, "output_tokens": 1 } } }),
-        ),
-        anthropic_event(
-            "content_block_start",
-            json!({ "type": "content_block_start", "index": 0,
-                    "content_block": { "type": "text", "text": "" } }),
-        ),
-        anthropic_event(
-            "content_block_delta",
-            json!({ "type": "content_block_delta", "index": 0,
-                    "delta": { "type": "text_delta", "text": "Hel" } }),
-        ),
-        anthropic_event(
-            "content_block_stop",
-            json!({ "type": "content_block_stop", "index": 0 }),
-        ),
-        anthropic_event("message_stop", json!({ "type": "message_stop" })),
-    ]
+    anthropic("Hel", None)
 }
 
 /// A Responses stream: one text delta, then `[DONE]`, no `response.completed`.
@@ -268,34 +246,7 @@ fn a_cut_openai_stream_passed_through_is_continued_on_the_next_entry() {
     p.script("https://oai.test", [sse(openai_cut())]);
     p.script(
         "https://ant.test",
-        [sse(vec![
-            anthropic_event(
-                "message_start",
-                json!({ "type": "message_start", "message": { "id": "m", "type": "message",
-                "role": "assistant", "content": [], "model": "claude-x", "stop_reason": null,
-                "usage": { "input_tokens": 9, "output_tokens": 1 } } }),
-            ),
-            anthropic_event(
-                "content_block_start",
-                json!({ "type": "content_block_start", "index": 0,
-                        "content_block": { "type": "text", "text": "" } }),
-            ),
-            anthropic_event(
-                "content_block_delta",
-                json!({ "type": "content_block_delta", "index": 0,
-                        "delta": { "type": "text_delta", "text": "lo" } }),
-            ),
-            anthropic_event(
-                "content_block_stop",
-                json!({ "type": "content_block_stop", "index": 0 }),
-            ),
-            anthropic_event(
-                "message_delta",
-                json!({ "type": "message_delta", "delta": { "stop_reason": "end_turn", "stop_sequence": null },
-                        "usage": { "output_tokens": 2 } }),
-            ),
-            anthropic_event("message_stop", json!({ "type": "message_stop" })),
-        ])],
+        [sse(anthropic("lo", Some(json!("end_turn"))))],
     );
     let g = gateway(&p);
     let (_, events, log) = run(&p, &g, post("/v1/chat/completions", "both"));

@@ -8,6 +8,10 @@
 #[path = "vertex/support.rs"]
 mod support;
 
+#[path = "common/anthropic_sse.rs"]
+mod anthropic_sse;
+use anthropic_sse::anthropic;
+
 use resilient_llm::bedrock::eventstream::encode_frame;
 use resilient_llm::testing::{block_on, reply, FakePlatform, Reply};
 use resilient_llm::{
@@ -42,49 +46,6 @@ fn openai_whole(parts: &[&str]) -> Vec<String> {
     );
     out.push(openai_chunk(json!({}), json!("length")));
     out.push("data: [DONE]\n\n".into());
-    out
-}
-
-fn anthropic_event(name: &str, data: Value) -> String {
-    format!("event: {name}\ndata: {data}\n\n")
-}
-
-/// One text delta, then the end: with `stop_reason` in a `message_delta`
-/// when given, `message_stop` in any case.
-fn anthropic(token: &str, stop_reason: Option<Value>) -> Vec<String> {
-    let mut out = vec![
-        anthropic_event(
-            "message_start",
-            json!({ "type": "message_start", "message": { "id": "msg_1", "type": "message",
-            "role": "assistant", "content": [], "model": "claude-x", "stop_reason": null,
-            "usage": { "input_tokens": 9, "output_tokens": 1 } } }),
-        ),
-        anthropic_event(
-            "content_block_start",
-            json!({ "type": "content_block_start", "index": 0,
-                    "content_block": { "type": "text", "text": "" } }),
-        ),
-        anthropic_event(
-            "content_block_delta",
-            json!({ "type": "content_block_delta", "index": 0,
-                    "delta": { "type": "text_delta", "text": token } }),
-        ),
-        anthropic_event(
-            "content_block_stop",
-            json!({ "type": "content_block_stop", "index": 0 }),
-        ),
-    ];
-    if let Some(reason) = stop_reason {
-        out.push(anthropic_event(
-            "message_delta",
-            json!({ "type": "message_delta", "delta": { "stop_reason": reason, "stop_sequence": null },
-                    "usage": { "output_tokens": 3 } }),
-        ));
-    }
-    out.push(anthropic_event(
-        "message_stop",
-        json!({ "type": "message_stop" }),
-    ));
     out
 }
 
