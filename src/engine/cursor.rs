@@ -41,7 +41,8 @@ pub(crate) struct Run {
     booking: Option<Booking>,
     /// What the request holds on spend caps: settled by the booking,
     /// released when the last run sharing them (a hedge's too) is dropped.
-    holds: Rc<RefCell<Vec<Hold>>>,
+    /// None when the client has no caps (nothing to share, no allocation).
+    holds: Option<Rc<RefCell<Vec<Hold>>>>,
     /// Whether the entry admitted last has a tier mate after it: its 429
     /// then moves on at once rather than retry it.
     pub(crate) mate_after: bool,
@@ -59,8 +60,19 @@ impl Run {
     /// Books the attempts' cost, once, settling the holds with it.
     fn book(&mut self) {
         if let Some(b) = self.booking.take() {
-            let holds = std::mem::take(&mut *self.holds.borrow_mut());
+            let holds = self
+                .holds
+                .as_ref()
+                .map(|h| std::mem::take(&mut *h.borrow_mut()))
+                .unwrap_or_default();
             b.book.book(&self.attempts, holds);
+        }
+    }
+
+    /// Keeps the holds of the entry just admitted (none without caps).
+    fn keep(&self, holds: Vec<Hold>) {
+        if let Some(kept) = &self.holds {
+            kept.borrow_mut().extend(holds);
         }
     }
 
@@ -87,7 +99,7 @@ impl Run {
             attempts: Vec::new(),
             // Its attempts join the parent's, which books them.
             booking: None,
-            holds: Rc::clone(&self.holds),
+            holds: self.holds.clone(),
             mate_after: false,
             in_flight: None,
         }
@@ -190,6 +202,7 @@ impl<'c> Cursor<'c> {
         let mut walk = Self::over(client, chain, opts);
         if client.cost.has_caps() {
             walk.estimate = Some(expected_usage(req));
+            walk.run.holds = Some(Rc::default());
         }
         Ok(walk)
     }
@@ -223,7 +236,7 @@ impl<'c> Cursor<'c> {
                 callers_deadline,
                 attempts: Vec::new(),
                 booking,
-                holds: Rc::default(),
+                holds: None,
                 mate_after: false,
                 in_flight: None,
             },
@@ -337,14 +350,14 @@ impl<'c> Cursor<'c> {
                 self.index = index;
                 self.forced = true;
                 self.called = true;
-                self.run.holds.borrow_mut().extend(holds);
+                self.run.keep(holds);
                 return Some(client.store.force(&client.key_of(entry), now));
             }
             match client.acquire(entry, now).await {
                 Ok(permit) => {
                     self.called = true;
                     self.run.mate_after = has_mate_after(&self.chain, self.index);
-                    self.run.holds.borrow_mut().extend(holds);
+                    self.run.keep(holds);
                     return Some(permit);
                 }
                 Err(open) => {
