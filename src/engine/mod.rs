@@ -14,7 +14,6 @@ pub(crate) mod hedge;
 pub(crate) mod idle;
 pub(crate) mod key;
 pub(crate) mod latency;
-pub(crate) mod open;
 pub(crate) mod order;
 pub(crate) mod pace;
 pub(crate) mod prefill;

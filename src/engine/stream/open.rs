@@ -5,11 +5,11 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use super::item::StreamItem;
 use crate::chat::{ChatRequest, ChatResponse, Delta, FinishReason};
 use crate::engine::authorize::{authorize, is_refused, renewing};
 use crate::engine::client::Client;
 use crate::engine::store::BreakerStore;
-use crate::engine::stream::StreamItem;
 use crate::engine::timeout::timeout;
 use crate::error::{ErrorKind, ProviderError};
 use crate::platform::{Body, BufferedResponse, Platform};

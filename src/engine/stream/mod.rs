@@ -16,13 +16,11 @@ use std::marker::PhantomData;
 use std::ops::Deref;
 use std::time::Duration;
 
-use crate::chat::{ChatRequest, Delta, Dialect, FinishReason, Message, Part, Role, Usage};
+use crate::chat::{ChatRequest, Delta, Dialect, FinishReason, Usage};
 use crate::engine::client::{CallOptions, Client, Entry, ServedBy};
 use crate::engine::cursor::Cursor;
 use crate::engine::idle::idle_read;
-use crate::engine::open::open;
-use crate::engine::pace::{is_late, moves_on, wait_limit, Gate, Pace};
-use crate::engine::prefill::prefill_native;
+use crate::engine::pace::{is_late, wait_limit, Gate, Pace};
 use crate::engine::store::BreakerStore;
 use crate::engine::timeout::timeout;
 use crate::error::{Attempt, Error, ErrorKind, ProviderError};
@@ -34,54 +32,19 @@ use crate::policy::latency::Measure;
 use crate::policy::timeouts::size_of;
 use crate::provider::{StreamDecoder, Upstream};
 use crate::sse::{SseDecoder, SseEvent};
+use continuation::{diverged, Mode};
+use open::open;
 
-#[path = "hedge_stream.rs"]
-mod hedge_stream;
-
-/// How the attempt in flight relates to text already delivered.
-#[derive(Debug, Clone, PartialEq)]
-enum Mode {
-    /// Nothing delivered yet, or a prefill continuation: forward everything.
-    Forward,
-    /// Restarted without prefill: swallow text until it has repeated what
-    /// was delivered (`skip`), then forward only what extends it.
-    Match { skip: String, seen: String },
-}
-
-/// One item of a stream that passes the provider's events through.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum StreamItem {
-    /// A provider event, to be written as it arrived.
-    Raw(RawEvent),
-    /// A delta; `passed` when the event it came from went out as a
-    /// [`StreamItem::Raw`] (the delta is then only for bookkeeping).
-    Delta {
-        /// The delta.
-        delta: Delta,
-        /// Its event went out raw.
-        passed: bool,
-    },
-}
-
-/// A provider event passed through, with what its decoded deltas say of it.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct RawEvent {
-    /// The event as decoded.
-    pub(crate) event: SseEvent,
-    /// Its bytes as they arrived, comments before it included; `None` when
-    /// they were not all kept (an event the stream's end cut short, or one
-    /// past the decoder's limit), to be written from `event` instead.
-    pub(crate) bytes: Option<Vec<u8>>,
-    /// It reported usage and nothing else (OpenAI's last chunk when usage
-    /// was asked for).
-    pub(crate) usage_only: bool,
-}
+mod continuation;
+mod events;
+mod hedge;
+mod item;
+mod open;
 
 pub(crate) use crate::engine::idle::{IdleTimers, OwnedSleep};
-#[path = "splice.rs"]
+pub(crate) use item::{RawEvent, StreamItem};
+#[path = "../splice.rs"]
 mod splice;
-#[path = "stream_events.rs"]
-mod stream_events;
 
 /// The attempt in flight.
 struct Conn {
@@ -319,7 +282,7 @@ where
     /// delta; as [`Self::next`] otherwise.
     pub(crate) async fn next_item(&mut self) -> Option<Result<StreamItem, Error>> {
         match self.hedge.take() {
-            Some(hedge) => hedge_stream::race(self, hedge).await,
+            Some(hedge) => hedge::race(self, hedge).await,
             None => self.advance().await,
         }
     }
@@ -505,29 +468,6 @@ where
                 }
             }
         }
-    }
-
-    /// The request for the next attempt: as asked, or (continuing after
-    /// the commit point with prefill) with the delivered text as the start
-    /// of the assistant's answer, in the neutral messages and in the
-    /// client's own body alike, so a provider sent that body continues the
-    /// same conversation with every field the client wrote.
-    fn attempt_request(&self, prefill: bool) -> ChatRequest {
-        let mut req = self.req.clone();
-        if prefill && !self.sent.text.is_empty() {
-            if let Some(native) = req.native.as_deref_mut() {
-                prefill_native(native, &self.sent.text);
-            }
-            match req.messages.last_mut() {
-                Some(last) if last.role == Role::Assistant => {
-                    last.content.push(Part::text(self.sent.text.clone()))
-                }
-                _ => req
-                    .messages
-                    .push(Message::assistant(self.sent.text.clone())),
-            }
-        }
-        req
     }
 
     fn first_token_limit(&self, entry: &Entry, now: UnixMillis) -> Duration {
@@ -716,99 +656,6 @@ where
         self.usage = conn.usage;
         self.done = true;
     }
-
-    /// The attempt in flight failed after it opened.
-    async fn failed(&mut self, error: ProviderError) -> Result<(), Error> {
-        let Some(conn) = self.conn.take() else {
-            return Ok(());
-        };
-        self.malformed += conn.malformed;
-        self.walk.run.in_flight = None;
-        drop(conn.body); // abort the transfer now
-        let error = self.walk.run.blame(self.client.platform.now(), error);
-        let entry = self.walk.entry().clone();
-        let record = self.client.record_attempt(
-            &mut self.walk.run,
-            &entry,
-            self.held.number,
-            conn.started,
-            true,
-            Err(&error),
-        );
-        record.usage = conn.usage;
-        record.omitted = conn.omitted;
-        if self.sent.committed && self.sent.interruption.is_none() {
-            self.sent.interruption = Some(error.clone());
-        }
-        self.after_failure(&entry, error, conn.prefill).await
-    }
-
-    /// Decides what follows a failed attempt: the same entry again (after a
-    /// wait), the next entry, or the end of the stream.
-    async fn after_failure(
-        &mut self,
-        entry: &Entry,
-        error: ProviderError,
-        prefill: bool,
-    ) -> Result<(), Error> {
-        let client = self.client.clone();
-        let client = &*client;
-        if prefill && error.kind == ErrorKind::InvalidRequest && !self.held.prefill_refused {
-            // The model refused the prefill: continue here by restarting
-            // instead. The refusal never replaces the original failure.
-            self.held.prefill_refused = true;
-            return Ok(());
-        }
-        let kind = self.held.kind;
-        let (number, deadline_at) = (self.held.number, self.walk.run.deadline_at);
-        if !moves_on(self.sent.committed, &error)
-            && client
-                .wait_to_retry(
-                    entry,
-                    kind,
-                    self.held.permit.as_mut(),
-                    &error,
-                    number,
-                    deadline_at,
-                )
-                .await
-        {
-            return Ok(());
-        }
-        self.next_entry(entry, &error)
-    }
-
-    /// Records the entry's verdict and moves on, or ends the stream when
-    /// the error does not fail over (before the commit point).
-    fn next_entry(&mut self, entry: &Entry, error: &ProviderError) -> Result<(), Error> {
-        let client = self.client.clone();
-        let client = &*client;
-        if let Some(permit) = self.held.permit.take() {
-            client.settle(entry, permit, size_of(&self.req), Err(error));
-        }
-        if !self.sent.committed && !error.fails_over() {
-            return Err(self.walk.stop(error.clone()));
-        }
-        self.walk.fail_over(client, error);
-        Ok(())
-    }
-
-    fn exhausted(&mut self) -> Error {
-        if self.sent.committed {
-            return self.interrupted();
-        }
-        self.walk.exhausted()
-    }
-
-    fn interrupted(&mut self) -> Error {
-        Error::Interrupted {
-            error: self.sent.interruption.clone().unwrap_or_else(|| {
-                ProviderError::new(ErrorKind::Transport, "the stream was interrupted")
-            }),
-            delivered: self.sent.text.len(),
-            attempts: self.walk.run.take_attempts(),
-        }
-    }
 }
 
 impl<C, P, S> ChatStream<C, P, S>
@@ -845,14 +692,5 @@ fn unfinished() -> ProviderError {
     ProviderError::new(
         ErrorKind::Transport,
         "the stream ended before the answer was complete: no finish reason",
-    )
-}
-
-/// A restart that does not repeat the delivered text cannot continue it:
-/// not worth retrying here, worth trying elsewhere.
-fn diverged() -> ProviderError {
-    ProviderError::new(
-        ErrorKind::Unsupported,
-        "the restarted answer did not repeat the text already delivered, so it cannot continue it",
     )
 }
