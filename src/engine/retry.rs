@@ -13,7 +13,6 @@ use crate::engine::timeout::timeout;
 use crate::error::{Attempt, AttemptOutcome, ErrorKind, ProviderError};
 use crate::event::Event;
 use crate::platform::{millis, BufferedResponse, Platform, TransportErrorKind, UnixMillis};
-use crate::policy::backoff::RetryPolicy;
 use crate::policy::breaker::{Permit, PermitKind};
 use crate::policy::latency::Measure;
 use crate::provider::Upstream;
@@ -168,11 +167,18 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             return false;
         }
         let now = self.platform.now();
-        let Some(delay) =
-            self.retry_delay(entry, &retry, error, number, max_attempts, now, deadline_at)
-        else {
+        let left = Duration::from_millis(deadline_at.saturating_sub(now));
+        let delay = error.is_retryable().then(|| {
+            retry.next_delay(number, max_attempts, error.retry_after, left, || {
+                self.platform.random()
+            })
+        });
+        let Some(delay) = delay.flatten() else {
             return false;
         };
+        if !self.spend_retry(entry, error, number, delay, now) {
+            return false;
+        }
         self.platform.sleep(delay).await;
         self.breaker_admits_retry(entry, permit, error)
     }
@@ -230,40 +236,21 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         &mut run.attempts[last]
     }
 
-    /// Whether to try the same entry again after `error`, and after how long:
-    /// `None` when the error is not retryable, the attempts are spent, the
-    /// provider's Retry-After exceeds the cap or the deadline (another
-    /// provider is the faster answer), the wait could not finish inside the
-    /// deadline, or the retry budget is empty.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn retry_delay(
+    /// Takes retry `number` of `entry`, after `delay`, from the retry
+    /// budget and tells the observer; `false` when the budget is empty.
+    fn spend_retry(
         &self,
         entry: &Entry,
-        retry: &RetryPolicy,
         error: &ProviderError,
         number: u32,
-        max_attempts: u32,
+        delay: Duration,
         now: UnixMillis,
-        deadline_at: UnixMillis,
-    ) -> Option<Duration> {
-        if !error.is_retryable() || number >= max_attempts {
-            return None;
-        }
-        let left = Duration::from_millis(deadline_at.saturating_sub(now));
-        let delay = match error.retry_after {
-            // The server said how long: listen, if it fits.
-            Some(after) if after <= retry.max_delay && after < left => after,
-            Some(_) => return None,
-            None => retry.jittered(number, self.platform.random()),
-        };
-        if delay >= left {
-            return None; // no wait is started that cannot finish in time
-        }
+    ) -> bool {
         if !self.budget.borrow_mut().try_withdraw(now) {
             self.emit(|| Event::BudgetExhausted {
                 provider: &entry.provider,
             });
-            return None;
+            return false;
         }
         self.emit(|| Event::Retry {
             provider: &entry.provider,
@@ -273,7 +260,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             delay,
             error,
         });
-        Some(delay)
+        true
     }
 
     /// One attempt under `limit`, its token renewed once if the provider

@@ -1,4 +1,5 @@
-//! Pure retry arithmetic: full-jitter backoff and Retry-After parsing.
+//! Pure retry arithmetic: full-jitter backoff, the retry decision
+//! ([`RetryPolicy::next_delay`]) and Retry-After parsing.
 //! Time and randomness come in as arguments.
 
 use std::time::Duration;
@@ -48,6 +49,33 @@ impl RetryPolicy {
         // The clamp keeps float rounding from ever reaching the cap itself.
         let ms = ((cap as f64) * r).floor() as u64;
         Duration::from_millis(ms.min(cap.saturating_sub(1)))
+    }
+
+    /// The wait before retrying after failed attempt `attempt` (1-based) of
+    /// at most `max_attempts`, or `None` to stop here: the attempts are
+    /// spent, the server's `retry_after` exceeds `max_delay` or the time
+    /// `left` (another provider is the faster answer), or the wait could not
+    /// finish inside `left`. Without a Retry-After the wait is full jitter
+    /// of `random()`, drawn only then.
+    pub(crate) fn next_delay(
+        &self,
+        attempt: u32,
+        max_attempts: u32,
+        retry_after: Option<Duration>,
+        left: Duration,
+        random: impl FnOnce() -> f64,
+    ) -> Option<Duration> {
+        if attempt >= max_attempts {
+            return None;
+        }
+        let delay = match retry_after {
+            // The server said how long: listen, if it fits.
+            Some(after) if after <= self.max_delay && after < left => after,
+            Some(_) => return None,
+            None => self.jittered(attempt, random()),
+        };
+        // No wait is started that cannot finish in time.
+        (delay < left).then_some(delay)
     }
 }
 
@@ -102,6 +130,52 @@ mod tests {
         assert_eq!(p.jittered(2, 0.5), Duration::from_millis(200));
         assert_eq!(p.cap(3), Duration::from_millis(800));
         assert_eq!(p.cap(20), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn next_delay_is_jitter_until_the_attempts_are_spent() {
+        let p = RetryPolicy::default();
+        let left = Duration::from_secs(60);
+        assert_eq!(
+            p.next_delay(1, 3, None, left, || 0.5),
+            Some(Duration::from_millis(100))
+        );
+        assert_eq!(
+            p.next_delay(2, 3, None, left, || 0.5),
+            Some(Duration::from_millis(200))
+        );
+        assert_eq!(p.next_delay(3, 3, None, left, || 0.5), None);
+        // A probe or a forced call has one attempt in all.
+        assert_eq!(p.next_delay(1, 1, None, left, || 0.5), None);
+    }
+
+    #[test]
+    fn next_delay_listens_to_retry_after_when_it_fits() {
+        let p = RetryPolicy::default();
+        let left = Duration::from_secs(5);
+        let never = || -> f64 { panic!("no random draw beside a Retry-After") };
+        let after = |s| Some(Duration::from_secs(s));
+        assert_eq!(p.next_delay(1, 3, after(2), left, never), after(2));
+        // Over the cap, or not before the deadline: the next provider.
+        assert_eq!(p.next_delay(1, 3, after(11), Duration::MAX, never), None);
+        assert_eq!(p.next_delay(1, 3, after(5), left, never), None);
+        // The attempts spent come first: no draw, no wait.
+        assert_eq!(p.next_delay(3, 3, after(1), left, never), None);
+    }
+
+    #[test]
+    fn next_delay_starts_no_wait_that_cannot_finish_in_time() {
+        let p = RetryPolicy::default();
+        // Jitter of 100 ms against 100 ms left: stop.
+        assert_eq!(
+            p.next_delay(1, 3, None, Duration::from_millis(100), || 0.5),
+            None
+        );
+        assert_eq!(
+            p.next_delay(1, 3, None, Duration::from_millis(101), || 0.5),
+            Some(Duration::from_millis(100))
+        );
+        assert_eq!(p.next_delay(1, 3, None, Duration::ZERO, || 0.0), None);
     }
 
     #[test]
