@@ -24,7 +24,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::chat::{ChatRequest, Usage};
-use crate::engine::client::Entry;
+use crate::engine::route::Entry;
 use crate::error::{Attempt, Error};
 use crate::platform::UnixMillis;
 use crate::policy::cheapest::{cheapest, expected_usage, Strategy};

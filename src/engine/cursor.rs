@@ -22,9 +22,10 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::chat::{ChatRequest, ChatResponse, Usage};
-use crate::engine::client::{CallOptions, Client, Entry, Reply, ServedBy};
+use crate::engine::client::Client;
 use crate::engine::cost::{CostBook, Hold, HOLD_MARGIN};
 use crate::engine::order::{has_mate_after, order};
+use crate::engine::route::{CallOptions, Entry, Reply, ServedBy};
 use crate::engine::store::BreakerStore;
 use crate::error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
 use crate::platform::{millis, Platform, UnixMillis};

@@ -14,25 +14,16 @@ use serde_json::{Map, Value};
 
 use crate::chat::Usage;
 use crate::engine::authorize::{authorize, is_refused, renewing};
-use crate::engine::client::{CallOptions, Client, Entry, PermitGuard, ServedBy};
+use crate::engine::client::{Client, PermitGuard};
 use crate::engine::cursor::{Cursor, Run};
 use crate::engine::retry::Answer;
+pub use crate::engine::route::EmbeddingModel;
+use crate::engine::route::{CallOptions, Entry, ServedBy};
 use crate::engine::store::BreakerStore;
 use crate::error::{Attempt, Error, ErrorKind, ProviderError};
 use crate::platform::{millis, BufferedResponse, Headers, Platform, TransportErrorKind};
 use crate::policy::breaker::Permit;
 use crate::provider::{Endpoint, Provider, Upstream};
-
-/// The embedding model an entry of an embeddings route serves: entries
-/// that agree on both fail over to each other.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EmbeddingModel {
-    /// The model family (the upstream model, whatever a provider names
-    /// its deployment).
-    pub family: String,
-    /// The vectors' length.
-    pub dimensions: u32,
-}
 
 /// A request to an [`Endpoint`]: the client's JSON body, sent to each
 /// entry with `model` set to the entry's.

@@ -4,8 +4,9 @@
 //! succeeded (it answered), and its health statistics counted a success.
 
 use crate::chat::{ChatRequest, ChatResponse};
-use crate::engine::client::{CallOptions, Client, ClientBuilder, Reply, ServedBy};
+use crate::engine::client::{Client, ClientBuilder};
 use crate::engine::cursor::Cursor;
+use crate::engine::route::{CallOptions, Reply, ServedBy};
 use crate::engine::store::BreakerStore;
 use crate::error::{AttemptOutcome, Error};
 use crate::platform::Platform;

@@ -14,8 +14,9 @@ use std::task::Poll;
 use std::time::Duration;
 
 use crate::chat::{ChatRequest, ChatResponse};
-use crate::engine::client::{CallOptions, Client, Entry, Reply, ServedBy, Step};
+use crate::engine::client::Client;
 use crate::engine::cursor::{Cursor, Run};
+use crate::engine::route::{CallOptions, Entry, Reply, ServedBy, Step};
 use crate::engine::store::BreakerStore;
 use crate::error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
 use crate::platform::{Platform, UnixMillis};

@@ -6,7 +6,8 @@
 
 use std::borrow::Cow;
 
-use crate::engine::client::{Client, Entry};
+use crate::engine::client::Client;
+use crate::engine::route::Entry;
 use crate::engine::store::BreakerStore;
 use crate::event::{Event, Standing};
 use crate::platform::Platform;

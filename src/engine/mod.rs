@@ -18,6 +18,7 @@ pub(crate) mod order;
 pub(crate) mod pace;
 pub(crate) mod prefill;
 pub(crate) mod retry;
+pub(crate) mod route;
 pub(crate) mod store;
 pub(crate) mod stream;
 pub(crate) mod timeout;

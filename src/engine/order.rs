@@ -17,7 +17,8 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::engine::client::{Client, Entry};
+use crate::engine::client::Client;
+use crate::engine::route::Entry;
 use crate::engine::store::BreakerStore;
 use crate::error::{ErrorKind, ProviderError};
 use crate::platform::{millis, Platform, UnixMillis};

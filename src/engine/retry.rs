@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use crate::chat::{ChatRequest, ChatResponse, Usage};
 use crate::engine::authorize::{authorize, is_refused, renewing};
-use crate::engine::client::{Client, Entry};
+use crate::engine::client::Client;
 use crate::engine::cursor::Run;
+use crate::engine::route::Entry;
 use crate::engine::store::BreakerStore;
 use crate::engine::timeout::timeout;
 use crate::error::{Attempt, AttemptOutcome, ErrorKind, ProviderError};

@@ -7,9 +7,10 @@ use std::ops::Deref;
 
 use super::{ChatStream, Error, ErrorKind, ProviderError};
 use crate::chat::{ChatRequest, Message, Part, Role};
-use crate::engine::client::{Client, Entry};
+use crate::engine::client::Client;
 use crate::engine::pace::moves_on;
 use crate::engine::prefill::prefill_native;
+use crate::engine::route::Entry;
 use crate::engine::store::BreakerStore;
 use crate::platform::Platform;
 use crate::policy::timeouts::size_of;

@@ -17,10 +17,11 @@ use std::ops::Deref;
 use std::time::Duration;
 
 use crate::chat::{ChatRequest, Delta, Dialect, FinishReason, Usage};
-use crate::engine::client::{CallOptions, Client, Entry, ServedBy};
+use crate::engine::client::Client;
 use crate::engine::cursor::Cursor;
 use crate::engine::idle::idle_read;
 use crate::engine::pace::{is_late, wait_limit, Gate, Pace};
+use crate::engine::route::{CallOptions, Entry, ServedBy};
 use crate::engine::store::BreakerStore;
 use crate::engine::timeout::timeout;
 use crate::error::{Attempt, Error, ErrorKind, ProviderError};
