@@ -78,8 +78,6 @@ pub(crate) struct RawEvent {
 }
 
 pub(crate) use crate::engine::idle::{IdleTimers, OwnedSleep};
-#[path = "splice.rs"]
-mod splice;
 #[path = "stream_events.rs"]
 mod stream_events;
 
