@@ -9,7 +9,7 @@
 //   node scripts/bench-worker.mjs [--requests N] [--concurrency C] [--rounds R] [--warmup W]
 //        [--stream-requests N] [--stream-concurrency 1,8] [--stream-warmup W]
 //        [--cold-runs K] [--long-streams L] [--phases whole,stream,cold,long]
-//        [--baseline DIR [--baseline-label TEXT]] [--splice] [--gather] [--stream-usage]
+//        [--baseline DIR [--baseline-label TEXT]] [--stream-usage]
 //        [--max-seconds S] [--json] [--json-out FILE]
 //   (scripts/bench-worker.sh sets up the tools, builds the Worker when stale, then runs this;
 //   its --baseline-rev REV builds the Worker of another revision and passes it as --baseline)
@@ -47,13 +47,8 @@
 //           whole (every content event, every word, the final [DONE]), and workerd's resident
 //           memory (VmRSS) is read after each stream: its growth from the second stream to the
 //           last shows whether a long stream's memory stays flat.
-// --gather: (c) only (not (c0)) runs with STREAM_GATHER=on (src/web/gather.rs: a fetched stream
-// read with readAtLeast, one HTTP chunk a read), likewise an A/B of it with --baseline-rev HEAD.
-// --splice: (c) only (not (c0)) runs with STREAM_SPLICE=on (src/worker/out.rs: a same-format
-// stream's rest piped natively past the commit point), so that `--baseline-rev HEAD --splice`
-// is an A/B of the splice in one build. --stream-usage: every streamed request (all targets)
-// asks for usage (`stream_options.include_usage`), which an OpenAI client must for its
-// stream to be spliced (the gateway drops the usage chunk of one that did not ask).
+// --stream-usage: every streamed request (all targets) asks for usage
+// (`stream_options.include_usage`).
 // Interleaved: each round runs R requests against every target in turn (the order rotates
 // each round), so machine noise hits all of them alike; cold starts rotate the same way. Each
 // target is first warmed up with W requests (for (d), this is where the breaker opens).
@@ -106,7 +101,7 @@ function parseArgs(argv) {
     requests: 2000, concurrency: 8, rounds: 10, warmup: 500,
     streamRequests: 200, streamConcurrency: [1, 8], streamWarmup: 50,
     coldRuns: 5, longStreams: 12, phases: ["whole", "stream", "cold"], baseline: null, baselineLabel: null,
-    maxSeconds: 1200, json: false, jsonOut: null, splice: false, gather: false, streamUsage: false,
+    maxSeconds: 1200, json: false, jsonOut: null, streamUsage: false,
   };
   const limits = {
     requests: [1, 100_000], concurrency: [1, 256], rounds: [1, 100], warmup: [0, 100_000],
@@ -127,8 +122,6 @@ function parseArgs(argv) {
       return raw;
     };
     if (arg === "--json") opts.json = true;
-    else if (arg === "--splice") opts.splice = true;
-    else if (arg === "--gather") opts.gather = true;
     else if (arg === "--stream-usage") opts.streamUsage = true;
     else if (arg === "--help" || arg === "-h") opts.help = true;
     else if (arg === "--baseline") opts.baseline = path.resolve(value());
@@ -376,7 +369,7 @@ async function startProviders() {
  * upstream of the whole or the streamed case (`stream` "long": the long stream's). Fresh options each call, so that cold starts
  * start from nothing.
  */
-function workerKinds(mock, { baseline, splice, gather }) {
+function workerKinds(mock, { baseline }) {
   const twin = (name, stream) => (stream === "long" ? `${name}-long` : stream ? `${name}-stream` : name);
   const upstream = (name, stream) => `${mock.providerUrl(twin(name, stream))}/v1/chat/completions`;
   // A built Rust/wasm worker's modules.
@@ -408,6 +401,7 @@ function workerKinds(mock, { baseline, splice, gather }) {
     modules: true,
     ...wasm(path.join(dir, "index.js")),
     compatibilityDate: COMPATIBILITY_DATE,
+    compatibilityFlags: ["enable_request_signal"],
     bindings: { CONFIG: JSON.stringify(config(stream)), MOCK_API_KEY: "mock-key", GATEWAY_KEY, ...vars },
     durableObjects: { BREAKERS: { className: "BreakerStore", useSQLite: true } },
     durableObjectsPersist: false,
@@ -416,7 +410,7 @@ function workerKinds(mock, { baseline, splice, gather }) {
     floor: (stream) => worker("floor", stream, { script: FLOOR_SCRIPT }),
     reference: (stream) => worker("reference", stream, { script: REFERENCE_SCRIPT }),
     referenceRust: (stream) => worker("reference-rust", stream, wasm(path.join(ROOT, "benches/edge-reference/build/index.js"))),
-    gateway: gateway(path.join(ROOT, "build"), { ...(splice ? { STREAM_SPLICE: "on" } : {}), ...(gather ? { STREAM_GATHER: "on" } : {}) }),
+    gateway: gateway(path.join(ROOT, "build")),
   };
   if (baseline) kinds.baseline = gateway(baseline);
   return kinds;
@@ -1096,7 +1090,7 @@ async function main() {
   try {
     mock = await startProviders();
     if (opts.streamUsage) STREAM_EXTRA.stream_options = { include_usage: true };
-    const kinds = workerKinds(mock, { baseline: opts.baseline, splice: opts.splice, gather: opts.gather });
+    const kinds = workerKinds(mock, { baseline: opts.baseline });
     const result = {
       options: opts,
       machine: { cores: os.availableParallelism(), loadavg: os.loadavg() },

@@ -40,12 +40,9 @@ node --test --test-concurrency=1 tests/e2e/worker.test.mjs tests/e2e/stream.test
   tests/e2e/resilience.test.mjs tests/e2e/security.test.mjs tests/e2e/cost.test.mjs \
   tests/e2e/responses.test.mjs tests/e2e/python-responses.test.mjs tests/e2e/endpoints.test.mjs \
   tests/e2e/model-breakers.test.mjs tests/e2e/routing.test.mjs tests/e2e/quality.test.mjs \
-  tests/e2e/splice.test.mjs tests/e2e/trust-streamcut.test.mjs \
+  tests/e2e/trust-streamcut.test.mjs \
   tests/e2e/trust-spend.test.mjs tests/e2e/trust-vertex-reauth.test.mjs tests/e2e/trust-slowbody.test.mjs \
   tests/e2e/trust-metrics.test.mjs
-
-step "the stream suite again, with gathered reads (STREAM_GATHER=on, src/web/gather.rs)"
-E2E_STREAM_GATHER=on node --test --test-concurrency=1 tests/e2e/stream.test.mjs
 
 step "chaos soak, short (scripts/soak.sh --long is docs/worker.md's run)"
 scripts/soak.sh --short --no-build

@@ -114,7 +114,7 @@ pub use issue::{parse_json, ConfigError, ConfigIssue};
 pub use js::{create_fetch, error_classes, ResilientClient};
 pub use platform::{
     Body, BodySource, BufferedResponse, ChunkStream, Headers, HttpRequest, HttpResponse, Platform,
-    Splice, Spliced, TransportError, TransportErrorKind, UnixMillis, WholeRead,
+    TransportError, TransportErrorKind, UnixMillis, WholeRead,
 };
 pub use policy::backoff::{parse_retry_after, RetryPolicy};
 pub use policy::breaker::{

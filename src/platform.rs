@@ -8,7 +8,6 @@
 use std::fmt;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
-use std::rc::Rc;
 use std::time::Duration;
 
 use futures_core::Stream;
@@ -194,42 +193,7 @@ pub trait BodySource {
 }
 
 /// A response body: chunks as they arrive. Dropping it aborts the transfer.
-pub struct Body(BodyInner, Option<Rc<dyn Splice>>);
-
-/// A streamed body's way to hand its unread bytes to the host, which then
-/// forwards them to its client itself (the Worker pipes them natively)
-/// instead of their crossing into the gateway read by read. The body goes
-/// on reading a copy of the same bytes, for bookkeeping, but only when
-/// [poked](Splice::poke) or once the host has forwarded everything.
-pub trait Splice {
-    /// Hands the rest of the body over; `None` when it cannot now (a read
-    /// in flight, the body ended).
-    fn splice(&self) -> Option<Spliced>;
-    /// Lets a spliced body read what its copy holds so far, once; `false`
-    /// when there is nothing to let (not spliced, forwarded whole, or a
-    /// read already waiting).
-    fn poke(&self) -> bool;
-    /// Whether the body was spliced and reads only when poked.
-    fn waits_for_poke(&self) -> bool;
-}
-
-/// The rest of a spliced body, opaque but to the host that forwards it.
-#[derive(Clone)]
-pub struct Spliced(pub Rc<dyn std::any::Any>);
-
-impl fmt::Debug for Spliced {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Spliced")
-    }
-}
-
-impl PartialEq for Spliced {
-    fn eq(&self, other: &Self) -> bool {
-        Rc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for Spliced {}
+pub struct Body(BodyInner);
 
 enum BodyInner {
     Full(Option<Vec<u8>>),
@@ -241,44 +205,23 @@ enum BodyInner {
 impl Body {
     /// A body that is already complete.
     pub fn full(bytes: impl Into<Vec<u8>>) -> Self {
-        Body(BodyInner::Full(Some(bytes.into())), None)
+        Body(BodyInner::Full(Some(bytes.into())))
     }
 
     /// A body read from a stream of chunks.
     pub fn stream(s: impl Stream<Item = Result<Vec<u8>, TransportError>> + 'static) -> Self {
-        Body(BodyInner::Stream(Box::pin(s)), None)
+        Body(BodyInner::Stream(Box::pin(s)))
     }
 
     /// A body read in one call: the future resolves to all of it, which
     /// [`chunk`](Body::chunk) hands over as one chunk.
     pub fn whole(read: impl Future<Output = Result<Vec<u8>, TransportError>> + 'static) -> Self {
-        Body(BodyInner::Whole(Some(Box::pin(read))), None)
+        Body(BodyInner::Whole(Some(Box::pin(read))))
     }
 
     /// A body read whole or by chunks, as its reader asks (see [`BodySource`]).
     pub fn source(source: impl BodySource + 'static) -> Self {
-        Body(BodyInner::Source(Some(Box::new(source))), None)
-    }
-
-    /// The same body, able to hand its rest to the host (see [`Splice`]).
-    pub fn with_splice(mut self, splice: Rc<dyn Splice>) -> Self {
-        self.1 = Some(splice);
-        self
-    }
-
-    /// Hands the rest of the body to the host, where it can (see [`Splice`]).
-    pub fn splice(&self) -> Option<Spliced> {
-        self.1.as_ref()?.splice()
-    }
-
-    /// Lets a spliced body read its copy once (see [`Splice::poke`]).
-    pub fn poke(&self) -> bool {
-        self.1.as_ref().is_some_and(|s| s.poke())
-    }
-
-    /// Whether the body was spliced and reads only when poked.
-    pub fn waits_for_poke(&self) -> bool {
-        self.1.as_ref().is_some_and(|s| s.waits_for_poke())
+        Body(BodyInner::Source(Some(Box::new(source))))
     }
 
     /// The next chunk; `None` at the end of the body.

@@ -300,15 +300,6 @@ impl SseDecoder {
     }
 }
 
-/// Whether `bytes` hold the start of a comment line (a `:` first on a
-/// line; the start of `bytes` counts as a line's). A reader that waits
-/// for a minimum of bytes per read stops waiting once a body shows one
-/// (a keep-alive comment may be shorter than the minimum).
-#[cfg_attr(not(all(feature = "web", target_arch = "wasm32")), allow(dead_code))]
-pub(crate) fn shows_comment(bytes: &[u8]) -> bool {
-    bytes.first() == Some(&b':') || bytes.windows(2).any(|w| matches!(w, [b'\n' | b'\r', b':']))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -491,14 +482,5 @@ mod tests {
         d.feed_raw(b"\n\n", &mut out, &mut raw).unwrap();
         assert_eq!(raw[1].as_deref(), Some(&b": c\ndata: b\n\n"[..]));
         assert_eq!(d.unsent(), Some(&b""[..]));
-    }
-
-    #[test]
-    fn comments_are_lines_starting_with_a_colon() {
-        assert!(shows_comment(b": keep-alive\n\n"));
-        assert!(shows_comment(b"data: {}\n\n: ping\n\n"));
-        assert!(shows_comment(b"data: {}\r\r:x\r\r"));
-        assert!(!shows_comment(b"data: {\"a\":\"b: c\"}\n\n"));
-        assert!(!shows_comment(b""));
     }
 }

@@ -232,7 +232,6 @@ fn run_stream(
             match piece {
                 Piece::Bytes(b) => bytes.extend(b),
                 Piece::Log(l) => log = Some(l),
-                Piece::Splice { .. } => panic!("a native body never splices"),
             }
         }
     });

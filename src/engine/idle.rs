@@ -25,24 +25,13 @@ pub(crate) type IdleTimers = Rc<dyn Fn(Duration) -> OwnedSleep>;
 /// fires before `due` (data came since it was armed) armed again for what
 /// is left. A read dropped when the timer fires loses nothing: the body
 /// keeps its pending read.
-///
-/// A spliced body ([`Body::splice`]) reads only when let, every half
-/// period: a fire lets it read what its copy holds, and a read still
-/// waiting half a period later means no byte for a whole period since the
-/// last read (a stall is found one to one and a half periods after the
-/// last byte, not one).
 pub(crate) async fn idle_read<P: Platform, S: BreakerStore>(
     client: &Client<P, S>,
     timers: &IdleTimers,
     body: &mut Body,
     idle: &mut Option<OwnedSleep>,
-    mut due: UnixMillis,
+    due: UnixMillis,
 ) -> Result<Option<Result<Vec<u8>, TransportError>>, Elapsed> {
-    let start = client.platform.now();
-    let half = due.saturating_sub(start) / 2;
-    if body.waits_for_poke() {
-        due = start.saturating_add(half);
-    }
     loop {
         let timer = match idle {
             Some(t) => t,
@@ -51,26 +40,19 @@ pub(crate) async fn idle_read<P: Platform, S: BreakerStore>(
                 idle.insert(timers(Duration::from_millis(wait)))
             }
         };
-        let fired = {
-            let mut chunk = pin!(body.chunk());
-            poll_fn(|cx| {
-                if let Poll::Ready(c) = chunk.as_mut().poll(cx) {
-                    return Poll::Ready(Some(c));
-                }
-                timer.as_mut().poll(cx).map(|()| None)
-            })
-            .await
-        };
+        let mut chunk = pin!(body.chunk());
+        let fired = poll_fn(|cx| {
+            if let Poll::Ready(c) = chunk.as_mut().poll(cx) {
+                return Poll::Ready(Some(c));
+            }
+            timer.as_mut().poll(cx).map(|()| None)
+        })
+        .await;
         match fired {
             Some(c) => return Ok(c),
             None => {
                 *idle = None;
-                let now = client.platform.now();
-                if now >= due {
-                    if body.poke() {
-                        due = now.saturating_add(half);
-                        continue;
-                    }
+                if client.platform.now() >= due {
                     return Err(Elapsed);
                 }
             }

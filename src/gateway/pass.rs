@@ -33,9 +33,6 @@ pub(crate) struct PassWriter {
     /// The provider's stream end (`[DONE]`, `message_stop`) went out.
     ended: bool,
     closed: bool,
-    /// The rest of the provider's body goes to the client from the host
-    /// (see [`crate::Splice`]): its events are for bookkeeping only.
-    spliced: bool,
     /// The data of the first OpenAI chunk passed through.
     openai_first: Option<String>,
     anthropic: AnthropicSeen,
@@ -108,7 +105,6 @@ impl PassWriter {
             client_usage,
             ended: false,
             closed: false,
-            spliced: false,
             openai_first: None,
             anthropic: AnthropicSeen::default(),
             continued: None,
@@ -122,26 +118,6 @@ impl PassWriter {
     /// The client reads OpenAI chunks.
     pub(crate) fn is_openai(&self) -> bool {
         self.format == Format::OpenAi
-    }
-
-    /// Whether the provider's bytes from here on would all reach the
-    /// client as they come, so that the host may forward them itself: not
-    /// for an OpenAI client that did not ask for the usage chunk (the
-    /// gateway drops it), nor once the provider's stream ended or a
-    /// continuation writes.
-    pub(crate) fn splice_safe(&self) -> bool {
-        let usage = self.format != Format::OpenAi || self.client_usage;
-        usage
-            && !self.ended
-            && !self.closed
-            && !self.spliced
-            && self.continued.is_none()
-            && self.responses_continued.is_none()
-    }
-
-    /// The host forwards the provider's bytes from here on.
-    pub(crate) fn spliced(&mut self) {
-        self.spliced = true;
     }
 
     /// The bytes of a provider event: the event as it arrived, byte for
@@ -181,7 +157,6 @@ impl PassWriter {
             }
         }
         match raw.bytes {
-            _ if self.spliced => Vec::new(),
             Some(bytes) => bytes,
             None => write_event(ev),
         }
@@ -448,65 +423,4 @@ fn event(out: &mut Vec<u8>, name: &str, data: &Value) {
     // Serializing a Value into a Vec cannot fail: no I/O, string keys.
     let _ = serde_json::to_writer(&mut *out, data);
     out.extend_from_slice(b"\n\n");
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn raw(data: &str) -> RawEvent {
-        RawEvent {
-            event: SseEvent {
-                data: data.to_string(),
-                ..SseEvent::default()
-            },
-            bytes: Some(format!("data: {data}\n\n").into_bytes()),
-            usage_only: false,
-        }
-    }
-
-    #[test]
-    fn an_openai_stream_is_spliced_only_for_a_client_that_asked_for_usage() {
-        // The gateway drops the usage chunk of one that did not: a pipe could not.
-        assert!(!PassWriter::new(Format::OpenAi, false).splice_safe());
-        assert!(PassWriter::new(Format::OpenAi, true).splice_safe());
-        assert!(PassWriter::new(Format::Anthropic, false).splice_safe());
-        assert!(PassWriter::new(Format::Responses, false).splice_safe());
-    }
-
-    #[test]
-    fn once_spliced_events_write_nothing_but_still_tell_how_the_stream_ends() {
-        let mut w = PassWriter::new(Format::OpenAi, true);
-        assert_eq!(w.raw(raw(r#"{"id":"c1"}"#)), b"data: {\"id\":\"c1\"}\n\n");
-        w.spliced();
-        assert!(!w.splice_safe(), "spliced once");
-        assert!(w.raw(raw(r#"{"id":"c1","choices":[]}"#)).is_empty());
-        assert!(w.raw(raw("[DONE]")).is_empty());
-        // The provider's own end went through the pipe: the gateway adds none.
-        assert!(w.finish().is_empty());
-
-        // Without it, the gateway's end follows the piped bytes.
-        let mut w = PassWriter::new(Format::OpenAi, true);
-        w.spliced();
-        assert!(w.raw(raw(r#"{"id":"c1"}"#)).is_empty());
-        assert_eq!(w.finish(), b"data: [DONE]\n\n");
-    }
-
-    #[test]
-    fn a_continuation_after_a_splice_extends_the_piped_chunks() {
-        let mut w = PassWriter::new(Format::OpenAi, true);
-        w.spliced();
-        w.raw(raw(
-            r#"{"id":"chatcmpl-1","created":7,"model":"m","choices":[]}"#,
-        ));
-        let out = String::from_utf8(w.delta(
-            &Delta::Text {
-                text: "more".into(),
-            },
-            false,
-        ))
-        .expect("utf-8");
-        assert!(out.contains(r#""id":"chatcmpl-1""#), "{out}");
-        assert!(out.contains("more"), "{out}");
-    }
 }

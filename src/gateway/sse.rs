@@ -26,7 +26,7 @@ use crate::error::{discarded_usage, Attempt, Error, ErrorKind, ProviderError};
 use crate::format::anthropic_stream::AnthropicStreamEncoder;
 use crate::format::openai_stream::OpenAiStreamEncoder;
 use crate::format::responses::{Echo, ResponsesStreamEncoder};
-use crate::platform::{Platform, Spliced};
+use crate::platform::Platform;
 use crate::policy::price::Bill;
 
 /// One piece of a streamed response.
@@ -36,15 +36,6 @@ pub enum Piece {
     Bytes(Vec<u8>),
     /// A log line for the host, when the stream ends (never sent).
     Log(String),
-    /// `head` for the client, then the rest of the provider's body, which
-    /// the host forwards itself (see [`crate::Splice`]); the pieces that
-    /// follow go after all of it. Only from a host that enabled splicing.
-    Splice {
-        /// Bytes to write first.
-        head: Vec<u8>,
-        /// What the host forwards.
-        rest: Spliced,
-    },
 }
 
 /// A streamed response body.
@@ -253,7 +244,7 @@ async fn next_piece<P: Platform, S: BreakerStore>(
                 None if out.is_empty() => st.stream.next_item().await,
                 None => match st.stream.ready_item() {
                     Some(d) => Some(Ok(d)),
-                    None => return Some((splice_or(&mut st, out), st)),
+                    None => return Some((Piece::Bytes(out), st)),
                 },
             },
         };
@@ -285,26 +276,6 @@ async fn next_piece<P: Platform, S: BreakerStore>(
         } else {
             out.extend_from_slice(&bytes);
         }
-    }
-}
-
-/// `out`, and with it the rest of the provider's body for the host to
-/// forward, when the stream passes the provider's events through and
-/// everything after them would reach the client unchanged.
-fn splice_or<P: Platform, S: BreakerStore>(st: &mut State<P, S>, mut out: Vec<u8>) -> Piece {
-    let Encoder::Pass(w) = &mut st.encoder else {
-        return Piece::Bytes(out);
-    };
-    if !w.splice_safe() {
-        return Piece::Bytes(out);
-    }
-    match st.stream.splice() {
-        Some((head, rest)) => {
-            w.spliced();
-            out.extend_from_slice(&head);
-            Piece::Splice { head: out, rest }
-        }
-        None => Piece::Bytes(out),
     }
 }
 

@@ -128,12 +128,6 @@ impl ResponseBody {
                         return Ok(Uint8Array::from(bytes.as_slice()).into());
                     }
                     Some(Piece::Log(_)) => continue,
-                    // Only the Worker enables splicing (`web::enable_splice`).
-                    Some(Piece::Splice { .. }) => {
-                        return Err(JsValue::from_str(
-                            "a spliced stream reached a host that does not forward one",
-                        ))
-                    }
                     None => return Ok(JsValue::UNDEFINED),
                 }
             }

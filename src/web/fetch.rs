@@ -3,7 +3,6 @@
 //! its `ReadableStream` reader. A request's time limit is a `setTimeout`
 //! whose callback is the controller's own `abort`, bound to it.
 
-use std::rc::Rc;
 use std::time::Duration;
 
 use js_sys::{Function, Promise, Reflect, Uint8Array};
@@ -14,7 +13,6 @@ use web_sys::{AbortController, AbortSignal, ReadableStream, RequestInit, Respons
 
 use super::headers::{headers_from_js, headers_to_js};
 use super::reader::Chunks;
-use super::splice::{Shared, SpliceHandle};
 use super::timer::Timer;
 use crate::platform::{
     millis, Body, BodySource, ChunkStream, HttpRequest, HttpResponse, TransportError,
@@ -174,7 +172,6 @@ pub async fn fetch(req: HttpRequest) -> Result<HttpResponse, TransportError> {
         .map_err(|_| TransportError::from_message("fetch resolved to something not a Response"))?;
 
     let headers = headers_from_js(&resp.headers());
-    let resp_status = resp.status();
     // Only an identity-coded body's size is its declared length: the host
     // decodes gzip and brotli on the fly.
     let declared = headers
@@ -185,20 +182,14 @@ pub async fn fetch(req: HttpRequest) -> Result<HttpResponse, TransportError> {
                 .is_none_or(|e| e.trim() == "identity")
         })
         .and_then(|v| v.trim().parse::<u64>().ok());
-    let shared = super::splice::enabled().then(Shared::new);
-    let body = Body::source(ResponseBody {
-        resp,
-        guard,
-        declared,
-        shared: shared.clone(),
-    });
     Ok(HttpResponse {
-        status: resp_status,
+        status: resp.status(),
         headers,
-        body: match shared {
-            Some(shared) => body.with_splice(Rc::new(SpliceHandle(shared))),
-            None => body,
-        },
+        body: Body::source(ResponseBody {
+            resp,
+            guard,
+            declared,
+        }),
     })
 }
 
@@ -207,8 +198,6 @@ struct ResponseBody {
     resp: Response,
     guard: AbortOnDrop,
     declared: Option<u64>,
-    /// The read state its splice handle shares, when splicing is on.
-    shared: Option<Rc<Shared>>,
 }
 
 impl BodySource for ResponseBody {
@@ -230,15 +219,11 @@ impl BodySource for ResponseBody {
 
     fn chunks(self: Box<Self>) -> ChunkStream {
         let ResponseBody {
-            resp,
-            mut guard,
-            shared,
-            ..
+            resp, mut guard, ..
         } = *self;
-        match (resp.body(), shared) {
-            (Some(stream), Some(shared)) => Box::pin(Chunks::shared(stream, Some(guard), shared)),
-            (Some(stream), None) => Box::pin(Chunks::new(stream, Some(guard))),
-            (None, _) => {
+        match resp.body() {
+            Some(stream) => Box::pin(Chunks::new(stream, Some(guard))),
+            None => {
                 guard.disarm();
                 Box::pin(Chunks::done())
             }

@@ -31,11 +31,9 @@
 //! [`fetch`]: WebPlatform::fetch
 
 mod fetch;
-mod gather;
 mod headers;
 pub(crate) mod notify;
 mod reader;
-mod splice;
 mod timer;
 
 use std::future::Future;
@@ -46,9 +44,7 @@ use wasm_bindgen::prelude::*;
 use crate::platform::{HttpRequest, HttpResponse, Platform, TransportError, UnixMillis};
 
 pub use fetch::{error_message, fetch, stream_body, AbortOnDrop};
-pub use gather::enable_gather;
 pub use headers::{headers_from_js, headers_named, headers_to_js};
-pub use splice::{enable_splice, splice_enabled, Forward};
 pub use timer::{sleep, Sleep};
 
 /// The platform over the JS globals. Cheap to copy; holds no state.

@@ -13,11 +13,9 @@ use futures_core::Stream;
 use js_sys::{Function, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
-use web_sys::ReadableStream;
+use web_sys::{ReadableStream, ReadableStreamDefaultReader};
 
 use super::fetch::{transport, AbortOnDrop};
-use super::gather::gathered;
-use super::splice::{Reader, Shared};
 use crate::platform::TransportError;
 
 #[wasm_bindgen]
@@ -76,6 +74,7 @@ struct Reads {
     slot: Rc<Slot>,
     fulfilled: Function,
     rejected: Function,
+    in_flight: bool,
 }
 
 impl Reads {
@@ -98,6 +97,7 @@ impl Reads {
             slot,
             fulfilled: FULFILLED.with(bind),
             rejected: REJECTED.with(bind),
+            in_flight: false,
         }
     }
 }
@@ -112,32 +112,16 @@ impl Drop for Reads {
 /// response), dropping it before the end aborts the request (the guard's
 /// controller), which also errors the stream; a read still pending then
 /// rejects into callbacks that find no slot, so nothing goes unhandled.
-/// Its reader lives in a [`Shared`] state, which a [`super::splice`]
-/// handle may switch to the copy of a spliced stream.
 pub(super) struct Chunks {
-    shared: Rc<Shared>,
+    reader: Option<ReadableStreamDefaultReader>,
     reads: Option<Reads>,
     guard: Option<AbortOnDrop>,
 }
 
 impl Chunks {
     pub(super) fn new(stream: ReadableStream, guard: Option<AbortOnDrop>) -> Self {
-        Self::shared(stream, guard, Shared::new())
-    }
-
-    /// A body whose read state `shared` is also its splice handle's.
-    pub(super) fn shared(
-        stream: ReadableStream,
-        guard: Option<AbortOnDrop>,
-        shared: Rc<Shared>,
-    ) -> Self {
-        // Only fetched bodies are gathered: a request's is read whole.
-        *shared.reader.borrow_mut() = match guard.as_ref().and_then(|_| gathered(&stream)) {
-            Some(reader) => reader,
-            None => Reader::Direct(stream.get_reader().unchecked_into(), stream),
-        };
         Chunks {
-            shared,
+            reader: Some(stream.get_reader().unchecked_into()),
             reads: Some(Reads::new()),
             guard,
         }
@@ -145,7 +129,7 @@ impl Chunks {
 
     pub(super) fn done() -> Self {
         Chunks {
-            shared: Shared::new(),
+            reader: None,
             reads: None,
             guard: None,
         }
@@ -153,8 +137,7 @@ impl Chunks {
 
     /// The body ended or failed: nothing more to read, nothing to abort.
     fn finish(&mut self) {
-        *self.shared.reader.borrow_mut() = Reader::None;
-        self.shared.in_flight.set(false);
+        self.reader = None;
         self.reads = None;
         if let Some(mut g) = self.guard.take() {
             g.disarm();
@@ -168,23 +151,13 @@ impl Stream for Chunks {
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         loop {
-            let Some(reads) = &this.reads else {
+            let (Some(reader), Some(reads)) = (&this.reader, &mut this.reads) else {
                 return Poll::Ready(None); // ended (or failed) earlier
             };
-            let shared = &this.shared;
-            if !shared.in_flight.get() {
-                if !shared.may_read(cx.waker()) {
-                    return Poll::Pending;
-                }
-                let spare = shared.spare.borrow_mut().take();
-                let Some(promise) = shared.reader.borrow().read(spare, shared.at_least.get())
-                else {
-                    return Poll::Ready(None);
-                };
-                promise
-                    .unchecked_into::<ReadPromise>()
-                    .then(&reads.fulfilled, &reads.rejected);
-                shared.in_flight.set(true);
+            if !reads.in_flight {
+                let promise: ReadPromise = reader.read().unchecked_into();
+                promise.then(&reads.fulfilled, &reads.rejected);
+                reads.in_flight = true;
             }
             let outcome = reads.slot.outcome.borrow_mut().take();
             let Some(outcome) = outcome else {
@@ -195,7 +168,7 @@ impl Stream for Chunks {
                 }
                 return Poll::Pending;
             };
-            shared.in_flight.set(false);
+            reads.in_flight = false;
             let result = match outcome {
                 Ok(r) => r,
                 Err(e) => {
@@ -213,11 +186,7 @@ impl Stream for Chunks {
                 return Poll::Ready(None);
             }
             match result.value().dyn_into::<Uint8Array>() {
-                Ok(bytes) if bytes.length() > 0 => {
-                    let chunk = bytes.to_vec();
-                    shared.took(&bytes, &chunk);
-                    return Poll::Ready(Some(Ok(chunk)));
-                }
+                Ok(bytes) if bytes.length() > 0 => return Poll::Ready(Some(Ok(bytes.to_vec()))),
                 Ok(_) => continue, // an empty chunk: read on
                 Err(_) => {
                     this.finish();

@@ -20,7 +20,6 @@ mod out;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use futures_core::Stream;
 use worker::wasm_bindgen::JsValue;
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{event, web_sys, Context, Env, Result};
@@ -61,18 +60,6 @@ fn load(env: &Env) -> Rc<Loaded> {
     let lookup = |name: &str| secret(env, name);
     let loaded = match Setup::load(config.as_deref(), &lookup) {
         Ok(setup) => {
-            if env
-                .var("STREAM_GATHER")
-                .is_ok_and(|v| v.to_string() == "on")
-            {
-                web::enable_gather();
-            }
-            if env
-                .var("STREAM_SPLICE")
-                .is_ok_and(|v| v.to_string() == "on")
-            {
-                web::enable_splice();
-            }
             if setup.auth().is_open() {
                 worker::console_warn!(
                     "{}",
@@ -153,6 +140,7 @@ fn start() {
 async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> Result<web_sys::Response> {
     let headers = web::headers_named(&req.headers(), gateway::REQUEST_HEADERS);
     let url = req.url();
+    let signal = req.signal();
     let path = gateway::url_path(&url).to_string();
     let loaded = load(&env);
     let mut out = match &*loaded {
@@ -191,22 +179,14 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> Result<web_sys:
     init.set_status(out.status);
     init.set_headers(&web::headers_to_js(&out.headers));
     match (out.stream.take(), &*loaded) {
-        (Some(stream), Loaded::Ready(gw, background)) if web::splice_enabled() => {
-            let out = out::Out {
-                stream,
-                gateway: Rc::clone(gw),
-                background: background.clone(),
-                ctx,
-            };
-            Ok(out::respond(out, &init)?)
-        }
         (Some(stream), Loaded::Ready(gw, background)) => {
-            let body = worker::Response::from_stream(SseOut {
+            let body = worker::Response::from_stream(out::SseOut::new(
                 stream,
-                gateway: Rc::clone(gw),
-                background: background.clone(),
+                Rc::clone(gw),
+                background.clone(),
                 ctx,
-            })?;
+                signal,
+            ))?;
             let worker::ResponseBody::Stream(stream) = body.body() else {
                 return Err(worker::Error::RustError("a stream without a stream".into()));
             };
@@ -246,45 +226,4 @@ async fn whole_body(req: web_sys::Request) -> std::result::Result<Vec<u8>, Trans
         .await
         .map_err(fail)?;
     Ok(worker::js_sys::Uint8Array::new(&buffer).to_vec())
-}
-
-/// A streamed answer's body. Its end logs the stream's outcome and reports
-/// the breaker verdict it produced, in the background. Dropped when the
-/// client goes away, which aborts the upstream request.
-struct SseOut {
-    stream: gateway::PieceStream,
-    gateway: Rc<EdgeGateway>,
-    background: Background,
-    ctx: Context,
-}
-
-impl Stream for SseOut {
-    type Item = std::result::Result<Vec<u8>, worker::Error>;
-
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Self::Item>> {
-        loop {
-            match self.stream.as_mut().poll_next(cx) {
-                std::task::Poll::Ready(Some(gateway::Piece::Bytes(b))) => {
-                    return std::task::Poll::Ready(Some(Ok(b)))
-                }
-                // Splicing is off on this path (see `out`).
-                std::task::Poll::Ready(Some(gateway::Piece::Splice { .. })) => {
-                    return std::task::Poll::Ready(Some(Err(worker::Error::RustError(
-                        "a spliced stream without splicing".into(),
-                    ))))
-                }
-                std::task::Poll::Ready(Some(gateway::Piece::Log(line))) => {
-                    worker::console_log!("{}", line);
-                    let now = worker::js_sys::Date::now() as u64;
-                    self.gateway.client().store().flush_due(now);
-                    self.background.hand_to(&self.ctx);
-                }
-                std::task::Poll::Ready(None) => return std::task::Poll::Ready(None),
-                std::task::Poll::Pending => return std::task::Poll::Pending,
-            }
-        }
-    }
 }

@@ -1,195 +1,121 @@
-//! A streamed answer's body when splicing is on (the `STREAM_SPLICE`
-//! variable, see [`crate::Splice`]): an `IdentityTransformStream` the
-//! gateway's pieces are written to, into which the provider's rest is piped
-//! natively from the piece that hands it over, its bytes never crossing
-//! into wasm on the way to the client. The pipe leaves the response open
-//! (`preventClose`, `preventAbort`): what the gateway writes after it (a
-//! continuation, the error event, the end) goes in once it has settled.
+//! A streamed answer's body, handed to workerd as a `ReadableStream`. Its
+//! end logs the stream's outcome and reports the breaker verdict it
+//! produced, in the background.
+//!
+//! A client that goes away aborts the request's `signal` (the
+//! `enable_request_signal` compatibility flag); workerd then stops reading
+//! the body without dropping it, so the abort listener drops the gateway's
+//! stream itself: its end line (`client_closed`) is written and its
+//! upstream request aborted, as when a native host drops the body.
 
-use std::future::{poll_fn, Future};
+use std::cell::RefCell;
 use std::pin::Pin;
-use std::rc::Rc;
-use std::task::Poll;
+use std::rc::{Rc, Weak};
+use std::task::{Context as TaskContext, Poll};
 
-use js_sys::{Object, Promise, Reflect, Uint8Array};
-use wasm_bindgen::prelude::*;
-use wasm_bindgen::JsCast;
-use wasm_bindgen_futures::JsFuture;
+use futures_core::Stream;
+use worker::wasm_bindgen::closure::Closure;
+use worker::wasm_bindgen::JsCast;
 use worker::{web_sys, Context};
 
 use super::{Background, EdgeGateway};
-use crate::gateway::{Piece, PieceStream};
-use crate::web::Forward;
+use crate::gateway;
 
-#[wasm_bindgen]
-extern "C" {
-    /// workerd's byte stream whose readable gives what its writable took.
-    type IdentityTransformStream;
-
-    #[wasm_bindgen(catch, constructor)]
-    fn new() -> Result<IdentityTransformStream, JsValue>;
-
-    #[wasm_bindgen(method, getter)]
-    fn readable(this: &IdentityTransformStream) -> web_sys::ReadableStream;
-
-    #[wasm_bindgen(method, getter)]
-    fn writable(this: &IdentityTransformStream) -> Writable;
-
-    type Writable;
-
-    #[wasm_bindgen(catch, method, js_name = getWriter)]
-    fn get_writer(this: &Writable) -> Result<Writer, JsValue>;
-
-    type Writer;
-
-    #[wasm_bindgen(method)]
-    fn write(this: &Writer, chunk: &Uint8Array) -> Promise;
-
-    #[wasm_bindgen(method)]
-    fn close(this: &Writer) -> Promise;
-
-    #[wasm_bindgen(method, js_name = releaseLock)]
-    fn release_lock(this: &Writer);
-
-    #[wasm_bindgen(method)]
-    fn abort(this: &Writer) -> Promise;
-
-    /// `null` once the stream errored (the client went away).
-    #[wasm_bindgen(method, getter, js_name = desiredSize)]
-    fn desired_size(this: &Writer) -> Option<f64>;
-
-    /// A `ReadableStream`, for a `pipeTo` with options.
-    type Source;
-
-    #[wasm_bindgen(method, js_name = pipeTo)]
-    fn pipe_to(this: &Source, dest: &Writable, options: &Object) -> Promise;
+/// What the body and its abort listener share.
+struct Shared {
+    /// The gateway's stream, until it ends or the client goes away.
+    stream: RefCell<Option<gateway::PieceStream>>,
+    gateway: Rc<EdgeGateway>,
+    background: Background,
+    ctx: Context,
 }
 
-/// What the writing task owns: dropping it (the client gone) drops the
-/// stream, which aborts the upstream request.
-pub(super) struct Out {
-    pub(super) stream: PieceStream,
-    pub(super) gateway: Rc<EdgeGateway>,
-    pub(super) background: Background,
-    pub(super) ctx: Context,
-}
-
-/// The response for `out`, its body written by a task of its own.
-pub(super) fn respond(
-    out: Out,
-    init: &web_sys::ResponseInit,
-) -> Result<web_sys::Response, JsValue> {
-    let pipe = IdentityTransformStream::new()?;
-    let writable = pipe.writable();
-    let writer = writable.get_writer()?;
-    let response =
-        web_sys::Response::new_with_opt_readable_stream_and_init(Some(&pipe.readable()), init)?;
-    wasm_bindgen_futures::spawn_local(write_all(out, writable, writer));
-    Ok(response)
-}
-
-enum Step {
-    Piece(Option<Piece>),
-    /// The pipe settled (either way).
-    Piped,
-}
-
-async fn write(w: &Writer, bytes: &[u8]) -> bool {
-    JsFuture::from(w.write(&Uint8Array::from(bytes)))
-        .await
-        .is_ok()
-}
-
-fn pipe_options() -> Object {
-    let options = Object::new();
-    for key in ["preventClose", "preventAbort"] {
-        let _ = Reflect::set(&options, &JsValue::from_str(key), &JsValue::TRUE);
+impl Shared {
+    /// Reports what the stream's end settled, in the background.
+    fn flush(&self) {
+        let now = worker::js_sys::Date::now() as u64;
+        self.gateway.client().store().flush_due(now);
+        self.background.hand_to(&self.ctx);
     }
-    options
 }
 
-/// Writes the pieces, and pipes the provider's rest when handed it; bytes
-/// the gateway writes while the pipe runs wait for it. Returns early, and
-/// so drops the stream, when the client went away.
-async fn write_all(mut out: Out, writable: Writable, writer: Writer) {
-    let mut writer = Some(writer);
-    let mut piping: Option<(JsFuture, Rc<dyn std::any::Any>)> = None;
-    let mut queued: Vec<u8> = Vec::new();
-    let mut ended = false;
-    loop {
-        let step = poll_fn(|cx| {
-            if let Some((pipe, _)) = &mut piping {
-                if Pin::new(pipe).poll(cx).is_ready() {
-                    return Poll::Ready(Step::Piped);
-                }
+/// The body: the gateway's pieces, their bytes for the client.
+pub(super) struct SseOut {
+    shared: Rc<Shared>,
+    signal: web_sys::AbortSignal,
+    /// The listener on `signal`, removed when the body is dropped.
+    _on_abort: Closure<dyn FnMut()>,
+}
+
+impl SseOut {
+    pub(super) fn new(
+        stream: gateway::PieceStream,
+        gateway: Rc<EdgeGateway>,
+        background: Background,
+        ctx: Context,
+        signal: web_sys::AbortSignal,
+    ) -> Self {
+        let shared = Rc::new(Shared {
+            stream: RefCell::new(Some(stream)),
+            gateway,
+            background,
+            ctx,
+        });
+        let weak: Weak<Shared> = Rc::downgrade(&shared);
+        let on_abort = Closure::<dyn FnMut()>::new(move || {
+            let Some(shared) = weak.upgrade() else {
+                return;
+            };
+            // Never while a poll holds it: JS runs one thing at a time.
+            let stream = match shared.stream.try_borrow_mut() {
+                Ok(mut slot) => slot.take(),
+                Err(_) => None,
+            };
+            if stream.is_some() {
+                drop(stream); // writes the end line, aborts the upstream request
+                shared.flush();
             }
-            if ended {
-                return Poll::Pending;
-            }
-            out.stream.as_mut().poll_next(cx).map(Step::Piece)
-        })
-        .await;
-        match step {
-            Step::Piped => {
-                let Some((_, rest)) = piping.take() else {
-                    return;
+        });
+        signal.set_onabort(Some(on_abort.as_ref().unchecked_ref()));
+        SseOut {
+            shared,
+            signal,
+            _on_abort: on_abort,
+        }
+    }
+}
+
+impl Drop for SseOut {
+    fn drop(&mut self) {
+        self.signal.set_onabort(None);
+    }
+}
+
+impl Stream for SseOut {
+    type Item = Result<Vec<u8>, worker::Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
+        let shared = &self.shared;
+        loop {
+            let polled = {
+                let mut slot = shared.stream.borrow_mut();
+                let Some(stream) = slot.as_mut() else {
+                    return Poll::Ready(None); // the client went away
                 };
-                let Ok(w) = writable.get_writer() else {
-                    return;
-                };
-                if w.desired_size().is_none() {
-                    return; // the client went away: the pipe failed on its side
+                let polled = stream.as_mut().poll_next(cx);
+                if let Poll::Ready(None) = polled {
+                    *slot = None;
                 }
-                if let Ok(rest) = rest.downcast::<Forward>() {
-                    rest.forwarded();
+                polled
+            };
+            match polled {
+                Poll::Ready(Some(gateway::Piece::Bytes(b))) => return Poll::Ready(Some(Ok(b))),
+                Poll::Ready(Some(gateway::Piece::Log(line))) => {
+                    worker::console_log!("{}", line);
+                    shared.flush();
                 }
-                if !queued.is_empty() && !write(&w, &std::mem::take(&mut queued)).await {
-                    return;
-                }
-                if ended {
-                    let _ = JsFuture::from(w.close()).await;
-                    return;
-                }
-                writer = Some(w);
-            }
-            Step::Piece(Some(Piece::Bytes(b))) => match &writer {
-                Some(w) => {
-                    if !write(w, &b).await {
-                        return;
-                    }
-                }
-                None => queued.extend_from_slice(&b),
-            },
-            Step::Piece(Some(Piece::Log(line))) => {
-                worker::console_log!("{}", line);
-                let now = js_sys::Date::now() as u64;
-                out.gateway.client().store().flush_due(now);
-                out.background.hand_to(&out.ctx);
-            }
-            Step::Piece(Some(Piece::Splice { head, rest })) => {
-                let Some(w) = writer.take() else {
-                    return;
-                };
-                if !head.is_empty() && !write(&w, &head).await {
-                    return;
-                }
-                let Some(forward) = rest.0.downcast_ref::<Forward>() else {
-                    // Not the web platform's: nothing to pipe, and the
-                    // answer must not look complete.
-                    let _ = w.abort();
-                    return;
-                };
-                w.release_lock();
-                let source: &Source = forward.stream().unchecked_ref();
-                let promise = source.pipe_to(&writable, &pipe_options());
-                piping = Some((JsFuture::from(promise), rest.0));
-            }
-            Step::Piece(None) => {
-                ended = true;
-                if let Some(w) = writer.take() {
-                    let _ = JsFuture::from(w.close()).await;
-                    return;
-                }
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => return Poll::Pending,
             }
         }
     }

@@ -48,6 +48,7 @@ function workerOptions(config, name, bindings = {}) {
     scriptPath: path.join(ROOT, "build/index.js"),
     modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
     compatibilityDate: "2026-08-01",
+    compatibilityFlags: ["enable_request_signal"],
     bindings: { CONFIG: JSON.stringify(config), MOCK_API_KEY: MOCK_KEY, GATEWAY_KEY,
       AWS_ACCESS_KEY_ID: TEST_CREDENTIALS.accessKeyId, AWS_SECRET_ACCESS_KEY: TEST_CREDENTIALS.secretAccessKey, ...bindings },
   };

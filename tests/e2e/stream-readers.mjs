@@ -1,4 +1,4 @@
-// What the stream suites (stream.test.mjs, splice.test.mjs) share: the prompt the mock echoes,
+// What the stream suites share: the prompt the mock echoes,
 // readers of the official SDKs' streams, and the rule that an answer is whole or an error.
 import assert from "node:assert/strict";
 

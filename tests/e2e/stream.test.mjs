@@ -36,8 +36,7 @@ describe("streams through the edge", { timeout: 120000 }, () => {
       breaker: { failureThreshold: 50, cooldownMs: 60000, maxCooldownMs: 60000 },
     });
     config.idleTimeoutMs = 1000;
-    // E2E_STREAM_GATHER=on: the same suite with the Worker's STREAM_GATHER=on (src/web/gather.rs).
-    gw = await startGateway(config, { vars: process.env.E2E_STREAM_GATHER === "on" ? { STREAM_GATHER: "on" } : {} });
+    gw = await startGateway(config);
     openai = new OpenAI({ apiKey: GATEWAY_KEY, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 20000 });
     anthropic = new Anthropic({ apiKey: GATEWAY_KEY, baseURL: gw.url, maxRetries: 0, timeout: 20000 });
   });

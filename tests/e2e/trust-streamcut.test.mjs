@@ -3,8 +3,8 @@
 // end (`[DONE]`, `message_stop`; the mock's `endAfterChunks`) with no finish reason is a cut:
 // the answer is continued, or the stream ends with the client format's error event — never a
 // made-up stop reason (`stop`, `end_turn`, `response.completed`), and the end log line is not
-// `complete`. (Item 7's log line of a stream whose client went away is tested natively, in
-// tests/gateway_stream_cuts.rs: in workerd the request is torn down without dropping its body.)
+// `complete`. Item 7: a stream whose client goes away mid-answer still writes its end line
+// (`client_closed`), and its upstream request is aborted.
 // Build first (scripts/build-worker.sh): build/index.js.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -82,12 +82,13 @@ describe("a stream ended without a finish reason is a cut (issue 27)", { timeout
   before(async () => {
     mock = await startMock({ config: { providers: {} } });
     const config = gatewayConfig(mock, {
-      providers: { "end-o": "openai", "end-a": "anthropic", once: "openai", "once-a": "anthropic" },
+      providers: { "end-o": "openai", "end-a": "anthropic", once: "openai", "once-a": "anthropic", slow: "openai" },
       routes: {
         "end-o": [{ provider: "end-o", model: "m-end" }],
         "end-a": [{ provider: "end-a", model: "claude-end" }],
         once: [{ provider: "once", model: "m-once" }],
         "once-a": [{ provider: "once-a", model: "claude-once" }],
+        slow: [{ provider: "slow", model: "m-slow" }],
       },
       retry: { maxAttempts: 2, baseDelayMs: 20, maxDelayMs: 200 },
       breaker: { failureThreshold: 50, cooldownMs: 60000, maxCooldownMs: 60000 },
@@ -153,5 +154,25 @@ describe("a stream ended without a finish reason is a cut (issue 27)", { timeout
     assert.equal(a.error, null, String(a.error));
     assert.equal(a.finish, "end_turn");
     assert.equal(mock.stats("once-a").total, 2);
+  });
+
+  test("a client that goes away mid-stream: the end line says client_closed, the upstream is aborted", async () => {
+    mock.setFault("slow", { chunkDelayMs: 200, answerTokens: 60, faults: [] });
+    const before = mock.stats("slow").aborted;
+    const controller = new AbortController();
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${GATEWAY_KEY}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "slow", stream: true, messages: [{ role: "user", content: PROMPT }] }),
+      signal: controller.signal,
+    });
+    assert.equal(res.status, 200);
+    const reader = res.body.getReader();
+    const first = await reader.read();
+    assert.ok(!first.done && first.value.length > 0, "the answer had started");
+    controller.abort();
+    const line = await endLine(gw, res);
+    assert.equal(line.outcome, "client_closed", JSON.stringify(line));
+    await eventually(() => mock.stats("slow").aborted > before, 5000);
   });
 });

@@ -44,8 +44,6 @@ mod open;
 
 pub(crate) use crate::engine::idle::{IdleTimers, OwnedSleep};
 pub(crate) use item::{RawEvent, StreamItem};
-#[path = "../splice.rs"]
-mod splice;
 
 /// The attempt in flight.
 struct Conn {
