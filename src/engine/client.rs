@@ -11,62 +11,32 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::ops::Deref;
+use std::rc::Rc;
 
 use crate::chat::ChatRequest;
+pub use crate::engine::core::Client;
+use crate::engine::core::Core;
 use crate::engine::cost::{CostBook, CostPolicy, ModelCost, SpendHealth, SpendLedger};
-use crate::engine::cursor::{Cursor, Run};
+use crate::engine::cursor::Cursor;
+use crate::engine::endpoint::{EndpointCall, EndpointReply};
 use crate::engine::escalate::{Escalation, Judged};
 use crate::engine::hedge::HedgePolicy;
 use crate::engine::key::BreakerKeys;
-use crate::engine::order::RateLimited;
 use crate::engine::route::Step;
 pub use crate::engine::route::{CallOptions, Entry, Policy, Reply, ServedBy};
 use crate::engine::store::{BreakerStore, MemoryStore};
-use crate::error::{Error, ProviderError};
-use crate::event::{Event, Observer};
-use crate::platform::{Platform, UnixMillis};
-use crate::policy::breaker::{BreakerPolicy, CircuitOpen, Permit, State};
+use crate::engine::stream::ChatStream;
+use crate::error::Error;
+use crate::event::Event;
+use crate::platform::Platform;
+use crate::policy::breaker::{BreakerPolicy, StateName};
 use crate::policy::budget::RetryBudget;
-use crate::policy::latency::{Book, DemotionPolicy};
+use crate::policy::latency::DemotionPolicy;
 use crate::policy::stats::{Health, ProviderStats};
-use crate::policy::timeouts::{size_of, Timeouts};
+use crate::policy::timeouts::Timeouts;
 use crate::provider::Upstream;
 use crate::quality::Quality;
-
-/// A resilient client over a [`Platform`] and a [`BreakerStore`].
-///
-/// Many calls may run at once on one client (one Worker isolate serves many
-/// requests): its shared state sits in `RefCell`s that are never borrowed
-/// across an `.await`.
-pub struct Client<P: Platform, S: BreakerStore = MemoryStore> {
-    pub(crate) platform: P,
-    pub(crate) upstreams: BTreeMap<String, Upstream>,
-    routes: BTreeMap<String, Vec<Entry>>,
-    default_route: Option<String>,
-    pub(crate) policy: Policy,
-    pub(crate) store: S,
-    pub(crate) budget: RefCell<RetryBudget>,
-    pub(crate) stats: RefCell<BTreeMap<String, ProviderStats>>,
-    /// The same, per breaker key (`provider/model`): bounded by the keys
-    /// the configuration lists.
-    pub(crate) model_stats: RefCell<BTreeMap<String, ProviderStats>>,
-    pub(crate) limited: RefCell<RateLimited>,
-    /// Recent verdicts by size, that tell whether a timeout counts.
-    pub(crate) timeouts: RefCell<Timeouts>,
-    pub(crate) keys: BreakerKeys,
-    /// Each entry's recent answer times and latency standing.
-    pub(crate) latency: RefCell<Book>,
-    pub(crate) demotion: DemotionPolicy,
-    /// Routes' hedging, by route name, and each one's budget.
-    pub(crate) hedges: BTreeMap<String, HedgePolicy>,
-    pub(crate) hedge_budgets: RefCell<BTreeMap<String, RetryBudget>>,
-    observer: Option<Observer>,
-    pub(crate) cost: std::rc::Rc<CostBook>,
-    /// Validators and escalation limits, by route name.
-    pub(crate) quality: BTreeMap<String, Quality>,
-    /// Providers with several keys, each as the tier of its upstreams.
-    key_tiers: BTreeMap<String, Vec<Entry>>,
-}
 
 /// Builds a [`Client`].
 pub struct ClientBuilder<P: Platform> {
@@ -79,9 +49,9 @@ pub struct ClientBuilder<P: Platform> {
     breakers: BTreeMap<String, BreakerPolicy>,
     demotion: DemotionPolicy,
     hedges: BTreeMap<String, HedgePolicy>,
-    observer: Option<Observer>,
+    observer: Option<crate::event::Observer>,
     cost: CostPolicy,
-    ledger: Option<std::rc::Rc<dyn SpendLedger>>,
+    ledger: Option<Rc<dyn SpendLedger>>,
     pub(crate) quality: BTreeMap<String, Quality>,
     pub(crate) key_tiers: BTreeMap<String, Vec<Entry>>,
 }
@@ -157,7 +127,7 @@ impl<P: Platform> ClientBuilder<P> {
 
     /// Keeps the routes' daily spending in `ledger` too (fleet-wide), beside
     /// this client's own count.
-    pub fn spend_ledger(mut self, ledger: std::rc::Rc<dyn SpendLedger>) -> Self {
+    pub fn spend_ledger(mut self, ledger: Rc<dyn SpendLedger>) -> Self {
         self.ledger = Some(ledger);
         self
     }
@@ -174,27 +144,35 @@ impl<P: Platform> ClientBuilder<P> {
         let keys = BreakerKeys::new(self.upstreams.keys(), &self.routes);
         let cost = CostBook::new(self.cost, self.ledger, &self.routes);
         Client {
-            budget: RefCell::new(RetryBudget::new(self.policy.budget)),
-            platform: self.platform,
-            upstreams: self.upstreams,
+            core: Core {
+                budget: RefCell::new(RetryBudget::new(self.policy.budget)),
+                platform: self.platform,
+                upstreams: self.upstreams,
+                policy: self.policy,
+                store,
+                stats: RefCell::default(),
+                model_stats: RefCell::default(),
+                limited: RefCell::default(),
+                timeouts: RefCell::new(Timeouts::new(&self.breaker)),
+                keys,
+                latency: RefCell::default(),
+                demotion: self.demotion,
+                hedge_budgets: RefCell::default(),
+                observer: self.observer,
+                cost: Rc::new(cost),
+            },
             routes: self.routes,
             default_route: self.default_route,
-            policy: self.policy,
-            store,
-            stats: RefCell::default(),
-            model_stats: RefCell::default(),
-            limited: RefCell::default(),
-            timeouts: RefCell::new(Timeouts::new(&self.breaker)),
-            keys,
-            latency: RefCell::default(),
-            demotion: self.demotion,
             hedges: self.hedges,
-            hedge_budgets: RefCell::default(),
-            observer: self.observer,
-            cost: std::rc::Rc::new(cost),
             quality: self.quality,
             key_tiers: self.key_tiers,
         }
+    }
+
+    /// Gives the route `route` validators and escalation limits.
+    pub fn quality(mut self, route: impl Into<String>, quality: Quality) -> Self {
+        self.quality.insert(route.into(), quality);
+        self
     }
 }
 
@@ -228,20 +206,21 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
 
     /// Answers `req` with per-call options.
     pub async fn chat_with(&self, req: ChatRequest, opts: CallOptions) -> Result<Reply, Error> {
-        let mut walk = Cursor::start(self, &req, &opts)?;
-        let mut escalation = self.escalation(&req, &opts);
+        let mut walk = self.walk(&req, &opts)?;
+        let mut escalation = self.quality_for(&req, &opts).map(Escalation::new);
+        let core = &self.core;
         // A validated route is not hedged: the first answer to come back is
         // not yet an answer it may give.
         if escalation.is_none() {
             if let Some((route, hedge)) = self.hedge_for(&req, &opts) {
-                if let Some(done) = self.hedged(&mut walk, &req, &route, &hedge).await {
+                if let Some(done) = core.hedged(&mut walk, &req, &route, &hedge).await {
                     return done;
                 }
             }
         }
-        while let Some(permit) = walk.admit(self).await {
+        while let Some(permit) = walk.admit(core).await {
             let (entry, run) = walk.entry_and_run();
-            match self.step(entry, permit, &req, run).await {
+            match core.step(entry, permit, &req, run).await {
                 Step::Answered(r) => match escalation.as_mut() {
                     None => return Ok(walk.reply(*r)),
                     Some(e) => match e.judge(&mut walk, *r).await {
@@ -250,70 +229,62 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
                         Judged::Stopped => break,
                     },
                 },
-                Step::Next(error) => walk.fail_over(self, &error),
+                Step::Next(error) => walk.fail_over(core, &error),
                 Step::Stop(error) => return Escalation::end(escalation, walk.stop(error)),
             }
         }
         Escalation::end(escalation, walk.exhausted())
     }
 
-    /// Runs one entry (its retries included) and records the breaker's one
-    /// verdict for it.
-    pub(crate) async fn step(
+    /// Streams the answer to `req`; see [`ChatStream`]. Nothing is sent
+    /// until the first [`ChatStream::next`].
+    pub fn stream(
         &self,
-        entry: &Entry,
-        permit: Permit,
-        req: &ChatRequest,
-        run: &mut Run,
-    ) -> Step {
-        let key = self.key_of(entry);
-        let mut guard = PermitGuard {
-            store: &self.store,
-            key: &key,
-            permit,
-            armed: true,
-        };
-        let result = self.run_entry(entry, &mut guard.permit, req, run).await;
-        let permit = guard.disarm();
-        self.settle(entry, permit, size_of(req), result.as_ref().map(|_| ()));
-        match result {
-            Ok(resp) => Step::Answered(Box::new(resp)),
-            Err(error) if error.fails_over() => Step::Next(error),
-            Err(error) => Step::Stop(error),
-        }
+        req: ChatRequest,
+        opts: CallOptions,
+    ) -> Result<ChatStream<&Self, P, S>, Error> {
+        ChatStream::open(self, req, opts)
     }
 
-    /// Records the breaker's one verdict for an entry of this request, of
-    /// `size` ([`Timeouts`]). A failure that says nothing about the
-    /// provider's health (a bad request, the deadline, a timeout no other
-    /// request witnesses against) gives the permit back.
-    pub(crate) fn settle(
+    /// Answers `call` on its route, failing over among the entries whose
+    /// provider serves the endpoint.
+    pub async fn call(
         &self,
-        entry: &Entry,
-        permit: Permit,
-        size: u64,
-        result: Result<(), &ProviderError>,
-    ) {
-        let key = self.key_of(entry);
-        let before = self.store.state(&key);
-        let now = self.platform.now();
-        let outcome = self
-            .timeouts
-            .borrow_mut()
-            .verdict(&key, permit.kind, size, result);
-        self.store.record(&key, now, permit, outcome);
-        if let Err(error) = result {
-            self.limited.borrow_mut().note(&key, now, error);
-            self.spread_failure(entry, &key, error);
-            self.emit(|| Event::ProviderFailed {
-                provider: &entry.provider,
-                model: &entry.model,
-                label: entry.label.as_deref(),
-                error,
-            });
+        call: &EndpointCall,
+        opts: CallOptions,
+    ) -> Result<EndpointReply, Error> {
+        let chain = self.resolve_name(call.model.as_deref(), &opts)?;
+        let name = self
+            .name_of(call.model.as_deref(), &opts)
+            .unwrap_or_default();
+        let named = self.routes.contains_key(name);
+        self.core.call(call, chain, name, named, &opts).await
+    }
+
+    /// The walk of `req`: its route resolved, ordered and planned.
+    fn walk(&self, req: &ChatRequest, opts: &CallOptions) -> Result<Cursor<'_>, Error> {
+        let chain = self.resolve(req, opts)?;
+        Cursor::start(&self.core, chain, self.route_name(req, opts), req, opts)
+    }
+
+    /// The hedging of the route `req` names, unless the caller opted out.
+    fn hedge_for(&self, req: &ChatRequest, opts: &CallOptions) -> Option<(String, HedgePolicy)> {
+        if opts.no_hedge {
+            return None;
         }
-        let label = entry.label.as_deref();
-        self.emit_transition(&entry.provider, &entry.model, label, &key, before);
+        let name = self.route_name(req, opts)?;
+        if !self.routes.contains_key(name) {
+            return None;
+        }
+        self.hedges.get(name).map(|h| (name.to_string(), *h))
+    }
+
+    /// The route's validators, for a request on a route that has any. The
+    /// route is named as [`Client::resolve`] names it; the `provider/model`
+    /// form names no route, so has none.
+    pub(crate) fn quality_for(&self, req: &ChatRequest, opts: &CallOptions) -> Option<&Quality> {
+        let name = self.route_name(req, opts)?;
+        self.quality.get(name).filter(|q| q.is_active())
     }
 
     /// The chain for a request: the route its `model` (or the options)
@@ -350,15 +321,16 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         }
         match name.split_once('/') {
             Some((provider, model))
-                if self.upstreams.contains_key(provider)
+                if self.core.upstreams.contains_key(provider)
                     && !model.is_empty()
-                    && (self.policy.any_model || self.lists(provider, model)) =>
+                    && (self.core.policy.any_model || self.lists(provider, model)) =>
             {
                 Ok(Cow::Owned(vec![Entry::new(provider, model)]))
             }
             Some((provider, model)) if !model.is_empty() => {
                 match self.key_tiers.get(provider).filter(|tier| {
-                    self.policy.any_model || tier.iter().any(|e| self.lists(&e.provider, model))
+                    self.core.policy.any_model
+                        || tier.iter().any(|e| self.lists(&e.provider, model))
                 }) {
                     Some(tier) => Ok(Cow::Owned(
                         tier.iter()
@@ -399,138 +371,72 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
 
     /// Whether some route sends `model` to `provider`.
     pub(crate) fn lists(&self, provider: &str, model: &str) -> bool {
-        self.keys.listed(provider, model).is_some()
-    }
-
-    pub(crate) async fn acquire(
-        &self,
-        entry: &Entry,
-        now: UnixMillis,
-    ) -> Result<Permit, CircuitOpen> {
-        let key = self.key_of(entry);
-        let before = self.store.state(&key);
-        let result = self.store.try_acquire(&key, now).await;
-        let label = entry.label.as_deref();
-        self.emit_transition(&entry.provider, &entry.model, label, &key, before);
-        result
-    }
-
-    pub(crate) fn emit<'e>(&self, event: impl FnOnce() -> Event<'e>) {
-        if let Some(observer) = &self.observer {
-            observer(&event());
-        }
-    }
-
-    pub(crate) fn emit_transition(
-        &self,
-        provider: &str,
-        model: &str,
-        label: Option<&str>,
-        key: &str,
-        before: Option<State>,
-    ) {
-        let from = before.unwrap_or(State::Closed).name();
-        let to = self.store.state(key).unwrap_or(State::Closed).name();
-        if from != to {
-            self.emit(|| Event::Breaker {
-                provider,
-                model,
-                label,
-                from,
-                to,
-            });
-        }
-    }
-
-    pub(crate) fn emit_failover(&self, chain: &[Entry], index: usize, error: &ProviderError) {
-        if let (Some(from), Some(to)) = (chain.get(index), chain.get(index + 1)) {
-            self.emit(|| Event::Failover {
-                from: &from.provider,
-                from_model: &from.model,
-                from_label: from.label.as_deref(),
-                to: &to.provider,
-                to_model: &to.model,
-                to_label: to.label.as_deref(),
-                error,
-            });
-        }
-    }
-
-    /// Records a completed stream in its provider's and model's statistics.
-    pub(crate) fn record_stream(
-        &self,
-        entry: &Entry,
-        ttft_ms: u64,
-        output_tokens: u64,
-        streaming_ms: u64,
-    ) {
-        self.with_stats(entry, |s| {
-            s.record_stream(ttft_ms, output_tokens, streaming_ms)
-        });
-    }
-
-    /// Runs `f` on the statistics of `entry`'s provider and of its model
-    /// (its breaker key), creating them on first use.
-    pub(crate) fn with_stats(&self, entry: &Entry, f: impl Fn(&mut ProviderStats)) {
-        let key = self.key_of(entry);
-        for (map, name) in [
-            (&self.stats, entry.provider.as_str()),
-            (&self.model_stats, &key),
-        ] {
-            let mut stats = map.borrow_mut();
-            match stats.get_mut(name) {
-                Some(s) => f(s),
-                None => f(stats.entry(name.to_owned()).or_default()),
-            }
-        }
+        self.core.keys.listed(provider, model).is_some()
     }
 
     /// Every configured provider's health, in id order.
     pub fn health(&self) -> Vec<Health> {
+        let core = &self.core;
         // What it reports on, the store learns: a fleet-wide store starts
         // fetching the views it does not have, for the next look.
-        let now = self.platform.now();
-        let keys: Vec<&str> = self
+        let now = core.platform.now();
+        let keys: Vec<&str> = core
             .upstreams
             .keys()
-            .flat_map(|id| self.provider_keys(id))
+            .flat_map(|id| core.provider_keys(id))
             .map(|(key, _, _)| key)
             .collect();
-        self.store.warm(keys, now);
-        let stats = self.stats.borrow();
-        self.upstreams
+        core.store.warm(keys, now);
+        let stats = core.stats.borrow();
+        core.upstreams
             .keys()
             .map(|id| {
-                let breaker = self.provider_breaker(id);
+                let breaker = core.provider_breaker(id);
                 let mut health = match stats.get(id) {
                     Some(s) => s.health(id, breaker),
                     None => ProviderStats::default().health(id, breaker),
                 };
-                health.models = self.model_breakers(id);
-                health.demoted = self.demotions(id);
+                health.models = core.model_breakers(id);
+                health.demoted = core.demotions(&self.routes, id);
                 health.seen_at(now)
             })
             .collect()
     }
 
+    /// The ids of the configured providers, in order.
+    pub(crate) fn provider_ids(&self) -> impl Iterator<Item = &str> {
+        self.core.upstreams.keys().map(String::as_str)
+    }
+
+    /// Every breaker key of `provider` the client knows of, with its model
+    /// and label.
+    pub(crate) fn provider_keys(&self, provider: &str) -> Vec<(&str, &str, Option<&str>)> {
+        self.core.provider_keys(provider)
+    }
+
+    /// `provider`'s breaker state as one (its worst model's).
+    pub(crate) fn provider_state(&self, provider: &str) -> StateName {
+        self.core.provider_state(provider)
+    }
+
     /// The prices and the routes' cost settings.
     pub fn cost_policy(&self) -> &CostPolicy {
-        &self.cost.policy
+        &self.core.cost.policy
     }
 
     /// What each provider's model cost so far, from the usage reported.
     pub fn cost_totals(&self) -> Vec<ModelCost> {
-        self.cost.totals()
+        self.core.cost.totals()
     }
 
     /// Every route with a daily budget: what it spent today.
     pub fn spend(&self) -> Vec<SpendHealth> {
-        self.cost.spend_health(self.platform.now())
+        self.core.cost.spend_health(self.core.platform.now())
     }
 
     /// The client-wide policies.
     pub fn policy(&self) -> &Policy {
-        &self.policy
+        &self.core.policy
     }
 
     /// The route for requests that name none.
@@ -545,36 +451,30 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
 
     /// The breaker store.
     pub fn store(&self) -> &S {
-        &self.store
+        &self.core.store
     }
 
     /// The platform.
     pub fn platform(&self) -> &P {
-        &self.platform
+        &self.core.platform
     }
 }
 
-/// Gives a permit back if the call is abandoned (the request future dropped
-/// mid-attempt), so a half-open breaker is not left waiting on a dead probe
-/// and a failing request stops counting as one.
-pub(crate) struct PermitGuard<'a, S: BreakerStore> {
-    pub(crate) store: &'a S,
-    pub(crate) key: &'a str,
-    pub(crate) permit: Permit,
-    pub(crate) armed: bool,
-}
-
-impl<S: BreakerStore> PermitGuard<'_, S> {
-    pub(crate) fn disarm(mut self) -> Permit {
-        self.armed = false;
-        self.permit
-    }
-}
-
-impl<S: BreakerStore> Drop for PermitGuard<'_, S> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.store.release(self.key, self.permit);
-        }
+impl<C, P, S> ChatStream<C, P, S>
+where
+    C: Deref<Target = Client<P, S>> + Clone,
+    P: Platform,
+    S: BreakerStore,
+{
+    /// A stream of the answer to `req` from `client`. Nothing is sent until
+    /// the first [`ChatStream::next`].
+    pub fn open(client: C, req: ChatRequest, opts: CallOptions) -> Result<Self, Error> {
+        let walk = client.walk(&req, &opts)?.into_owned();
+        let hedge = client.hedge_for(&req, &opts);
+        let req = ChatRequest {
+            stream: true,
+            ..req
+        };
+        Ok(ChatStream::fresh(client, req, walk, None, None, hedge))
     }
 }

@@ -22,7 +22,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::chat::{ChatRequest, ChatResponse, Usage};
-use crate::engine::client::Client;
+use crate::engine::core::Core;
 use crate::engine::cost::{CostBook, Hold, HOLD_MARGIN};
 use crate::engine::order::{has_mate_after, order};
 use crate::engine::route::{CallOptions, Entry, Reply, ServedBy};
@@ -182,26 +182,26 @@ impl Drop for Run {
 }
 
 impl<'c> Cursor<'c> {
-    /// The walk for `req`: its route resolved, its deadline set (the
-    /// client's, or the caller's if tighter), the retry budget credited
-    /// with one first attempt.
+    /// The walk for `req` over `chain`, the route `route` resolves to: the
+    /// chain ordered (tiers, latency) and planned (spend caps, strategy),
+    /// its deadline set (the client's, or the caller's if tighter), the
+    /// retry budget credited with one first attempt.
     pub(crate) fn start<P: Platform, S: BreakerStore>(
-        client: &'c Client<P, S>,
+        core: &'c Core<P, S>,
+        chain: Cow<'c, [Entry]>,
+        route: Option<&str>,
         req: &ChatRequest,
         opts: &CallOptions,
     ) -> Result<Self, Error> {
-        let chain = client.by_latency(order(client, client.resolve(req, opts)?));
+        let chain = core.by_latency(order(core, chain));
         if req.messages.is_empty() {
             return Err(Error::InvalidRequest(
                 "messages: at least one message is required".into(),
             ));
         }
-        let route = client.route_name(req, opts);
-        let chain = client
-            .cost
-            .plan(route, chain, req, client.platform().now())?;
-        let mut walk = Self::over(client, chain, opts);
-        if client.cost.has_caps() {
+        let chain = core.cost.plan(route, chain, req, core.platform.now())?;
+        let mut walk = Self::over(core, chain, opts);
+        if core.cost.has_caps() {
             walk.estimate = Some(expected_usage(req));
             walk.run.holds = Some(Rc::default());
         }
@@ -210,22 +210,22 @@ impl<'c> Cursor<'c> {
 
     /// The walk over `chain`, resolved (and planned) by the caller.
     pub(crate) fn over<P: Platform, S: BreakerStore>(
-        client: &'c Client<P, S>,
+        core: &'c Core<P, S>,
         chain: Cow<'c, [Entry]>,
         opts: &CallOptions,
     ) -> Self {
-        let policy = client.policy();
-        let start = client.platform().now();
-        let booking = (!client.cost.is_empty()).then(|| Booking {
-            book: Rc::clone(&client.cost),
+        let policy = &core.policy;
+        let start = core.platform.now();
+        let booking = (!core.cost.is_empty()).then(|| Booking {
+            book: Rc::clone(&core.cost),
         });
         let deadline = opts
             .deadline
             .map_or(policy.deadline, |d| d.min(policy.deadline));
         let callers_deadline = deadline < policy.deadline;
-        client.budget.borrow_mut().deposit(start);
-        let keys: Vec<_> = chain.iter().map(|e| client.key_of(e)).collect();
-        client.store.warm(keys.iter().map(|k| k.as_ref()), start);
+        core.budget.borrow_mut().deposit(start);
+        let keys: Vec<_> = chain.iter().map(|e| core.key_of(e)).collect();
+        core.store.warm(keys.iter().map(|k| k.as_ref()), start);
         Cursor {
             chain,
             index: 0,
@@ -308,10 +308,10 @@ impl<'c> Cursor<'c> {
     /// time for).
     pub(crate) async fn admit<P: Platform, S: BreakerStore>(
         &mut self,
-        client: &Client<P, S>,
+        core: &Core<P, S>,
     ) -> Option<Permit> {
         loop {
-            let now = client.platform().now();
+            let now = core.platform.now();
             let end = self.reach.as_ref().map_or(usize::MAX, |r| r.end.get());
             let index = match self.chain.get(self.index) {
                 Some(_) if self.index < end => self.index,
@@ -332,7 +332,7 @@ impl<'c> Cursor<'c> {
                 Some(usage) => {
                     let left = self.run.deadline_at.saturating_sub(now);
                     let ttl = Duration::from_millis(left) + HOLD_MARGIN;
-                    match client.cost.hold(entry, usage, now, ttl).await {
+                    match core.cost.hold(entry, usage, now, ttl).await {
                         Ok(holds) => holds,
                         Err(refused) => {
                             self.refused.get_or_insert(refused);
@@ -352,9 +352,9 @@ impl<'c> Cursor<'c> {
                 self.forced = true;
                 self.called = true;
                 self.run.keep(holds);
-                return Some(client.store.force(&client.key_of(entry), now));
+                return Some(core.store.force(&core.key_of(entry), now));
             }
-            match client.acquire(entry, now).await {
+            match core.acquire(entry, now).await {
                 Ok(permit) => {
                     self.called = true;
                     self.run.mate_after = has_mate_after(&self.chain, self.index);
@@ -371,10 +371,10 @@ impl<'c> Cursor<'c> {
                     );
                     let healing = open.until <= now
                         || matches!(
-                            client.store.state(&client.key_of(entry)),
+                            core.store.state(&core.key_of(entry)),
                             Some(State::HalfOpen { .. })
                         );
-                    client.emit_failover(&self.chain, self.index, &error);
+                    core.emit_failover(&self.chain, self.index, &error);
                     self.run.skip(entry, now, error);
                     self.skipped.push((self.index, open.until, healing));
                     self.index += 1;
@@ -431,14 +431,14 @@ impl<'c> Cursor<'c> {
     /// way that fails over; after a forced call the walk is over.
     pub(crate) fn fail_over<P: Platform, S: BreakerStore>(
         &mut self,
-        client: &Client<P, S>,
+        core: &Core<P, S>,
         error: &ProviderError,
     ) {
         if self.forced {
             self.end();
             return;
         }
-        client.emit_failover(&self.chain, self.index, error);
+        core.emit_failover(&self.chain, self.index, error);
         self.index += 1;
     }
 

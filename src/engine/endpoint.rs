@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use crate::chat::Usage;
 use crate::engine::authorize::{authorize, is_refused, renewing};
-use crate::engine::client::{Client, PermitGuard};
+use crate::engine::core::Core;
 use crate::engine::cursor::{Cursor, Run};
 use crate::engine::retry::Answer;
 pub use crate::engine::route::EmbeddingModel;
@@ -95,31 +95,30 @@ pub struct EndpointReply {
     pub attempts: Vec<Attempt>,
 }
 
-impl<P: Platform, S: BreakerStore> Client<P, S> {
-    /// Answers `call` on its route, failing over among the entries whose
-    /// provider serves the endpoint.
-    pub async fn call(
+impl<P: Platform, S: BreakerStore> Core<P, S> {
+    /// Answers `call` over `chain`, the route `name` resolves to (`named`:
+    /// a route of the configuration, not `provider/model`), failing over
+    /// among the entries whose provider serves the endpoint.
+    pub(super) async fn call(
         &self,
         call: &EndpointCall,
-        opts: CallOptions,
+        chain: Cow<'_, [Entry]>,
+        name: &str,
+        named: bool,
+        opts: &CallOptions,
     ) -> Result<EndpointReply, Error> {
-        let chain = self.endpoint_chain(call, &opts)?;
-        let mut walk = Cursor::over(self, chain, &opts);
+        let chain = self.serving(call, chain, name, named)?;
+        let mut walk = Cursor::over(self, chain, opts);
         // The call's size, for the breaker's verdict on a timeout: one
         // serialisation per call, not one per entry tried.
         let size = crate::policy::timeouts::size_of_body(&call.body);
         while let Some(permit) = walk.admit(self).await {
             let (entry, run) = walk.entry_and_run();
-            let key = self.key_of(entry);
-            let mut guard = PermitGuard {
-                store: &self.store,
-                key: &key,
-                permit,
-                armed: true,
-            };
-            let result = self.run_call(entry, &mut guard.permit, call, run).await;
-            let permit = guard.disarm();
-            self.settle(entry, permit, size, result.as_ref().map(|_| ()));
+            let result = self
+                .run_admitted(entry, permit, size, async |permit| {
+                    self.run_call(entry, permit, call, run).await
+                })
+                .await;
             match result {
                 Ok(body) => {
                     return Ok(EndpointReply {
@@ -135,22 +134,17 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         Err(walk.exhausted())
     }
 
-    /// The entries of `call`'s route that serve its endpoint.
-    fn endpoint_chain(
+    /// The entries of `call`'s route (`chain`, named `name`) that serve its
+    /// endpoint.
+    fn serving(
         &self,
         call: &EndpointCall,
-        opts: &CallOptions,
+        chain: Cow<'_, [Entry]>,
+        name: &str,
+        named: bool,
     ) -> Result<Cow<'static, [Entry]>, Error> {
-        let chain = self.resolve_name(call.model.as_deref(), opts)?;
-        let name = opts
-            .route
-            .as_deref()
-            .or(call.model.as_deref())
-            .or(self.default_route())
-            .unwrap_or_default();
         // A named route's entries fail over to each other: for vectors,
         // only when they declare one model. `provider/model` is one entry.
-        let named = self.routes().contains_key(name);
         if call.endpoint == Endpoint::Embeddings
             && named
             && chain.iter().any(|e| e.embeddings.is_none())

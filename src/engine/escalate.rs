@@ -3,45 +3,11 @@
 //! recorded as a rejection, not a failure: the breaker was told the entry
 //! succeeded (it answered), and its health statistics counted a success.
 
-use crate::chat::{ChatRequest, ChatResponse};
-use crate::engine::client::{Client, ClientBuilder};
+use crate::chat::ChatResponse;
 use crate::engine::cursor::Cursor;
-use crate::engine::route::{CallOptions, Reply, ServedBy};
-use crate::engine::store::BreakerStore;
+use crate::engine::route::{Reply, ServedBy};
 use crate::error::{AttemptOutcome, Error};
-use crate::platform::Platform;
 use crate::quality::{reject_last, OnExhausted, Quality};
-
-impl<P: Platform> ClientBuilder<P> {
-    /// Gives the route `route` validators and escalation limits.
-    pub fn quality(mut self, route: impl Into<String>, quality: Quality) -> Self {
-        self.quality.insert(route.into(), quality);
-        self
-    }
-}
-
-impl<P: Platform, S: BreakerStore> Client<P, S> {
-    /// The route's validators, for a request on a route that has any. The
-    /// route is named as [`Client::resolve`] names it; the `provider/model`
-    /// form names no route, so has none.
-    pub(crate) fn quality_for(&self, req: &ChatRequest, opts: &CallOptions) -> Option<&Quality> {
-        let name = opts
-            .route
-            .as_deref()
-            .or(req.model.as_deref())
-            .or(self.default_route())?;
-        self.quality.get(name).filter(|q| q.is_active())
-    }
-
-    /// The escalation state of a request, on a route with validators.
-    pub(crate) fn escalation(
-        &self,
-        req: &ChatRequest,
-        opts: &CallOptions,
-    ) -> Option<Escalation<'_>> {
-        self.quality_for(req, opts).map(Escalation::new)
-    }
-}
 
 /// What became of an answer.
 pub(crate) enum Judged {

@@ -14,9 +14,9 @@ use std::task::Poll;
 use std::time::Duration;
 
 use crate::chat::{ChatRequest, ChatResponse};
-use crate::engine::client::Client;
+use crate::engine::core::Core;
 use crate::engine::cursor::{Cursor, Run};
-use crate::engine::route::{CallOptions, Entry, Reply, ServedBy, Step};
+use crate::engine::route::{Entry, Reply, ServedBy, Step};
 use crate::engine::store::BreakerStore;
 use crate::error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
 use crate::platform::{Platform, UnixMillis};
@@ -71,27 +71,7 @@ enum Woke {
     Hedge,
 }
 
-impl<P: Platform, S: BreakerStore> Client<P, S> {
-    /// The hedging of the route `req` names, unless the caller opted out.
-    pub(crate) fn hedge_for(
-        &self,
-        req: &ChatRequest,
-        opts: &CallOptions,
-    ) -> Option<(String, HedgePolicy)> {
-        if opts.no_hedge {
-            return None;
-        }
-        let name = opts
-            .route
-            .as_deref()
-            .or(req.model.as_deref())
-            .or(self.default_route())?;
-        if !self.routes().contains_key(name) {
-            return None;
-        }
-        self.hedges.get(name).map(|h| (name.to_string(), *h))
-    }
-
+impl<P: Platform, S: BreakerStore> Core<P, S> {
     /// The delay before hedging `entry`, if there is one: for a stream
     /// (`stream`) its recent p95 is of the first token, for a whole answer
     /// of the answer.

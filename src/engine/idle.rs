@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::Duration;
 
-use crate::engine::client::Client;
+use crate::engine::core::Core;
 use crate::engine::store::BreakerStore;
 use crate::engine::timeout::Elapsed;
 use crate::platform::{Body, Platform, TransportError, UnixMillis};
@@ -26,7 +26,7 @@ pub(crate) type IdleTimers = Rc<dyn Fn(Duration) -> OwnedSleep>;
 /// is left. A read dropped when the timer fires loses nothing: the body
 /// keeps its pending read.
 pub(crate) async fn idle_read<P: Platform, S: BreakerStore>(
-    client: &Client<P, S>,
+    core: &Core<P, S>,
     timers: &IdleTimers,
     body: &mut Body,
     idle: &mut Option<OwnedSleep>,
@@ -36,7 +36,7 @@ pub(crate) async fn idle_read<P: Platform, S: BreakerStore>(
         let timer = match idle {
             Some(t) => t,
             None => {
-                let wait = due.saturating_sub(client.platform.now());
+                let wait = due.saturating_sub(core.platform.now());
                 idle.insert(timers(Duration::from_millis(wait)))
             }
         };
@@ -52,7 +52,7 @@ pub(crate) async fn idle_read<P: Platform, S: BreakerStore>(
             Some(c) => return Ok(c),
             None => {
                 *idle = None;
-                if client.platform.now() >= due {
+                if core.platform.now() >= due {
                     return Err(Elapsed);
                 }
             }

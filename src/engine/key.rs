@@ -17,7 +17,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use crate::engine::client::Client;
+use crate::engine::core::Core;
 use crate::engine::route::Entry;
 use crate::engine::store::BreakerStore;
 use crate::error::ProviderError;
@@ -105,7 +105,7 @@ fn severity(state: State) -> u8 {
     }
 }
 
-impl<P: Platform, S: BreakerStore> Client<P, S> {
+impl<P: Platform, S: BreakerStore> Core<P, S> {
     /// The breaker key `entry`'s calls count against.
     pub(crate) fn key_of<'s>(&'s self, entry: &'s Entry) -> Cow<'s, str> {
         if let Some(key) = self.keys.listed(&entry.provider, &entry.model) {

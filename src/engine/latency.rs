@@ -5,8 +5,9 @@
 //! fleet's standing, judged over every isolate's samples, orders routes.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
-use crate::engine::client::Client;
+use crate::engine::core::Core;
 use crate::engine::route::Entry;
 use crate::engine::store::BreakerStore;
 use crate::event::{Event, Standing};
@@ -18,7 +19,7 @@ fn judged(entry: &Entry) -> bool {
     entry.speed.latency_slo.is_some() || entry.speed.ttft_slo.is_some()
 }
 
-impl<P: Platform, S: BreakerStore> Client<P, S> {
+impl<P: Platform, S: BreakerStore> Core<P, S> {
     /// Records how long `entry` took to answer (`Latency`: a whole answer;
     /// `Ttft`: a stream's first token), when it has an objective for it,
     /// and shares it with the fleet through the store. Its own figures
@@ -106,11 +107,16 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     }
 
     /// The measures `provider`'s models are demoted on, by model, with the
-    /// p95 that demoted them (the fleet's standing where it has one).
-    pub(crate) fn demotions(&self, provider: &str) -> Vec<Demotion> {
+    /// p95 that demoted them (the fleet's standing where it has one), over
+    /// the entries of `routes`.
+    pub(crate) fn demotions(
+        &self,
+        routes: &BTreeMap<String, Vec<Entry>>,
+        provider: &str,
+    ) -> Vec<Demotion> {
         let mut out = Vec::new();
         let mut seen = std::collections::BTreeSet::new();
-        for entry in self.routes().values().flatten() {
+        for entry in routes.values().flatten() {
             if entry.provider != provider || !seen.insert(&entry.model) {
                 continue;
             }

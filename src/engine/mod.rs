@@ -6,6 +6,7 @@
 
 pub(crate) mod authorize;
 pub(crate) mod client;
+pub(crate) mod core;
 pub(crate) mod cost;
 pub(crate) mod cursor;
 pub(crate) mod endpoint;

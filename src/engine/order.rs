@@ -17,7 +17,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::engine::client::Client;
+use crate::engine::core::Core;
 use crate::engine::route::Entry;
 use crate::engine::store::BreakerStore;
 use crate::error::{ErrorKind, ProviderError};
@@ -61,7 +61,7 @@ impl RateLimited {
 
 /// `chain` in the order this request tries it.
 pub(crate) fn order<'c, P: Platform, S: BreakerStore>(
-    client: &Client<P, S>,
+    core: &Core<P, S>,
     chain: Cow<'c, [Entry]>,
 ) -> Cow<'c, [Entry]> {
     if chain.iter().all(|e| e.priority.is_none()) {
@@ -81,7 +81,7 @@ pub(crate) fn order<'c, P: Platform, S: BreakerStore>(
             .count()
             .max(1);
         let tier = &mut indexes[start..start + len];
-        arrange(client, &chain, tier);
+        arrange(core, &chain, tier);
         out.extend(tier.iter().map(|&i| chain[i].clone()));
         start += len;
     }
@@ -91,21 +91,17 @@ pub(crate) fn order<'c, P: Platform, S: BreakerStore>(
 /// Puts one tier's members (indexes into `chain`) in this request's order.
 /// This is where a route's ordering strategy plugs in; the one there is
 /// today is the weighted draw, members rate-limited just now last.
-fn arrange<P: Platform, S: BreakerStore>(
-    client: &Client<P, S>,
-    chain: &[Entry],
-    tier: &mut [usize],
-) {
+fn arrange<P: Platform, S: BreakerStore>(core: &Core<P, S>, chain: &[Entry], tier: &mut [usize]) {
     if tier.len() < 2 {
         return;
     }
-    let now = client.platform().now();
-    let limited = client.limited.borrow();
+    let now = core.platform.now();
+    let limited = core.limited.borrow();
     let (mut fresh, mut held): (Vec<usize>, Vec<usize>) = tier
         .iter()
-        .partition(|&&i| !limited.is_limited(&client.key_of(&chain[i]), now));
+        .partition(|&&i| !limited.is_limited(&core.key_of(&chain[i]), now));
     drop(limited);
-    let platform = client.platform();
+    let platform = &core.platform;
     weighted_draw(chain, &mut fresh, || platform.random());
     weighted_draw(chain, &mut held, || platform.random());
     for (slot, i) in tier.iter_mut().zip(fresh.into_iter().chain(held)) {

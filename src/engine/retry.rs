@@ -6,16 +6,17 @@ use std::time::Duration;
 
 use crate::chat::{ChatRequest, ChatResponse, Usage};
 use crate::engine::authorize::{authorize, is_refused, renewing};
-use crate::engine::client::Client;
+use crate::engine::core::Core;
 use crate::engine::cursor::Run;
-use crate::engine::route::Entry;
+use crate::engine::route::{Entry, Step};
 use crate::engine::store::BreakerStore;
 use crate::engine::timeout::timeout;
-use crate::error::{Attempt, AttemptOutcome, ErrorKind, ProviderError};
+use crate::error::{ErrorKind, ProviderError};
 use crate::event::Event;
 use crate::platform::{millis, BufferedResponse, Platform, TransportErrorKind, UnixMillis};
 use crate::policy::breaker::{Permit, PermitKind};
 use crate::policy::latency::Measure;
+use crate::policy::timeouts::size_of;
 use crate::provider::Upstream;
 
 /// One attempt's end: its result, whether the request reached the
@@ -43,7 +44,28 @@ impl Answer for ChatResponse {
     }
 }
 
-impl<P: Platform, S: BreakerStore> Client<P, S> {
+impl<P: Platform, S: BreakerStore> Core<P, S> {
+    /// Runs one entry (its retries included) and records the breaker's one
+    /// verdict for it.
+    pub(crate) async fn step(
+        &self,
+        entry: &Entry,
+        permit: Permit,
+        req: &ChatRequest,
+        run: &mut Run,
+    ) -> Step {
+        let result = self
+            .run_admitted(entry, permit, size_of(req), async |permit| {
+                self.run_entry(entry, permit, req, run).await
+            })
+            .await;
+        match result {
+            Ok(resp) => Step::Answered(Box::new(resp)),
+            Err(error) if error.fails_over() => Step::Next(error),
+            Err(error) => Step::Stop(error),
+        }
+    }
+
     /// Tries `entry` until it answers, fails in a way retrying cannot fix,
     /// or runs out of attempts, budget or time. Every attempt goes into
     /// `run.attempts`. A half-open probe (or a forced call) gets one attempt:
@@ -197,44 +219,6 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             self.store
                 .may_retry(&self.key_of(entry), now, p, error.trips_breaker())
         })
-    }
-
-    /// Records an attempt that ended now: in the request's attempts and the
-    /// provider's statistics.
-    pub(crate) fn record_attempt<'r>(
-        &self,
-        run: &'r mut Run,
-        entry: &Entry,
-        number: u32,
-        started: UnixMillis,
-        reached: bool,
-        result: Result<(), &ProviderError>,
-    ) -> &'r mut Attempt {
-        let ended = self.platform.now();
-        let duration = Duration::from_millis(ended.saturating_sub(started));
-        // A failure no breaker counts (the caller's deadline, a bad request, a
-        // model it does not have) says nothing of the provider's health either.
-        if result.err().is_none_or(ProviderError::trips_breaker) {
-            self.with_stats(entry, |s| s.record(ended, millis(duration), result.err()));
-        }
-        run.attempts.push(Attempt {
-            provider: entry.provider.clone(),
-            model: entry.model.clone(),
-            number,
-            started_at: started,
-            duration,
-            reached,
-            outcome: match result {
-                Ok(()) => AttemptOutcome::Success,
-                Err(error) => AttemptOutcome::Failure {
-                    error: error.clone(),
-                },
-            },
-            usage: None,
-            omitted: Vec::new(),
-        });
-        let last = run.attempts.len() - 1;
-        &mut run.attempts[last]
     }
 
     /// Takes retry `number` of `entry`, after `delay`, from the retry

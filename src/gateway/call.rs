@@ -28,12 +28,12 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         body: Body,
         log: &mut LogLine<'_>,
     ) -> Result<Vec<u8>, Outbound> {
-        let limit = self.client.policy.max_request_bytes;
+        let limit = self.client.policy().max_request_bytes;
         let declared = headers
             .get("content-length")
             .and_then(|v| v.trim().parse::<u64>().ok());
         let read = read_body(body, limit, declared.is_some_and(|n| n > limit as u64));
-        let Ok(read) = timeout(self.client.platform.sleep(BODY_DEADLINE), read).await else {
+        let Ok(read) = timeout(self.client.platform().sleep(BODY_DEADLINE), read).await else {
             log.error = Some("body_timeout");
             return Err(error_response(
                 format,

@@ -402,7 +402,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// package's `client.fetch` shares the breakers of `client.chat`).
     pub fn shared(client: Rc<Client<P, S>>, auth: Auth) -> Self {
         let known = labels::Known::new(
-            client.upstreams.keys().map(String::as_str),
+            client.provider_ids(),
             client
                 .routes()
                 .values()
@@ -465,7 +465,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// buffered to answer 413, and one of unknown length (chunked) may be
     /// oversized: both are read as a stream, as far as the limit allows.
     pub fn reads_body_whole(&self, headers: &Headers) -> bool {
-        let limit = self.client.policy.max_request_bytes as u64;
+        let limit = self.client.policy().max_request_bytes as u64;
         headers
             .get("content-length")
             .and_then(|v| v.trim().parse::<u64>().ok())
@@ -554,9 +554,8 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         self.metrics.record(&log);
         let states = self
             .client
-            .upstreams
-            .keys()
-            .map(|k| (k.as_str(), self.client.provider_state(k)));
+            .provider_ids()
+            .map(|k| (k, self.client.provider_state(k)));
         self.changes.borrow_mut().observe(now, &log, states);
         *self.point.borrow_mut() = Some(DataPoint::of(&log));
         out.log = log_line(&mut log);
@@ -843,8 +842,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         };
         let keys: Vec<String> = self
             .client
-            .upstreams
-            .keys()
+            .provider_ids()
             .flat_map(|p| self.client.provider_keys(p))
             .map(|(key, _, _)| key.to_owned())
             .collect();

@@ -7,7 +7,7 @@ use std::ops::Deref;
 
 use super::{ChatStream, Error, ErrorKind, ProviderError};
 use crate::chat::{ChatRequest, Message, Part, Role};
-use crate::engine::client::Client;
+use crate::engine::core::Client;
 use crate::engine::pace::moves_on;
 use crate::engine::prefill::prefill_native;
 use crate::engine::route::Entry;
@@ -62,9 +62,9 @@ where
         self.malformed += conn.malformed;
         self.walk.run.in_flight = None;
         drop(conn.body); // abort the transfer now
-        let error = self.walk.run.blame(self.client.platform.now(), error);
+        let error = self.walk.run.blame(self.client.core.platform.now(), error);
         let entry = self.walk.entry().clone();
-        let record = self.client.record_attempt(
+        let record = self.client.core.record_attempt(
             &mut self.walk.run,
             &entry,
             self.held.number,
@@ -89,7 +89,7 @@ where
         prefill: bool,
     ) -> Result<(), Error> {
         let client = self.client.clone();
-        let client = &*client;
+        let client = &client.core;
         if prefill && error.kind == ErrorKind::InvalidRequest && !self.held.prefill_refused {
             // The model refused the prefill: continue here by restarting
             // instead. The refusal never replaces the original failure.
@@ -119,7 +119,7 @@ where
     /// the error does not fail over (before the commit point).
     pub(super) fn next_entry(&mut self, entry: &Entry, error: &ProviderError) -> Result<(), Error> {
         let client = self.client.clone();
-        let client = &*client;
+        let client = &client.core;
         if let Some(permit) = self.held.permit.take() {
             client.settle(entry, permit, size_of(&self.req), Err(error));
         }

@@ -23,7 +23,7 @@ where
         raw: Vec<Option<Vec<u8>>>,
     ) -> Result<(), ProviderError> {
         let entry = self.walk.entry();
-        let Some(Upstream::Http(provider)) = self.client.upstreams.get(&entry.provider) else {
+        let Some(Upstream::Http(provider)) = self.client.core.upstreams.get(&entry.provider) else {
             return Ok(());
         };
         let mut raw = raw.into_iter();
@@ -57,7 +57,7 @@ where
                         // It may have held part of the answer: skipped, the
                         // answer could end looking complete without it.
                         conn.malformed += 1;
-                        self.client.emit(|| Event::MalformedChunk {
+                        self.client.core.emit(|| Event::MalformedChunk {
                             provider: &entry.provider,
                             error: &e,
                         });
@@ -79,7 +79,7 @@ where
             Delta::Text { text } if text.is_empty() => {}
             Delta::Text { text } => {
                 conn.first_content
-                    .get_or_insert_with(|| self.client.platform.now());
+                    .get_or_insert_with(|| self.client.core.platform.now());
                 let fresh = match &mut conn.mode {
                     Mode::Forward => text,
                     Mode::Match { skip, seen } => {
@@ -109,7 +109,7 @@ where
                 arguments,
             } => {
                 conn.first_content
-                    .get_or_insert_with(|| self.client.platform.now());
+                    .get_or_insert_with(|| self.client.core.platform.now());
                 if conn.mode != Mode::Forward {
                     return Read::Failed(diverged());
                 }
@@ -127,7 +127,7 @@ where
             // reasoning is not the delivered answer's, and is not repeated.
             Delta::Thinking(t) => {
                 conn.first_content
-                    .get_or_insert_with(|| self.client.platform.now());
+                    .get_or_insert_with(|| self.client.core.platform.now());
                 if conn.mode == Mode::Forward {
                     return self.forward(conn, Delta::Thinking(t));
                 }
@@ -160,7 +160,7 @@ where
     pub(super) fn forward(&mut self, conn: &mut Conn, delta: Delta) -> Read {
         let ready = match conn.pace.as_mut() {
             None => vec![delta],
-            Some(pace) => match pace.hold(self.client.platform.now(), delta) {
+            Some(pace) => match pace.hold(self.client.core.platform.now(), delta) {
                 Gate::Hold => return Read::More,
                 Gate::TooSlow => return Read::Failed(pace.too_slow()),
                 Gate::Release(held) => held,

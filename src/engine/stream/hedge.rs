@@ -25,7 +25,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use super::{ChatStream, StreamItem};
-use crate::engine::client::Client;
+use crate::engine::core::Client;
 use crate::engine::cursor::{Cursor, Reach};
 use crate::engine::hedge::HedgePolicy;
 use crate::engine::store::BreakerStore;
@@ -83,7 +83,7 @@ where
     S: BreakerStore + 'a,
 {
     let owner = this.client.clone();
-    let client: &Client<P, S> = &owner;
+    let client = &owner.core;
     client.deposit_hedge(&route, &policy);
     // The record the winner keeps books every leg's attempts, once.
     let mut holder = this.walk.run.fork();

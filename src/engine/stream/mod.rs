@@ -17,11 +17,11 @@ use std::ops::Deref;
 use std::time::Duration;
 
 use crate::chat::{ChatRequest, Delta, Dialect, FinishReason, Usage};
-use crate::engine::client::Client;
+use crate::engine::core::Client;
 use crate::engine::cursor::Cursor;
 use crate::engine::idle::idle_read;
 use crate::engine::pace::{is_late, wait_limit, Gate, Pace};
-use crate::engine::route::{CallOptions, Entry, ServedBy};
+use crate::engine::route::{Entry, ServedBy};
 use crate::engine::store::BreakerStore;
 use crate::engine::timeout::timeout;
 use crate::error::{Attempt, Error, ErrorKind, ProviderError};
@@ -188,38 +188,14 @@ enum Read {
     Failed(ProviderError),
 }
 
-impl<P: Platform, S: BreakerStore> Client<P, S> {
-    /// Streams the answer to `req`; see [`ChatStream`]. Nothing is sent
-    /// until the first [`ChatStream::next`].
-    pub fn stream(
-        &self,
-        req: ChatRequest,
-        opts: CallOptions,
-    ) -> Result<ChatStream<&Self, P, S>, Error> {
-        ChatStream::open(self, req, opts)
-    }
-}
-
 impl<C, P, S> ChatStream<C, P, S>
 where
     C: Deref<Target = Client<P, S>> + Clone,
     P: Platform,
     S: BreakerStore,
 {
-    /// A stream of the answer to `req` from `client`. Nothing is sent until
-    /// the first [`ChatStream::next`].
-    pub fn open(client: C, req: ChatRequest, opts: CallOptions) -> Result<Self, Error> {
-        let walk = Cursor::start(&*client, &req, &opts)?.into_owned();
-        let hedge = client.hedge_for(&req, &opts);
-        let req = ChatRequest {
-            stream: true,
-            ..req
-        };
-        Ok(ChatStream::fresh(client, req, walk, None, None, hedge))
-    }
-
     /// A stream of `req` over `walk`, nothing sent yet.
-    fn fresh(
+    pub(crate) fn fresh(
         client: C,
         req: ChatRequest,
         walk: Cursor<'static>,
@@ -363,7 +339,7 @@ where
     /// a call. `Err` ends the stream.
     async fn connect(&mut self) -> Result<(), Error> {
         let client = self.client.clone();
-        let client = &*client;
+        let client = &client.core;
         loop {
             if self.held.permit.is_none() {
                 let Some(permit) = self.walk.admit(client).await else {
@@ -470,7 +446,7 @@ where
     }
 
     fn first_token_limit(&self, entry: &Entry, now: UnixMillis) -> Duration {
-        let policy = &self.client.policy;
+        let policy = &self.client.core.policy;
         entry
             .first_token_timeout
             .unwrap_or(policy.first_token_timeout)
@@ -492,7 +468,7 @@ where
 
     async fn read_conn(&mut self, conn: &mut Conn) -> Read {
         let client = self.client.clone();
-        let client = &*client;
+        let client = &client.core;
         loop {
             while let Some(item) = conn.pending.pop_front() {
                 let delta = match item {
@@ -610,7 +586,7 @@ where
         };
         self.malformed += conn.malformed;
         let client = self.client.clone();
-        let client = &*client;
+        let client = &client.core;
         let entry = self.walk.entry().clone();
         let record = client.record_attempt(
             &mut self.walk.run,
@@ -666,8 +642,8 @@ where
     /// Gives back the permit of an entry left without a verdict.
     fn release_permit(&mut self) {
         if let Some(permit) = self.held.permit.take() {
-            let key = self.client.key_of(self.walk.entry());
-            self.client.store.release(&key, permit);
+            let key = self.client.core.key_of(self.walk.entry());
+            self.client.core.store.release(&key, permit);
         }
     }
 }

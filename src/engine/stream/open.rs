@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::item::StreamItem;
 use crate::chat::{ChatRequest, ChatResponse, Delta, FinishReason};
 use crate::engine::authorize::{authorize, is_refused, renewing};
-use crate::engine::client::Client;
+use crate::engine::core::Core;
 use crate::engine::store::BreakerStore;
 use crate::engine::timeout::timeout;
 use crate::error::{ErrorKind, ProviderError};
@@ -23,7 +23,7 @@ type Opened = Result<(Option<Body>, VecDeque<StreamItem>, Vec<String>), (Provide
 /// or (for a custom provider) its whole answer as deltas. A token the
 /// provider refused is renewed once ([`renewing`]).
 pub(crate) async fn open<P: Platform, S: BreakerStore>(
-    client: &Client<P, S>,
+    client: &Core<P, S>,
     upstream: &Upstream,
     req: &ChatRequest,
     model: &str,
@@ -43,7 +43,7 @@ pub(crate) async fn open<P: Platform, S: BreakerStore>(
 
 /// [`open`], once.
 async fn open_once<P: Platform, S: BreakerStore>(
-    client: &Client<P, S>,
+    client: &Core<P, S>,
     upstream: &Upstream,
     req: &ChatRequest,
     model: &str,
