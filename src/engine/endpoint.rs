@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use crate::chat::Usage;
-use crate::engine::authorize::{authorize, is_refused, renewing};
+use crate::engine::authorize::{is_refused, renewing};
 use crate::engine::core::Core;
 use crate::engine::cursor::{Cursor, Run};
 use crate::engine::retry::Answer;
@@ -21,7 +21,7 @@ pub use crate::engine::route::EmbeddingModel;
 use crate::engine::route::{CallOptions, Entry, ServedBy};
 use crate::engine::store::BreakerStore;
 use crate::error::{Attempt, Error, ErrorKind, ProviderError};
-use crate::platform::{millis, BufferedResponse, Headers, Platform, TransportErrorKind};
+use crate::platform::{Headers, Platform};
 use crate::policy::breaker::Permit;
 use crate::provider::{Endpoint, Provider, Upstream};
 
@@ -212,57 +212,17 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         model: &str,
         limit: Duration,
     ) -> (Result<Vec<u8>, ProviderError>, bool) {
-        let started = self.platform.now();
-        if let Err(e) = authorize(&self.platform, provider, limit).await {
-            return (Err(e), false);
-        }
-        let spent = Duration::from_millis(self.platform.now().saturating_sub(started));
-        let limit = limit.saturating_sub(spent);
-        let encoded = call
-            .body_for(model)
-            .and_then(|body| provider.encode_endpoint(call.endpoint, body, model));
-        let mut http = match encoded {
-            Ok(h) => h,
-            Err(e) => return (Err(e), false),
+        let encode = || {
+            let body = call.body_for(model)?;
+            let mut http = provider.encode_endpoint(call.endpoint, body, model)?;
+            for (name, value) in call.headers.iter() {
+                http.headers.insert(name, value);
+            }
+            Ok(http)
         };
-        for (name, value) in call.headers.iter() {
-            http.headers.insert(name, value);
-        }
-        if let Err(e) = provider.sign(&mut http, self.platform.now()) {
-            return (Err(e), false);
-        }
-        http.timeout = Some(limit);
-        let resp = match self.platform.fetch(http).await {
-            Ok(resp) => resp,
-            Err(t) if t.kind == TransportErrorKind::TimedOut => {
-                return (Err(ProviderError::timeout(limit)), true)
-            }
-            Err(t) => {
-                let reached = t.reached();
-                return (Err(t.into()), reached);
-            }
-        };
-        match resp.body.read_to_end(self.policy.max_response_bytes).await {
-            Ok(body) => {
-                let buffered = BufferedResponse {
-                    status: resp.status,
-                    headers: resp.headers,
-                    body,
-                };
-                let now = self.platform.now();
-                (
-                    provider.decode_endpoint(call.endpoint, &buffered, now),
-                    true,
-                )
-            }
-            Err(t) if t.kind == TransportErrorKind::TimedOut => (
-                Err(ProviderError::new(
-                    ErrorKind::Stalled,
-                    format!("response body incomplete after {} ms", millis(limit)),
-                )),
-                true,
-            ),
-            Err(t) => (Err(t.into()), true),
-        }
+        let (resp, reached, _) = self.exchange(provider, limit, encode).await;
+        let now = self.platform.now();
+        let result = resp.and_then(|b| provider.decode_endpoint(call.endpoint, &b, now));
+        (result, reached)
     }
 }

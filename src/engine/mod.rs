@@ -4,6 +4,7 @@
 //! streams ([`stream`]) both drive, [`store`] where breakers live, [`key`] which breaker a call counts
 //! against.
 
+pub(crate) mod attempt;
 pub(crate) mod authorize;
 pub(crate) mod client;
 pub(crate) mod core;

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::chat::{ChatRequest, ChatResponse, Usage};
-use crate::engine::authorize::{authorize, is_refused, renewing};
+use crate::engine::authorize::{is_refused, renewing};
 use crate::engine::core::Core;
 use crate::engine::cursor::Run;
 use crate::engine::route::{Entry, Step};
@@ -13,7 +13,7 @@ use crate::engine::store::BreakerStore;
 use crate::engine::timeout::timeout;
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::Event;
-use crate::platform::{millis, BufferedResponse, Platform, TransportErrorKind, UnixMillis};
+use crate::platform::{millis, Platform, UnixMillis};
 use crate::policy::breaker::{Permit, PermitKind};
 use crate::policy::latency::Measure;
 use crate::policy::timeouts::size_of;
@@ -280,58 +280,14 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
     ) -> Tried<ChatResponse> {
         match upstream {
             Upstream::Http(provider) => {
-                let started = self.platform.now();
-                if let Err(e) = authorize(&self.platform, provider.as_ref(), limit).await {
-                    return (Err(e), false, Vec::new());
+                let (resp, reached, omitted) = self
+                    .exchange(provider.as_ref(), limit, || provider.encode(req, model))
+                    .await;
+                let mut result = resp.and_then(|b| provider.decode(&b, self.platform.now()));
+                if let Ok(answer) = &mut result {
+                    crate::format::structured::unwrap_answer(req, answer);
                 }
-                // A token fetched first spends part of the attempt's time.
-                let spent = Duration::from_millis(self.platform.now().saturating_sub(started));
-                let limit = limit.saturating_sub(spent);
-                let mut http = match provider.encode(req, model) {
-                    Ok(h) => h,
-                    Err(e) => return (Err(e), false, Vec::new()),
-                };
-                if let Err(e) = provider.sign(&mut http, self.platform.now()) {
-                    return (Err(e), false, Vec::new());
-                }
-                let omitted = std::mem::take(&mut http.omitted);
-                // The platform's own timer aborts the request: its time
-                // running out before the status line is a silent provider,
-                // after it a stalled body.
-                http.timeout = Some(limit);
-                let resp = match self.platform.fetch(http).await {
-                    Ok(resp) => resp,
-                    Err(t) if t.kind == TransportErrorKind::TimedOut => {
-                        return (Err(ProviderError::timeout(limit)), true, omitted)
-                    }
-                    Err(t) => {
-                        let reached = t.reached();
-                        return (Err(t.into()), reached, omitted);
-                    }
-                };
-                match resp.body.read_to_end(self.policy.max_response_bytes).await {
-                    Ok(body) => {
-                        let buffered = BufferedResponse {
-                            status: resp.status,
-                            headers: resp.headers,
-                            body,
-                        };
-                        let mut result = provider.decode(&buffered, self.platform.now());
-                        if let Ok(answer) = &mut result {
-                            crate::format::structured::unwrap_answer(req, answer);
-                        }
-                        (result, true, omitted)
-                    }
-                    Err(t) if t.kind == TransportErrorKind::TimedOut => (
-                        Err(ProviderError::new(
-                            ErrorKind::Stalled,
-                            format!("response body incomplete after {} ms", millis(limit)),
-                        )),
-                        true,
-                        omitted,
-                    ),
-                    Err(t) => (Err(t.into()), true, omitted),
-                }
+                (result, reached, omitted)
             }
             Upstream::Custom(custom) => {
                 match timeout(self.platform.sleep(limit), custom.chat(req, model)).await {
