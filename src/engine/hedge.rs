@@ -56,19 +56,46 @@ impl HedgePolicy {
     }
 }
 
-type Leg<'a> = Pin<Box<dyn Future<Output = Step> + 'a>>;
+/// One leg of a race: an entry asked (or a stream opened), boxed.
+pub(crate) type Leg<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
 /// One entry asked, with its own record of attempts (shared with its
 /// future, read once the future is done or dropped).
 struct Running<'a> {
     entry: Entry,
     run: Rc<RefCell<Run>>,
-    leg: Option<Leg<'a>>,
+    leg: Option<Leg<'a, Step>>,
 }
 
-enum Woke {
-    Done(usize, Step),
+/// What woke a race.
+pub(crate) enum Woke<T> {
+    /// Leg `i` ended with its output (its slot is `None` from then on).
+    Done(usize, T),
+    /// The hedge timer fired.
     Hedge,
+}
+
+/// The race of whole answers and of streams alike: waits for the first of
+/// `legs` still running (the slot `leg` finds in each) to end, or for
+/// `timer` to fire.
+pub(crate) async fn first_of<'l, R, T, Z: Future<Output = ()>>(
+    legs: &mut [R],
+    leg: impl Fn(&mut R) -> &mut Option<Leg<'l, T>>,
+    timer: &mut Option<Pin<Box<Z>>>,
+) -> Woke<T> {
+    poll_fn(|cx| {
+        for (i, slot) in legs.iter_mut().map(&leg).enumerate() {
+            if let Some(Poll::Ready(out)) = slot.as_mut().map(|l| l.as_mut().poll(cx)) {
+                *slot = None;
+                return Poll::Ready(Woke::Done(i, out));
+            }
+        }
+        match timer.as_mut().map(|t| t.as_mut().poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(Woke::Hedge),
+            Some(Poll::Pending) | None => Poll::Pending,
+        }
+    })
+    .await
 }
 
 impl<P: Platform, S: BreakerStore> Core<P, S> {
@@ -130,21 +157,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
             .hedge_delay(h, walk.entry(), false)
             .map(|d| Box::pin(self.platform.sleep(d)));
         loop {
-            let woke = poll_fn(|cx| {
-                for (i, r) in legs.iter_mut().enumerate() {
-                    if let Some(leg) = r.leg.as_mut() {
-                        if let Poll::Ready(step) = leg.as_mut().poll(cx) {
-                            r.leg = None;
-                            return Poll::Ready(Woke::Done(i, step));
-                        }
-                    }
-                }
-                match timer.as_mut().map(|t| t.as_mut().poll(cx)) {
-                    Some(Poll::Ready(())) => Poll::Ready(Woke::Hedge),
-                    Some(Poll::Pending) | None => Poll::Pending,
-                }
-            })
-            .await;
+            let woke = first_of(&mut legs, |r| &mut r.leg, &mut timer).await;
             match woke {
                 Woke::Hedge => {
                     timer = None;
@@ -202,7 +215,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         // The record is borrowed only inside this future (never from
         // outside while it runs): read after it ends or is dropped.
         #[allow(clippy::await_holding_refcell_ref)]
-        let leg: Leg<'a> = Box::pin(async move {
+        let leg: Leg<'a, Step> = Box::pin(async move {
             let mut run = shared.borrow_mut();
             self.step(&owned, permit, req, &mut run).await
         });

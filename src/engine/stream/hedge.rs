@@ -17,41 +17,22 @@
 //! rivals too, and the stream goes on alone.
 
 use std::cell::RefCell;
-use std::future::{poll_fn, Future};
 use std::ops::Deref;
-use std::pin::{pin, Pin};
 use std::rc::Rc;
-use std::task::Poll;
 use std::time::Duration;
 
 use super::{ChatStream, StreamItem};
 use crate::engine::core::Client;
 use crate::engine::cursor::{Cursor, Reach};
-use crate::engine::hedge::HedgePolicy;
+use crate::engine::hedge::{first_of, HedgePolicy, Leg, Woke};
 use crate::engine::store::BreakerStore;
 use crate::error::{Attempt, AttemptOutcome, Error};
 use crate::platform::{Platform, UnixMillis};
 
 type Item = Option<Result<StreamItem, Error>>;
-type Leg<'a> = Pin<Box<dyn Future<Output = Item> + 'a>>;
-
 /// One hedge's stream, shared with the future that drives it (borrowed
 /// only inside it; read once it is done or dropped).
-struct Rival<'a, C, P, S>
-where
-    C: Deref<Target = Client<P, S>> + Clone,
-    P: Platform,
-    S: BreakerStore,
-{
-    stream: Rc<RefCell<ChatStream<C, P, S>>>,
-    leg: Option<Leg<'a>>,
-}
-
-enum Woke {
-    /// The leg (`None`: the stream raced) ended the race for itself.
-    Done(Option<usize>, Item),
-    Hedge,
-}
+type Rival<C, P, S> = Rc<RefCell<ChatStream<C, P, S>>>;
 
 /// How the race ended.
 enum End {
@@ -100,41 +81,18 @@ where
         .current()
         .and_then(|e| client.hedge_delay(&policy, e, true))
         .map(|d| Box::pin(client.platform.sleep(d)));
-    let mut rivals: Vec<Rival<'a, C, P, S>> = Vec::new();
+    let mut rivals: Vec<Rival<C, P, S>> = Vec::new();
     let mut collected: Vec<Attempt> = Vec::new();
     let mut extra = 0;
     let end = {
-        let mut primary = pin!(this.advance());
-        let mut primary_live = true;
+        // Leg 0 is the stream raced, leg `i + 1` the rival `i`.
+        let mut legs: Vec<Option<Leg<'_, Item>>> = vec![Some(Box::pin(this.advance()))];
         let mut last: Option<Error> = None;
         loop {
-            let woke = poll_fn(|cx| {
-                if primary_live {
-                    if let Poll::Ready(item) = primary.as_mut().poll(cx) {
-                        return Poll::Ready(Woke::Done(None, item));
-                    }
-                }
-                for (i, r) in rivals.iter_mut().enumerate() {
-                    if let Some(leg) = r.leg.as_mut() {
-                        if let Poll::Ready(item) = leg.as_mut().poll(cx) {
-                            r.leg = None;
-                            return Poll::Ready(Woke::Done(Some(i), item));
-                        }
-                    }
-                }
-                match timer.as_mut().map(|t| t.as_mut().poll(cx)) {
-                    Some(Poll::Ready(())) => Poll::Ready(Woke::Hedge),
-                    Some(Poll::Pending) | None => Poll::Pending,
-                }
-            })
-            .await;
-            match woke {
+            match first_of(&mut legs, |l| l, &mut timer).await {
                 Woke::Hedge => {
                     timer = None;
-                    let live = match newest.0 {
-                        None => primary_live,
-                        Some(i) => rivals.get(i).is_some_and(|r| r.leg.is_some()),
-                    };
+                    let live = legs[newest.0.map_or(0, |i| i + 1)].is_some();
                     let next = newest.1.at.get() + 1;
                     let Some(entry) = routes.entry_at(next).filter(|_| live) else {
                         continue; // nothing to hedge to, or no one to hedge
@@ -154,11 +112,10 @@ where
                     // Borrowed only inside this future: read after it ends
                     // or is dropped.
                     #[allow(clippy::await_holding_refcell_ref)]
-                    let leg: Leg<'a> = Box::pin(async move { shared.borrow_mut().advance().await });
-                    rivals.push(Rival {
-                        stream,
-                        leg: Some(leg),
-                    });
+                    let leg: Leg<'a, Item> =
+                        Box::pin(async move { shared.borrow_mut().advance().await });
+                    legs.push(Some(leg));
+                    rivals.push(stream);
                     newest = (Some(rivals.len() - 1), reach);
                     if extra < policy.max_extra {
                         timer = client
@@ -166,10 +123,8 @@ where
                             .map(|d| Box::pin(client.platform.sleep(d)));
                     }
                 }
-                Woke::Done(who, item) => {
-                    if who.is_none() {
-                        primary_live = false;
-                    }
+                Woke::Done(leg, item) => {
+                    let who = leg.checked_sub(1);
                     match item {
                         Some(Ok(item)) => break End::Won(who, item),
                         Some(Err(e)) if matches!(e, Error::Rejected { .. }) => {
@@ -181,8 +136,7 @@ where
                         }
                         None => {}
                     }
-                    let any_live = primary_live || rivals.iter().any(|r| r.leg.is_some());
-                    if !any_live {
+                    if legs.iter().all(Option::is_none) {
                         break last.map_or(End::Ended, End::Failed);
                     }
                 }
@@ -196,12 +150,9 @@ where
         End::Won(Some(i), _) => Some(*i),
         _ => None,
     };
-    for r in rivals.iter_mut() {
-        r.leg = None;
-    }
     for (i, r) in rivals.iter().enumerate() {
         if Some(i) != winner {
-            collected.append(&mut r.stream.borrow_mut().cancel(now));
+            collected.append(&mut r.borrow_mut().cancel(now));
         }
     }
     if !matches!(end, End::Won(None, _)) {
@@ -210,7 +161,7 @@ where
     if let Some(i) = winner {
         if let Some(r) = rivals.get(i) {
             // The rival is the stream from now on.
-            std::mem::swap(this, &mut *r.stream.borrow_mut());
+            std::mem::swap(this, &mut *r.borrow_mut());
         }
     }
     drop(rivals);
