@@ -233,24 +233,13 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         if result.err().is_none_or(ProviderError::trips_breaker) {
             self.with_stats(entry, |s| s.record(ended, millis(duration), result.err()));
         }
-        run.attempts.push(Attempt {
-            provider: entry.provider.clone(),
-            model: entry.model.clone(),
-            number,
-            started_at: started,
-            duration,
-            reached,
-            outcome: match result {
-                Ok(()) => AttemptOutcome::Success,
-                Err(error) => AttemptOutcome::Failure {
-                    error: error.clone(),
-                },
+        let outcome = match result {
+            Ok(()) => AttemptOutcome::Success,
+            Err(error) => AttemptOutcome::Failure {
+                error: error.clone(),
             },
-            usage: None,
-            omitted: Vec::new(),
-        });
-        let last = run.attempts.len() - 1;
-        &mut run.attempts[last]
+        };
+        run.record(entry, number, started, duration, reached, outcome)
     }
 }
 

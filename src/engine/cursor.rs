@@ -123,17 +123,54 @@ impl Run {
 
     /// Records an entry that was not called.
     pub(crate) fn skip(&mut self, entry: &Entry, now: UnixMillis, error: ProviderError) {
+        let outcome = AttemptOutcome::Failure { error };
+        self.record(entry, 0, now, Duration::ZERO, false, outcome);
+    }
+
+    /// Records the attempt at `entry` (`number`, started at `started`) a
+    /// hedge dropped at `now`: cancelled, its request sent (the provider
+    /// may have begun).
+    pub(crate) fn cancelled(
+        &mut self,
+        entry: &Entry,
+        number: u32,
+        started: UnixMillis,
+        now: UnixMillis,
+    ) -> &mut Attempt {
+        let duration = Duration::from_millis(now.saturating_sub(started));
+        self.record(
+            entry,
+            number,
+            started,
+            duration,
+            true,
+            AttemptOutcome::Cancelled,
+        )
+    }
+
+    /// Records attempt `number` at `entry`, no usage or omitted hints yet.
+    pub(crate) fn record(
+        &mut self,
+        entry: &Entry,
+        number: u32,
+        started_at: UnixMillis,
+        duration: Duration,
+        reached: bool,
+        outcome: AttemptOutcome,
+    ) -> &mut Attempt {
         self.attempts.push(Attempt {
             provider: entry.provider.clone(),
             model: entry.model.clone(),
-            number: 0,
-            started_at: now,
-            duration: Duration::ZERO,
-            reached: false,
-            outcome: AttemptOutcome::Failure { error },
+            number,
+            started_at,
+            duration,
+            reached,
+            outcome,
             usage: None,
             omitted: Vec::new(),
         });
+        let last = self.attempts.len() - 1;
+        &mut self.attempts[last]
     }
 }
 

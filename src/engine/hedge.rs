@@ -18,7 +18,7 @@ use crate::engine::core::Core;
 use crate::engine::cursor::{Cursor, Run};
 use crate::engine::route::{Entry, Reply, ServedBy, Step};
 use crate::engine::store::BreakerStore;
-use crate::error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
+use crate::error::{Error, ErrorKind, Exhausted, ProviderError};
 use crate::platform::{Platform, UnixMillis};
 use crate::policy::budget::{BudgetPolicy, RetryBudget};
 
@@ -243,18 +243,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
             r.leg = None;
             let mut run = r.run.borrow_mut();
             if let Some((number, started)) = run.in_flight.take() {
-                run.attempts.push(Attempt {
-                    provider: r.entry.provider.clone(),
-                    model: r.entry.model.clone(),
-                    number,
-                    started_at: started,
-                    duration: Duration::from_millis(now.saturating_sub(started)),
-                    // Its request was sent: the provider may have begun.
-                    reached: true,
-                    outcome: AttemptOutcome::Cancelled,
-                    usage: None,
-                    omitted: Vec::new(),
-                });
+                run.cancelled(&r.entry, number, started, now);
             }
             drop(run);
             self.merge(walk, r);

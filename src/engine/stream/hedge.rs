@@ -19,14 +19,13 @@
 use std::cell::RefCell;
 use std::ops::Deref;
 use std::rc::Rc;
-use std::time::Duration;
 
 use super::{ChatStream, StreamItem};
 use crate::engine::core::Client;
 use crate::engine::cursor::{Cursor, Reach};
 use crate::engine::hedge::{first_of, HedgePolicy, Leg, Woke};
 use crate::engine::store::BreakerStore;
-use crate::error::{Attempt, AttemptOutcome, Error};
+use crate::error::{Attempt, Error};
 use crate::platform::{Platform, UnixMillis};
 
 type Item = Option<Result<StreamItem, Error>>;
@@ -229,20 +228,9 @@ where
             (None, None) => None,
         };
         self.conn = None;
-        if let (Some((number, started, usage)), Some(entry)) = (in_flight, self.walk.current()) {
-            let attempt = Attempt {
-                provider: entry.provider.clone(),
-                model: entry.model.clone(),
-                number,
-                started_at: started,
-                duration: Duration::from_millis(now.saturating_sub(started)),
-                // Its request was sent: the provider may have begun.
-                reached: true,
-                outcome: AttemptOutcome::Cancelled,
-                usage,
-                omitted: Vec::new(),
-            };
-            self.walk.run.attempts.push(attempt);
+        if let (Some((number, started, usage)), Some(_)) = (in_flight, self.walk.current()) {
+            let (entry, run) = self.walk.entry_and_run();
+            run.cancelled(entry, number, started, now).usage = usage;
         }
         self.release_permit();
         self.done = true;
