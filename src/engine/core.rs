@@ -18,7 +18,7 @@ use crate::engine::cursor::Run;
 use crate::engine::hedge::HedgePolicy;
 use crate::engine::key::BreakerKeys;
 use crate::engine::order::RateLimited;
-use crate::engine::route::{Entry, Policy};
+use crate::engine::route::{Entry, Keyed, Policy};
 use crate::engine::store::{BreakerStore, MemoryStore};
 use crate::error::{Attempt, AttemptOutcome, ProviderError};
 use crate::event::{Event, Observer};
@@ -81,15 +81,14 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
     /// half-way, the permit goes back without a verdict.
     pub(super) async fn run_admitted<T>(
         &self,
-        entry: &Entry,
+        entry: Keyed<'_>,
         permit: Permit,
         size: u64,
         run: impl AsyncFnOnce(&mut Permit) -> Result<T, ProviderError>,
     ) -> Result<T, ProviderError> {
-        let key = self.key_of(entry);
         let mut guard = PermitGuard {
             store: &self.store,
-            key: &key,
+            key: entry.key,
             permit,
             armed: true,
         };
@@ -105,22 +104,22 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
     /// request witnesses against) gives the permit back.
     pub(super) fn settle(
         &self,
-        entry: &Entry,
+        entry: Keyed<'_>,
         permit: Permit,
         size: u64,
         result: Result<(), &ProviderError>,
     ) {
-        let key = self.key_of(entry);
-        let before = self.store.state(&key);
+        let key = entry.key;
+        let before = self.store.state(key);
         let now = self.platform.now();
         let outcome = self
             .timeouts
             .borrow_mut()
-            .verdict(&key, permit.kind, size, result);
-        self.store.record(&key, now, permit, outcome);
+            .verdict(key, permit.kind, size, result);
+        self.store.record(key, now, permit, outcome);
         if let Err(error) = result {
-            self.limited.borrow_mut().note(&key, now, error);
-            self.spread_failure(entry, &key, error);
+            self.limited.borrow_mut().note(key, now, error);
+            self.spread_failure(&entry, key, error);
             self.emit(|| Event::ProviderFailed {
                 provider: &entry.provider,
                 model: &entry.model,
@@ -129,19 +128,19 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
             });
         }
         let label = entry.label.as_deref();
-        self.emit_transition(&entry.provider, &entry.model, label, &key, before);
+        self.emit_transition(&entry.provider, &entry.model, label, key, before);
     }
 
     pub(super) async fn acquire(
         &self,
-        entry: &Entry,
+        entry: Keyed<'_>,
         now: UnixMillis,
     ) -> Result<Permit, CircuitOpen> {
-        let key = self.key_of(entry);
-        let before = self.store.state(&key);
-        let result = self.store.try_acquire(&key, now).await;
+        let key = entry.key;
+        let before = self.store.state(key);
+        let result = self.store.try_acquire(key, now).await;
         let label = entry.label.as_deref();
-        self.emit_transition(&entry.provider, &entry.model, label, &key, before);
+        self.emit_transition(&entry.provider, &entry.model, label, key, before);
         result
     }
 
@@ -189,7 +188,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
     /// Records a completed stream in its provider's and model's statistics.
     pub(super) fn record_stream(
         &self,
-        entry: &Entry,
+        entry: Keyed<'_>,
         ttft_ms: u64,
         output_tokens: u64,
         streaming_ms: u64,
@@ -201,11 +200,11 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
 
     /// Runs `f` on the statistics of `entry`'s provider and of its model
     /// (its breaker key), creating them on first use.
-    pub(super) fn with_stats(&self, entry: &Entry, f: impl Fn(&mut ProviderStats)) {
-        let key = self.key_of(entry);
+    pub(super) fn with_stats(&self, entry: Keyed<'_>, f: impl Fn(&mut ProviderStats)) {
+        let key = entry.key;
         for (map, name) in [
             (&self.stats, entry.provider.as_str()),
-            (&self.model_stats, &key),
+            (&self.model_stats, key),
         ] {
             let mut stats = map.borrow_mut();
             match stats.get_mut(name) {
@@ -220,7 +219,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
     pub(super) fn record_attempt<'r>(
         &self,
         run: &'r mut Run,
-        entry: &Entry,
+        entry: Keyed<'_>,
         number: u32,
         started: UnixMillis,
         reached: bool,
@@ -239,7 +238,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
                 error: error.clone(),
             },
         };
-        run.record(entry, number, started, duration, reached, outcome)
+        run.record(&entry, number, started, duration, reached, outcome)
     }
 }
 

@@ -25,7 +25,7 @@ use crate::chat::{ChatRequest, ChatResponse, Usage};
 use crate::engine::core::Core;
 use crate::engine::cost::{CostBook, Hold, HOLD_MARGIN};
 use crate::engine::order::{has_mate_after, order};
-use crate::engine::route::{CallOptions, Entry, Reply, ServedBy};
+use crate::engine::route::{CallOptions, Entry, Keyed, Reply, ServedBy};
 use crate::engine::store::BreakerStore;
 use crate::error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError};
 use crate::platform::{millis, Platform, UnixMillis};
@@ -177,6 +177,8 @@ impl Run {
 /// Where a request is in its route.
 pub(crate) struct Cursor<'c> {
     chain: Cow<'c, [Entry]>,
+    /// The breaker key of each entry of the chain, resolved once.
+    keys: Vec<Rc<str>>,
     /// The entry admitted last (or being looked at).
     index: usize,
     /// Entries skipped for an open breaker: index, the end of its
@@ -261,10 +263,11 @@ impl<'c> Cursor<'c> {
             .map_or(policy.deadline, |d| d.min(policy.deadline));
         let callers_deadline = deadline < policy.deadline;
         core.budget.borrow_mut().deposit(start);
-        let keys: Vec<_> = chain.iter().map(|e| core.key_of(e)).collect();
-        core.store.warm(keys.iter().map(|k| k.as_ref()), start);
+        let keys: Vec<Rc<str>> = chain.iter().map(|e| core.key_of(e)).collect();
+        core.store.warm(keys.iter().map(|k| &**k), start);
         Cursor {
             chain,
+            keys,
             index: 0,
             skipped: Vec::new(),
             called: false,
@@ -289,6 +292,7 @@ impl<'c> Cursor<'c> {
     pub(crate) fn into_owned(self) -> Cursor<'static> {
         Cursor {
             chain: Cow::Owned(self.chain.into_owned()),
+            keys: self.keys,
             index: self.index,
             skipped: self.skipped,
             called: self.called,
@@ -316,6 +320,7 @@ impl<'c> Cursor<'c> {
     pub(crate) fn hedge(&self, from: usize) -> Cursor<'c> {
         Cursor {
             chain: self.chain.clone(),
+            keys: self.keys.clone(),
             index: from,
             skipped: Vec::new(),
             called: false,
@@ -389,9 +394,13 @@ impl<'c> Cursor<'c> {
                 self.forced = true;
                 self.called = true;
                 self.run.keep(holds);
-                return Some(core.store.force(&core.key_of(entry), now));
+                return Some(core.store.force(&self.keys[index], now));
             }
-            match core.acquire(entry, now).await {
+            let keyed = Keyed {
+                entry,
+                key: &self.keys[index],
+            };
+            match core.acquire(keyed, now).await {
                 Ok(permit) => {
                     self.called = true;
                     self.run.mate_after = has_mate_after(&self.chain, self.index);
@@ -408,7 +417,7 @@ impl<'c> Cursor<'c> {
                     );
                     let healing = open.until <= now
                         || matches!(
-                            core.store.state(&core.key_of(entry)),
+                            core.store.state(&self.keys[self.index]),
                             Some(State::HalfOpen { .. })
                         );
                     core.emit_failover(&self.chain, self.index, &error);
@@ -460,8 +469,17 @@ impl<'c> Cursor<'c> {
     }
 
     /// The entry admitted last, and the request's record, at once.
-    pub(crate) fn entry_and_run(&mut self) -> (&Entry, &mut Run) {
-        (&self.chain[self.index], &mut self.run)
+    pub(crate) fn entry_and_run(&mut self) -> (Keyed<'_>, &mut Run) {
+        let entry = Keyed {
+            entry: &self.chain[self.index],
+            key: &self.keys[self.index],
+        };
+        (entry, &mut self.run)
+    }
+
+    /// The breaker key of the entry admitted last.
+    pub(crate) fn key(&self) -> &Rc<str> {
+        &self.keys[self.index]
     }
 
     /// Moves past the entry admitted last, which failed with `error` in a

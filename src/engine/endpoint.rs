@@ -18,7 +18,7 @@ use crate::engine::core::Core;
 use crate::engine::cursor::{Cursor, Run};
 use crate::engine::retry::Answer;
 pub use crate::engine::route::EmbeddingModel;
-use crate::engine::route::{CallOptions, Entry, ServedBy};
+use crate::engine::route::{CallOptions, Entry, Keyed, ServedBy};
 use crate::engine::store::BreakerStore;
 use crate::error::{Attempt, Error, ErrorKind, ProviderError};
 use crate::platform::{Headers, Platform};
@@ -175,7 +175,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
     /// [`Client::run_entry`] does for chat.
     async fn run_call(
         &self,
-        entry: &Entry,
+        entry: Keyed<'_>,
         permit: &mut Permit,
         call: &EndpointCall,
         run: &mut Run,

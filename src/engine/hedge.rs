@@ -16,7 +16,7 @@ use std::time::Duration;
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::engine::core::Core;
 use crate::engine::cursor::{Cursor, Run};
-use crate::engine::route::{Entry, Reply, ServedBy, Step};
+use crate::engine::route::{Entry, Keyed, Reply, ServedBy, Step};
 use crate::engine::store::BreakerStore;
 use crate::error::{Error, ErrorKind, Exhausted, ProviderError};
 use crate::platform::{Platform, UnixMillis};
@@ -211,13 +211,17 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         req: &'a ChatRequest,
     ) -> Running<'a> {
         let run = Rc::new(RefCell::new(walk.run.fork()));
-        let (shared, owned) = (Rc::clone(&run), entry.clone());
+        let (shared, owned, key) = (Rc::clone(&run), entry.clone(), Rc::clone(walk.key()));
         // The record is borrowed only inside this future (never from
         // outside while it runs): read after it ends or is dropped.
         #[allow(clippy::await_holding_refcell_ref)]
         let leg: Leg<'a, Step> = Box::pin(async move {
             let mut run = shared.borrow_mut();
-            self.step(&owned, permit, req, &mut run).await
+            let entry = Keyed {
+                entry: &owned,
+                key: &key,
+            };
+            self.step(entry, permit, req, &mut run).await
         });
         Running {
             entry,

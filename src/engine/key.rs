@@ -14,8 +14,8 @@
 //! provider ([`BreakerStore::note_failure`]), so the provider's models open
 //! together, as one provider breaker did.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use crate::engine::core::Core;
 use crate::engine::route::Entry;
@@ -47,7 +47,7 @@ pub fn provider_of(key: &str) -> &str {
 /// One model's breaker key at a provider, with what reports show of it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ModelKey {
-    key: String,
+    key: Rc<str>,
     model: String,
     /// The first label a route gives the entry.
     label: Option<String>,
@@ -60,7 +60,7 @@ pub(crate) struct BreakerKeys {
     /// Per provider: its listed models' keys, in route order.
     listed: BTreeMap<String, Vec<ModelKey>>,
     /// Per provider: the key its unlisted models share.
-    any: BTreeMap<String, String>,
+    any: BTreeMap<String, Rc<str>>,
 }
 
 impl BreakerKeys {
@@ -71,13 +71,14 @@ impl BreakerKeys {
     ) -> Self {
         let mut keys = BreakerKeys::default();
         for id in upstreams {
-            keys.any.insert(id.clone(), breaker_key(id, ANY_MODEL));
+            keys.any
+                .insert(id.clone(), breaker_key(id, ANY_MODEL).into());
         }
         for e in routes.values().flatten() {
             let models = keys.listed.entry(e.provider.clone()).or_default();
             if !models.iter().any(|m| m.model == e.model) {
                 models.push(ModelKey {
-                    key: breaker_key(&e.provider, &e.model),
+                    key: breaker_key(&e.provider, &e.model).into(),
                     model: e.model.clone(),
                     label: e.label.clone(),
                 });
@@ -87,12 +88,12 @@ impl BreakerKeys {
     }
 
     /// The key of `model` at `provider`, if a route lists it.
-    pub(crate) fn listed(&self, provider: &str, model: &str) -> Option<&str> {
+    pub(crate) fn listed(&self, provider: &str, model: &str) -> Option<&Rc<str>> {
         self.listed
             .get(provider)?
             .iter()
             .find(|m| m.model == model)
-            .map(|m| m.key.as_str())
+            .map(|m| &m.key)
     }
 }
 
@@ -106,16 +107,17 @@ fn severity(state: State) -> u8 {
 }
 
 impl<P: Platform, S: BreakerStore> Core<P, S> {
-    /// The breaker key `entry`'s calls count against.
-    pub(crate) fn key_of<'s>(&'s self, entry: &'s Entry) -> Cow<'s, str> {
+    /// The breaker key `entry`'s calls count against (a walk asks once per
+    /// entry: [`Keyed`](crate::engine::route::Keyed)).
+    pub(crate) fn key_of(&self, entry: &Entry) -> Rc<str> {
         if let Some(key) = self.keys.listed(&entry.provider, &entry.model) {
-            return Cow::Borrowed(key);
+            return Rc::clone(key);
         }
         match self.keys.any.get(&entry.provider) {
-            Some(key) => Cow::Borrowed(key),
+            Some(key) => Rc::clone(key),
             // Not a configured provider: its call fails before any breaker
             // verdict, but the key stays well-formed.
-            None => Cow::Owned(breaker_key(&entry.provider, ANY_MODEL)),
+            None => breaker_key(&entry.provider, ANY_MODEL).into(),
         }
     }
 
@@ -128,11 +130,11 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
             .get(provider)
             .into_iter()
             .flatten()
-            .map(|m| (m.key.as_str(), m.model.as_str(), m.label.as_deref()))
+            .map(|m| (&*m.key, m.model.as_str(), m.label.as_deref()))
             .collect();
         if let Some(any) = self.keys.any.get(provider) {
             if self.store.state(any).is_some() {
-                keys.push((any.as_str(), ANY_MODEL, None));
+                keys.push((&**any, ANY_MODEL, None));
             }
         }
         keys

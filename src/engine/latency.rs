@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::engine::core::Core;
-use crate::engine::route::Entry;
+use crate::engine::route::{Entry, Keyed};
 use crate::engine::store::BreakerStore;
 use crate::event::{Event, Standing};
 use crate::platform::Platform;
@@ -25,25 +25,25 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
     /// and shares it with the fleet through the store. Its own figures
     /// decide its standing unless the fleet's does; a change of standing
     /// is an event.
-    pub(crate) fn record_latency(&self, entry: &Entry, measure: Measure, ms: u64) {
-        let Some(slo) = slo_of(entry, measure) else {
+    pub(crate) fn record_latency(&self, entry: Keyed<'_>, measure: Measure, ms: u64) {
+        let Some(slo) = slo_of(&entry, measure) else {
             return;
         };
-        let key = self.key_of(entry);
-        let shared = self.store.latencies(&key).is_some();
+        let key = entry.key;
+        let shared = self.store.latencies(key).is_some();
         let change =
             self.latency
                 .borrow_mut()
-                .record(&key, measure, ms, slo, &self.demotion, shared);
+                .record(key, measure, ms, slo, &self.demotion, shared);
         let slo_ms = u64::try_from(slo.as_millis()).unwrap_or(u64::MAX);
         let sample = Sample {
             measure,
             ms,
             slo_ms,
         };
-        self.store.sample(&key, self.platform.now(), sample);
+        self.store.sample(key, self.platform.now(), sample);
         if let Some(change) = change {
-            self.announce(entry, change);
+            self.announce(&entry, change);
         }
     }
 

@@ -8,7 +8,7 @@ use crate::chat::{ChatRequest, ChatResponse, Usage};
 use crate::engine::authorize::{is_refused, renewing};
 use crate::engine::core::Core;
 use crate::engine::cursor::Run;
-use crate::engine::route::{Entry, Step};
+use crate::engine::route::{Entry, Keyed, Step};
 use crate::engine::store::BreakerStore;
 use crate::engine::timeout::timeout;
 use crate::error::{ErrorKind, ProviderError};
@@ -49,7 +49,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
     /// verdict for it.
     pub(crate) async fn step(
         &self,
-        entry: &Entry,
+        entry: Keyed<'_>,
         permit: Permit,
         req: &ChatRequest,
         run: &mut Run,
@@ -74,7 +74,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
     /// breaker would still admit it.
     pub(crate) async fn run_entry(
         &self,
-        entry: &Entry,
+        entry: Keyed<'_>,
         permit: &mut Permit,
         req: &ChatRequest,
         run: &mut Run,
@@ -98,7 +98,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
     /// is in [`Answer`].
     pub(crate) async fn retry_entry<T, F, Fut>(
         &self,
-        entry: &Entry,
+        entry: Keyed<'_>,
         permit: &mut Permit,
         run: &mut Run,
         mut attempt: F,
@@ -121,7 +121,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
                     ErrorKind::DeadlineExceeded,
                     "the request's deadline passed",
                 );
-                run.skip(entry, started, error.clone());
+                run.skip(&entry, started, error.clone());
                 return Err(error);
             }
             let limit = entry
@@ -174,7 +174,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
     /// held, is first marked failing when the error trips breakers.
     pub(crate) async fn wait_to_retry(
         &self,
-        entry: &Entry,
+        entry: Keyed<'_>,
         kind: PermitKind,
         mut permit: Option<&mut Permit>,
         error: &ProviderError,
@@ -199,7 +199,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         let Some(delay) = delay.flatten() else {
             return false;
         };
-        if !self.spend_retry(entry, error, number, delay, now) {
+        if !self.spend_retry(&entry, error, number, delay, now) {
             return false;
         }
         self.platform.sleep(delay).await;
@@ -210,14 +210,14 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
     /// (once), and tells whether the breaker would admit a retry now.
     fn breaker_admits_retry(
         &self,
-        entry: &Entry,
+        entry: Keyed<'_>,
         permit: Option<&mut Permit>,
         error: &ProviderError,
     ) -> bool {
         permit.is_none_or(|p| {
             let now = self.platform.now();
             self.store
-                .may_retry(&self.key_of(entry), now, p, error.trips_breaker())
+                .may_retry(entry.key, now, p, error.trips_breaker())
         })
     }
 

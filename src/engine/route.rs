@@ -1,6 +1,7 @@
 //! The plain data of a walk: a route's entries, the client-wide policies,
 //! a call's options, who answered and the reply, what became of one entry.
 
+use std::ops::Deref;
 use std::time::Duration;
 
 use crate::chat::ChatResponse;
@@ -208,4 +209,19 @@ pub struct EmbeddingModel {
     pub family: String,
     /// The vectors' length.
     pub dimensions: u32,
+}
+
+/// An entry of a walk with the breaker key its calls count against,
+/// resolved once when the walk reaches it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Keyed<'a> {
+    pub(crate) entry: &'a Entry,
+    pub(crate) key: &'a str,
+}
+
+impl Deref for Keyed<'_> {
+    type Target = Entry;
+    fn deref(&self) -> &Entry {
+        self.entry
+    }
 }

@@ -4,13 +4,14 @@
 //! whose repeat of it is swallowed).
 
 use std::ops::Deref;
+use std::rc::Rc;
 
 use super::{ChatStream, Error, ErrorKind, ProviderError};
 use crate::chat::{ChatRequest, Message, Part, Role};
 use crate::engine::core::Client;
 use crate::engine::pace::moves_on;
 use crate::engine::prefill::prefill_native;
-use crate::engine::route::Entry;
+use crate::engine::route::Keyed;
 use crate::engine::store::BreakerStore;
 use crate::platform::Platform;
 use crate::policy::timeouts::size_of;
@@ -63,10 +64,14 @@ where
         self.walk.run.in_flight = None;
         drop(conn.body); // abort the transfer now
         let error = self.walk.run.blame(self.client.core.platform.now(), error);
-        let entry = self.walk.entry().clone();
+        let (entry, key) = (self.walk.entry().clone(), Rc::clone(self.walk.key()));
+        let entry = Keyed {
+            entry: &entry,
+            key: &key,
+        };
         let record = self.client.core.record_attempt(
             &mut self.walk.run,
-            &entry,
+            entry,
             self.held.number,
             conn.started,
             true,
@@ -77,14 +82,14 @@ where
         if self.sent.committed && self.sent.interruption.is_none() {
             self.sent.interruption = Some(error.clone());
         }
-        self.after_failure(&entry, error, conn.prefill).await
+        self.after_failure(entry, error, conn.prefill).await
     }
 
     /// Decides what follows a failed attempt: the same entry again (after a
     /// wait), the next entry, or the end of the stream.
     pub(super) async fn after_failure(
         &mut self,
-        entry: &Entry,
+        entry: Keyed<'_>,
         error: ProviderError,
         prefill: bool,
     ) -> Result<(), Error> {
@@ -117,7 +122,11 @@ where
 
     /// Records the entry's verdict and moves on, or ends the stream when
     /// the error does not fail over (before the commit point).
-    pub(super) fn next_entry(&mut self, entry: &Entry, error: &ProviderError) -> Result<(), Error> {
+    pub(super) fn next_entry(
+        &mut self,
+        entry: Keyed<'_>,
+        error: &ProviderError,
+    ) -> Result<(), Error> {
         let client = self.client.clone();
         let client = &client.core;
         if let Some(permit) = self.held.permit.take() {

@@ -230,7 +230,7 @@ where
         self.conn = None;
         if let (Some((number, started, usage)), Some(_)) = (in_flight, self.walk.current()) {
             let (entry, run) = self.walk.entry_and_run();
-            run.cancelled(entry, number, started, now).usage = usage;
+            run.cancelled(&entry, number, started, now).usage = usage;
         }
         self.release_permit();
         self.done = true;

@@ -14,6 +14,7 @@
 use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::ops::Deref;
+use std::rc::Rc;
 use std::time::Duration;
 
 use crate::chat::{ChatRequest, Delta, Dialect, FinishReason, Usage};
@@ -21,7 +22,7 @@ use crate::engine::core::Client;
 use crate::engine::cursor::Cursor;
 use crate::engine::idle::idle_read;
 use crate::engine::pace::{is_late, wait_limit, Gate, Pace};
-use crate::engine::route::{Entry, ServedBy};
+use crate::engine::route::{Entry, Keyed, ServedBy};
 use crate::engine::store::BreakerStore;
 use crate::engine::timeout::timeout;
 use crate::error::{Attempt, Error, ErrorKind, ProviderError};
@@ -348,7 +349,11 @@ where
                 self.held = Held::new(permit);
             }
             let now = client.platform.now();
-            let entry = self.walk.entry().clone();
+            let (entry, key) = (self.walk.entry().clone(), Rc::clone(self.walk.key()));
+            let keyed = Keyed {
+                entry: &entry,
+                key: &key,
+            };
             if now >= self.walk.run.deadline_at {
                 self.release_permit(); // no verdict
                 self.walk.run.skip(
@@ -366,7 +371,7 @@ where
                     ErrorKind::Unsupported,
                     format!("no provider \"{}\" is configured", entry.provider),
                 );
-                self.next_entry(&entry, &e)?;
+                self.next_entry(keyed, &e)?;
                 continue;
             };
             self.held.number += 1;
@@ -433,13 +438,13 @@ where
                     let error = self.walk.run.blame(client.platform.now(), error);
                     client.record_attempt(
                         &mut self.walk.run,
-                        &entry,
+                        keyed,
                         self.held.number,
                         now,
                         reached,
                         Err(&error),
                     );
-                    self.after_failure(&entry, error, prefill).await?;
+                    self.after_failure(keyed, error, prefill).await?;
                 }
             }
         }
@@ -587,10 +592,14 @@ where
         self.malformed += conn.malformed;
         let client = self.client.clone();
         let client = &client.core;
-        let entry = self.walk.entry().clone();
+        let (entry, key) = (self.walk.entry().clone(), Rc::clone(self.walk.key()));
+        let entry = Keyed {
+            entry: &entry,
+            key: &key,
+        };
         let record = client.record_attempt(
             &mut self.walk.run,
-            &entry,
+            entry,
             self.held.number,
             conn.started,
             true,
@@ -602,16 +611,16 @@ where
         if let Some(first) = conn.first_content {
             let ttft = first.saturating_sub(conn.started);
             let streaming_ms = now.saturating_sub(first);
-            client.record_latency(&entry, Measure::Ttft, ttft);
+            client.record_latency(entry, Measure::Ttft, ttft);
             client.record_stream(
-                &entry,
+                entry,
                 ttft,
                 conn.usage.map_or(0, |u| u.output_tokens),
                 streaming_ms,
             );
         }
         if let Some(permit) = self.held.permit.take() {
-            client.settle(&entry, permit, size_of(&self.req), Ok(()));
+            client.settle(entry, permit, size_of(&self.req), Ok(()));
         }
         if let Some(pace) = conn.pace.take() {
             self.hand_over(&mut conn, pace.release());
@@ -642,8 +651,7 @@ where
     /// Gives back the permit of an entry left without a verdict.
     fn release_permit(&mut self) {
         if let Some(permit) = self.held.permit.take() {
-            let key = self.client.core.key_of(self.walk.entry());
-            self.client.core.store.release(&key, permit);
+            self.client.core.store.release(self.walk.key(), permit);
         }
     }
 }
