@@ -55,10 +55,9 @@ impl Schema {
             Ok(index) => Ok(Schema { schemas, index }),
             Err(boon::CompileError::ValidationError { src, .. }) => Err(first_cause(&src)),
             // boon says only where.
-            Err(boon::CompileError::ParseIdError { loc }) => Err((
-                format!("{}/$id", pointer_in(&loc)),
-                "not a URL".into(),
-            )),
+            Err(boon::CompileError::ParseIdError { loc }) => {
+                Err((format!("{}/$id", pointer_in(&loc)), "not a URL".into()))
+            }
             Err(e) => Err((String::new(), e.to_string())),
         }
     }
