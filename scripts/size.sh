@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reports the npm package's wasm size, raw and gzip -9, and fails (exit 1) when the gzip size
-# is over the limit: 1 MiB (1,048,576 B), a limit, not a target.
+# is over the limit: 1.5 MiB (1,572,864 B), a limit, not a target.
 # Usage: scripts/size.sh [PKG_DIR]   (default: builds the package into pkg/ first)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -14,14 +14,14 @@ fi
 [[ -d $PKG/wasm ]] && GLUE=$PKG/wasm || GLUE=$PKG
 WASM=$GLUE/resilient_llm_bg.wasm
 [[ -f $WASM ]] || { echo "size: no $WASM" >&2; exit 1; }
-LIMIT=1048576
+LIMIT=1572864
 raw=$(wc -c <"$WASM")
 gz=$(gzip -9 -c "$WASM" | wc -c)
 js=$(cat "$GLUE"/resilient_llm*.js "$GLUE"/snippets/*/src/js/*.js | gzip -9 -c | wc -c)
 printf 'npm wasm  raw  %8d B (%.1f KB)\n' "$raw" "$(echo "$raw/1024" | bc -l)"
-printf 'npm wasm  gzip %8d B (%.1f KB)  limit %d B (1 MiB)\n' "$gz" "$(echo "$gz/1024" | bc -l)" "$LIMIT"
+printf 'npm wasm  gzip %8d B (%.1f KB)  limit %d B (1.5 MiB)\n' "$gz" "$(echo "$gz/1024" | bc -l)" "$LIMIT"
 printf 'npm js    gzip %8d B (%.1f KB)  (glue + snippets: errors, stream, fetch)\n' "$js" "$(echo "$js/1024" | bc -l)"
 if ((gz > LIMIT)); then
-  echo "size: the npm wasm is over the 1 MiB gzip limit by $((gz - LIMIT)) B" >&2
+  echo "size: the npm wasm is over the 1.5 MiB gzip limit by $((gz - LIMIT)) B" >&2
   exit 1
 fi

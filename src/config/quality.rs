@@ -68,8 +68,8 @@ pub enum ValidatorConfig {
         /// The schema.
         schema: Value,
     },
-    /// The answer's text matches `pattern` (`regex-lite` syntax: Rust
-    /// regex without Unicode classes).
+    /// The answer's text matches `pattern` (the `regex` crate's syntax,
+    /// Unicode classes included).
     Regex {
         /// The expression.
         pattern: String,
@@ -167,7 +167,7 @@ fn validator(v: &ValidatorConfig, path: &str, issues: &mut Vec<ConfigIssue>) -> 
             format!("{path}.pattern"),
             format!("longer than {MAX_PATTERN_BYTES} bytes"),
         ),
-        ValidatorConfig::Regex { pattern } => match regex_lite::Regex::new(pattern) {
+        ValidatorConfig::Regex { pattern } => match regex::Regex::new(pattern) {
             Ok(re) => Some(Validator::Regex(re)),
             Err(e) => issue(format!("{path}.pattern"), format!("not a valid regex: {e}")),
         },

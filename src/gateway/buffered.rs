@@ -5,8 +5,9 @@
 //! answer is complete, since an answer cannot be judged before it is.
 
 use super::call::answer;
+use super::http::{Format, Outbound};
 use super::log::LogLine;
-use super::{Format, Gateway, Outbound};
+use super::proxy::Gateway;
 use crate::chat::{ChatRequest, ChatResponse, Delta};
 use crate::engine::client::CallOptions;
 use crate::engine::store::BreakerStore;

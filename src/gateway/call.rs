@@ -1,68 +1,19 @@
 //! What every call handler (chat, whole or buffered, and the other
-//! endpoints) does before and after its own part: the body read within the
-//! size limit, the deadline the client asked for, and the answer's log
-//! fields and headers, with an error in the client's format.
+//! endpoints) does around its own part: the deadline the client asked for,
+//! and the answer's log fields and headers, with an error in the client's
+//! format. The body is read first ([`super::body`]).
 
 use std::time::Duration;
 
+use super::http::{Format, Outbound};
 use super::log::LogLine;
-use super::render::{error_code, render_error_as, too_large};
-use super::request::{read_body, BodyError, BODY_DEADLINE};
-use super::{error_response, Format, Gateway, Outbound};
+use super::proxy::Gateway;
+use super::render::{error_code, render_error_as};
 use crate::engine::client::{Reply, ServedBy};
 use crate::engine::endpoint::EndpointReply;
 use crate::engine::store::BreakerStore;
-use crate::engine::timeout::timeout;
 use crate::error::{Attempt, Error};
-use crate::platform::{Body, Headers, Platform};
-
-impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
-    /// The request's body, read within the size limit (a `Content-Length`
-    /// over it is refused before the body is kept) and within
-    /// [`BODY_DEADLINE`] (a 408), or the answer that refuses it, in
-    /// `format`.
-    pub(super) async fn read_request(
-        &self,
-        format: Format,
-        headers: &Headers,
-        body: Body,
-        log: &mut LogLine<'_>,
-    ) -> Result<Vec<u8>, Outbound> {
-        let limit = self.client.policy().max_request_bytes;
-        let declared = headers
-            .get("content-length")
-            .and_then(|v| v.trim().parse::<u64>().ok());
-        let read = read_body(body, limit, declared.is_some_and(|n| n > limit as u64));
-        let Ok(read) = timeout(self.client.platform().sleep(BODY_DEADLINE), read).await else {
-            log.error = Some("body_timeout");
-            return Err(error_response(
-                format,
-                408,
-                &format!(
-                    "the request body did not arrive within {} s",
-                    BODY_DEADLINE.as_secs()
-                ),
-                None,
-            ));
-        };
-        match read {
-            Ok(b) => Ok(b),
-            Err(BodyError::TooLarge) => {
-                log.error = Some("request_too_large");
-                Err(too_large(format, limit))
-            }
-            Err(BodyError::Unreadable) => {
-                log.error = Some("bad_body");
-                Err(error_response(
-                    format,
-                    400,
-                    "the request body could not be read",
-                    None,
-                ))
-            }
-        }
-    }
-}
+use crate::platform::{Headers, Platform};
 
 /// The deadline the client asked for in `x-request-timeout-ms` (a positive
 /// whole number of milliseconds; anything else asks for none).

@@ -5,8 +5,9 @@
 //! returned as it came (its usage as the provider reported it).
 
 use super::call::{answer, asked_deadline};
+use super::http::{Format, Outbound};
 use super::log::LogLine;
-use super::{error_response, Format, Gateway, Outbound};
+use super::proxy::Gateway;
 use crate::chat::Endpoint;
 use crate::engine::client::CallOptions;
 use crate::engine::endpoint::EndpointCall;
@@ -25,16 +26,10 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         body: Body,
         log: &mut LogLine<'_>,
     ) -> Outbound {
-        let bytes = match self.read_request(format, headers, body, log).await {
-            Ok(b) => b,
-            Err(out) => return out,
-        };
-        let call = match read_endpoint(endpoint, &bytes) {
+        let read = |bytes: &[u8]| read_endpoint(endpoint, bytes);
+        let call = match self.read_request(format, headers, body, log, read).await {
             Ok(body) => EndpointCall::new(endpoint, body).forward(headers),
-            Err(e) => {
-                log.error = Some("malformed_request");
-                return error_response(format, 400, &e.to_string(), Some("invalid_request"));
-            }
+            Err(out) => return out,
         };
         log.route = call.model.clone();
         let opts = CallOptions {

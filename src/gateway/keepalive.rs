@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use futures_core::Stream;
 
-use super::sse::{self, Piece, PieceStream};
-use super::Format;
+use super::http::{Format, Piece, PieceStream};
+use super::sse;
 use crate::engine::client::Client;
 use crate::engine::idle::OwnedSleep;
 use crate::engine::store::BreakerStore;

@@ -136,6 +136,7 @@ impl Known {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gateway::route::{route, Route};
 
     #[test]
     fn every_known_path_is_a_route_and_keeps_its_name() {
@@ -143,7 +144,7 @@ mod tests {
             let concrete = if p == MODEL_PATH { "/v1/models/x" } else { p };
             let routed = ["GET", "POST"]
                 .iter()
-                .any(|m| super::super::route(m, concrete) != super::super::Route::NotFound);
+                .any(|m| route(m, concrete) != Route::NotFound);
             assert!(routed, "{p}");
             assert_eq!(path_label(concrete), p);
             assert_eq!(path_label(&format!("{concrete}/")), p);

@@ -5,8 +5,8 @@
 //!
 //! | input | limit | where |
 //! |---|---|---|
-//! | body | `limits.maxRequestBytes` (1 MiB): 413 | `request.rs`, read as far as the limit |
-//! | body's arrival | 60 s for all of it (`request::BODY_DEADLINE`): 408 | `call.rs` |
+//! | body | `limits.maxRequestBytes` (1 MiB): 413 | `body.rs`, read as far as the limit |
+//! | body's arrival | 60 s for all of it (`body::BODY_DEADLINE`): 408 | `body.rs` |
 //! | JSON nesting | [`MAX_JSON_DEPTH`] (serde_json's own) | the parse |
 //! | messages | [`MAX_MESSAGES`] | [`check_request`] |
 //! | names (model, tools, tool calls) | [`MAX_NAME_BYTES`] | [`check_request`] |
@@ -15,6 +15,7 @@
 //! | an upstream stream's length | [`crate::MAX_STREAM_BYTES`], events [`crate::MAX_LINE_BYTES`] | `sse.rs` |
 //! | an upstream stream's duration | the request's deadline (`deadlineMs`, 60 s) | `engine/stream.rs` |
 
+use super::http::REQUEST_HEADERS;
 use crate::chat::{ChatRequest, Part, ToolChoice};
 use crate::format::FormatError;
 use crate::platform::Headers;
@@ -38,13 +39,13 @@ pub const MAX_MESSAGES: usize = 100_000;
 pub const MAX_NAME_BYTES: usize = 256;
 
 /// The longest value of a request header the gateway reads
-/// ([`super::REQUEST_HEADERS`]), forwarded ones included.
+/// ([`REQUEST_HEADERS`]), forwarded ones included.
 pub const MAX_HEADER_BYTES: usize = 8 << 10;
 
 /// The first header the gateway reads whose value is longer than
 /// [`MAX_HEADER_BYTES`].
 pub(super) fn oversized_header(headers: &Headers) -> Option<&'static str> {
-    super::REQUEST_HEADERS.iter().copied().find(|name| {
+    REQUEST_HEADERS.iter().copied().find(|name| {
         headers
             .get(name)
             .is_some_and(|v| v.len() > MAX_HEADER_BYTES)

@@ -2,8 +2,8 @@
 
 use serde::Serialize;
 
+use super::http::{Format, Outbound};
 use super::render::to_json_text;
-use super::{Format, Outbound};
 use crate::chat::Usage;
 use crate::error::{discarded_usage, Attempt, AttemptOutcome, ErrorKind};
 use crate::platform::UnixMillis;

@@ -13,8 +13,32 @@ use std::collections::BTreeMap;
 use percent_encoding::percent_decode_str;
 use serde_json::{json, Value};
 
-use super::Format;
+use super::http::{Format, Outbound};
+use super::proxy::Gateway;
+use super::render::{error_response, json_response};
+use super::request::clip;
 use crate::engine::client::Entry;
+use crate::engine::store::BreakerStore;
+use crate::platform::Platform;
+
+impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
+    /// `GET /v1/models/{id}`.
+    pub(super) fn model(&self, format: Format, path: &str) -> Outbound {
+        let id = path.trim_end_matches('/').trim_start_matches("/v1/models/");
+        match one(self.client.routes(), format, id) {
+            Some(m) => json_response(200, &m),
+            None => error_response(
+                format,
+                404,
+                &format!(
+                    "no route or model \"{}\" (GET /v1/models lists them)",
+                    clip(id, 200)
+                ),
+                Some("model_not_found"),
+            ),
+        }
+    }
+}
 
 /// The list of every route.
 pub(super) fn list(routes: &BTreeMap<String, Vec<Entry>>, format: Format) -> Value {

@@ -13,8 +13,8 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::http::Format;
 use super::pass_responses::ResponsesSeen;
-use super::Format;
 use crate::chat::{Delta, FinishReason, Usage};
 use crate::engine::stream::RawEvent;
 use crate::format::anthropic::stop_reason_name;

@@ -3,8 +3,8 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use super::http::{Format, Outbound};
 use super::request::clip;
-use super::{Format, Outbound};
 use crate::error::{Error, Exhausted};
 use crate::format::{anthropic, openai};
 use crate::platform::Headers;

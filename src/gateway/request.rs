@@ -1,14 +1,13 @@
 //! Reading a client's request: its body within the limit, the neutral
 //! request beside the client's own body, its id.
 
-use std::time::Duration;
-
 use serde_json::Value;
 
-use super::Format;
+use super::http::Format;
+use super::limits::check_request;
 use crate::chat::{ChatRequest, Dialect, Native};
 use crate::format::{anthropic, openai, parse_json, responses, FormatError};
-use crate::platform::{Body, Headers, Platform};
+use crate::platform::{Headers, Platform};
 
 /// Request headers that mean something to a provider, forwarded from the
 /// client to the providers that read them. Never a credential
@@ -30,7 +29,7 @@ pub(super) fn read_chat(
         Format::Anthropic => (Dialect::Anthropic, anthropic::request_from_value(&value)?),
         Format::Responses => (Dialect::Responses, responses::request_from_value(&value)?),
     };
-    super::limits::check_request(&request)?;
+    check_request(&request)?;
     // The readers take only an object, so this is the body's own map.
     if let Value::Object(body) = value {
         let headers = FORWARDED_HEADERS
@@ -44,59 +43,6 @@ pub(super) fn read_chat(
         }));
     }
     Ok(request)
-}
-
-/// The most of an oversized body read (and thrown away) before answering
-/// 413: a client still sending when the answer comes may see a reset
-/// instead of the 413.
-pub(super) const DRAIN_CAP: usize = 16 << 20;
-
-/// The longest a request body may take to arrive, all of it: a client
-/// sending a byte every few seconds holds a connection and its buffer no
-/// longer than this. At the default `maxRequestBytes` (1 MiB) it asks for
-/// 17 KiB/s, which a slow mobile uplink still gives.
-pub(super) const BODY_DEADLINE: Duration = Duration::from_secs(60);
-
-pub(super) enum BodyError {
-    TooLarge,
-    Unreadable,
-}
-
-/// Reads the body up to `limit` bytes. Over it (or when `over` already),
-/// keeps nothing but reads on to the end (up to [`DRAIN_CAP`]) and fails
-/// with `TooLarge`.
-pub(super) async fn read_body(
-    mut body: Body,
-    limit: usize,
-    mut over: bool,
-) -> Result<Vec<u8>, BodyError> {
-    let mut buf = Vec::new();
-    let mut seen = 0usize;
-    while let Some(chunk) = body.chunk().await {
-        let Ok(chunk) = chunk else {
-            return Err(if over {
-                BodyError::TooLarge
-            } else {
-                BodyError::Unreadable
-            });
-        };
-        seen = seen.saturating_add(chunk.len());
-        if !over {
-            buf.extend_from_slice(&chunk);
-            if buf.len() > limit {
-                over = true;
-                buf = Vec::new();
-            }
-        }
-        if seen > DRAIN_CAP {
-            break;
-        }
-    }
-    if over {
-        Err(BodyError::TooLarge)
-    } else {
-        Ok(buf)
-    }
 }
 
 /// The client's `x-request-id` when it is short and plain, else a new one.
@@ -140,6 +86,7 @@ pub(super) fn clip(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gateway::http::REQUEST_HEADERS;
 
     #[test]
     fn paths_of_urls() {
@@ -155,5 +102,43 @@ mod tests {
             url_path("http://h/v1/chat/completions/"),
             "/v1/chat/completions/"
         );
+    }
+
+    #[test]
+    fn request_headers_names_every_header_read() {
+        // Every header looked up in these modules by name (a `get` on `headers`).
+        let src = concat!(
+            include_str!("http.rs"),
+            include_str!("setup.rs"),
+            include_str!("route.rs"),
+            include_str!("proxy.rs"),
+            include_str!("dispatch.rs"),
+            include_str!("chat.rs"),
+            include_str!("health.rs"),
+            include_str!("login.rs"),
+            include_str!("models.rs"),
+            include_str!("auth.rs"),
+            include_str!("request.rs")
+        );
+        let mut read = Vec::new();
+        for (i, _) in src.match_indices(".get(\"") {
+            if src[..i].trim_end().ends_with("headers") {
+                let name = &src[i + 6..];
+                read.push(&name[..name.find('"').unwrap()]);
+            }
+        }
+        assert!(read.len() >= 6, "{read:?}");
+        for name in read {
+            assert!(
+                REQUEST_HEADERS.contains(&name),
+                "{name} is read but not in REQUEST_HEADERS"
+            );
+        }
+        for name in FORWARDED_HEADERS {
+            assert!(
+                REQUEST_HEADERS.contains(name),
+                "{name} is forwarded but not read"
+            );
+        }
     }
 }

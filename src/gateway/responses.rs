@@ -11,8 +11,8 @@
 //! every translating entry, so it goes only to the Responses-speaking
 //! entries, and is a 400 naming the field when its route has none.
 
+use super::http::{Format, Outbound};
 use super::render::json_response;
-use super::{Format, Outbound};
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::format::responses::{render_response, Echo};
 

@@ -17,7 +17,7 @@ use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use super::Auth;
+use super::auth::Auth;
 use crate::config::Secret;
 use crate::platform::{Headers, UnixMillis};
 

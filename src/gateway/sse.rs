@@ -16,8 +16,8 @@ use std::task::{Context, Poll};
 use futures_core::Stream;
 use serde::Serialize;
 
+use super::http::{Format, Piece, PieceStream};
 use super::pass::PassWriter;
-use super::Format;
 use crate::chat::{Delta, Usage};
 use crate::engine::client::Client;
 use crate::engine::store::BreakerStore;
@@ -29,21 +29,9 @@ use crate::format::responses::{Echo, ResponsesStreamEncoder};
 use crate::platform::Platform;
 use crate::policy::price::Bill;
 
-/// One piece of a streamed response.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Piece {
-    /// Bytes for the client.
-    Bytes(Vec<u8>),
-    /// A log line for the host, when the stream ends (never sent).
-    Log(String),
-}
-
-/// A streamed response body.
-pub type PieceStream = Pin<Box<dyn Stream<Item = Piece>>>;
-
 /// Where a stream's end line goes when its body is dropped before handing
 /// it out as a [`Piece::Log`]: the client went away mid-stream (see
-/// [`super::Gateway::log_to`]).
+/// [`super::proxy::Gateway::log_to`]).
 pub(crate) type LogSink = Rc<dyn Fn(&str)>;
 
 /// The client format's event writer.

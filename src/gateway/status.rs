@@ -20,9 +20,10 @@ use html_escape::{encode_double_quoted_attribute as attr, encode_text as esc};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use super::http::Outbound;
 use super::log::LogLine;
 use crate::fleet::{Counts, Journal};
-use crate::platform::UnixMillis;
+use crate::platform::{Headers, UnixMillis};
 use crate::policy::breaker::StateName;
 use crate::policy::stats::Health;
 
@@ -214,7 +215,7 @@ tr.model td{border-bottom-style:dotted}.sub{padding-left:18px}.sub::before{conte
 /// elsewhere, and no inline script or style but the page's own, named by
 /// their SHA-256 (an attribute a name slipped past the escaping could not
 /// run).
-pub(super) fn csp() -> String {
+fn csp() -> String {
     let hash =
         |s: &str| base64::engine::general_purpose::STANDARD.encode(Sha256::digest(s.as_bytes()));
     format!(
@@ -224,6 +225,21 @@ pub(super) fn csp() -> String {
         hash(STYLE),
         hash(SCRIPT)
     )
+}
+
+/// An HTML page that loads nothing from elsewhere, and is not cached.
+pub(super) fn html_response(status: u16, html: String) -> Outbound {
+    let mut headers = Headers::new();
+    headers.insert("content-type", "text/html; charset=utf-8");
+    headers.insert("cache-control", "no-store");
+    headers.insert("content-security-policy", csp());
+    Outbound {
+        status,
+        headers,
+        body: html.into_bytes(),
+        stream: None,
+        log: String::new(),
+    }
 }
 
 /// The sign-in page (`problem` when a key was refused).

@@ -10,7 +10,7 @@
 // CommonJS entry bundles it (scripts/build-npm.sh).
 
 // Kinds worth retrying on the same provider: ProviderError::is_retryable
-// in src/error.rs decides the same.
+// in src/error/provider.rs decides the same.
 const RETRYABLE = ["rate_limited", "server", "stalled", "transport", "decode"];
 
 export class LLMError extends Error {

@@ -20,7 +20,7 @@ pub enum Validator {
     #[cfg(feature = "schema")]
     JsonSchema(Box<crate::quality::schema::Schema>),
     /// The text matches a regular expression (anywhere, unless anchored).
-    Regex(regex_lite::Regex),
+    Regex(regex::Regex),
     /// At least this many characters (Unicode scalar values).
     MinLength(usize),
     /// At most this many characters.
@@ -227,10 +227,17 @@ mod tests {
 
     #[test]
     fn regex_matches_anywhere_unless_anchored() {
-        let v = Validator::Regex(regex_lite::Regex::new(r"\bSKU-\d{4}\b").unwrap());
+        let v = Validator::Regex(regex::Regex::new(r"\bSKU-\d{4}\b").unwrap());
         assert_eq!(v.check(&answer("the part is SKU-1234.")), Ok(()));
         let r = v.check(&answer("the part is SKU-12")).unwrap_err();
         assert_eq!(r.to_string(), r"regex: does not match /\bSKU-\d{4}\b/");
+    }
+
+    #[test]
+    fn regex_has_unicode_classes() {
+        let v = Validator::Regex(regex::Regex::new(r"^\p{Lu}\p{Ll}+ \p{Han}+$").unwrap());
+        assert_eq!(v.check(&answer("Émile 日本")), Ok(()));
+        assert!(v.check(&answer("emile 日本")).is_err());
     }
 
     #[test]

@@ -1,0 +1,225 @@
+//! `POST /v1/chat/completions`, `/v1/messages` and `/v1/responses`: a chat
+//! request in the client's format, answered whole or streamed.
+
+use std::rc::Rc;
+
+use super::call::{answer, asked_deadline};
+use super::http::{Format, Outbound};
+use super::keepalive;
+use super::log::LogLine;
+use super::proxy::Gateway;
+use super::render::{error_code, error_response, json_response};
+use super::request::read_chat;
+use super::responses;
+use super::sse;
+use crate::chat::ChatRequest;
+use crate::engine::client::{CallOptions, Reply};
+use crate::engine::store::BreakerStore;
+use crate::engine::stream::ChatStream;
+use crate::format::responses::Echo;
+use crate::format::{anthropic, openai};
+use crate::platform::{Body, Headers, Platform};
+
+impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
+    pub(super) async fn chat(
+        &self,
+        format: Format,
+        headers: &Headers,
+        body: Body,
+        log: &mut LogLine<'_>,
+    ) -> Outbound {
+        let read = |bytes: &[u8]| read_chat(format, bytes, headers);
+        let request = match self.read_request(format, headers, body, log, read).await {
+            Ok(r) => r,
+            Err(out) => return out,
+        };
+        let route_name = request.model.clone();
+        log.route = route_name.clone();
+        let opts = CallOptions {
+            route: None,
+            deadline: asked_deadline(headers),
+            // A request that must not run twice says so.
+            no_hedge: headers
+                .get("x-hedge")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("off")),
+        };
+        let echo = responses::echo(format, &request);
+        if request.stream && self.buffers_stream(&request, &opts) {
+            let include_usage = request.wants_usage();
+            return self
+                .chat_buffered(format, request, opts, include_usage, echo, log)
+                .await;
+        }
+        if request.stream {
+            let include_usage = request.wants_usage();
+            return self
+                .chat_stream(format, request, opts, include_usage, echo, log)
+                .await;
+        }
+        let result = self.client.chat_with(request, opts).await;
+        answer(format, self.caller_holds_keys, result, log, |reply, log| {
+            self.render_reply(format, reply, echo.as_ref(), log)
+        })
+    }
+
+    /// A streamed answer: the first item is awaited before answering, so a
+    /// failure before the commit point is an ordinary error with its status.
+    async fn chat_stream(
+        &self,
+        format: Format,
+        request: ChatRequest,
+        opts: CallOptions,
+        include_usage: bool,
+        echo: Option<Echo>,
+        log: &mut LogLine<'_>,
+    ) -> Outbound {
+        let started = self.client.platform().now();
+        log.stream = true;
+        let mut stream = match ChatStream::open(Rc::clone(&self.client), request, opts) {
+            Ok(s) => s,
+            Err(e) => {
+                log.error = Some(error_code(&e));
+                return self.render_error(format, &e);
+            }
+        };
+        stream.pass_through(format.dialect());
+        stream.idle_timers(sse::idle_timers(&self.client));
+        let keepalive = self.client.policy().keepalive;
+        let (stream, first) = match keepalive::first_item(&self.client, stream, keepalive).await {
+            Ok(first) => first,
+            Err(pending) => {
+                let then = keepalive::answer(
+                    format,
+                    log.request_id.to_string(),
+                    started,
+                    include_usage,
+                    echo,
+                    self.log.clone(),
+                );
+                let body =
+                    keepalive::body(Rc::clone(&self.client), pending, format, keepalive, then);
+                // No x-attempts or x-served-by: not known yet (the
+                // stream's end log line has them).
+                return Outbound {
+                    status: 200,
+                    headers: sse_headers(),
+                    body: Vec::new(),
+                    stream: Some(body),
+                    log: String::new(),
+                };
+            }
+        };
+        let mut out = match first {
+            Some(Ok(first)) => {
+                log.record_attempts(stream.attempts());
+                // The attempt answering is still open: it counts too.
+                log.attempts += usize::from(stream.in_flight());
+                log.omitted = stream.omitted().to_vec();
+                let served = stream.served_by().cloned();
+                log.served_by = served
+                    .as_ref()
+                    .map(|s| format!("{}/{}", s.provider, s.model));
+                let encoder = sse::Encoder::for_first(
+                    format,
+                    Some(&first),
+                    served.map(|s| s.model),
+                    log.request_id,
+                    started / 1000,
+                    include_usage,
+                    echo,
+                );
+                let headers = sse_headers();
+                let body = sse::body(
+                    stream,
+                    encoder,
+                    Ok(first),
+                    log.request_id.to_string(),
+                    started,
+                    log.attempts,
+                    self.log.clone(),
+                );
+                Outbound {
+                    status: 200,
+                    headers,
+                    body: Vec::new(),
+                    stream: Some(body),
+                    log: String::new(),
+                }
+            }
+            Some(Err(e)) => {
+                log.record_attempts(e.attempts());
+                log.error = Some(error_code(&e));
+                self.render_error(format, &e)
+            }
+            None => error_response(format, 502, "the stream ended before it began", None),
+        };
+        log.answer_headers(&mut out);
+        out
+    }
+
+    /// A whole answer: the provider's body as it came when it is in the
+    /// client's dialect (every field: several choices, logprobs, token
+    /// details, `model` as the provider named it), else the neutral answer
+    /// rendered in the client's format.
+    fn render_reply(
+        &self,
+        format: Format,
+        reply: Reply,
+        echo: Option<&Echo>,
+        log: &mut LogLine<'_>,
+    ) -> Outbound {
+        if let (Some(dialect), Some(raw)) = (reply.response.dialect, &reply.response.raw) {
+            if dialect == format.dialect() {
+                let mut headers = Headers::new();
+                headers.insert("content-type", "application/json");
+                return Outbound {
+                    status: 200,
+                    headers,
+                    body: raw.get().as_bytes().to_vec(),
+                    stream: None,
+                    log: String::new(),
+                };
+            }
+        }
+        let mut response = reply.response;
+        if response.model.trim().is_empty() {
+            response.model = reply.served_by.model.clone();
+        }
+        let id = log.request_id;
+        match format {
+            Format::OpenAi => {
+                let created = self.client.platform().now() / 1000;
+                json_response(
+                    200,
+                    &openai::render_response(&response, &format!("chatcmpl-{id}"), created),
+                )
+            }
+            Format::Responses => {
+                let created = self.client.platform().now() / 1000;
+                responses::render(&response, id, created, echo)
+            }
+            Format::Anthropic => {
+                match anthropic::render_response(&response, &format!("msg_{id}")) {
+                    Ok(v) => json_response(200, &v),
+                    Err(e) => {
+                        log.error = Some("untranslatable_response");
+                        error_response(
+                            format,
+                            502,
+                            &format!("the answer cannot be given in this format: {e}"),
+                            None,
+                        )
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The headers of a streamed answer.
+fn sse_headers() -> Headers {
+    let mut headers = Headers::new();
+    headers.insert("content-type", "text/event-stream; charset=utf-8");
+    headers.insert("cache-control", "no-cache");
+    headers
+}

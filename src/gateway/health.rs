@@ -1,0 +1,97 @@
+//! `GET /health`, `GET /metrics` and the status page's `GET /status` and
+//! `GET /status/data`: the providers' health, with what the fleet's
+//! breaker objects remember when there are any.
+
+use serde::Serialize;
+
+use super::http::Outbound;
+use super::metrics;
+use super::proxy::Gateway;
+use super::render::json_response;
+use super::status::{self, html_response};
+use crate::engine::store::BreakerStore;
+use crate::platform::{Headers, Platform, UnixMillis};
+use crate::policy::stats::Health;
+
+impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
+    /// `GET /status` (`html`) or `GET /status/data`: the same data.
+    pub(super) async fn status(&self, html: bool) -> Outbound {
+        let fleet = self.fleet_journals().await;
+        let health = self.client.health();
+        let changes = self.changes.borrow();
+        let now = self.client.platform().now();
+        let body = status::StatusBody::new(now, &health, &changes, &fleet);
+        if html {
+            html_response(200, status::page(&body))
+        } else {
+            json_response(200, &body)
+        }
+    }
+
+    /// What each breaker's object has journaled, by breaker key
+    /// (`provider/model`), for the keys whose objects answer (none without
+    /// fleet-wide breakers). Asked all at once: the slowest object bounds
+    /// the wait.
+    async fn fleet_journals(&self) -> Vec<(String, crate::fleet::Journal)> {
+        let Some(journals) = &self.journals else {
+            return Vec::new();
+        };
+        let keys: Vec<String> = self
+            .client
+            .provider_ids()
+            .flat_map(|p| self.client.provider_keys(p))
+            .map(|(key, _, _)| key.to_owned())
+            .collect();
+        let asked = keys.iter().map(|k| journals.journal_of(k));
+        let answers = futures_util::future::join_all(asked).await;
+        keys.into_iter()
+            .zip(answers)
+            .filter_map(|(k, j)| Some((k, j?)))
+            .collect()
+    }
+
+    /// `GET /metrics`.
+    pub(super) async fn metrics_page(&self) -> Outbound {
+        let fleet = self.fleet_journals().await;
+        let mut headers = Headers::new();
+        headers.insert("content-type", metrics::CONTENT_TYPE);
+        Outbound {
+            status: 200,
+            headers,
+            body: self
+                .metrics
+                .render(&self.client.health(), &fleet, &self.client.cost_totals())
+                .into_bytes(),
+            stream: None,
+            log: String::new(),
+        }
+    }
+
+    /// `GET /health`.
+    pub(super) fn health(&self) -> Outbound {
+        let providers = self.client.health();
+        let degraded = providers.iter().any(Health::is_degraded);
+        let body = HealthBody {
+            providers,
+            status: if degraded { "degraded" } else { "ok" },
+            time: self.client.platform().now(),
+            costs: self.client.cost_totals(),
+            spend: self.client.spend(),
+        };
+        json_response(200, &body)
+    }
+}
+
+/// `GET /health`'s answer.
+#[derive(Serialize)]
+struct HealthBody {
+    /// What each provider's model cost, from the usage reported.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    costs: Vec<crate::engine::cost::ModelCost>,
+    providers: Vec<Health>,
+    /// Each route with a daily budget: what it spent today.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    spend: Vec<crate::engine::cost::SpendHealth>,
+    status: &'static str,
+    time: UnixMillis,
+}

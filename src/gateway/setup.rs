@@ -1,0 +1,171 @@
+//! A gateway's setup: the configuration and the client keys it names, read
+//! and checked once per isolate, and the 500 a configuration that did not
+//! validate answers every request with.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use super::auth::Auth;
+use super::http::{Format, Outbound};
+use super::log::{log_line, LogLine};
+use super::proxy::Gateway;
+use super::render::error_response;
+use crate::config::{Config, ConfigError, ConfigIssue, Secret, Validated};
+use crate::engine::store::BreakerStore;
+use crate::fleet::JournalSource;
+use crate::platform::{Headers, Platform};
+use crate::policy::breaker::BreakerPolicy;
+
+/// A configuration read and validated once per isolate, before a store and
+/// platform make it a [`Gateway`].
+pub struct Setup {
+    validated: Validated,
+    auth: Auth,
+    ledger: Option<Rc<dyn crate::engine::cost::SpendLedger>>,
+    journals: Option<Rc<dyn JournalSource>>,
+}
+
+impl Setup {
+    /// Reads the `CONFIG` JSON and the secrets it names. Every problem is
+    /// reported at once, each with its path; no message holds a secret.
+    pub fn load(
+        config: Option<&str>,
+        secret: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Setup, ConfigError> {
+        let Some(json) = config.filter(|c| !c.trim().is_empty()) else {
+            return Err(ConfigError {
+                issues: vec![ConfigIssue::new(
+                    "CONFIG",
+                    "not set: give the gateway its configuration as one JSON document \
+                     (wrangler.toml [vars] CONFIG)",
+                )],
+            });
+        };
+        let config = Config::parse(json)?;
+        let mut issues = Vec::new();
+        let auth = auth_from(&config, secret, &mut issues);
+        let validated = match config.validate(secret, &[]) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                issues.extend(e.issues);
+                None
+            }
+        };
+        match validated {
+            Some(validated) if issues.is_empty() => Ok(Setup {
+                validated,
+                auth,
+                ledger: None,
+                journals: None,
+            }),
+            _ => Err(ConfigError { issues }),
+        }
+    }
+
+    /// Gateway auth.
+    pub fn auth(&self) -> &Auth {
+        &self.auth
+    }
+
+    /// The breaker policy of every provider without its own.
+    pub fn breaker(&self) -> BreakerPolicy {
+        self.validated.policies.breaker
+    }
+
+    /// Per-provider breaker policies, in provider id order.
+    pub fn breakers(&self) -> &[(String, BreakerPolicy)] {
+        &self.validated.breakers
+    }
+
+    /// The end-to-end deadline of a request.
+    pub fn deadline(&self) -> Duration {
+        self.validated.policies.client.deadline
+    }
+
+    /// The gateway, on `platform`, with breakers in `store`.
+    pub fn into_gateway<P: Platform + 'static, S: BreakerStore + 'static>(
+        self,
+        platform: P,
+        store: S,
+    ) -> Gateway<P, S> {
+        let mut builder = self.validated.into_builder(platform, Vec::new());
+        if let Some(ledger) = self.ledger {
+            builder = builder.spend_ledger(ledger);
+        }
+        let mut gateway = Gateway::new(builder.build_with_store(store), self.auth);
+        gateway.journals = self.journals;
+        gateway
+    }
+
+    /// Reads what the fleet remembers of each breaker from `journals`, for
+    /// the status page and `/metrics` (the Worker's breaker objects).
+    pub fn journals(mut self, journals: Rc<dyn JournalSource>) -> Self {
+        self.journals = Some(journals);
+        self
+    }
+
+    /// Keeps the routes' daily spending in `ledger` too (the Worker's
+    /// fleet-wide spend objects).
+    pub fn spend_ledger(mut self, ledger: Rc<dyn crate::engine::cost::SpendLedger>) -> Self {
+        self.ledger = Some(ledger);
+        self
+    }
+}
+
+fn auth_from(
+    config: &Config,
+    secret: &dyn Fn(&str) -> Option<String>,
+    issues: &mut Vec<ConfigIssue>,
+) -> Auth {
+    let g = &config.gateway;
+    let mut keys = Vec::new();
+    for (i, name) in g.client_keys_env.iter().enumerate() {
+        match secret(name).filter(|k| !k.trim().is_empty()) {
+            Some(k) => keys.push(Secret::new(k.trim())),
+            None => issues.push(ConfigIssue::new(
+                format!("gateway.clientKeysEnv[{i}]"),
+                format!("secret \"{name}\" is not set (wrangler secret put {name})"),
+            )),
+        }
+    }
+    if g.allow_unauthenticated {
+        if !g.client_keys_env.is_empty() {
+            issues.push(ConfigIssue::new(
+                "gateway.allowUnauthenticated",
+                "cannot be combined with clientKeysEnv",
+            ));
+        }
+        return Auth::open();
+    }
+    if g.client_keys_env.is_empty() {
+        issues.push(ConfigIssue::new(
+            "gateway.clientKeysEnv",
+            "no client keys: name the secrets holding them, or set \
+             gateway.allowUnauthenticated for a local demo only",
+        ));
+    }
+    Auth::keys(keys)
+}
+
+/// The 500 for a configuration that did not validate: every issue with its
+/// path, in the client's format.
+pub fn config_error(
+    err: &ConfigError,
+    path: &str,
+    headers: &Headers,
+    request_id: &str,
+) -> Outbound {
+    let format = Format::guess(path, headers);
+    let mut out = error_response(format, 500, &err.to_string(), Some("invalid_configuration"));
+    out.headers.insert("x-request-id", request_id);
+    out.log = log_line(&mut LogLine {
+        level: "error",
+        request_id,
+        path,
+        status: 500,
+        error: Some("invalid_configuration"),
+        message: Some(&err.to_string()),
+        ..LogLine::default()
+    });
+    out
+}
