@@ -124,20 +124,23 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
     /// Every breaker key of `provider` the client knows of: its listed
     /// models', and the shared one once it has been used.
     pub(crate) fn provider_keys(&self, provider: &str) -> Vec<(&str, &str, Option<&str>)> {
-        let mut keys: Vec<(&str, &str, Option<&str>)> = self
+        self.keys_of(provider).collect()
+    }
+
+    /// [`provider_keys`](Self::provider_keys), not collected.
+    fn keys_of<'k>(
+        &'k self,
+        provider: &str,
+    ) -> impl Iterator<Item = (&'k str, &'k str, Option<&'k str>)> {
+        let listed = self.keys.listed.get(provider).into_iter().flatten();
+        let any = self
             .keys
-            .listed
+            .any
             .get(provider)
-            .into_iter()
-            .flatten()
+            .filter(|k| self.store.state(k).is_some());
+        listed
             .map(|m| (&*m.key, m.model.as_str(), m.label.as_deref()))
-            .collect();
-        if let Some(any) = self.keys.any.get(provider) {
-            if self.store.state(any).is_some() {
-                keys.push((&**any, ANY_MODEL, None));
-            }
-        }
-        keys
+            .chain(any.map(|k| (&**k, ANY_MODEL, None)))
     }
 
     /// After `entry` (key `key`) failed with `error`: when the failure is
@@ -190,8 +193,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
 
     /// `provider`'s state as one, as [`provider_breaker`](Self::provider_breaker) has it.
     pub(crate) fn provider_state(&self, provider: &str) -> StateName {
-        self.provider_keys(provider)
-            .iter()
+        self.keys_of(provider)
             .filter_map(|(key, _, _)| self.store.state(key))
             .max_by_key(|s| severity(*s))
             .unwrap_or(State::Closed)
