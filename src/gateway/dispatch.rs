@@ -6,7 +6,7 @@ use super::http::{Format, Inbound, Outbound};
 use super::limits;
 use super::log::{log_line, LogLine};
 use super::models;
-use super::point::DataPoint;
+use super::point::PointSource;
 use super::proxy::Gateway;
 use super::render::{error_response, json_response};
 use super::request::{clip, request_id};
@@ -101,8 +101,8 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             .provider_ids()
             .map(|k| (k, self.client.provider_state(k)));
         self.changes.borrow_mut().observe(now, &log, states);
-        *self.point.borrow_mut() = Some(DataPoint::of(&log));
         out.log = log_line(&mut log);
+        *self.point.borrow_mut() = Some(PointSource::of(&mut log));
         out
     }
 }

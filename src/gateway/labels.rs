@@ -12,8 +12,10 @@
 //! are escaped on the way out (`\` `"` and newline, OpenMetrics 1.0,
 //! "Escaping"), so no name writes a series of its own.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
 
@@ -61,14 +63,23 @@ pub(super) fn path_label(path: &str) -> &'static str {
         .unwrap_or(OTHER)
 }
 
-/// A label value, escaped when the exposition is written.
+/// A label value, escaped when the exposition is written. Shared: the
+/// values [`Known`] holds label a request without an allocation (`Arc`,
+/// not `Rc`: the metrics registry asks for `Send`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) struct Label(String);
+pub(super) struct Label(Arc<str>);
 
 impl Label {
     /// A value from the bounded set.
     pub(super) fn new(v: &str) -> Self {
-        Label(v.to_owned())
+        Label(v.into())
+    }
+}
+
+/// Looked up by its text.
+impl Borrow<str> for Label {
+    fn borrow(&self) -> &str {
+        &self.0
     }
 }
 
@@ -89,9 +100,11 @@ impl EncodeLabelValue for Label {
 
 /// The configured providers and the models routes list for each: what a
 /// provider or model label may name.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Known {
-    models: BTreeMap<String, BTreeSet<String>>,
+    models: BTreeMap<Label, BTreeSet<Label>>,
+    other: Label,
+    any: Label,
 }
 
 impl Known {
@@ -100,36 +113,35 @@ impl Known {
         providers: impl IntoIterator<Item = &'a str>,
         listed: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Self {
-        let mut models: BTreeMap<String, BTreeSet<String>> = providers
+        let mut models: BTreeMap<Label, BTreeSet<Label>> = providers
             .into_iter()
-            .map(|p| (p.to_owned(), BTreeSet::new()))
+            .map(|p| (Label::new(p), BTreeSet::new()))
             .collect();
         for (provider, model) in listed {
             if let Some(m) = models.get_mut(provider) {
-                m.insert(model.to_owned());
+                m.insert(Label::new(model));
             }
         }
-        Known { models }
+        let (other, any) = (Label::new(OTHER), Label::new(ANY_MODEL));
+        Known { models, other, any }
     }
 
     /// The label of `provider`.
     pub(super) fn provider(&self, provider: &str) -> Label {
-        match self.models.contains_key(provider) {
-            true => Label::new(provider),
-            false => Label::new(OTHER),
-        }
+        let known = self.models.get_key_value(provider).map(|(p, _)| p);
+        known.unwrap_or(&self.other).clone()
     }
 
     /// The labels of `model` at `provider`.
     pub(super) fn model(&self, provider: &str, model: &str) -> (Label, Label) {
-        let Some(models) = self.models.get(provider) else {
-            return (Label::new(OTHER), Label::new(OTHER));
+        let Some((provider, models)) = self.models.get_key_value(provider) else {
+            return (self.other.clone(), self.other.clone());
         };
-        let model = match model == ANY_MODEL || models.contains(model) {
-            true => model,
-            false => OTHER,
+        let model = match model == ANY_MODEL {
+            true => &self.any,
+            false => models.get(model).unwrap_or(&self.other),
         };
-        (Label::new(provider), Label::new(model))
+        (provider.clone(), model.clone())
     }
 }
 

@@ -5,6 +5,7 @@
 //! the client when the page is asked for, and the fleet's totals (every
 //! isolate's calls, probes and transitions) from the breaker objects.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -189,14 +190,14 @@ impl Metrics {
 
 /// `ok`, the failure's kind (`rate_limited`, …), or `rejected` (a label
 /// takes no reason: its values must stay few).
-pub(super) fn outcome_name(o: &Outcome) -> String {
+pub(super) fn outcome_name(o: &Outcome) -> Cow<'static, str> {
     match o {
         Outcome::Ok => "ok".into(),
         Outcome::Cancelled => "cancelled".into(),
         Outcome::Rejected(_) => "rejected".into(),
         Outcome::Failed(kind) => serde_json::to_value(kind)
             .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
+            .and_then(|v| v.as_str().map(|s| s.to_owned().into()))
             .unwrap_or_else(|| "other".into()),
     }
 }

@@ -21,9 +21,41 @@ pub struct DataPoint {
     pub doubles: Vec<f64>,
 }
 
+/// What a request's data point is made of, kept as the request ends and
+/// made into a [`DataPoint`] only when a host takes it (a Worker without
+/// the dataset never does): the log line's route and answering entry moved,
+/// not copied.
+#[derive(Debug)]
+pub(super) struct PointSource {
+    path: String,
+    route: Option<String>,
+    served_by: Option<String>,
+    status: u16,
+    latency_ms: u64,
+    attempts: usize,
+    tried: usize,
+    cost: Option<Cost>,
+}
+
+impl PointSource {
+    /// Takes what the point needs out of `log`, once its line is written.
+    pub(super) fn of(log: &mut LogLine<'_>) -> PointSource {
+        PointSource {
+            path: log.path.to_owned(),
+            route: log.route.take(),
+            served_by: log.served_by.take(),
+            status: log.status,
+            latency_ms: log.latency_ms,
+            attempts: log.attempts,
+            tried: log.trail.len(),
+            cost: log.cost.and_then(|b| b.total),
+        }
+    }
+}
+
 impl DataPoint {
-    pub(super) fn of(log: &LogLine<'_>) -> DataPoint {
-        let route = log.route.clone().unwrap_or_default();
+    pub(super) fn of(log: PointSource) -> DataPoint {
+        let route = log.route.unwrap_or_default();
         let (provider, model) = log
             .served_by
             .as_deref()
@@ -31,32 +63,27 @@ impl DataPoint {
             .map_or((String::new(), String::new()), |(p, m)| {
                 (p.into(), m.into())
             });
-        let cost = log.cost.and_then(|b| b.total);
+        let cost = log.cost;
+        let index = if route.is_empty() {
+            log.path.clone()
+        } else {
+            route.clone()
+        };
+        let mut blobs = Vec::with_capacity(6);
+        blobs.extend([log.path, route, provider, model, log.status.to_string()]);
+        blobs.extend(cost.map(|c| c.to_string()));
+        let mut doubles = Vec::with_capacity(5);
+        doubles.extend([
+            f64::from(log.status),
+            log.latency_ms as f64,
+            log.attempts as f64,
+            log.tried as f64,
+        ]);
+        doubles.extend(cost.map(Cost::usd));
         DataPoint {
-            index: if route.is_empty() {
-                log.path.to_owned()
-            } else {
-                route.clone()
-            },
-            blobs: vec![
-                log.path.to_owned(),
-                route,
-                provider,
-                model,
-                log.status.to_string(),
-            ]
-            .into_iter()
-            .chain(cost.map(|c| c.to_string()))
-            .collect(),
-            doubles: vec![
-                f64::from(log.status),
-                log.latency_ms as f64,
-                log.attempts as f64,
-                log.trail.len() as f64,
-            ]
-            .into_iter()
-            .chain(cost.map(Cost::usd))
-            .collect(),
+            index,
+            blobs,
+            doubles,
         }
     }
 }

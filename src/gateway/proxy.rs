@@ -7,7 +7,7 @@ use std::rc::Rc;
 use super::auth::Auth;
 use super::labels::Known;
 use super::metrics::Metrics;
-use super::point::DataPoint;
+use super::point::{DataPoint, PointSource};
 use super::session::Throttle;
 use super::sse::LogSink;
 use super::status::Changes;
@@ -22,7 +22,7 @@ pub struct Gateway<P: Platform, S: BreakerStore> {
     pub(super) auth: Auth,
     pub(super) metrics: Metrics,
     pub(super) changes: RefCell<Changes>,
-    pub(super) point: RefCell<Option<DataPoint>>,
+    pub(super) point: RefCell<Option<PointSource>>,
     pub(super) journals: Option<Rc<dyn JournalSource>>,
     pub(super) caller_holds_keys: bool,
     /// Takes the end line of a stream whose body is dropped unfinished.
@@ -89,7 +89,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// last. A host takes it right after `handle` completes, before it awaits
     /// anything else: on one thread no other request can finish in between.
     pub fn take_point(&self) -> Option<DataPoint> {
-        self.point.borrow_mut().take()
+        self.point.borrow_mut().take().map(DataPoint::of)
     }
 
     /// Gateway auth.

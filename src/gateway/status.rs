@@ -88,15 +88,19 @@ impl Changes {
                     at: now,
                     from: format!("{}/{}", a.provider, a.model),
                     to: format!("{}/{}", b.provider, b.model),
-                    reason: super::metrics::outcome_name(&a.outcome),
+                    reason: super::metrics::outcome_name(&a.outcome).into_owned(),
                 });
             }
         }
         for (provider, state) in states {
-            let before = self
-                .states
-                .insert(provider.to_owned(), state)
-                .unwrap_or(StateName::Closed);
+            // A provider seen before keeps its key: no allocation per request.
+            let before = match self.states.get_mut(provider) {
+                Some(seen) => std::mem::replace(seen, state),
+                None => {
+                    self.states.insert(provider.to_owned(), state);
+                    StateName::Closed
+                }
+            };
             if before != state {
                 self.push(Change::Breaker {
                     at: now,
