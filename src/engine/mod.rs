@@ -1,8 +1,10 @@
 //! The only async logic, in the fixed layer order: timeout inside retry
-//! inside breaker inside chain. [`client`] holds the client and its builder,
-//! [`cursor`] the one walk over a route that whole answers ([`retry`]) and
-//! streams ([`stream`]) both drive, [`store`] where breakers live, [`key`] which breaker a call counts
-//! against.
+//! inside breaker inside chain. Top down: [`client`] the builder and the
+//! public verbs; the walkers ([`stream`], [`hedge`], [`escalate`],
+//! [`endpoint`], [`retry`] over [`attempt`]) driving [`cursor`], the one
+//! walk over a route; what it asks ([`order`], [`key`], [`cost`],
+//! [`latency`], [`store`]); [`core`], the state and helpers they share; and
+//! [`route`], the plain data. Nothing imports a module above it.
 
 pub(crate) mod attempt;
 pub(crate) mod authorize;
