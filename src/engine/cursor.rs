@@ -396,10 +396,7 @@ impl<'c> Cursor<'c> {
                 self.run.keep(holds);
                 return Some(core.store.force(&self.keys[index], now));
             }
-            let keyed = Keyed {
-                entry,
-                key: &self.keys[index],
-            };
+            let keyed = Keyed::new(entry, &self.keys[index]);
             match core.acquire(keyed, now).await {
                 Ok(permit) => {
                     self.called = true;
@@ -470,10 +467,7 @@ impl<'c> Cursor<'c> {
 
     /// The entry admitted last, and the request's record, at once.
     pub(crate) fn entry_and_run(&mut self) -> (Keyed<'_>, &mut Run) {
-        let entry = Keyed {
-            entry: &self.chain[self.index],
-            key: &self.keys[self.index],
-        };
+        let entry = Keyed::new(&self.chain[self.index], &self.keys[self.index]);
         (entry, &mut self.run)
     }
 
@@ -509,26 +503,13 @@ impl<'c> Cursor<'c> {
 
     /// Who answered: the entry admitted last.
     pub(crate) fn served_by(&self) -> ServedBy {
-        let entry = self.entry();
-        ServedBy {
-            provider: entry.provider.clone(),
-            model: entry.model.clone(),
-            label: entry.label.clone(),
-        }
+        ServedBy::of(self.entry())
     }
 
     /// The call's success: `response` from the entry admitted last.
-    pub(crate) fn reply(mut self, mut response: ChatResponse) -> Reply {
-        let served_by = self.served_by();
-        // Most adapters name themselves as the entry does: no copy then.
-        if response.provider != served_by.provider {
-            response.provider.clone_from(&served_by.provider);
-        }
-        Reply {
-            response,
-            served_by,
-            attempts: self.run.take_attempts(),
-        }
+    pub(crate) fn reply(mut self, response: ChatResponse) -> Reply {
+        let attempts = self.run.take_attempts();
+        Reply::new(&self.chain[self.index], response, attempts)
     }
 
     /// The call's end on an error that does not fail over: the provider

@@ -13,10 +13,10 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::Duration;
 
-use crate::chat::{ChatRequest, ChatResponse};
+use crate::chat::ChatRequest;
 use crate::engine::core::Core;
 use crate::engine::cursor::{Cursor, Run};
-use crate::engine::route::{Entry, Keyed, Reply, ServedBy, Step};
+use crate::engine::route::{Entry, Keyed, Reply, Step};
 use crate::engine::store::BreakerStore;
 use crate::error::{Error, ErrorKind, Exhausted, ProviderError};
 use crate::platform::{Platform, UnixMillis};
@@ -184,7 +184,11 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
                     match step {
                         Step::Answered(response) => {
                             self.cancel(walk, legs);
-                            return Some(Ok(self.hedge_reply(walk, &entry, *response)));
+                            return Some(Ok(Reply::new(
+                                &entry,
+                                *response,
+                                walk.run.take_attempts(),
+                            )));
                         }
                         Step::Stop(error) => {
                             self.cancel(walk, legs);
@@ -217,10 +221,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         #[allow(clippy::await_holding_refcell_ref)]
         let leg: Leg<'a, Step> = Box::pin(async move {
             let mut run = shared.borrow_mut();
-            let entry = Keyed {
-                entry: &owned,
-                key: &key,
-            };
+            let entry = Keyed::new(&owned, &key);
             self.step(entry, permit, req, &mut run).await
         });
         Running {
@@ -251,25 +252,6 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
             }
             drop(run);
             self.merge(walk, r);
-        }
-    }
-
-    fn hedge_reply(
-        &self,
-        walk: &mut Cursor<'_>,
-        entry: &Entry,
-        mut response: ChatResponse,
-    ) -> Reply {
-        let served_by = ServedBy {
-            provider: entry.provider.clone(),
-            model: entry.model.clone(),
-            label: entry.label.clone(),
-        };
-        response.provider = served_by.provider.clone();
-        Reply {
-            response,
-            served_by,
-            attempts: walk.run.take_attempts(),
         }
     }
 }

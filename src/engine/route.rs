@@ -179,6 +179,19 @@ pub struct ServedBy {
     pub label: Option<String>,
 }
 
+impl ServedBy {
+    /// `entry`, as answers name it.
+    pub(crate) fn of(entry: &Entry) -> Self {
+        let (provider, model) = (entry.provider.clone(), entry.model.clone());
+        let label = entry.label.clone();
+        ServedBy {
+            provider,
+            model,
+            label,
+        }
+    }
+}
+
 /// A successful call: the answer, who gave it, and every attempt on the way.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reply {
@@ -219,9 +232,31 @@ pub(crate) struct Keyed<'a> {
     pub(crate) key: &'a str,
 }
 
+impl<'a> Keyed<'a> {
+    pub(crate) fn new(entry: &'a Entry, key: &'a str) -> Self {
+        Keyed { entry, key }
+    }
+}
+
 impl Deref for Keyed<'_> {
     type Target = Entry;
     fn deref(&self) -> &Entry {
         self.entry
+    }
+}
+
+impl Reply {
+    /// `entry`'s answer `response`, after `attempts`.
+    pub(crate) fn new(entry: &Entry, mut response: ChatResponse, attempts: Vec<Attempt>) -> Self {
+        let served_by = ServedBy::of(entry);
+        // Most adapters name themselves as the entry does: no copy then.
+        if response.provider != served_by.provider {
+            response.provider.clone_from(&served_by.provider);
+        }
+        Reply {
+            response,
+            served_by,
+            attempts,
+        }
     }
 }

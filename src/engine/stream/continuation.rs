@@ -65,10 +65,7 @@ where
         drop(conn.body); // abort the transfer now
         let error = self.walk.run.blame(self.client.core.platform.now(), error);
         let (entry, key) = (self.walk.entry().clone(), Rc::clone(self.walk.key()));
-        let entry = Keyed {
-            entry: &entry,
-            key: &key,
-        };
+        let entry = Keyed::new(&entry, &key);
         let record = self.client.core.record_attempt(
             &mut self.walk.run,
             entry,

@@ -350,10 +350,7 @@ where
             }
             let now = client.platform.now();
             let (entry, key) = (self.walk.entry().clone(), Rc::clone(self.walk.key()));
-            let keyed = Keyed {
-                entry: &entry,
-                key: &key,
-            };
+            let keyed = Keyed::new(&entry, &key);
             if now >= self.walk.run.deadline_at {
                 self.release_permit(); // no verdict
                 self.walk.run.skip(
@@ -593,10 +590,7 @@ where
         let client = self.client.clone();
         let client = &client.core;
         let (entry, key) = (self.walk.entry().clone(), Rc::clone(self.walk.key()));
-        let entry = Keyed {
-            entry: &entry,
-            key: &key,
-        };
+        let entry = Keyed::new(&entry, &key);
         let record = client.record_attempt(
             &mut self.walk.run,
             entry,
