@@ -15,11 +15,10 @@
 # from npm binaryen 132 at the same -O level.
 #
 # Usage: [NPM_OPT_LEVEL=0|1|2|3|s|z] scripts/build-npm.sh [OUT_DIR]   (default: pkg/)
-#   NPM_OPT_LEVEL (default "z"): rustc's opt-level and wasm-opt's -O level. "z" is what fits the
-#   package with `jsonSchema` (feature `schema`, in `js`) under its 1 MiB gzip limit: 1,002,878 B,
-#   against 1,077,525 B at "s". CPU per chat call, "z" with the schema engine against "s" without
-#   (scripts/bench-npm.mjs, five interleaved rounds, 2026-12-01): 1.000 (0.897..1.105), alike
-#   within noise; an earlier A/B of the package without it had "s" 2–3 % under "z".
+#   NPM_OPT_LEVEL (default "z"): rustc's opt-level and wasm-opt's -O level. "z" keeps what a
+#   browser downloads smaller: 1,313,909 B gzip against 1,419,663 B at "s" (2026-12-03); CPU per
+#   chat call alike within noise (scripts/bench-npm.mjs, five interleaved rounds, 2026-12-01:
+#   1.000, 0.897..1.105).
 #
 # Expects the tools of scripts/setup.sh; sources its env file when present:
 #   ${RESILIENT_LLM_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/resilient-llm/tools}/env.sh

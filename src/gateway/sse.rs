@@ -8,12 +8,8 @@
 //! When the answering provider speaks the client's dialect, its own events
 //! go out as they came ([`PassWriter`]); otherwise the deltas are encoded.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
 
-use futures_core::Stream;
 use serde::Serialize;
 
 use super::http::{Format, Piece, PieceStream};
@@ -204,11 +200,7 @@ pub(crate) fn body<P: Platform + 'static, S: BreakerStore + 'static>(
         told,
         log,
     };
-    Box::pin(Unfold {
-        state: Some(state),
-        step: next_piece::<P, S>,
-        fut: None,
-    })
+    Box::pin(futures_util::stream::unfold(state, next_piece::<P, S>))
 }
 
 /// The next piece: the bytes of every item ready (all that one upstream
@@ -396,45 +388,4 @@ fn end_line<P: Platform, S: BreakerStore>(
         usage: st.stream.usage(),
     };
     super::render::to_json_text(&line, 256)
-}
-
-/// A stream from repeatedly running `step` on a state it hands back.
-struct Unfold<T, F, Fut> {
-    state: Option<T>,
-    step: F,
-    fut: Option<Pin<Box<Fut>>>,
-}
-
-impl<T, F, Fut> Stream for Unfold<T, F, Fut>
-where
-    T: Unpin,
-    F: FnMut(T) -> Fut + Unpin,
-    Fut: Future<Output = Option<(Piece, T)>>,
-{
-    type Item = Piece;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Piece>> {
-        let this = self.get_mut();
-        if this.fut.is_none() {
-            let Some(state) = this.state.take() else {
-                return Poll::Ready(None);
-            };
-            this.fut = Some(Box::pin((this.step)(state)));
-        }
-        let Some(fut) = this.fut.as_mut() else {
-            return Poll::Ready(None);
-        };
-        match fut.as_mut().poll(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(Some((piece, state))) => {
-                this.fut = None;
-                this.state = Some(state);
-                Poll::Ready(Some(piece))
-            }
-            Poll::Ready(None) => {
-                this.fut = None;
-                Poll::Ready(None)
-            }
-        }
-    }
 }
