@@ -296,9 +296,9 @@ export interface QualityConfig {
 
 export type ValidatorConfig =
   | { kind: "json" }
-  /** JSON Schema draft 2020-12 (boon): `$ref`s inside the schema only; `pattern`s without Unicode classes; a schema that does not compile is a `ConfigError` at its path. */
+  /** JSON Schema draft 2020-12 (boon): `$ref`s inside the schema only; `pattern`s with Unicode classes; a schema that does not compile is a `ConfigError` at its path. */
   | { kind: "jsonSchema"; schema: object }
-  /** `regex-lite` syntax (Rust's regex without Unicode classes); matches anywhere unless anchored. */
+  /** The Rust `regex` crate's syntax, Unicode classes such as `\p{L}` included; matches anywhere unless anchored. */
   | { kind: "regex"; pattern: string }
   /** In characters (Unicode scalar values). */
   | { kind: "minLength"; value: number }
