@@ -18,6 +18,10 @@ use resilient_llm::{
 };
 use serde_json::{json, Value};
 
+#[path = "common/trickle.rs"]
+mod trickle;
+use trickle::trickle;
+
 const OPENAI_KEY: &str = "sk-proj-Primary0123456789Secret";
 const ANTHROPIC_KEY: &str = "sk-ant-api03-Backup0123456789Key";
 
@@ -362,22 +366,6 @@ fn keys_quoted_in_upstream_errors_never_reach_the_client_or_the_log() {
     for text in [body.to_string(), body2.to_string()] {
         assert!(text.contains("***"), "the redaction shows: {text}");
     }
-}
-
-/// A body of `n` bytes, one every `every`, on the fake clock.
-fn trickle(p: &FakePlatform, n: usize, every: Duration, bytes: Vec<u8>) -> Body {
-    let p = p.clone();
-    let chunks = futures_util::stream::unfold(0usize, move |i| {
-        let p = p.clone();
-        let byte = bytes.get(i).copied();
-        async move {
-            use resilient_llm::Platform;
-            let byte = byte.filter(|_| i < n)?;
-            p.sleep(every).await;
-            Some((Ok::<_, TransportError>(vec![byte]), i + 1))
-        }
-    });
-    Body::stream(chunks)
 }
 
 #[test]

@@ -2,10 +2,16 @@
 //! the page and its data showing a breaker open on a dead provider and close
 //! after it heals, and the cookie spending nothing on the chat routes.
 
+use std::time::Duration;
+
 use resilient_llm::gateway::{Gateway, Inbound, Outbound, Setup};
 use resilient_llm::testing::{block_on, reply, FakePlatform};
 use resilient_llm::{Body, Headers, MemoryStore, Platform};
 use serde_json::{json, Value};
+
+#[path = "common/trickle.rs"]
+mod trickle;
+use trickle::trickle;
 
 const KEY: &str = "client key;123";
 
@@ -437,6 +443,23 @@ fn sign_in_keeps_a_signed_session_not_the_key_and_refuses_other_sites_and_guessi
     let same = [("origin", "https://gw.example"), ("host", "gw.example")];
     let out = block_on(&p, g.handle(req("POST", "/status/login", &same, form)));
     assert_eq!(out.status, 303);
+
+    // A form sent a byte every 3 s: a 408 when the body deadline passes, no session.
+    let started = p.now();
+    let slow = Inbound {
+        body: trickle(
+            &p,
+            form.len(),
+            Duration::from_secs(3),
+            form.as_bytes().to_vec(),
+        ),
+        ..req("POST", "/status/login", &same, "")
+    };
+    let out = block_on(&p, g.handle(slow));
+    assert_eq!(out.status, 408);
+    assert!(html(&out).contains("did not arrive in time"));
+    assert!(out.headers.get("set-cookie").is_none());
+    assert_eq!(p.now() - started, 60_000);
 
     // Guessing: ten refused keys a minute, then every sign-in waits.
     for i in 0..10 {

@@ -29,8 +29,8 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         let declared = headers
             .get("content-length")
             .and_then(|v| v.trim().parse::<u64>().ok());
-        let read = read_body(body, limit, declared.is_some_and(|n| n > limit as u64));
-        let Ok(read) = timeout(self.client.platform().sleep(BODY_DEADLINE), read).await else {
+        let over = declared.is_some_and(|n| n > limit as u64);
+        let Some(read) = self.read_in_time(body, limit, over).await else {
             log.error = Some("body_timeout");
             return Err(error_response(
                 format,
@@ -68,6 +68,21 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     }
 }
 
+impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
+    /// [`read_body`] within [`BODY_DEADLINE`]; `None` when it passed first.
+    pub(super) async fn read_in_time(
+        &self,
+        body: Body,
+        limit: usize,
+        over: bool,
+    ) -> Option<Result<Vec<u8>, BodyError>> {
+        let read = read_body(body, limit, over);
+        timeout(self.client.platform().sleep(BODY_DEADLINE), read)
+            .await
+            .ok()
+    }
+}
+
 /// The most of an oversized body read (and thrown away) before answering
 /// 413: a client still sending when the answer comes may see a reset
 /// instead of the 413.
@@ -87,11 +102,7 @@ pub(super) enum BodyError {
 /// Reads the body up to `limit` bytes. Over it (or when `over` already),
 /// keeps nothing but reads on to the end (up to [`DRAIN_CAP`]) and fails
 /// with `TooLarge`.
-pub(super) async fn read_body(
-    mut body: Body,
-    limit: usize,
-    mut over: bool,
-) -> Result<Vec<u8>, BodyError> {
+async fn read_body(mut body: Body, limit: usize, mut over: bool) -> Result<Vec<u8>, BodyError> {
     let mut buf = Vec::new();
     let mut seen = 0usize;
     while let Some(chunk) = body.chunk().await {

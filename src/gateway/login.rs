@@ -1,7 +1,6 @@
 //! The status page's sign-in: a gateway key in the request, or a session
 //! `POST /status/login` starts from the page's own form.
 
-use super::body::read_body;
 use super::http::Outbound;
 use super::log::LogLine;
 use super::proxy::Gateway;
@@ -44,7 +43,12 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             out.headers.insert("retry-after", wait.to_string());
             return out;
         }
-        let form = read_body(body, 4096, false).await.unwrap_or_default();
+        let Some(form) = self.read_in_time(body, 4096, false).await else {
+            log.error = Some("body_timeout");
+            let problem = "the form did not arrive in time";
+            return html_response(408, status::login_page(Some(problem)));
+        };
+        let form = form.unwrap_or_default();
         let key = form_urlencoded::parse(&form)
             .find(|(k, _)| k == "key")
             .map(|(_, v)| v.trim().to_owned())
