@@ -12,9 +12,11 @@
 //! are escaped on the way out (`\` `"` and newline, OpenMetrics 1.0,
 //! "Escaping"), so no name writes a series of its own.
 
-use std::borrow::Borrow;
+use std::borrow::{Borrow, Cow};
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
@@ -63,30 +65,78 @@ pub(super) fn path_label(path: &str) -> &'static str {
         .unwrap_or(OTHER)
 }
 
-/// A label value, escaped when the exposition is written. Shared: the
-/// values [`Known`] holds label a request without an allocation (`Arc`,
-/// not `Rc`: the metrics registry asks for `Send`).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) struct Label(Arc<str>);
+/// A label value, escaped when the exposition is written: a fixed name, or
+/// one of the values [`Known`] holds, shared so that labelling a request
+/// allocates nothing (`Arc`, not `Rc`: the metrics registry asks for `Send`).
+/// Compared, ordered and hashed by its text, as [`Borrow<str>`] asks.
+#[derive(Clone, Debug)]
+pub(super) enum Label {
+    /// A name written in the code.
+    Fixed(&'static str),
+    /// A value from the configuration's bounded set.
+    Shared(Arc<str>),
+}
 
 impl Label {
     /// A value from the bounded set.
     pub(super) fn new(v: &str) -> Self {
-        Label(v.into())
+        Label::Shared(v.into())
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            Label::Fixed(s) => s,
+            Label::Shared(s) => s,
+        }
+    }
+}
+
+impl From<Cow<'static, str>> for Label {
+    fn from(v: Cow<'static, str>) -> Self {
+        match v {
+            Cow::Borrowed(s) => Label::Fixed(s),
+            Cow::Owned(s) => Label::Shared(s.into()),
+        }
+    }
+}
+
+impl PartialEq for Label {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Label {}
+
+impl Hash for Label {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl PartialOrd for Label {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Label {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.as_str().cmp(other.as_str())
     }
 }
 
 /// Looked up by its text.
 impl Borrow<str> for Label {
     fn borrow(&self) -> &str {
-        &self.0
+        self.as_str()
     }
 }
 
 impl EncodeLabelValue for Label {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
         // The crate writes label values as they are.
-        for c in self.0.chars() {
+        for c in self.as_str().chars() {
             match c {
                 '\\' => encoder.write_str("\\\\")?,
                 '"' => encoder.write_str("\\\"")?,

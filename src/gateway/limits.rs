@@ -42,14 +42,19 @@ pub const MAX_NAME_BYTES: usize = 256;
 /// ([`REQUEST_HEADERS`]), forwarded ones included.
 pub const MAX_HEADER_BYTES: usize = 8 << 10;
 
-/// The first header the gateway reads whose value is longer than
+/// The first header (as they came) the gateway reads whose value is longer than
 /// [`MAX_HEADER_BYTES`].
 pub(super) fn oversized_header(headers: &Headers) -> Option<&'static str> {
-    REQUEST_HEADERS.iter().copied().find(|name| {
-        headers
-            .get(name)
-            .is_some_and(|v| v.len() > MAX_HEADER_BYTES)
-    })
+    // One pass over what came; a name is compared only for a long value.
+    headers
+        .iter()
+        .filter(|(_, v)| v.len() > MAX_HEADER_BYTES)
+        .find_map(|(n, _)| {
+            REQUEST_HEADERS
+                .iter()
+                .copied()
+                .find(|r| n.eq_ignore_ascii_case(r))
+        })
 }
 
 /// The message of a 400 for an oversized header: its name, never its value

@@ -217,7 +217,7 @@ impl Metrics {
         let answered = log.served_by.as_deref().and_then(|s| s.split('/').next());
         self.request_seconds
             .get_or_create(&ProviderLabels {
-                provider: answered.map_or_else(|| Label::new("none"), |p| self.known.provider(p)),
+                provider: answered.map_or(Label::Fixed("none"), |p| self.known.provider(p)),
             })
             .observe(log.latency_ms as f64 / 1000.0);
         for (i, a) in log.trail.iter().enumerate() {
@@ -245,7 +245,7 @@ impl Metrics {
                 .get_or_create(&AttemptLabels {
                     provider: model.provider,
                     model: model.model,
-                    outcome: Label::new(&outcome_name(&a.outcome)),
+                    outcome: outcome_name(&a.outcome).into(),
                 })
                 .inc();
         }

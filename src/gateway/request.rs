@@ -1,6 +1,8 @@
 //! Reading a client's request: its body within the limit, the neutral
 //! request beside the client's own body, its id.
 
+use std::fmt::Write as _;
+
 use serde_json::Value;
 
 use super::http::Format;
@@ -58,7 +60,7 @@ pub(super) fn request_id(headers: &Headers, platform: &impl Platform) -> String 
     let mut id = String::with_capacity(20);
     for _ in 0..2 {
         let n = (platform.random() * (1u64 << 40) as f64) as u64;
-        id.push_str(&format!("{n:010x}"));
+        let _ = write!(id, "{n:010x}"); // a String takes every write
     }
     id
 }

@@ -12,6 +12,8 @@
 //! ([`crate::Native`]) is sent as written, with only the changes
 //! `OpenAi::native_body` lists; any other is encoded from the neutral request.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use super::classify::ErrorBody;
@@ -160,8 +162,12 @@ impl OpenAi {
 
     /// The URL of the endpoint at `path` for `model`.
     fn url_at(&self, path: &str, model: &str) -> String {
-        let deployment = self.deployment.as_deref().unwrap_or(model);
-        let path = path.replace("{deployment}", &path_segment(deployment));
+        let path = if path.contains("{deployment}") {
+            let deployment = self.deployment.as_deref().unwrap_or(model);
+            Cow::Owned(path.replace("{deployment}", &path_segment(deployment)))
+        } else {
+            Cow::Borrowed(path)
+        };
         match &self.api_version {
             Some(v) => format!("{}{path}?api-version={v}", self.base_url),
             None => format!("{}{path}", self.base_url),
@@ -256,11 +262,17 @@ impl Provider for OpenAi {
         now: UnixMillis,
     ) -> Result<ChatResponse, ProviderError> {
         let secret = self.key.as_ref().map(Secret::expose);
-        let mut out = if responses::is_response(&resp.body) {
-            decode_success(resp, now, secret, decode_responses, responses::error_in)?
-        } else {
-            decode_success(resp, now, secret, decode_response, error_in)?
+        // Read as the common Chat Completions answer first: a Response object has no
+        // `choices`, so only a body that fails that read is looked at again.
+        let typed = |body: &[u8]| match decode_response(body) {
+            Err(_) if responses::is_response(body) => decode_responses(body),
+            read => read,
         };
+        let error_in = |v: &Value| match v.get("object").and_then(Value::as_str) {
+            Some("response") => responses::error_in(v),
+            _ => error_in(v),
+        };
+        let mut out = decode_success(resp, now, secret, typed, error_in)?;
         out.provider = self.id.clone();
         Ok(out)
     }
