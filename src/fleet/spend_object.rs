@@ -25,7 +25,7 @@ use crate::policy::spend::{utc_day, Tally};
 
 /// Holds an object keeps at most: past this many requests in flight on one
 /// cap, a new one is refused (its hold could not be kept).
-pub const MAX_HOLDS: usize = 1000;
+pub(crate) const MAX_HOLDS: usize = 1000;
 
 /// The longest hold id kept (ids come from isolates: `isolate-…-<n>`).
 const MAX_ID: usize = 64;

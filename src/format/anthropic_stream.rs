@@ -23,7 +23,7 @@ use crate::error::{ErrorKind, ProviderError};
 // ---------------------------------------------------------------- outbound
 
 /// The events [`decode_event`] reads; any other is skipped.
-pub const EVENTS: &[&str] = &[
+pub(crate) const EVENTS: &[&str] = &[
     "message_start",
     "content_block_start",
     "content_block_delta",

@@ -26,11 +26,11 @@ mod parse;
 mod response;
 mod stream;
 
-pub use decode::{decode_event, decode_response};
+pub(crate) use decode::{decode_event, decode_response};
 pub use echo::Echo;
-pub use parse::{parse_request, request_from_value};
+pub use parse::request_from_value;
 pub use response::render_response;
-pub use stream::ResponsesStreamEncoder;
+pub(crate) use stream::ResponsesStreamEncoder;
 pub(crate) use stream::{Followed, OpenItem};
 
 use crate::chat::{FinishReason, Usage};
