@@ -459,11 +459,7 @@ impl AnthropicStreamEncoder {
             return Vec::new();
         }
         self.closed = true;
-        let message = if e.message.is_empty() {
-            e.kind.describe()
-        } else {
-            e.message.as_str()
-        };
+        let message = e.message_or_kind();
         let mut out = Vec::new();
         event(
             &mut out,

@@ -36,14 +36,7 @@ pub(super) fn render_error_as(format: Format, e: &Error, status: u16) -> Outboun
     let (message, code) = match e {
         Error::AllProvidersFailed(x) => (x.headline(), Some(error_code(e).to_string())),
         // Returned as is: the provider's own reason and code.
-        Error::Rejected { error, .. } => (
-            if error.message.is_empty() {
-                error.kind.describe().to_string()
-            } else {
-                error.message.clone()
-            },
-            error.code.clone(),
-        ),
+        Error::Rejected { error, .. } => (error.message_or_kind().to_string(), error.code.clone()),
         Error::InvalidRequest(m) => (m.clone(), Some(error_code(e).to_string())),
         Error::UnknownRoute(name) => (
             format!(

@@ -306,11 +306,7 @@ impl ResponsesStreamEncoder {
         }
         let mut out = Vec::new();
         self.start(&mut out);
-        let message = if e.message.is_empty() {
-            e.kind.describe()
-        } else {
-            e.message.as_str()
-        };
+        let message = e.message_or_kind();
         let code = e
             .code
             .as_deref()
