@@ -98,7 +98,7 @@ pub struct SseDecoder {
 }
 
 impl Default for SseDecoder {
-    /// A decoder with the limits [`MAX_LINE_BYTES`] and [`MAX_STREAM_BYTES`].
+    /// A decoder with the limits `MAX_LINE_BYTES` and [`MAX_STREAM_BYTES`].
     fn default() -> Self {
         Self::new(MAX_LINE_BYTES)
     }

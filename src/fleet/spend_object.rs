@@ -155,7 +155,7 @@ impl SpendBook {
     }
 
     /// Holds `call.amount` if what is booked and held leaves room for it
-    /// under `call.budget`, and fewer than [`MAX_HOLDS`] are kept. A hold
+    /// under `call.budget`, and fewer than `MAX_HOLDS` are kept. A hold
     /// asked again (the same id) is granted as it stands.
     pub fn hold(&mut self, now: UnixMillis, call: &HoldCall) -> HoldAnswer {
         let id: String = call.id.chars().take(MAX_ID).collect();

@@ -25,8 +25,8 @@
 //! it ([`ChatRequest::untranslated`](crate::ChatRequest::untranslated)),
 //! and an encoder for the other dialect refuses it as a [`FormatError`]
 //! naming the field, or, for a mere hint, names it in its `omitted` list:
-//! never a silent drop. [`mapping`] holds the tables (reasoning effort and
-//! thinking budgets, service tiers, image URLs); [`structured`] turns the
+//! never a silent drop. `mapping` holds the tables (reasoning effort and
+//! thinking budgets, service tiers, image URLs); `structured` turns the
 //! forced tool of a structured answer back into the answer's text.
 
 pub mod anthropic;

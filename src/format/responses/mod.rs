@@ -2,7 +2,7 @@
 //!
 //! Inbound: [`request_from_value`] reads a client's request into the
 //! neutral one; [`render_response`] answers it with a Response object and
-//! [`ResponsesStreamEncoder`] with the typed stream events
+//! `ResponsesStreamEncoder` with the typed stream events
 //! (`response.created` … `response.completed`, each with its
 //! `sequence_number`). Errors are the Chat Completions error object
 //! ([`openai::render_error`](super::openai::render_error)), as the
