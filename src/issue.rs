@@ -6,7 +6,6 @@
 
 use std::fmt;
 
-use serde::Deserialize;
 use serde_path_to_error::Segment;
 
 /// One problem found in a configuration.
@@ -64,13 +63,4 @@ pub(crate) fn path_text(path: &[Segment]) -> String {
     } else {
         text
     }
-}
-
-/// Parses JSON into `T`, naming the path of the first mismatch
-/// (`routes.default[0].timeoutMs: invalid type: string "5", expected u64 at
-/// line 1 column 52`).
-pub fn parse_json<'de, T: Deserialize<'de>>(json: &'de str) -> Result<T, ConfigError> {
-    crate::json::read(json.as_bytes()).map_err(|m| ConfigError {
-        issues: vec![ConfigIssue::new(path_text(&m.path), m.error.to_string())],
-    })
 }

@@ -29,8 +29,12 @@
 //! (the only async code: client, cursor, retry, stream, timeout, stores) →
 //! `provider`, `format` (sans-IO adapters and client wire formats) → `policy`
 //! (pure decisions: backoff, budget, breaker, statistics) → `chat`, `error`,
-//! `platform`. Every public type is re-exported here; `testing`, `format`,
-//! `gateway`, `fleet` and `web` are public namespaces of their own.
+//! `platform`. What a user names is re-exported here: the client, requests,
+//! answers and errors, the platform, providers, the policies a builder takes,
+//! and the configuration's entry points ([`Config`], [`ProviderConfig`]); the
+//! configuration's inner sections are read from JSON and stay crate-private.
+//! `testing`, `format`, `gateway`, `fleet`, `sim` and `web` are public
+//! namespaces of their own.
 //!
 //! ```
 //! use resilient_llm::testing::{block_on, err, ok, FakePlatform, ScriptedProvider};
@@ -89,27 +93,20 @@ pub use chat::{
     Message, Native, Part, RawJson, Reasoning, ResponseFormat, Role, Thinking, Tool, ToolCall,
     ToolChoice, Untranslated, Usage,
 };
-pub use config::embeddings::EmbeddingsConfig;
-pub use config::{build_provider, KeyEnv, ModelConfig, ProviderConfig, WeightedKeyEnv};
-pub use config::{
-    BreakerConfig, BudgetConfig, Config, CostConfig, EntryConfig, GatewayConfig, HedgeAfterConfig,
-    HedgeConfig, HedgeFigure, LatencyConfig, LimitsConfig, OnExhaustedConfig, OverBudgetConfig,
-    Policies, PriceConfig, QualityConfig, RetryConfig, RouteCostConfig, StrategyConfig, Validated,
-    ValidatorConfig,
-};
+pub use config::{build_provider, Config, Policies, ProviderConfig, Validated};
 pub use engine::client::{CallOptions, Client, ClientBuilder, Entry, Policy, Reply, ServedBy};
 pub use engine::cost::{CostPolicy, FleetHold, ModelCost, RouteCost, SpendHealth, SpendLedger};
 pub use engine::endpoint::{EmbeddingModel, EndpointCall, EndpointReply};
 pub use engine::hedge::{HedgeAfter, HedgePolicy};
-pub use engine::key::{breaker_key, provider_of, ANY_MODEL};
+pub use engine::key::{breaker_key, provider_of};
 pub use engine::store::{BreakerStore, MemoryStore};
 pub use engine::stream::ChatStream;
 pub use engine::timeout::timeout;
 pub use error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError, Treatment};
 pub use event::{Event, Observer, Standing};
-pub use fleet::{Fleet, FleetLink, FleetPolicy, FleetStore};
+pub use fleet::{Fleet, FleetLink, FleetStore};
 pub use format::{FormatError, FormatErrorKind};
-pub use issue::{parse_json, ConfigError, ConfigIssue};
+pub use issue::{ConfigError, ConfigIssue};
 #[cfg(all(target_arch = "wasm32", feature = "js"))]
 pub use js::{create_fetch, error_classes, ResilientClient};
 pub use platform::{
@@ -120,7 +117,7 @@ pub use policy::backoff::{parse_retry_after, RetryPolicy};
 pub use policy::breaker::{
     Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, PermitKind, Snapshot, State, StateName,
 };
-pub use policy::budget::{BudgetPolicy, RetryBudget};
+pub use policy::budget::BudgetPolicy;
 pub use policy::cheapest::Strategy;
 pub use policy::latency::{Demotion, DemotionPolicy, Measure, RateFloor, Speed};
 pub use policy::price::{Bill, Cost, Price, Prices};
@@ -134,4 +131,4 @@ pub use provider::{
 };
 pub use quality::{refusal, AnswerCheck, AttemptCost, OnExhausted, Quality, Rejection, Validator};
 pub use secret::Secret;
-pub use sse::{SseDecoder, SseEvent, SseLimit, MAX_LINE_BYTES, MAX_STREAM_BYTES};
+pub use sse::{SseDecoder, SseEvent, SseLimit, MAX_STREAM_BYTES};

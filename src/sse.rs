@@ -18,7 +18,7 @@ use std::fmt;
 /// The longest line, and the largest event's data, a default decoder takes
 /// (1 MiB): a provider's largest event (a whole answer in one
 /// `message_start`, a long tool call's arguments) is far smaller.
-pub const MAX_LINE_BYTES: usize = 1 << 20;
+pub(crate) const MAX_LINE_BYTES: usize = 1 << 20;
 
 /// The most bytes a default decoder reads from one stream (64 MiB): about
 /// four times what a 128k-token answer takes as OpenAI or Anthropic events.
@@ -98,7 +98,7 @@ pub struct SseDecoder {
 }
 
 impl Default for SseDecoder {
-    /// A decoder with the limits [`MAX_LINE_BYTES`] and [`MAX_STREAM_BYTES`].
+    /// A decoder with the limits `MAX_LINE_BYTES` and [`MAX_STREAM_BYTES`].
     fn default() -> Self {
         Self::new(MAX_LINE_BYTES)
     }

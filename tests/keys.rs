@@ -20,23 +20,23 @@ fn secret(name: &str) -> Option<String> {
     }
 }
 
+fn document(keys: Value, route: Value) -> Value {
+    json!({
+        "providers": {
+            "openai": { "kind": "openai", "baseUrl": "https://openai.test",
+                        "apiKeyEnvs": keys,
+                        "models": { "gpt-4o": { "inputPricePerMtok": 2.5,
+                                                "outputPricePerMtok": 10.0 } } },
+            "backup": { "kind": "openai", "baseUrl": "https://backup.test",
+                        "apiKeyEnv": "BACKUP_KEY" }
+        },
+        "routes": { "default": route },
+        "retry": { "maxAttempts": 1 }
+    })
+}
+
 fn config(keys: Value, route: Value) -> Config {
-    Config::parse(
-        &json!({
-            "providers": {
-                "openai": { "kind": "openai", "baseUrl": "https://openai.test",
-                            "apiKeyEnvs": keys,
-                            "models": { "gpt-4o": { "inputPricePerMtok": 2.5,
-                                                    "outputPricePerMtok": 10.0 } } },
-                "backup": { "kind": "openai", "baseUrl": "https://backup.test",
-                            "apiKeyEnv": "BACKUP_KEY" }
-            },
-            "routes": { "default": route },
-            "retry": { "maxAttempts": 1 }
-        })
-        .to_string(),
-    )
-    .expect("parses")
+    Config::parse(&document(keys, route).to_string()).expect("parses")
 }
 
 fn plain_route() -> Value {
@@ -91,11 +91,12 @@ fn each_key_is_an_upstream_and_the_entry_a_tier_of_them() {
         assert!(v.cost.prices.get(id, "gpt-4o").is_some(), "{id} priced");
     }
     // The provider's breaker settings hold for each key.
-    let mut tuned = cfg.clone();
-    tuned.breakers.insert(
-        "openai".into(),
-        serde_json::from_value(json!({ "failureThreshold": 7 })).unwrap(),
+    let mut tuned = document(
+        json!(["KEY_A", { "env": "KEY_B", "weight": 3 }]),
+        plain_route(),
     );
+    tuned["breakers"] = json!({ "openai": { "failureThreshold": 7 } });
+    let tuned = Config::parse(&tuned.to_string()).expect("parses");
     let v = tuned.validate(&secret, &[]).expect("valid");
     let breakers: Vec<(&str, u32)> = v
         .breakers

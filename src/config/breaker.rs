@@ -11,28 +11,28 @@ use crate::policy::breaker::BreakerPolicy;
 /// Breaker settings; defaults from [`BreakerPolicy`].
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct BreakerConfig {
+pub(crate) struct BreakerConfig {
     /// Consecutive failures that open it.
-    pub failure_threshold: Option<u32>,
+    pub(crate) failure_threshold: Option<u32>,
     /// Failure rate over the window that opens it, in (0, 1].
-    pub failure_rate: Option<f64>,
+    pub(crate) failure_rate: Option<f64>,
     /// Verdicts in the sliding window.
-    pub window: Option<u32>,
+    pub(crate) window: Option<u32>,
     /// Verdicts needed before the rate counts.
-    pub minimum_calls: Option<u32>,
+    pub(crate) minimum_calls: Option<u32>,
     /// The first opening's length.
-    pub cooldown_ms: Option<u64>,
+    pub(crate) cooldown_ms: Option<u64>,
     /// The longest opening.
-    pub max_cooldown_ms: Option<u64>,
+    pub(crate) max_cooldown_ms: Option<u64>,
     /// Probes at once in half-open.
-    pub half_open_permits: Option<u32>,
+    pub(crate) half_open_permits: Option<u32>,
     /// Probe successes that close it.
-    pub success_threshold: Option<u32>,
+    pub(crate) success_threshold: Option<u32>,
 }
 
 impl BreakerConfig {
     /// The policy.
-    pub fn policy(&self, path: &str, issues: &mut Issues) -> BreakerPolicy {
+    pub(crate) fn policy(&self, path: &str, issues: &mut Issues) -> BreakerPolicy {
         let d = BreakerPolicy::default();
         let p = BreakerPolicy {
             failure_threshold: issues.count(

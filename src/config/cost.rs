@@ -29,36 +29,36 @@ use crate::policy::spend::{OverBudget, SpendCap};
 /// routes' cost settings.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct CostConfig {
+pub(crate) struct CostConfig {
     /// Prices by `provider/model`, for providers written in code (custom
     /// and JS providers), or over a provider's `models` table.
     #[serde(default)]
-    pub prices: BTreeMap<String, PriceConfig>,
+    pub(crate) prices: BTreeMap<String, PriceConfig>,
     /// Cost settings by route name.
     #[serde(default)]
-    pub routes: BTreeMap<String, RouteCostConfig>,
+    pub(crate) routes: BTreeMap<String, RouteCostConfig>,
 }
 
 /// A model's prices in US dollars per million tokens.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct PriceConfig {
+pub(crate) struct PriceConfig {
     /// Input tokens.
-    pub input_per_mtok: f64,
+    pub(crate) input_per_mtok: f64,
     /// Output tokens.
-    pub output_per_mtok: f64,
+    pub(crate) output_per_mtok: f64,
     /// Input tokens read from the prompt cache (default: the input price).
     #[serde(default)]
-    pub cached_input_per_mtok: Option<f64>,
+    pub(crate) cached_input_per_mtok: Option<f64>,
     /// Input tokens written to the prompt cache (default: the input price).
     #[serde(default)]
-    pub cache_write_per_mtok: Option<f64>,
+    pub(crate) cache_write_per_mtok: Option<f64>,
 }
 
 /// How a route orders its entries.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub enum StrategyConfig {
+pub(crate) enum StrategyConfig {
     /// As configured.
     #[default]
     Ordered,
@@ -69,7 +69,7 @@ pub enum StrategyConfig {
 /// What a route does once its daily budget is spent.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub enum OverBudgetConfig {
+pub(crate) enum OverBudgetConfig {
     /// `"reject"`: answer 429 until the UTC day ends.
     Reject,
     /// `{"maxPricePerMtok": 1.0}`: serve only from entries whose input and
@@ -80,16 +80,16 @@ pub enum OverBudgetConfig {
 /// A route's cost settings.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RouteCostConfig {
+pub(crate) struct RouteCostConfig {
     /// `"ordered"` (the default) or `"cheapest"`.
     #[serde(default)]
-    pub strategy: StrategyConfig,
+    pub(crate) strategy: StrategyConfig,
     /// What the route may spend per UTC day, in US dollars.
     #[serde(default)]
-    pub daily_budget_usd: Option<f64>,
+    pub(crate) daily_budget_usd: Option<f64>,
     /// What it does once that is spent (default `"reject"`).
     #[serde(default)]
-    pub over_budget: Option<OverBudgetConfig>,
+    pub(crate) over_budget: Option<OverBudgetConfig>,
 }
 
 /// A price in dollars per million tokens, checked; the issue at `path`

@@ -26,13 +26,13 @@ use crate::provider::{Endpoint, Provider};
 /// An entry's embedding model.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct EmbeddingsConfig {
+pub(crate) struct EmbeddingsConfig {
     /// The model family whose vectors the entry returns (the same for
     /// every entry of the route: the upstream model's name, whatever a
     /// provider calls its deployment).
-    pub family: String,
+    pub(crate) family: String,
     /// The vectors' length.
-    pub dimensions: u32,
+    pub(crate) dimensions: u32,
 }
 
 impl EmbeddingsConfig {

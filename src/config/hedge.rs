@@ -15,20 +15,20 @@ use crate::engine::hedge::{HedgeAfter, HedgePolicy};
 /// One route's hedging.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct HedgeConfig {
+pub(crate) struct HedgeConfig {
     /// Milliseconds after the first attempt began, or `"p95"`: the waiting
     /// entry's recent p95.
-    pub after: HedgeAfterConfig,
+    pub(crate) after: HedgeAfterConfig,
     /// Entries asked besides the first (default 1).
-    pub max_extra: Option<u32>,
+    pub(crate) max_extra: Option<u32>,
     /// The share of the route's requests that may be hedged (default 0.1).
-    pub budget: Option<f64>,
+    pub(crate) budget: Option<f64>,
 }
 
 /// `after`: a number of milliseconds or `"p95"`.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(untagged)]
-pub enum HedgeAfterConfig {
+pub(crate) enum HedgeAfterConfig {
     /// Milliseconds.
     Ms(u64),
     /// A named figure.
@@ -37,7 +37,7 @@ pub enum HedgeAfterConfig {
 
 /// The figures `after` may name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-pub enum HedgeFigure {
+pub(crate) enum HedgeFigure {
     /// The entry's recent p95.
     #[serde(rename = "p95")]
     P95,

@@ -9,11 +9,11 @@ const MAX_MS: u64 = 24 * 3600 * 1000;
 
 /// Collects issues while walking a configuration.
 #[derive(Debug, Default)]
-pub struct Issues(pub Vec<ConfigIssue>);
+pub(crate) struct Issues(pub(crate) Vec<ConfigIssue>);
 
 impl Issues {
     /// Records a problem at `path`.
-    pub fn add(&mut self, path: impl Into<String>, message: impl Into<String>) {
+    pub(crate) fn add(&mut self, path: impl Into<String>, message: impl Into<String>) {
         self.0.push(ConfigIssue::new(path, message));
     }
 
@@ -28,12 +28,7 @@ impl Issues {
         self.0.push(ConfigIssue::new(at, message));
     }
 
-    /// A duration in ms, checked to be positive and below a day.
-    pub fn ms(&mut self, path: &str, v: Option<u64>, default: Duration) -> Duration {
-        self.ms_at(path, "", v, default)
-    }
-
-    /// [`Issues::ms`] at `path.field`.
+    /// A duration in ms at `path.field`, checked to be positive and below a day.
     pub(super) fn ms_at(
         &mut self,
         path: &str,

@@ -37,7 +37,7 @@ use crate::provider::Provider;
     untagged,
     expecting = "a secret name, or { \"env\": name, \"weight\": 1 to 10000 }"
 )]
-pub enum KeyEnv {
+pub(crate) enum KeyEnv {
     /// The secret's name; weight 1.
     Name(String),
     /// The secret's name and its weight.
@@ -47,12 +47,12 @@ pub enum KeyEnv {
 /// `{ "env": "OPENAI_KEY_B", "weight": 3 }`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct WeightedKeyEnv {
+pub(crate) struct WeightedKeyEnv {
     /// The secret's name.
-    pub env: String,
+    pub(crate) env: String,
     /// Its share of the provider's load (default 1).
     #[serde(default)]
-    pub weight: Option<u32>,
+    pub(crate) weight: Option<u32>,
 }
 
 impl KeyEnv {
@@ -83,7 +83,7 @@ struct KeyUpstream<'c> {
 
 /// Each keyed provider's upstreams with their weights, by provider id.
 #[derive(Debug, Clone, Default)]
-pub(super) struct KeyTiers(pub BTreeMap<String, Vec<(String, u32)>>);
+pub(super) struct KeyTiers(pub(crate) BTreeMap<String, Vec<(String, u32)>>);
 
 /// `(apiKey, apiKeyEnv, apiKeyEnvs)` of the kinds with one key.
 fn fields(cfg: &ProviderConfig) -> Option<(bool, bool, &Option<Vec<KeyEnv>>)> {

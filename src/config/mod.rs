@@ -29,16 +29,11 @@ mod speed;
 mod tier;
 mod validate;
 
-pub use breaker::BreakerConfig;
-pub use cost::{CostConfig, OverBudgetConfig, PriceConfig, RouteCostConfig, StrategyConfig};
-pub use hedge::{HedgeAfterConfig, HedgeConfig, HedgeFigure};
 pub(crate) use issues::Issues;
-pub use keys::{KeyEnv, WeightedKeyEnv};
-pub use providers::{build_provider, ModelConfig, ProviderConfig};
-pub use quality::{OnExhaustedConfig, QualityConfig, ValidatorConfig};
-pub use retry::{BudgetConfig, RetryConfig};
-pub use shape::{Config, EntryConfig, GatewayConfig, LimitsConfig};
-pub use speed::LatencyConfig;
+pub(crate) use keys::KeyEnv;
+pub use providers::{build_provider, ProviderConfig};
+pub use shape::Config;
+pub(crate) use shape::EntryConfig;
 pub use validate::{Policies, Validated};
 
 pub(crate) use crate::issue::{ConfigError, ConfigIssue};

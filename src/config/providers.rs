@@ -55,7 +55,7 @@ pub enum ProviderConfig {
 
 impl ProviderConfig {
     /// The models configured for this provider, by name.
-    pub fn models(&self) -> &BTreeMap<String, ModelConfig> {
+    pub(crate) fn models(&self) -> &BTreeMap<String, ModelConfig> {
         match self {
             ProviderConfig::Anthropic(c) => &c.models,
             ProviderConfig::OpenAi(c) => &c.models,
@@ -98,37 +98,37 @@ impl ProviderConfig {
 /// What a model can do and what it costs.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ModelConfig {
+pub(crate) struct ModelConfig {
     /// Context window in tokens.
     #[serde(default)]
-    pub context_window: Option<u32>,
+    pub(crate) context_window: Option<u32>,
     /// Continues a trailing assistant message (default: Anthropic yes,
     /// OpenAI-style no).
     #[serde(default)]
-    pub prefill: Option<bool>,
+    pub(crate) prefill: Option<bool>,
     /// Accepts tools (default yes).
     #[serde(default)]
-    pub tools: Option<bool>,
+    pub(crate) tools: Option<bool>,
     /// US dollars per million input tokens.
     #[serde(default)]
-    pub input_price_per_mtok: Option<f64>,
+    pub(crate) input_price_per_mtok: Option<f64>,
     /// US dollars per million output tokens.
     #[serde(default)]
-    pub output_price_per_mtok: Option<f64>,
+    pub(crate) output_price_per_mtok: Option<f64>,
     /// US dollars per million input tokens read from the prompt cache
     /// (default: the input price).
     #[serde(default)]
-    pub cached_input_price_per_mtok: Option<f64>,
+    pub(crate) cached_input_price_per_mtok: Option<f64>,
     /// US dollars per million input tokens written to the prompt cache
     /// (default: the input price).
     #[serde(default)]
-    pub cache_write_price_per_mtok: Option<f64>,
+    pub(crate) cache_write_price_per_mtok: Option<f64>,
     /// How an Anthropic model is asked for a structured answer
     /// (`response_format` from an OpenAI client): `"tool"` (the default,
     /// a forced tool whose input is the answer) or `"native"` (Anthropic's
     /// `output_format`, for models that support it).
     #[serde(default)]
-    pub structured_output: Option<StructuredOutput>,
+    pub(crate) structured_output: Option<StructuredOutput>,
 }
 
 /// `"kind": "anthropic"`.
@@ -137,31 +137,31 @@ pub struct ModelConfig {
 pub struct AnthropicConfig {
     /// Base URL (default the Anthropic API).
     #[serde(default)]
-    pub base_url: Option<String>,
+    pub(crate) base_url: Option<String>,
     /// The key itself (for the npm package).
     #[serde(default)]
-    pub api_key: Option<Secret>,
+    pub(crate) api_key: Option<Secret>,
     /// The env var / Worker secret holding the key (default
     /// `ANTHROPIC_API_KEY`).
     #[serde(default)]
-    pub api_key_env: Option<String>,
+    pub(crate) api_key_env: Option<String>,
     /// Per-model capabilities.
     #[serde(default)]
-    pub models: BTreeMap<String, ModelConfig>,
+    pub(crate) models: BTreeMap<String, ModelConfig>,
     /// Extra, non-secret headers.
     #[serde(default)]
-    pub headers: BTreeMap<String, String>,
+    pub(crate) headers: BTreeMap<String, String>,
     /// `anthropic-version` (default `2023-06-01`).
     #[serde(default)]
-    pub anthropic_version: Option<String>,
+    pub(crate) anthropic_version: Option<String>,
     /// `max_tokens` when a request sets none (default 4096).
     #[serde(default)]
-    pub default_max_tokens: Option<u32>,
+    pub(crate) default_max_tokens: Option<u32>,
     /// Several secrets, each a key of its own: the provider becomes a
     /// tier of one upstream per key (`config/keys.rs`). Last, so an entry
     /// written as a shorter sequence still reads.
     #[serde(default)]
-    pub api_key_envs: Option<Vec<super::KeyEnv>>,
+    pub(crate) api_key_envs: Option<Vec<super::KeyEnv>>,
 }
 
 /// `"kind": "openai"`.
@@ -170,37 +170,37 @@ pub struct AnthropicConfig {
 pub struct OpenAiConfig {
     /// Base URL (default the OpenAI API).
     #[serde(default)]
-    pub base_url: Option<String>,
+    pub(crate) base_url: Option<String>,
     /// The key itself (for the npm package).
     #[serde(default)]
-    pub api_key: Option<Secret>,
+    pub(crate) api_key: Option<Secret>,
     /// The env var / Worker secret holding the key (default
     /// `OPENAI_API_KEY`).
     #[serde(default)]
-    pub api_key_env: Option<String>,
+    pub(crate) api_key_env: Option<String>,
     /// Per-model capabilities.
     #[serde(default)]
-    pub models: BTreeMap<String, ModelConfig>,
+    pub(crate) models: BTreeMap<String, ModelConfig>,
     /// Extra, non-secret headers.
     #[serde(default)]
-    pub headers: BTreeMap<String, String>,
+    pub(crate) headers: BTreeMap<String, String>,
     /// `OpenAI-Organization`.
     #[serde(default)]
-    pub organization: Option<String>,
+    pub(crate) organization: Option<String>,
     /// `OpenAI-Project`.
     #[serde(default)]
-    pub project: Option<String>,
+    pub(crate) project: Option<String>,
     /// `max_tokens` or `max_completion_tokens` (default the latter).
     #[serde(default)]
-    pub max_tokens_field: Option<MaxTokensField>,
+    pub(crate) max_tokens_field: Option<MaxTokensField>,
     /// Ask for usage on streams (default yes).
     #[serde(default)]
-    pub stream_usage: Option<bool>,
+    pub(crate) stream_usage: Option<bool>,
     /// Several secrets, each a key of its own: the provider becomes a
     /// tier of one upstream per key (`config/keys.rs`). Last, so an entry
     /// written as a shorter sequence still reads.
     #[serde(default)]
-    pub api_key_envs: Option<Vec<super::KeyEnv>>,
+    pub(crate) api_key_envs: Option<Vec<super::KeyEnv>>,
 }
 
 /// `"kind": "openai-compatible"`.
@@ -208,43 +208,43 @@ pub struct OpenAiConfig {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CompatibleConfig {
     /// Which provider.
-    pub preset: PresetName,
+    pub(crate) preset: PresetName,
     /// Base URL (default the preset's; required for azure and custom).
     #[serde(default)]
-    pub base_url: Option<String>,
+    pub(crate) base_url: Option<String>,
     /// The key itself (for the npm package).
     #[serde(default)]
-    pub api_key: Option<Secret>,
+    pub(crate) api_key: Option<Secret>,
     /// The env var / Worker secret holding the key (default the preset's,
     /// e.g. `GROQ_API_KEY`; none for self-hosted servers).
     #[serde(default)]
-    pub api_key_env: Option<String>,
+    pub(crate) api_key_env: Option<String>,
     /// Per-model capabilities.
     #[serde(default)]
-    pub models: BTreeMap<String, ModelConfig>,
+    pub(crate) models: BTreeMap<String, ModelConfig>,
     /// Extra, non-secret headers.
     #[serde(default)]
-    pub headers: BTreeMap<String, String>,
+    pub(crate) headers: BTreeMap<String, String>,
     /// Endpoint path (default the preset's).
     #[serde(default)]
-    pub path: Option<String>,
+    pub(crate) path: Option<String>,
     /// Azure deployment (default the model name).
     #[serde(default)]
-    pub deployment: Option<String>,
+    pub(crate) deployment: Option<String>,
     /// `api-version` query parameter (Azure default `2024-10-21`).
     #[serde(default)]
-    pub api_version: Option<String>,
+    pub(crate) api_version: Option<String>,
     /// `max_tokens` or `max_completion_tokens` (default the preset's).
     #[serde(default)]
-    pub max_tokens_field: Option<MaxTokensField>,
+    pub(crate) max_tokens_field: Option<MaxTokensField>,
     /// Ask for usage on streams (default the preset's).
     #[serde(default)]
-    pub stream_usage: Option<bool>,
+    pub(crate) stream_usage: Option<bool>,
     /// Several secrets, each a key of its own: the provider becomes a
     /// tier of one upstream per key (`config/keys.rs`). Last, so an entry
     /// written as a shorter sequence still reads.
     #[serde(default)]
-    pub api_key_envs: Option<Vec<super::KeyEnv>>,
+    pub(crate) api_key_envs: Option<Vec<super::KeyEnv>>,
 }
 
 /// `"kind": "bedrock"`. Each credential is given itself (the npm package)
@@ -253,42 +253,42 @@ pub struct CompatibleConfig {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct BedrockConfig {
     /// The AWS region (`us-east-1`): the signing scope and the default host.
-    pub region: String,
+    pub(crate) region: String,
     /// Base URL (default `https://bedrock-runtime.<region>.amazonaws.com`).
     #[serde(default)]
-    pub base_url: Option<String>,
+    pub(crate) base_url: Option<String>,
     /// The access key id itself.
     #[serde(default)]
-    pub access_key_id: Option<Secret>,
+    pub(crate) access_key_id: Option<Secret>,
     /// The secret holding the access key id (default `AWS_ACCESS_KEY_ID`).
     #[serde(default)]
-    pub access_key_id_env: Option<String>,
+    pub(crate) access_key_id_env: Option<String>,
     /// The secret access key itself.
     #[serde(default)]
-    pub secret_access_key: Option<Secret>,
+    pub(crate) secret_access_key: Option<Secret>,
     /// The secret holding the secret access key (default
     /// `AWS_SECRET_ACCESS_KEY`).
     #[serde(default)]
-    pub secret_access_key_env: Option<String>,
+    pub(crate) secret_access_key_env: Option<String>,
     /// A session token itself (temporary credentials).
     #[serde(default)]
-    pub session_token: Option<Secret>,
+    pub(crate) session_token: Option<Secret>,
     /// The secret holding a session token (default `AWS_SESSION_TOKEN`,
     /// used when set).
     #[serde(default)]
-    pub session_token_env: Option<String>,
+    pub(crate) session_token_env: Option<String>,
     /// Per-model capabilities, by Bedrock model id or inference profile.
     #[serde(default)]
-    pub models: BTreeMap<String, ModelConfig>,
+    pub(crate) models: BTreeMap<String, ModelConfig>,
     /// Extra, non-secret headers.
     #[serde(default)]
-    pub headers: BTreeMap<String, String>,
+    pub(crate) headers: BTreeMap<String, String>,
     /// `anthropic_version` in Messages bodies (default `bedrock-2023-05-31`).
     #[serde(default)]
-    pub anthropic_version: Option<String>,
+    pub(crate) anthropic_version: Option<String>,
     /// `max_tokens` when a request to an Anthropic model sets none (default 4096).
     #[serde(default)]
-    pub default_max_tokens: Option<u32>,
+    pub(crate) default_max_tokens: Option<u32>,
 }
 
 /// The part of an OpenAI-compatible endpoint path a base URL as the

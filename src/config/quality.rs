@@ -28,29 +28,29 @@ use crate::quality::{OnExhausted, Quality, Validator};
 /// One route's validators and limits.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct QualityConfig {
+pub(crate) struct QualityConfig {
     /// The checks every answer must pass, in order (none: the npm
     /// package's JS validators alone judge, with these limits).
     #[serde(default)]
-    pub validators: Vec<ValidatorConfig>,
+    pub(crate) validators: Vec<ValidatorConfig>,
     /// How many rejected answers may go on to the next entry (default: as
     /// many as the route has entries).
     #[serde(default)]
-    pub max_escalations: Option<u32>,
+    pub(crate) max_escalations: Option<u32>,
     /// No escalation once the request's attempts cost this much (US
     /// dollars, from the models' prices).
     #[serde(default)]
-    pub max_cost_usd: Option<f64>,
+    pub(crate) max_cost_usd: Option<f64>,
     /// `lastAnswer` (default): the last rejected answer when none passed;
     /// `error`: a 502 in the client's format.
     #[serde(default)]
-    pub on_exhausted: Option<OnExhaustedConfig>,
+    pub(crate) on_exhausted: Option<OnExhaustedConfig>,
 }
 
 /// What to answer when every answer was rejected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub enum OnExhaustedConfig {
+pub(crate) enum OnExhaustedConfig {
     /// The last answer, as it is.
     LastAnswer,
     /// An error.
@@ -60,7 +60,7 @@ pub enum OnExhaustedConfig {
 /// One validator, by its `kind`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase", deny_unknown_fields)]
-pub enum ValidatorConfig {
+pub(crate) enum ValidatorConfig {
     /// The answer's text is JSON.
     Json,
     /// The answer's text is JSON that `schema` (draft 2020-12) accepts.

@@ -12,30 +12,30 @@ const MAX_ATTEMPTS: u32 = 10;
 /// Retry settings; every field optional, defaults from [`RetryPolicy`].
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct RetryConfig {
+pub(crate) struct RetryConfig {
     /// Attempts per provider per request, the first included (1–10).
-    pub max_attempts: Option<u32>,
+    pub(crate) max_attempts: Option<u32>,
     /// The first backoff cap.
-    pub base_delay_ms: Option<u64>,
+    pub(crate) base_delay_ms: Option<u64>,
     /// The largest backoff and the longest Retry-After honoured.
-    pub max_delay_ms: Option<u64>,
+    pub(crate) max_delay_ms: Option<u64>,
 }
 
 /// Retry budget settings; defaults from [`BudgetPolicy`].
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct BudgetConfig {
+pub(crate) struct BudgetConfig {
     /// Retry tokens earned per first attempt (0–1).
-    pub ratio: Option<f64>,
+    pub(crate) ratio: Option<f64>,
     /// Retry tokens earned per second regardless of traffic.
-    pub floor_per_sec: Option<f64>,
+    pub(crate) floor_per_sec: Option<f64>,
     /// The most tokens saved up.
-    pub capacity: Option<f64>,
+    pub(crate) capacity: Option<f64>,
 }
 
 impl RetryConfig {
     /// The policy, over `base`.
-    pub fn policy(&self, path: &str, base: RetryPolicy, issues: &mut Issues) -> RetryPolicy {
+    pub(crate) fn policy(&self, path: &str, base: RetryPolicy, issues: &mut Issues) -> RetryPolicy {
         let p = RetryPolicy {
             max_attempts: issues.count(
                 path,
@@ -56,7 +56,7 @@ impl RetryConfig {
 
 impl BudgetConfig {
     /// The policy.
-    pub fn policy(&self, path: &str, issues: &mut Issues) -> BudgetPolicy {
+    pub(crate) fn policy(&self, path: &str, issues: &mut Issues) -> BudgetPolicy {
         let d = BudgetPolicy::default();
         let capacity = match self.capacity {
             None => d.capacity,

@@ -29,127 +29,127 @@ pub struct Config {
     /// has that name), served by every provider that lists it; and
     /// `provider/model` always names that single entry.
     #[serde(default)]
-    pub routes: BTreeMap<String, Vec<EntryConfig>>,
+    pub(crate) routes: BTreeMap<String, Vec<EntryConfig>>,
     /// The route for requests that name none (default `default`, else the
     /// first route).
     #[serde(default)]
-    pub default_route: Option<String>,
+    pub(crate) default_route: Option<String>,
     /// Retries, for every entry without its own.
     #[serde(default)]
-    pub retry: RetryConfig,
+    pub(crate) retry: RetryConfig,
     /// The retry budget.
     #[serde(default)]
-    pub budget: BudgetConfig,
+    pub(crate) budget: BudgetConfig,
     /// Breakers, for every provider without its own.
     #[serde(default)]
-    pub breaker: BreakerConfig,
+    pub(crate) breaker: BreakerConfig,
     /// Per-provider breaker settings, over `breaker`.
     #[serde(default)]
-    pub breakers: BTreeMap<String, BreakerConfig>,
+    pub(crate) breakers: BTreeMap<String, BreakerConfig>,
     /// Per-attempt timeout (default 30 s).
     #[serde(default)]
-    pub timeout_ms: Option<u64>,
+    pub(crate) timeout_ms: Option<u64>,
     /// End-to-end deadline over every retry and fallback (default 60 s).
     #[serde(default)]
-    pub deadline_ms: Option<u64>,
+    pub(crate) deadline_ms: Option<u64>,
     /// Streams: time-to-first-token deadline per attempt (default 10 s).
     #[serde(default)]
-    pub first_token_timeout_ms: Option<u64>,
+    pub(crate) first_token_timeout_ms: Option<u64>,
     /// Streams: the longest silence between chunks (default 10 s).
     #[serde(default)]
-    pub idle_timeout_ms: Option<u64>,
+    pub(crate) idle_timeout_ms: Option<u64>,
     /// Streams at a gateway: the wait for the first item before the
     /// response goes out with keepalives, and their interval (default 15 s).
     #[serde(default)]
-    pub keepalive_ms: Option<u64>,
+    pub(crate) keepalive_ms: Option<u64>,
     /// Size limits.
     #[serde(default)]
-    pub limits: LimitsConfig,
+    pub(crate) limits: LimitsConfig,
     /// Whether `provider/model` may name a model no route lists (default
     /// false).
     #[serde(default)]
     pub allow_any_model: bool,
     /// Settings of the gateway host (the Worker).
     #[serde(default)]
-    pub gateway: GatewayConfig,
+    pub(crate) gateway: GatewayConfig,
     /// Prices for providers written in code, and routes' ordering and
     /// daily budgets.
     #[serde(default)]
-    pub cost: cost::CostConfig,
+    pub(crate) cost: cost::CostConfig,
     /// Latency objectives, streams' pace and demotion.
     #[serde(default)]
-    pub latency: LatencyConfig,
+    pub(crate) latency: LatencyConfig,
     /// Hedged requests, by route name (none by default).
     #[serde(default)]
-    pub hedge: BTreeMap<String, HedgeConfig>,
+    pub(crate) hedge: BTreeMap<String, HedgeConfig>,
     /// Validators and escalation limits, by route name.
     #[serde(default)]
-    pub quality: BTreeMap<String, QualityConfig>,
+    pub(crate) quality: BTreeMap<String, QualityConfig>,
 }
 
 /// The gateway's own settings.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct GatewayConfig {
+pub(crate) struct GatewayConfig {
     /// Names of the secrets holding the client keys the gateway accepts.
     #[serde(default)]
-    pub client_keys_env: Vec<String>,
+    pub(crate) client_keys_env: Vec<String>,
     /// Serve without client keys. For local demos only: the gateway logs a
     /// warning on every start.
     #[serde(default)]
-    pub allow_unauthenticated: bool,
+    pub(crate) allow_unauthenticated: bool,
 }
 
 /// One entry of a route.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct EntryConfig {
+pub(crate) struct EntryConfig {
     /// A provider id from `providers`.
-    pub provider: String,
+    pub(crate) provider: String,
     /// The model to ask it for.
-    pub model: String,
+    pub(crate) model: String,
     /// A name for logs.
-    pub label: Option<String>,
+    pub(crate) label: Option<String>,
     /// This entry's per-attempt timeout.
-    pub timeout_ms: Option<u64>,
+    pub(crate) timeout_ms: Option<u64>,
     /// This entry's retry settings, over the client's.
-    pub retry: Option<RetryConfig>,
+    pub(crate) retry: Option<RetryConfig>,
     /// This entry's time-to-first-token deadline for streams.
-    pub first_token_timeout_ms: Option<u64>,
+    pub(crate) first_token_timeout_ms: Option<u64>,
     /// The embedding model it serves, which makes its route an
     /// embeddings route ([`embeddings`]).
     #[serde(default)]
-    pub embeddings: Option<embeddings::EmbeddingsConfig>,
+    pub(crate) embeddings: Option<embeddings::EmbeddingsConfig>,
     /// Its tier: entries sharing a priority split load by `weight`
     /// (`tier.rs`). Defaulted, so an entry written as a shorter sequence
     /// still reads.
     #[serde(default)]
-    pub priority: Option<u32>,
+    pub(crate) priority: Option<u32>,
     /// Its share of its tier's load (default 1).
     #[serde(default)]
-    pub weight: Option<u32>,
+    pub(crate) weight: Option<u32>,
     /// This entry's objective for whole answers (see [`LatencyConfig`]).
     #[serde(default)]
-    pub latency_slo_ms: Option<u64>,
+    pub(crate) latency_slo_ms: Option<u64>,
     /// This entry's objective for a stream's first token.
     #[serde(default)]
-    pub ttft_slo_ms: Option<u64>,
+    pub(crate) ttft_slo_ms: Option<u64>,
     /// The slowest pace this entry's streams may start at.
     #[serde(default)]
-    pub min_tokens_per_second: Option<f64>,
+    pub(crate) min_tokens_per_second: Option<f64>,
     /// Over how many first tokens the pace is judged.
     #[serde(default)]
-    pub rate_window_tokens: Option<u32>,
+    pub(crate) rate_window_tokens: Option<u32>,
 }
 
 /// Size limits.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct LimitsConfig {
+pub(crate) struct LimitsConfig {
     /// The largest request body a gateway accepts (default 1 MiB).
-    pub max_request_bytes: Option<usize>,
+    pub(crate) max_request_bytes: Option<usize>,
     /// The largest provider response read (default 8 MiB).
-    pub max_response_bytes: Option<usize>,
+    pub(crate) max_response_bytes: Option<usize>,
 }
 
 impl Config {

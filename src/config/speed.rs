@@ -14,23 +14,23 @@ use crate::policy::latency::{DemotionPolicy, RateFloor, Speed};
 /// slow for a model.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct LatencyConfig {
+pub(crate) struct LatencyConfig {
     /// p95 of whole answers above which an entry is demoted.
-    pub latency_slo_ms: Option<u64>,
+    pub(crate) latency_slo_ms: Option<u64>,
     /// p95 of a stream's time to first token above which it is demoted.
-    pub ttft_slo_ms: Option<u64>,
+    pub(crate) ttft_slo_ms: Option<u64>,
     /// The slowest pace a stream's first tokens may come at.
-    pub min_tokens_per_second: Option<f64>,
+    pub(crate) min_tokens_per_second: Option<f64>,
     /// Over how many first tokens the pace is judged (default 20).
-    pub rate_window_tokens: Option<u32>,
+    pub(crate) rate_window_tokens: Option<u32>,
     /// Recent samples the p95 is taken over (default 50).
-    pub window: Option<u32>,
+    pub(crate) window: Option<u32>,
     /// Samples before a p95 decides (default 20).
-    pub min_samples: Option<u32>,
+    pub(crate) min_samples: Option<u32>,
     /// Restored below this share of the objective (default 0.8).
-    pub restore_ratio: Option<f64>,
+    pub(crate) restore_ratio: Option<f64>,
     /// Share of requests in configured order (default 0.05).
-    pub explore: Option<f64>,
+    pub(crate) explore: Option<f64>,
 }
 
 /// The pace's window when only a rate is given: about a sentence, enough

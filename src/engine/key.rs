@@ -27,7 +27,7 @@ use crate::policy::stats::ModelBreaker;
 
 /// The model name in the key of the breaker shared by the models no route
 /// lists.
-pub const ANY_MODEL: &str = "*";
+pub(crate) const ANY_MODEL: &str = "*";
 
 /// The breaker key of `model` at `provider`.
 pub fn breaker_key(provider: &str, model: &str) -> String {

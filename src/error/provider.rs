@@ -64,6 +64,15 @@ impl ProviderError {
         }
     }
 
+    /// The provider's message, or the kind's description when it gave none.
+    pub(crate) fn message_or_kind(&self) -> &str {
+        if self.message.is_empty() {
+            self.kind.describe()
+        } else {
+            &self.message
+        }
+    }
+
     /// The status and any Retry-After (`HTTP 429, retry after 2000 ms`),
     /// as [`detail`](Self::detail) and `Display` both write them.
     fn detail_head(&self) -> Option<String> {

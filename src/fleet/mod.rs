@@ -56,7 +56,7 @@ pub use journal::{Counts, Journal, JournalSource, Transition};
 pub use object::{Fleet, Lease};
 pub use outage::{Outage, OUTAGE_LOG_INTERVAL};
 pub use spend::{spend_key, FleetSpend, SpendCall, SpendInbox, SpendLink};
-pub use spend_object::{Hold, HoldAnswer, HoldCall, SettleCall, SpendBook, Standing, MAX_HOLDS};
+pub use spend_object::{HoldAnswer, HoldCall, SettleCall, SpendBook, Standing};
 pub use store::{FleetStore, Inbox};
 
 /// How an isolate shares its breakers with the fleet.

@@ -67,16 +67,18 @@ impl Outage {
             .to_string(),
         )
     }
-
-    /// Whether calls are failing.
-    pub fn is_out(&self) -> bool {
-        self.since.is_some()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Outage {
+        /// Whether calls are failing.
+        fn is_out(&self) -> bool {
+            self.since.is_some()
+        }
+    }
 
     const I: Duration = OUTAGE_LOG_INTERVAL;
 

@@ -25,7 +25,7 @@ use crate::policy::spend::{utc_day, Tally};
 
 /// Holds an object keeps at most: past this many requests in flight on one
 /// cap, a new one is refused (its hold could not be kept).
-pub const MAX_HOLDS: usize = 1000;
+pub(crate) const MAX_HOLDS: usize = 1000;
 
 /// The longest hold id kept (ids come from isolates: `isolate-…-<n>`).
 const MAX_ID: usize = 64;
@@ -155,7 +155,7 @@ impl SpendBook {
     }
 
     /// Holds `call.amount` if what is booked and held leaves room for it
-    /// under `call.budget`, and fewer than [`MAX_HOLDS`] are kept. A hold
+    /// under `call.budget`, and fewer than `MAX_HOLDS` are kept. A hold
     /// asked again (the same id) is granted as it stands.
     pub fn hold(&mut self, now: UnixMillis, call: &HoldCall) -> HoldAnswer {
         let id: String = call.id.chars().take(MAX_ID).collect();

@@ -23,7 +23,7 @@ use crate::error::{ErrorKind, ProviderError};
 // ---------------------------------------------------------------- outbound
 
 /// The events [`decode_event`] reads; any other is skipped.
-pub const EVENTS: &[&str] = &[
+pub(crate) const EVENTS: &[&str] = &[
     "message_start",
     "content_block_start",
     "content_block_delta",
@@ -459,11 +459,7 @@ impl AnthropicStreamEncoder {
             return Vec::new();
         }
         self.closed = true;
-        let message = if e.message.is_empty() {
-            e.kind.describe()
-        } else {
-            e.message.as_str()
-        };
+        let message = e.message_or_kind();
         let mut out = Vec::new();
         event(
             &mut out,

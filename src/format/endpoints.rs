@@ -63,7 +63,10 @@ struct CountTokensRequest {
 }
 
 /// The client's body for `endpoint`, checked.
-pub fn read_endpoint(endpoint: Endpoint, bytes: &[u8]) -> Result<Map<String, Value>, FormatError> {
+pub(crate) fn read_endpoint(
+    endpoint: Endpoint,
+    bytes: &[u8],
+) -> Result<Map<String, Value>, FormatError> {
     let mistake = |m: crate::json::Mistake| {
         let message = match m.error.classify() {
             serde_json::error::Category::Data => untagged_hint(&m.error.to_string()),

@@ -46,7 +46,7 @@ pub(crate) fn unread_fields(
 /// | low     | 2048          |
 /// | medium  | 8192          |
 /// | high    | 16384         |
-pub fn effort_budget(effort: &str) -> Option<u32> {
+pub(crate) fn effort_budget(effort: &str) -> Option<u32> {
     match effort {
         "minimal" => Some(1024),
         "low" => Some(2048),
@@ -57,12 +57,12 @@ pub fn effort_budget(effort: &str) -> Option<u32> {
 }
 
 /// The least thinking budget Anthropic accepts.
-pub const MIN_BUDGET: u32 = 1024;
+pub(crate) const MIN_BUDGET: u32 = 1024;
 
 /// The `reasoning_effort` for an Anthropic thinking budget: under 4096
 /// `low`, under 16384 `medium`, else `high` (the three levels every OpenAI
 /// reasoning model takes).
-pub fn budget_effort(budget: u32) -> &'static str {
+pub(crate) fn budget_effort(budget: u32) -> &'static str {
     match budget {
         0..=4095 => "low",
         4096..=16383 => "medium",
@@ -72,7 +72,7 @@ pub fn budget_effort(budget: u32) -> &'static str {
 
 /// An OpenAI `service_tier` for the tier a client named, `None` when
 /// OpenAI has no such tier.
-pub fn openai_tier(tier: &str) -> Option<&str> {
+pub(crate) fn openai_tier(tier: &str) -> Option<&str> {
     match tier {
         "auto" | "default" | "flex" | "priority" | "scale" => Some(tier),
         "standard_only" => Some("default"),
@@ -82,7 +82,7 @@ pub fn openai_tier(tier: &str) -> Option<&str> {
 
 /// An Anthropic `service_tier` for the tier a client named, `None` when
 /// Anthropic has no such tier.
-pub fn anthropic_tier(tier: &str) -> Option<&str> {
+pub(crate) fn anthropic_tier(tier: &str) -> Option<&str> {
     match tier {
         "auto" | "standard_only" => Some(tier),
         "default" => Some("standard_only"),
@@ -93,7 +93,7 @@ pub fn anthropic_tier(tier: &str) -> Option<&str> {
 /// An OpenAI `image_url.url`: a base64 `data:` URL becomes inline bytes,
 /// anything else a URL to fetch. `None` for a `data:` URL that is not
 /// base64 (neither dialect takes one).
-pub fn image_source(url: &str) -> Option<ImageSource> {
+pub(crate) fn image_source(url: &str) -> Option<ImageSource> {
     let Some(rest) = url.strip_prefix("data:") else {
         return Some(ImageSource::Url {
             url: url.to_string(),
@@ -108,7 +108,7 @@ pub fn image_source(url: &str) -> Option<ImageSource> {
 }
 
 /// The OpenAI `image_url.url` of an image source.
-pub fn image_url(source: &ImageSource) -> String {
+pub(crate) fn image_url(source: &ImageSource) -> String {
     match source {
         ImageSource::Base64 { media_type, data } => format!("data:{media_type};base64,{data}"),
         ImageSource::Url { url } => url.clone(),
@@ -121,7 +121,7 @@ pub fn image_url(source: &ImageSource) -> String {
 /// one without equivalent is refused as [`FormatError::unsupported`] (the
 /// chain's "this entry cannot serve it"), and a hint is named in
 /// `omitted`.
-pub fn check_untranslated(
+pub(crate) fn check_untranslated(
     req: &ChatRequest,
     target: Dialect,
     omitted: &mut Vec<String>,

@@ -25,20 +25,20 @@
 //! it ([`ChatRequest::untranslated`](crate::ChatRequest::untranslated)),
 //! and an encoder for the other dialect refuses it as a [`FormatError`]
 //! naming the field, or, for a mere hint, names it in its `omitted` list:
-//! never a silent drop. [`mapping`] holds the tables (reasoning effort and
-//! thinking budgets, service tiers, image URLs); [`structured`] turns the
+//! never a silent drop. `mapping` holds the tables (reasoning effort and
+//! thinking budgets, service tiers, image URLs); `structured` turns the
 //! forced tool of a structured answer back into the answer's text.
 
 pub mod anthropic;
 pub mod anthropic_stream;
-pub mod endpoints;
+pub(crate) mod endpoints;
 pub mod gemini;
 mod inbound;
-pub mod mapping;
+pub(crate) mod mapping;
 pub mod openai;
 pub mod openai_stream;
 pub mod responses;
-pub mod structured;
+pub(crate) mod structured;
 pub(crate) mod wire;
 
 use serde_json::{Map, Value};
@@ -105,7 +105,7 @@ impl FormatError {
 
     /// As the error of a provider answer that could not be read
     /// ([`ErrorKind::Decode`]).
-    pub fn into_decode_error(self, status: u16) -> ProviderError {
+    pub(crate) fn into_decode_error(self, status: u16) -> ProviderError {
         ProviderError::new(ErrorKind::Decode, format!("response {self}")).with_status(status)
     }
 }

@@ -324,11 +324,7 @@ impl OpenAiStreamEncoder {
             return Vec::new();
         }
         self.closed = true;
-        let message = if e.message.is_empty() {
-            e.kind.describe()
-        } else {
-            e.message.as_str()
-        };
+        let message = e.message_or_kind();
         data_line(&json!({
             "error": {
                 "message": message,

@@ -18,7 +18,7 @@ use super::anthropic::ANSWER_TOOL;
 /// The name of the tool that carries a structured answer to `req`: the
 /// schema's name, [`ANSWER_TOOL`] for `json_object`; `None` when `req`
 /// asks for no structured answer.
-pub fn answer_tool(req: &ChatRequest) -> Option<&str> {
+pub(crate) fn answer_tool(req: &ChatRequest) -> Option<&str> {
     match &req.response_format {
         Some(ResponseFormat::JsonSchema(s)) => Some(&s.name),
         Some(ResponseFormat::JsonObject) => Some(ANSWER_TOOL),
@@ -36,7 +36,7 @@ fn unwrappable(req: &ChatRequest) -> Option<&str> {
 /// call's arguments, the JSON answer; text the model wrote before calling
 /// it is replaced) and a `tool_calls` finish into `stop` when no other call
 /// is left.
-pub fn unwrap_answer(req: &ChatRequest, resp: &mut ChatResponse) {
+pub(crate) fn unwrap_answer(req: &ChatRequest, resp: &mut ChatResponse) {
     // A provider sent the client's own body was given no answer tool.
     if req.sends_native(resp.dialect) {
         return;
@@ -57,7 +57,7 @@ pub fn unwrap_answer(req: &ChatRequest, resp: &mut ChatResponse) {
 /// The stream counterpart of [`unwrap_answer`]: the answer tool's argument
 /// fragments become text deltas, and its `tool_calls` finish `stop`.
 #[derive(Debug, Clone, Default)]
-pub struct AnswerStream {
+pub(crate) struct AnswerStream {
     name: Option<String>,
     /// The provider's index of the answer's call, once it began.
     index: Option<u32>,
@@ -68,7 +68,7 @@ pub struct AnswerStream {
 impl AnswerStream {
     /// A filter for the stream answering `req` (one that changes nothing
     /// when `req` asks for no structured answer).
-    pub fn new(req: &ChatRequest) -> Self {
+    pub(crate) fn new(req: &ChatRequest) -> Self {
         AnswerStream {
             name: unwrappable(req).map(str::to_string),
             ..AnswerStream::default()
@@ -77,7 +77,7 @@ impl AnswerStream {
 
     /// `d` as the client is to see it; `None` when nothing is left of it
     /// (the answer call's opening fragment without arguments).
-    pub fn map(&mut self, d: Delta) -> Option<Delta> {
+    pub(crate) fn map(&mut self, d: Delta) -> Option<Delta> {
         let Some(answer) = self.name.as_deref() else {
             return Some(d);
         };

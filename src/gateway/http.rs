@@ -12,7 +12,7 @@ use crate::platform::{Body, Headers};
 /// The API format a client speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Format {
+pub(crate) enum Format {
     /// OpenAI Chat Completions.
     #[serde(rename = "openai")]
     OpenAi,
@@ -24,7 +24,7 @@ pub enum Format {
 
 impl Format {
     /// The provider dialect of this format.
-    pub fn dialect(self) -> Dialect {
+    pub(crate) fn dialect(self) -> Dialect {
         match self {
             Format::OpenAi => Dialect::OpenAi,
             Format::Anthropic => Dialect::Anthropic,
@@ -35,7 +35,7 @@ impl Format {
     /// The format to answer a request in when its path does not decide:
     /// Anthropic for `/v1/messages…` or an `anthropic-version` header,
     /// OpenAI otherwise.
-    pub fn guess(path: &str, headers: &Headers) -> Format {
+    pub(crate) fn guess(path: &str, headers: &Headers) -> Format {
         if path.starts_with("/v1/messages") || headers.get("anthropic-version").is_some() {
             Format::Anthropic
         } else if path.starts_with("/v1/responses") {

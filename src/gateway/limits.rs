@@ -12,7 +12,7 @@
 //! | names (model, tools, tool calls) | [`MAX_NAME_BYTES`] | [`check_request`] |
 //! | any other string | the body limit | the body |
 //! | each header the gateway reads | [`MAX_HEADER_BYTES`] | [`oversized_header`] |
-//! | an upstream stream's length | [`crate::MAX_STREAM_BYTES`], events [`crate::MAX_LINE_BYTES`] | `sse.rs` |
+//! | an upstream stream's length | [`crate::MAX_STREAM_BYTES`], events `MAX_LINE_BYTES` | `sse.rs` |
 //! | an upstream stream's duration | the request's deadline (`deadlineMs`, 60 s) | `engine/stream.rs` |
 
 use super::http::REQUEST_HEADERS;

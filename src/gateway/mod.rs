@@ -40,9 +40,9 @@ mod sse;
 mod status;
 
 pub use auth::Auth;
-pub use http::{Format, Inbound, Outbound, Piece, PieceStream, REQUEST_HEADERS};
+
+pub use http::{Inbound, Outbound, Piece, PieceStream, REQUEST_HEADERS};
 pub use point::DataPoint;
 pub use proxy::Gateway;
-pub use render::{error_response, render_error};
 pub use request::{url_path, FORWARDED_HEADERS};
 pub use setup::{config_error, Setup};

@@ -31,24 +31,12 @@ pub(super) fn error_code(e: &Error) -> &'static str {
     }
 }
 
-/// A chain error in the client's format, with `Retry-After` when known.
-pub fn render_error(format: Format, e: &Error) -> Outbound {
-    render_error_as(format, e, e.status())
-}
-
-/// [`render_error`] answering `status`.
+/// A chain error in the client's format answering `status`, with `Retry-After` when known.
 pub(super) fn render_error_as(format: Format, e: &Error, status: u16) -> Outbound {
     let (message, code) = match e {
         Error::AllProvidersFailed(x) => (x.headline(), Some(error_code(e).to_string())),
         // Returned as is: the provider's own reason and code.
-        Error::Rejected { error, .. } => (
-            if error.message.is_empty() {
-                error.kind.describe().to_string()
-            } else {
-                error.message.clone()
-            },
-            error.code.clone(),
-        ),
+        Error::Rejected { error, .. } => (error.message_or_kind().to_string(), error.code.clone()),
         Error::InvalidRequest(m) => (m.clone(), Some(error_code(e).to_string())),
         Error::UnknownRoute(name) => (
             format!(
@@ -87,7 +75,12 @@ pub(super) fn render_error_as(format: Format, e: &Error, status: u16) -> Outboun
 }
 
 /// An error answer in the client's format.
-pub fn error_response(format: Format, status: u16, message: &str, code: Option<&str>) -> Outbound {
+pub(crate) fn error_response(
+    format: Format,
+    status: u16,
+    message: &str,
+    code: Option<&str>,
+) -> Outbound {
     json_response(status, &error_body(format, status, message, code))
 }
 

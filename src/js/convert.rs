@@ -15,7 +15,7 @@ use wasm_bindgen::prelude::*;
 use crate::chat::{ChatRequest, ChatResponse, FinishReason, Thinking, ToolCall, Usage};
 use crate::engine::client::Reply;
 use crate::error::{ErrorKind, ProviderError};
-use crate::issue::{parse_json, ConfigError, ConfigIssue};
+use crate::issue::{path_text, ConfigError, ConfigIssue};
 use crate::js::errors::{prop, to_js};
 use crate::js::request::JsRequest;
 use crate::web::error_message;
@@ -36,6 +36,14 @@ fn from_js<T: DeserializeOwned>(value: &JsValue) -> Result<T, ConfigError> {
         issues: vec![ConfigIssue::new("(root)", m)],
     })?;
     parse_json(&json).map_err(without_position)
+}
+
+/// Parses JSON into `T`, naming the path of the first mismatch
+/// (`messages[0].role: unknown variant `admin` at line 1 column 52`).
+fn parse_json<'de, T: Deserialize<'de>>(json: &'de str) -> Result<T, ConfigError> {
+    crate::json::read(json.as_bytes()).map_err(|m| ConfigError {
+        issues: vec![ConfigIssue::new(path_text(&m.path), m.error.to_string())],
+    })
 }
 
 /// Drops serde_json's ` at line 1 column 79`: meaningless for a JS object

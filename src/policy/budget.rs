@@ -8,7 +8,7 @@ use crate::platform::UnixMillis;
 /// (tower's retry budget). Pure: time is passed in. Counts in thousandths
 /// of a token, so that the arithmetic is exact.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RetryBudget {
+pub(crate) struct RetryBudget {
     per_deposit: u64,
     floor_per_sec: u64,
     capacity: u64,
@@ -51,7 +51,7 @@ fn milli(v: f64) -> u64 {
 
 impl RetryBudget {
     /// A full bucket.
-    pub fn new(policy: BudgetPolicy) -> Self {
+    pub(crate) fn new(policy: BudgetPolicy) -> Self {
         let capacity = milli(policy.capacity);
         RetryBudget {
             per_deposit: milli(policy.ratio),
@@ -71,7 +71,7 @@ impl RetryBudget {
     }
 
     /// Records a first attempt, which earns `ratio` tokens.
-    pub fn deposit(&mut self, now: UnixMillis) {
+    pub(crate) fn deposit(&mut self, now: UnixMillis) {
         self.refill(now);
         self.milli_tokens = self
             .milli_tokens
@@ -80,7 +80,7 @@ impl RetryBudget {
     }
 
     /// Takes one token for a retry; `false` when the budget is spent.
-    pub fn try_withdraw(&mut self, now: UnixMillis) -> bool {
+    pub(crate) fn try_withdraw(&mut self, now: UnixMillis) -> bool {
         self.refill(now);
         if self.milli_tokens >= TOKEN {
             self.milli_tokens -= TOKEN;
@@ -88,11 +88,6 @@ impl RetryBudget {
         } else {
             false
         }
-    }
-
-    /// Tokens left.
-    pub fn tokens(&self) -> f64 {
-        self.milli_tokens as f64 / TOKEN as f64
     }
 }
 

@@ -74,11 +74,6 @@ impl Models {
         }
     }
 
-    /// The provider-wide default.
-    pub fn default_capabilities(&self) -> &Capabilities {
-        &self.default
-    }
-
     /// Sets `model`'s capabilities.
     pub fn insert(&mut self, model: impl Into<String>, caps: Capabilities) {
         self.by_name.insert(model.into(), caps);

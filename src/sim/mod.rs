@@ -43,7 +43,6 @@ pub use report::{Figures, Percentiles, Report, Run, Series};
 pub use scenario::{
     merge_patch, Effect, Fault, Flap, PolicyPatch, ProviderModel, Scenario, Traffic,
 };
-pub use world::SimPlatform;
 
 /// Runs every policy of `scenario`, in order.
 pub fn simulate(scenario: &Scenario) -> Result<Report, String> {

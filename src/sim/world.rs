@@ -24,7 +24,7 @@ const Z95: f64 = 1.644_853_626_951_472_2;
 
 /// The platform the simulated clients run on. Clones share state.
 #[derive(Clone)]
-pub struct SimPlatform {
+pub(crate) struct SimPlatform {
     clock: Clock,
     world: Rc<World>,
 }

@@ -151,7 +151,7 @@ pub(super) fn transport(e: &JsValue) -> TransportError {
 /// after, aborts the request, and so does the request's time limit passing
 /// (the wait, or the body's read, then fails as
 /// [`TransportErrorKind::TimedOut`]).
-pub async fn fetch(req: HttpRequest) -> Result<HttpResponse, TransportError> {
+pub(crate) async fn fetch(req: HttpRequest) -> Result<HttpResponse, TransportError> {
     let mut guard = AbortOnDrop::new()?;
     let init = RequestInit::new();
     init.set_method(&req.method);

@@ -43,7 +43,8 @@ use wasm_bindgen::prelude::*;
 
 use crate::platform::{HttpRequest, HttpResponse, Platform, TransportError, UnixMillis};
 
-pub use fetch::{error_message, fetch, stream_body, AbortOnDrop};
+pub(crate) use fetch::fetch;
+pub use fetch::{error_message, stream_body, AbortOnDrop};
 pub use headers::{headers_from_js, headers_named, headers_to_js};
 pub use timer::{sleep, Sleep};
 

@@ -24,29 +24,29 @@ pub(crate) const DEFAULT_KEY_ENV: &str = "GOOGLE_SERVICE_ACCOUNT_KEY";
 pub struct VertexConfig {
     /// Whose models: `"anthropic"` (Claude, the Messages API) or
     /// `"google"` (Gemini).
-    pub publisher: Publisher,
+    pub(crate) publisher: Publisher,
     /// The Google Cloud project id.
-    pub project: String,
+    pub(crate) project: String,
     /// The location (`us-east5`, `europe-west1`, `global`).
-    pub region: String,
+    pub(crate) region: String,
     /// Base URL (default `https://{region}-aiplatform.googleapis.com`).
     #[serde(default)]
-    pub base_url: Option<String>,
+    pub(crate) base_url: Option<String>,
     /// The service account's key file itself, as JSON text or an object
     /// (for the npm package).
     #[serde(default, deserialize_with = "key_json")]
-    pub service_account_key: Option<Secret>,
+    pub(crate) service_account_key: Option<Secret>,
     /// The env var / Worker secret holding the key file's JSON (default
     /// `GOOGLE_SERVICE_ACCOUNT_KEY`).
     #[serde(default)]
-    pub service_account_key_env: Option<String>,
+    pub(crate) service_account_key_env: Option<String>,
     /// Per-model capabilities.
     #[serde(default)]
-    pub models: BTreeMap<String, ModelConfig>,
+    pub(crate) models: BTreeMap<String, ModelConfig>,
     /// `max_tokens` sent to a Claude model when a request sets none
     /// (default 4096).
     #[serde(default)]
-    pub default_max_tokens: Option<u32>,
+    pub(crate) default_max_tokens: Option<u32>,
 }
 
 /// A key file given as JSON text or as the object itself, kept as text.

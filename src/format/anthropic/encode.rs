@@ -172,7 +172,7 @@ struct OutMetadata<'a> {
 /// this dialect cannot be given (an unknown field or one without
 /// equivalent from an OpenAI client, an unknown `reasoning_effort`).
 /// `reasoning_effort` becomes a thinking budget
-/// ([`mapping::effort_budget`]), kept under `max_tokens`; thinking is left
+/// (`mapping::effort_budget`), kept under `max_tokens`; thinking is left
 /// out (and named in `omitted`) where it cannot be had: a budget under
 /// Anthropic's least, a forced tool, or a tool turn sent back without its
 /// thinking blocks.

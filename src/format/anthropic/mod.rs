@@ -134,7 +134,7 @@ pub fn stop_reason_name(r: &FinishReason) -> &str {
 }
 
 /// The Anthropic error `type` for an HTTP status.
-pub fn error_type(status: u16) -> &'static str {
+pub(crate) fn error_type(status: u16) -> &'static str {
     match status {
         401 => "authentication_error",
         402 => "billing_error",

@@ -185,7 +185,7 @@ pub fn finish_reason_name(r: &FinishReason) -> &str {
 }
 
 /// The OpenAI error `type` for an HTTP status.
-pub fn error_type(status: u16) -> &'static str {
+pub(crate) fn error_type(status: u16) -> &'static str {
     match status {
         401 => "authentication_error",
         403 => "permission_error",

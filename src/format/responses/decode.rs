@@ -129,7 +129,7 @@ fn texts(parts: &[ContentPart], kinds: &[&str]) -> String {
 /// Reads a Responses answer: [`Read::Error`] when the body is an error
 /// object (a non-null `error`, or `type: "error"`). `raw` keeps the body's
 /// text, for a Responses client to get it as it came.
-pub fn decode_response(body: &[u8]) -> Result<Read<ChatResponse>, FormatError> {
+pub(crate) fn decode_response(body: &[u8]) -> Result<Read<ChatResponse>, FormatError> {
     let wire::Obj(a) = wire::read::<wire::Obj<Answer<'_>>>(body)?;
     if a.error.is_some() || a.kind.is_error() {
         return Ok(Read::Error);
@@ -220,7 +220,7 @@ struct EventResponse {
 /// Reads one Responses stream event into deltas: [`Read::Error`] for an
 /// `error` or `response.failed` event. Events the neutral answer has no
 /// place for (hosted tool progress, item and part boundaries) give none.
-pub fn decode_event(data: &[u8]) -> Result<Read<Vec<Delta>>, FormatError> {
+pub(crate) fn decode_event(data: &[u8]) -> Result<Read<Vec<Delta>>, FormatError> {
     let wire::Obj(ev) = wire::read::<wire::Obj<Event<'_>>>(data)?;
     let kind = ev.kind.as_ref().map(wire::Str::as_str).unwrap_or_default();
     let index = ev.output_index.unwrap_or(0);

@@ -2,7 +2,7 @@
 //!
 //! Inbound: [`request_from_value`] reads a client's request into the
 //! neutral one; [`render_response`] answers it with a Response object and
-//! [`ResponsesStreamEncoder`] with the typed stream events
+//! `ResponsesStreamEncoder` with the typed stream events
 //! (`response.created` … `response.completed`, each with its
 //! `sequence_number`). Errors are the Chat Completions error object
 //! ([`openai::render_error`](super::openai::render_error)), as the
@@ -26,11 +26,11 @@ mod parse;
 mod response;
 mod stream;
 
-pub use decode::{decode_event, decode_response};
+pub(crate) use decode::{decode_event, decode_response};
 pub use echo::Echo;
-pub use parse::{parse_request, request_from_value};
+pub use parse::request_from_value;
 pub use response::render_response;
-pub use stream::ResponsesStreamEncoder;
+pub(crate) use stream::ResponsesStreamEncoder;
 pub(crate) use stream::{Followed, OpenItem};
 
 use crate::chat::{FinishReason, Usage};

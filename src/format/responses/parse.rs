@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::chat::{ChatRequest, Dialect, Gap, Message, Part, ResponseFormat, Role, Tool, ToolCall};
 use crate::format::mapping::{self, GapFn};
-use crate::format::{inbound, index, parse_json, Fields, FormatError};
+use crate::format::{inbound, index, Fields, FormatError};
 
 /// Fields read into the neutral request, or checked below.
 const READ: &[&str] = &[
@@ -52,11 +52,6 @@ const NO_EQUIVALENT: &[&str] = &[
     "prompt",
     "max_tool_calls",
 ];
-
-/// Reads a client's Responses request body.
-pub fn parse_request(body: &[u8]) -> Result<ChatRequest, FormatError> {
-    request_from_value(&parse_json(body)?)
-}
 
 /// Reads a client's Responses request, already parsed as JSON. Malformed
 /// known fields fail with their path; unknown fields and items, and those
@@ -273,6 +268,12 @@ fn parse_text(f: &Fields<'_>, gap: &mut GapFn<'_>) -> Result<Option<ResponseForm
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::parse_json;
+
+    /// Reads a client's Responses request body.
+    fn parse_request(body: &[u8]) -> Result<ChatRequest, FormatError> {
+        request_from_value(&parse_json(body)?)
+    }
 
     #[test]
     fn items_become_turns_and_gaps_are_named() {

@@ -29,7 +29,7 @@ use crate::format::openai_stream::{default_code, error_type};
 ///   while iterating.
 /// - Every event carries its `sequence_number`, from 0.
 #[derive(Debug, Clone)]
-pub struct ResponsesStreamEncoder {
+pub(crate) struct ResponsesStreamEncoder {
     id: String,
     created: u64,
     model: String,
@@ -93,7 +93,7 @@ enum Item {
 impl ResponsesStreamEncoder {
     /// An encoder for response `id` created at `created` (Unix seconds),
     /// answered by `model` until a [`Delta::Start`] names another.
-    pub fn new(id: String, created: u64, model: String, echo: Echo) -> Self {
+    pub(crate) fn new(id: String, created: u64, model: String, echo: Echo) -> Self {
         ResponsesStreamEncoder {
             id,
             created,
@@ -175,7 +175,7 @@ impl ResponsesStreamEncoder {
     }
 
     /// The bytes for one delta (often none).
-    pub fn delta(&mut self, d: &Delta) -> Vec<u8> {
+    pub(crate) fn delta(&mut self, d: &Delta) -> Vec<u8> {
         if self.closed {
             return Vec::new();
         }
@@ -278,7 +278,7 @@ impl ResponsesStreamEncoder {
     /// Ends the stream: the open item's `…done` events, then
     /// `response.completed` (or `response.incomplete`) with the whole
     /// Response.
-    pub fn finish(&mut self) -> Vec<u8> {
+    pub(crate) fn finish(&mut self) -> Vec<u8> {
         if self.closed {
             return Vec::new();
         }
@@ -300,17 +300,13 @@ impl ResponsesStreamEncoder {
     /// Ends the stream with `response.failed` (the Response so far, its
     /// `error` set) and an `error` event: never a completion, so a client
     /// cannot take the answer so far for a whole one.
-    pub fn error(&mut self, e: &ProviderError) -> Vec<u8> {
+    pub(crate) fn error(&mut self, e: &ProviderError) -> Vec<u8> {
         if self.closed {
             return Vec::new();
         }
         let mut out = Vec::new();
         self.start(&mut out);
-        let message = if e.message.is_empty() {
-            e.kind.describe()
-        } else {
-            e.message.as_str()
-        };
+        let message = e.message_or_kind();
         let code = e
             .code
             .as_deref()

@@ -4,7 +4,7 @@
 //! `toolConfig`), a Converse answer and the ConverseStream events
 //! (`messageStart`, `contentBlockStart`, `contentBlockDelta`,
 //! `messageStop`, `metadata`) read back. Structured answers go through a
-//! forced tool, as for Anthropic (see [`crate::format::structured`]).
+//! forced tool, as for Anthropic (see `format::structured`).
 
 use std::borrow::Cow;
 
