@@ -11,7 +11,9 @@
 //! end-to-end deadline has passed; and it ends the walk after a forced call.
 //! Before it calls an entry that spend caps count, it holds what the request
 //! may cost on them ([`CostBook::hold`]): an entry refused is passed over,
-//! and a walk that called nothing for it ends with the cap's refusal.
+//! and a walk that called nothing for it ends with the cap's refusal. An
+//! entry whose configured context window cannot hold the request
+//! ([`Need::overflow`]) is skipped without a call.
 //! What happens inside an entry (attempts, retries, the breaker's verdict)
 //! is the caller's: [`crate::engine::retry`] for whole answers, [`crate::engine::stream`]
 //! for streams.
@@ -31,6 +33,7 @@ use crate::error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, Provide
 use crate::platform::{millis, Platform, UnixMillis};
 use crate::policy::breaker::{Permit, State};
 use crate::policy::cheapest::expected_usage;
+use crate::policy::window::Need;
 
 /// The request-wide record of one call: its deadline and every attempt.
 pub(crate) struct Run {
@@ -201,6 +204,9 @@ pub(crate) struct Cursor<'c> {
     /// The first cap that refused an entry: the walk's error if no entry
     /// was called.
     refused: Option<Error>,
+    /// What the request needs of a context window, when an entry of the
+    /// chain has one: an entry whose window cannot hold it is skipped.
+    need: Option<Need>,
 }
 
 /// How far a hedged stream's walk may go, readable and settable while it
@@ -240,6 +246,9 @@ impl<'c> Cursor<'c> {
         }
         let chain = core.cost.plan(route, chain, req, core.platform.now())?;
         let mut walk = Self::over(core, chain, opts);
+        if walk.chain.iter().any(|e| window(core, e).is_some()) {
+            walk.need = Some(Need::of(req));
+        }
         if core.cost.has_caps() {
             walk.estimate = Some(expected_usage(req));
             walk.run.holds = Some(Rc::default());
@@ -284,6 +293,7 @@ impl<'c> Cursor<'c> {
             reach: None,
             estimate: None,
             refused: None,
+            need: None,
         }
     }
 
@@ -301,6 +311,7 @@ impl<'c> Cursor<'c> {
             reach: self.reach,
             estimate: self.estimate,
             refused: self.refused,
+            need: self.need,
         }
     }
 
@@ -329,6 +340,7 @@ impl<'c> Cursor<'c> {
             reach: None,
             estimate: self.estimate,
             refused: None,
+            need: self.need,
         }
     }
 
@@ -369,6 +381,17 @@ impl<'c> Cursor<'c> {
                 self.run.skip(entry, now, error);
                 self.end();
                 return None;
+            }
+            if let Some(why) = self.need.and_then(|n| n.overflow(window(core, entry)?)) {
+                let error = ProviderError::new(ErrorKind::ContextLength, why);
+                core.emit_failover(&self.chain, index, &error);
+                self.run.skip(entry, now, error);
+                if index != self.index {
+                    self.end();
+                    return None;
+                }
+                self.index += 1;
+                continue;
             }
             let holds = match &self.estimate {
                 Some(usage) => {
@@ -535,4 +558,12 @@ impl<'c> Cursor<'c> {
             _ => Error::AllProvidersFailed(Exhausted { attempts }),
         }
     }
+}
+
+/// The context window configured for `entry`'s model, if any.
+fn window<P: Platform, S: BreakerStore>(core: &Core<P, S>, entry: &Entry) -> Option<u32> {
+    core.upstreams
+        .get(&entry.provider)?
+        .capabilities(&entry.model)
+        .context_window
 }

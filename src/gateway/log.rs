@@ -91,7 +91,7 @@ impl LogLine<'_> {
                 reached: (!a.reached).then_some(false),
                 reason: a
                     .error()
-                    .filter(|e| e.kind == ErrorKind::Unsupported)
+                    .filter(|e| refused_unsent(e.kind, a.reached))
                     .map(|e| e.message.clone()),
                 status: a.error().and_then(|e| e.status),
                 usage: a.usage,
@@ -149,6 +149,13 @@ pub(super) fn header_safe(name: &str) -> String {
     percent_encoding::utf8_percent_encode(name, NOT_IN_HEADERS).to_string()
 }
 
+/// Whether a failure is the gateway's own refusal of an entry that could
+/// not serve the request at all (a field it cannot be given, a request
+/// beyond its context window), whose message is then the trail's reason.
+fn refused_unsent(kind: ErrorKind, reached: bool) -> bool {
+    kind == ErrorKind::Unsupported || (kind == ErrorKind::ContextLength && !reached)
+}
+
 /// One attempt in a log line's trail (keys sorted, as in [`LogLine`]).
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -166,7 +173,7 @@ pub(super) struct TrailItem {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) reached: Option<bool>,
     /// Why this entry could not serve the request at all (a field it cannot
-    /// be given): the gateway's own words, so safe to log.
+    /// be given, `context_window: …`): the gateway's own words, so safe to log.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

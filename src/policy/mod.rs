@@ -12,3 +12,4 @@ pub(crate) mod price;
 pub(crate) mod spend;
 pub(crate) mod stats;
 pub(crate) mod timeouts;
+pub(crate) mod window;
