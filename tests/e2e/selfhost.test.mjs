@@ -6,14 +6,17 @@
 // SIGTERM and a restart on the same state directory. Build first (scripts/build-worker.sh).
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import OpenAI from "openai";
 import Anthropic from "@anthropic-ai/sdk";
 import { eventually, GATEWAY_KEY, gatewayConfig, MOCK_KEY, startMock, startSelfHosted, tempDir } from "./gateway-harness.mjs";
 import { keyDigest } from "./mock-provider.mjs";
 import { answer, anthropicStream, assertNeverTruncated, openaiStream } from "./stream-readers.mjs";
 
+const HEALTHCHECK = fileURLToPath(new URL("../../scripts/selfhost-health.mjs", import.meta.url));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const CHAT = { model: "default", messages: [{ role: "user", content: "hello" }] };
 
@@ -118,6 +121,16 @@ describe("self-hosted (scripts/serve.sh on workerd): the e2e subset", { timeout:
     assert.match(text, /^llm_gateway_attempts_total\{provider="dead",model="[^"]+",outcome="server"\} [1-9]/m);
     assert.match(text, /^llm_gateway_wasm_memory_bytes \d+$/m);
     assert.ok(!text.includes(GATEWAY_KEY));
+  });
+
+  test("the image's HEALTHCHECK command: healthy with the client key from GATEWAY_KEY, not without", async () => {
+    const health = (env) => new Promise((resolve) => {
+      execFile(process.execPath, [HEALTHCHECK, `${gw.url}/health`], { env: { PATH: process.env.PATH, ...env } },
+        (err, stdout) => resolve({ code: err ? err.code : 0, stdout }));
+    });
+    assert.deepEqual(await health({ GATEWAY_KEY }), { code: 0, stdout: "health: 200 degraded\n" });
+    assert.equal((await health({})).code, 1);
+    assert.equal((await health({ HEALTHCHECK_KEY_ENV: "OTHER", OTHER: GATEWAY_KEY })).code, 0);
   });
 
   test("logs: one JSON line per request on stdout, no key in them", async () => {
