@@ -26,7 +26,7 @@
 // writes the configuration to --out (default <state>/workerd.capnp) and prints one JSON line
 // on stdout: {"capnp": path, "workerd": the pinned binary, "listen": address,
 // "secrets": [names], "notes": [...]}.
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -267,7 +267,9 @@ function cli(argv) {
   if (!opts.state) throw new Error("--state DIR is required");
   const result = selfhostConfig({ ...opts, wrangler: readWrangler(opts.wranglerFile) });
   mkdirSync(path.join(path.resolve(opts.state), "durable-objects"), { recursive: true });
-  writeFileSync(result.out, result.capnp, { mode: 0o644 });
+  // Owner-only: it holds CONFIG as given, and a CONFIG may hold an inline apiKey (use *Env).
+  writeFileSync(result.out, result.capnp, { mode: 0o600 });
+  chmodSync(result.out, 0o600);
   process.stdout.write(`${JSON.stringify({ capnp: result.out, workerd: workerdBinary(), listen: result.listen, secrets: result.secrets, notes: result.notes })}\n`);
 }
 
