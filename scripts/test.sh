@@ -42,6 +42,10 @@ bash scripts/test-npm.sh
 step "Cloudflare Worker: build, size, wrangler deploy --dry-run, end-to-end in workerd"
 bash scripts/test-worker.sh --no-setup
 
+step "self-hosted Worker: scripts/serve.sh on workerd (its configuration, the e2e subset, a restart); the image where Docker is"
+node --test --test-concurrency=1 tests/e2e/selfhost-config.test.mjs tests/e2e/selfhost.test.mjs
+bash scripts/check-image.sh
+
 step "benchmark builds"
 cargo bench --no-run --features testing
 # The edge benchmark's Rust/wasm reference (a standalone crate; scripts/bench-worker.sh builds it).

@@ -2,7 +2,8 @@
 // index_bg.wasm, from scripts/test-worker.sh) in Miniflare with a real Durable Object, in
 // front of the fault-injecting mock provider. Everything listens on 127.0.0.1, port 0.
 import { Miniflare } from "miniflare";
-import { mkdtempSync, rmSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -120,6 +121,92 @@ export async function startGateway(config, { persist, isolates = 1, log = false,
       return { status: res.status, text: await res.text() };
     },
     close: () => mf.dispose(),
+  };
+}
+
+/**
+ * Starts the self-hosted gateway: `scripts/serve.sh --no-build` (the command the container
+ * image runs) on 127.0.0.1, a free port, with `config` as its --config file, the mock's key and
+ * the client key as secrets in its environment only, and its Durable Objects in `state` (a
+ * second start on it is a restart). The same surface as startGateway's, with one isolate:
+ * `url`, `logs`, `fetch(0, "http://gateway/…")`, `restart()` (SIGTERM, then a new process on
+ * the same state), `close()`; and `pid`, `exitCode` (of the last process stopped).
+ */
+export async function startSelfHosted(config, { state, env = {}, log = false, onLog } = {}) {
+  const own = state === undefined ? tempDir() : null;
+  const stateDir = state ?? own.dir;
+  const configFile = path.join(stateDir, "test-config.json");
+  writeFileSync(configFile, JSON.stringify(config));
+  const logs = [];
+  let child;
+  let url;
+  let exitCode;
+  const start = async () => {
+    child = spawn(path.join(ROOT, "scripts/serve.sh"),
+      ["--no-build", "--listen", "127.0.0.1:0", "--state", stateDir, "--config", configFile, "--", "--control-fd=3"], {
+        cwd: ROOT,
+        env: { ...process.env, MOCK_API_KEY: MOCK_KEY, GATEWAY_KEY, ...env },
+        stdio: ["ignore", "pipe", "pipe", "pipe"],
+      });
+    for (const s of [child.stdout, child.stderr]) {
+      s.setEncoding("utf8");
+      let rest = "";
+      s.on("data", (chunk) => {
+        const lines = (rest + chunk).split("\n");
+        rest = lines.pop();
+        for (const line of lines) {
+          if (!line.trim()) continue;
+          if (onLog) onLog(line);
+          else logs.push(line);
+          if (log) process.stderr.write(`${line}\n`);
+        }
+      });
+    }
+    // workerd reports each socket's port on the control fd: {"event":"listen","port":…}.
+    const exited = new Promise((resolve) => child.once("exit", (code, signal) => resolve(code ?? signal)));
+    const listening = new Promise((resolve) => {
+      let buf = "";
+      child.stdio[3].setEncoding("utf8");
+      child.stdio[3].on("data", (chunk) => {
+        buf += chunk;
+        for (const line of buf.split("\n")) {
+          if (!line.trim()) continue;
+          try {
+            const msg = JSON.parse(line);
+            if (msg.event === "listen" && msg.port) resolve(msg.port);
+          } catch { /* a partial line */ }
+        }
+      });
+    });
+    const timeout = new Promise((_, reject) => setTimeout(() => reject(new Error("serve.sh did not listen within 30 s")), 30000).unref());
+    const port = await Promise.race([listening, exited.then((c) => {
+      throw new Error(`serve.sh exited (${c}) before listening:\n${logs.slice(-20).join("\n")}`);
+    }), timeout]);
+    url = `http://127.0.0.1:${port}`;
+  };
+  const stop = async () => {
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once("exit", (code, signal) => resolve(code ?? signal)));
+    child.kill("SIGTERM");
+    const timer = setTimeout(() => child.kill("SIGKILL"), 10000);
+    exitCode = await exited;
+    clearTimeout(timer);
+  };
+  await start();
+  return {
+    get url() { return url; },
+    get pid() { return child.pid; },
+    get exitCode() { return exitCode; },
+    logs,
+    async restart() {
+      await stop();
+      await start();
+    },
+    fetch: (_i, input, init) => fetch(String(input).replace(/^http:\/\/[^/]+/, url), init),
+    async close() {
+      await stop();
+      own?.remove();
+    },
   };
 }
 
