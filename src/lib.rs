@@ -120,6 +120,7 @@ pub use policy::breaker::{
 pub use policy::budget::BudgetPolicy;
 pub use policy::cheapest::Strategy;
 pub use policy::latency::{Demotion, DemotionPolicy, Measure, RateFloor, Speed};
+pub use policy::pool::{read as read_pool, PoolHeaders, PoolReading, Quota};
 pub use policy::price::{Bill, Cost, Price, Prices};
 pub use policy::spend::{OverBudget, SpendCap, Tally};
 pub use policy::stats::{Health, Latency, ModelBreaker};

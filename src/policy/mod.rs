@@ -8,6 +8,7 @@ pub(crate) mod breaker;
 pub(crate) mod budget;
 pub(crate) mod cheapest;
 pub(crate) mod latency;
+pub(crate) mod pool;
 pub(crate) mod price;
 pub(crate) mod spend;
 pub(crate) mod stats;

@@ -25,6 +25,7 @@ use crate::format::anthropic::{decode_response, encode_request, EncodeOptions};
 use crate::format::anthropic_stream::{decode_event, EVENTS};
 use crate::format::Read;
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
+use crate::policy::pool::{self, PoolHeaders, PoolReading};
 use crate::secret::Secret;
 use crate::sse::SseEvent;
 
@@ -129,6 +130,10 @@ impl Anthropic {
 impl Provider for Anthropic {
     fn id(&self) -> &str {
         &self.id
+    }
+
+    fn pool(&self, headers: &Headers, now: UnixMillis) -> Option<PoolReading> {
+        pool::read(PoolHeaders::Anthropic, headers, now)
     }
 
     fn encode(&self, req: &ChatRequest, model: &str) -> Result<HttpRequest, ProviderError> {

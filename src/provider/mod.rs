@@ -28,6 +28,7 @@ use crate::chat::{ChatRequest, ChatResponse, Delta, Dialect};
 use crate::error::{ErrorKind, ProviderError};
 use crate::format::{FormatError, Read};
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
+use crate::policy::pool::PoolReading;
 use crate::sse::{SseDecoder, SseEvent};
 
 pub(crate) use crate::chat::Endpoint;
@@ -298,6 +299,14 @@ pub trait Provider {
     /// [`Provider::decode_event`] reads: Server-Sent Events by default.
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
         Box::new(SseDecoder::default())
+    }
+
+    /// What an answer's headers (of an answer that arrived at `now`, a
+    /// success or an error) say of the provider's rate-limit pool, in the
+    /// family of headers it sends ([`crate::policy::pool`]); `None` by
+    /// default, and for providers that send none (Bedrock, Vertex AI).
+    fn pool(&self, _headers: &Headers, _now: UnixMillis) -> Option<PoolReading> {
+        None
     }
 
     /// The token this provider needs fetched before [`Provider::encode`]

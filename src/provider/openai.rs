@@ -31,6 +31,7 @@ use crate::format::responses::{
     decode_event as decode_responses_event, decode_response as decode_responses,
 };
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
+use crate::policy::pool::{self, PoolHeaders, PoolReading};
 use crate::secret::Secret;
 use crate::sse::SseEvent;
 
@@ -223,6 +224,10 @@ fn path_segment(s: &str) -> String {
 impl Provider for OpenAi {
     fn id(&self) -> &str {
         &self.id
+    }
+
+    fn pool(&self, headers: &Headers, now: UnixMillis) -> Option<PoolReading> {
+        pool::read(PoolHeaders::OpenAi, headers, now)
     }
 
     fn encode(&self, req: &ChatRequest, model: &str) -> Result<HttpRequest, ProviderError> {

@@ -1,0 +1,630 @@
+//! What a provider says of its rate-limit pool in the headers of every
+//! answer, read into a [`PoolReading`]: requests and tokens (input and
+//! output tokens where given) remaining, the limit, and when each is full
+//! again, as an instant computed from the answer's time.
+//!
+//! Two families of headers are read ([`PoolHeaders`]):
+//!
+//! - OpenAI's, which Azure OpenAI, Groq and most OpenAI-compatible hosts
+//!   send too: `x-ratelimit-{limit,remaining,reset}-{requests,tokens}`,
+//!   the resets as durations in Go's notation (`6m0s`, `1.5s`, `20ms`,
+//!   `1h2m3.5s`; a bare number is read as seconds);
+//! - Anthropic's: `anthropic-ratelimit-{requests,tokens,input-tokens,
+//!   output-tokens}-{limit,remaining,reset}`, the resets as RFC 3339
+//!   times, with the answer's `retry-after`.
+//!
+//! Bedrock and Vertex AI send neither: their pools are learnt from 429s.
+//!
+//! A header that is missing or malformed (not a whole number, a negative
+//! one, one past `u64`, a duration or time that does not parse) leaves its
+//! field out, never fails; an answer without any of them has no reading.
+//! Only the headers of the provider's family are looked at, in one pass
+//! over the answer's headers, and a reading allocates nothing.
+//!
+//! [`Pools`] keeps the last reading of each upstream's model (by breaker
+//! key), as the engine notes them from every answer it reads. Routing does
+//! not read them yet: they are shown (`Client::health`, the gateway's
+//! `/health`, `/metrics` and `/status/data`).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use crate::platform::{Headers, UnixMillis};
+use crate::policy::backoff::parse_retry_after;
+
+/// Which family of rate-limit headers a provider sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolHeaders {
+    /// `x-ratelimit-*`: OpenAI, Azure OpenAI, Groq, most OpenAI-compatible hosts.
+    OpenAi,
+    /// `anthropic-ratelimit-*` and `retry-after`.
+    Anthropic,
+}
+
+impl PoolHeaders {
+    /// The start every header name of the family has.
+    fn prefix(self) -> &'static str {
+        match self {
+            PoolHeaders::OpenAi => "x-ratelimit-",
+            PoolHeaders::Anthropic => "anthropic-ratelimit-",
+        }
+    }
+}
+
+/// One limit of a pool (requests, tokens, …) as the provider said it; each
+/// field is `None` where the provider did not say it, or not legibly.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Quota {
+    /// How many the pool holds when full.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    /// How many were left.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remaining: Option<u64>,
+    /// When it is full again, in milliseconds since the Unix epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reset_at: Option<UnixMillis>,
+}
+
+impl Quota {
+    /// Whether the provider said nothing of it.
+    pub fn is_empty(&self) -> bool {
+        *self == Quota::default()
+    }
+}
+
+/// What a provider last said of one pool (an upstream's model), and when.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolReading {
+    /// When the answer that said it arrived (ms since the Unix epoch).
+    pub said_at: UnixMillis,
+    /// Requests.
+    #[serde(skip_serializing_if = "Quota::is_empty")]
+    pub requests: Quota,
+    /// Tokens (Anthropic: the most restrictive of its token limits).
+    #[serde(skip_serializing_if = "Quota::is_empty")]
+    pub tokens: Quota,
+    /// Input tokens (Anthropic).
+    #[serde(skip_serializing_if = "Quota::is_empty")]
+    pub input_tokens: Quota,
+    /// Output tokens (Anthropic).
+    #[serde(skip_serializing_if = "Quota::is_empty")]
+    pub output_tokens: Quota,
+    /// Until when the same answer's `retry-after` asked to wait (Anthropic).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after_until: Option<UnixMillis>,
+}
+
+/// The last reading of each pool, by breaker key (`provider/model`). Its
+/// owner bounds its keys (the engine's are the configuration's).
+#[derive(Debug, Default)]
+pub(crate) struct Pools(BTreeMap<String, PoolReading>);
+
+impl Pools {
+    /// `key`'s last reading.
+    pub(crate) fn get(&self, key: &str) -> Option<PoolReading> {
+        self.0.get(key).copied()
+    }
+
+    /// Keeps `reading` as `key`'s last: a key seen before allocates nothing.
+    pub(crate) fn note(&mut self, key: &str, reading: PoolReading) {
+        match self.0.get_mut(key) {
+            Some(last) => *last = reading,
+            None => {
+                self.0.insert(key.to_owned(), reading);
+            }
+        }
+    }
+}
+
+/// Reads the `family` rate-limit headers of an answer that arrived at
+/// `now`; `None` when it has none that read.
+pub fn read(family: PoolHeaders, headers: &Headers, now: UnixMillis) -> Option<PoolReading> {
+    let prefix = family.prefix();
+    let mut reading = PoolReading {
+        said_at: now,
+        ..PoolReading::default()
+    };
+    let mut said = false;
+    for (name, value) in headers.iter() {
+        // Names are kept in lower case (`Headers`).
+        if let Some(rest) = name.strip_prefix(prefix) {
+            said |= match family {
+                PoolHeaders::OpenAi => reading.note_openai(rest, value, now),
+                PoolHeaders::Anthropic => reading.note_anthropic(rest, value),
+            };
+        }
+    }
+    if !said {
+        return None;
+    }
+    if family == PoolHeaders::Anthropic {
+        reading.retry_after_until =
+            parse_retry_after(headers, now).map(|d| now.saturating_add(ceil_millis(d)));
+    }
+    Some(reading)
+}
+
+impl PoolReading {
+    /// Notes `x-ratelimit-<rest>: value`; whether it read.
+    fn note_openai(&mut self, rest: &str, value: &str, now: UnixMillis) -> bool {
+        let Some((field, pool)) = rest.split_once('-') else {
+            return false;
+        };
+        let quota = match pool {
+            "requests" => &mut self.requests,
+            "tokens" => &mut self.tokens,
+            _ => return false,
+        };
+        quota.set(field, value, |v| {
+            go_duration(v).map(|d| now.saturating_add(ceil_millis(d)))
+        })
+    }
+
+    /// Notes `anthropic-ratelimit-<rest>: value`; whether it read.
+    fn note_anthropic(&mut self, rest: &str, value: &str) -> bool {
+        let Some((pool, field)) = rest.rsplit_once('-') else {
+            return false;
+        };
+        let quota = match pool {
+            "requests" => &mut self.requests,
+            "tokens" => &mut self.tokens,
+            "input-tokens" => &mut self.input_tokens,
+            "output-tokens" => &mut self.output_tokens,
+            _ => return false,
+        };
+        quota.set(field, value, rfc3339_millis)
+    }
+}
+
+impl Quota {
+    /// Sets `field` (`limit`, `remaining`, `reset`) from `value`, a reset
+    /// read into an instant by `reset`; whether it read. A value that does
+    /// not read leaves the field as it was.
+    fn set(
+        &mut self,
+        field: &str,
+        value: &str,
+        reset: impl FnOnce(&str) -> Option<UnixMillis>,
+    ) -> bool {
+        let (slot, read) = match field {
+            "limit" => (&mut self.limit, count(value)),
+            "remaining" => (&mut self.remaining, count(value)),
+            "reset" => (&mut self.reset_at, reset(value)),
+            _ => return false,
+        };
+        *slot = read.or(*slot);
+        read.is_some()
+    }
+}
+
+/// A whole non-negative number, as std reads one.
+fn count(value: &str) -> Option<u64> {
+    value.trim().parse().ok()
+}
+
+/// A duration in whole milliseconds, rounded up: a pool is not said full
+/// before it is.
+fn ceil_millis(d: Duration) -> u64 {
+    let ms = d.as_millis() + u128::from(d.subsec_nanos() % 1_000_000 != 0);
+    u64::try_from(ms).unwrap_or(u64::MAX)
+}
+
+/// Longest duration read, in seconds (some 30 years): past it a value is
+/// taken for garbage, not a reset.
+const MAX_SECS: f64 = 1e9;
+
+/// A duration in Go's notation (`time.Duration.String()`, which OpenAI's
+/// resets are): numbers, each with an optional fraction and a unit among
+/// `ns`, `us`, `µs`, `ms`, `s`, `m`, `h`, written one after the other
+/// (`1h2m3.5s`); or a bare number of seconds, as some compatible hosts
+/// send. Each number is read by std; a sign, an unknown unit or a number
+/// without one is no duration.
+fn go_duration(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if value.is_empty() {
+        return None;
+    }
+    let secs = match value.parse::<f64>() {
+        Ok(secs) => secs,
+        Err(_) => {
+            let mut secs = 0.0;
+            let mut rest = value;
+            while !rest.is_empty() {
+                let digits = rest
+                    .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                    .unwrap_or(rest.len());
+                let (number, tail) = rest.split_at(digits);
+                let unit = tail
+                    .find(|c: char| c.is_ascii_digit() || c == '.')
+                    .unwrap_or(tail.len());
+                let (unit, tail) = tail.split_at(unit);
+                let scale = match unit {
+                    "ns" => 1e-9,
+                    "us" | "µs" | "μs" => 1e-6,
+                    "ms" => 1e-3,
+                    "s" => 1.0,
+                    "m" => 60.0,
+                    "h" => 3600.0,
+                    _ => return None,
+                };
+                secs += number.parse::<f64>().ok()? * scale;
+                rest = tail;
+            }
+            secs
+        }
+    };
+    if !(0.0..MAX_SECS).contains(&secs) {
+        return None;
+    }
+    Duration::try_from_secs_f64(secs).ok()
+}
+
+/// An RFC 3339 time as milliseconds since the Unix epoch; `None` for
+/// anything else, or a time before the epoch.
+fn rfc3339_millis(value: &str) -> Option<UnixMillis> {
+    let at = OffsetDateTime::parse(value.trim(), &Rfc3339).ok()?;
+    u64::try_from(at.unix_timestamp_nanos().div_euclid(1_000_000)).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// 2024-05-14T10:00:00Z.
+    const NOW: UnixMillis = 1_715_680_800_000;
+
+    /// An OpenAI chat completion's headers, as api.openai.com sends them.
+    const OPENAI_OK: &[(&str, &str)] = &[
+        ("date", "Tue, 14 May 2024 10:00:00 GMT"),
+        ("content-type", "application/json"),
+        ("access-control-expose-headers", "X-Request-ID"),
+        ("openai-organization", "user-abc123"),
+        ("openai-processing-ms", "412"),
+        ("openai-version", "2020-10-01"),
+        (
+            "strict-transport-security",
+            "max-age=31536000; includeSubDomains",
+        ),
+        ("x-ratelimit-limit-requests", "10000"),
+        ("x-ratelimit-limit-tokens", "30000000"),
+        ("x-ratelimit-remaining-requests", "9999"),
+        ("x-ratelimit-remaining-tokens", "29999947"),
+        ("x-ratelimit-reset-requests", "6ms"),
+        ("x-ratelimit-reset-tokens", "0s"),
+        ("x-request-id", "req_5c2ee3f5d1b64c3e9e6d5c0ab3b1a0c2"),
+        ("cf-cache-status", "DYNAMIC"),
+        ("server", "cloudflare"),
+    ];
+
+    /// An OpenAI 429: the requests pool empty for a minute and a half.
+    const OPENAI_429: &[(&str, &str)] = &[
+        ("content-type", "application/json; charset=utf-8"),
+        ("retry-after", "20"),
+        ("x-ratelimit-limit-requests", "500"),
+        ("x-ratelimit-limit-tokens", "200000"),
+        ("x-ratelimit-remaining-requests", "0"),
+        ("x-ratelimit-remaining-tokens", "199870"),
+        ("x-ratelimit-reset-requests", "1m30.5s"),
+        ("x-ratelimit-reset-tokens", "39ms"),
+        ("x-request-id", "req_0b1c"),
+    ];
+
+    /// Groq's, with longer resets.
+    const GROQ_OK: &[(&str, &str)] = &[
+        ("content-type", "application/json"),
+        ("x-groq-region", "us-east-1"),
+        ("x-ratelimit-limit-requests", "14400"),
+        ("x-ratelimit-limit-tokens", "18000"),
+        ("x-ratelimit-remaining-requests", "14370"),
+        ("x-ratelimit-remaining-tokens", "17997"),
+        ("x-ratelimit-reset-requests", "2m59.56s"),
+        ("x-ratelimit-reset-tokens", "7.66s"),
+        ("x-request-id", "req_01hxyz"),
+    ];
+
+    /// Azure OpenAI's: remaining counts, no limits or resets.
+    const AZURE_OK: &[(&str, &str)] = &[
+        ("apim-request-id", "4f1f3c1e"),
+        ("azureml-model-session", "d007-20240501"),
+        ("x-ratelimit-remaining-requests", "119"),
+        ("x-ratelimit-remaining-tokens", "119700"),
+        ("x-ms-region", "East US"),
+    ];
+
+    /// An Anthropic message's headers.
+    const ANTHROPIC_OK: &[(&str, &str)] = &[
+        ("date", "Tue, 14 May 2024 10:00:00 GMT"),
+        ("content-type", "application/json"),
+        ("anthropic-ratelimit-requests-limit", "4000"),
+        ("anthropic-ratelimit-requests-remaining", "3999"),
+        (
+            "anthropic-ratelimit-requests-reset",
+            "2024-05-14T10:00:01.5Z",
+        ),
+        ("anthropic-ratelimit-tokens-limit", "480000"),
+        ("anthropic-ratelimit-tokens-remaining", "479000"),
+        ("anthropic-ratelimit-tokens-reset", "2024-05-14T10:00:00Z"),
+        ("anthropic-ratelimit-input-tokens-limit", "400000"),
+        ("anthropic-ratelimit-input-tokens-remaining", "399000"),
+        (
+            "anthropic-ratelimit-input-tokens-reset",
+            "2024-05-14T10:00:00Z",
+        ),
+        ("anthropic-ratelimit-output-tokens-limit", "80000"),
+        ("anthropic-ratelimit-output-tokens-remaining", "80000"),
+        (
+            "anthropic-ratelimit-output-tokens-reset",
+            "2024-05-14T12:00:07+02:00",
+        ),
+        ("request-id", "req_011CQ7iLnK8cGsD4f3mSEdVV"),
+        (
+            "anthropic-organization-id",
+            "0f1e2d3c-aaaa-bbbb-cccc-123456789abc",
+        ),
+        ("via", "1.1 google"),
+        ("cf-cache-status", "DYNAMIC"),
+        ("x-robots-tag", "none"),
+        ("server", "cloudflare"),
+    ];
+
+    /// An Anthropic 429, with its `retry-after`.
+    const ANTHROPIC_429: &[(&str, &str)] = &[
+        ("content-type", "application/json"),
+        ("retry-after", "12"),
+        ("anthropic-ratelimit-requests-limit", "50"),
+        ("anthropic-ratelimit-requests-remaining", "0"),
+        ("anthropic-ratelimit-requests-reset", "2024-05-14T10:00:12Z"),
+        ("x-should-retry", "true"),
+    ];
+
+    /// A Bedrock answer's headers: no pool.
+    const BEDROCK_OK: &[(&str, &str)] = &[
+        ("content-type", "application/json"),
+        ("x-amzn-requestid", "0b9c1d2e-3f40-5a6b-7c8d-9e0f1a2b3c4d"),
+        ("x-amzn-bedrock-invocation-latency", "812"),
+        ("x-amzn-bedrock-input-token-count", "25"),
+        ("x-amzn-bedrock-output-token-count", "30"),
+    ];
+
+    fn headers(pairs: &[(&str, &str)]) -> Headers {
+        pairs.iter().copied().collect()
+    }
+
+    fn quota(limit: Option<u64>, remaining: Option<u64>, reset_at: Option<u64>) -> Quota {
+        Quota {
+            limit,
+            remaining,
+            reset_at,
+        }
+    }
+
+    #[test]
+    fn openai_headers_read_whole() {
+        let r = read(PoolHeaders::OpenAi, &headers(OPENAI_OK), NOW).expect("a reading");
+        assert_eq!(
+            r,
+            PoolReading {
+                said_at: NOW,
+                requests: quota(Some(10_000), Some(9_999), Some(NOW + 6)),
+                tokens: quota(Some(30_000_000), Some(29_999_947), Some(NOW)),
+                ..PoolReading::default()
+            }
+        );
+        let r = read(PoolHeaders::OpenAi, &headers(OPENAI_429), NOW).expect("a reading");
+        assert_eq!(r.requests, quota(Some(500), Some(0), Some(NOW + 90_500)));
+        assert_eq!(
+            r.tokens,
+            quota(Some(200_000), Some(199_870), Some(NOW + 39))
+        );
+        assert_eq!(r.retry_after_until, None, "the engine reads OpenAI's own");
+        let r = read(PoolHeaders::OpenAi, &headers(GROQ_OK), NOW).expect("a reading");
+        assert_eq!(
+            r.requests,
+            quota(Some(14_400), Some(14_370), Some(NOW + 179_560))
+        );
+        assert_eq!(
+            r.tokens,
+            quota(Some(18_000), Some(17_997), Some(NOW + 7_660))
+        );
+        let r = read(PoolHeaders::OpenAi, &headers(AZURE_OK), NOW).expect("a reading");
+        assert_eq!(r.requests, quota(None, Some(119), None));
+        assert_eq!(r.tokens, quota(None, Some(119_700), None));
+    }
+
+    #[test]
+    fn anthropic_headers_read_whole() {
+        let r = read(PoolHeaders::Anthropic, &headers(ANTHROPIC_OK), NOW).expect("a reading");
+        assert_eq!(
+            r,
+            PoolReading {
+                said_at: NOW,
+                requests: quota(Some(4_000), Some(3_999), Some(NOW + 1_500)),
+                tokens: quota(Some(480_000), Some(479_000), Some(NOW)),
+                input_tokens: quota(Some(400_000), Some(399_000), Some(NOW)),
+                output_tokens: quota(Some(80_000), Some(80_000), Some(NOW + 7_000)),
+                retry_after_until: None,
+            }
+        );
+        let r = read(PoolHeaders::Anthropic, &headers(ANTHROPIC_429), NOW).expect("a reading");
+        assert_eq!(r.requests, quota(Some(50), Some(0), Some(NOW + 12_000)));
+        assert_eq!(r.retry_after_until, Some(NOW + 12_000));
+        assert!(r.tokens.is_empty());
+    }
+
+    #[test]
+    fn no_pool_headers_no_reading() {
+        for pairs in [BEDROCK_OK, &[], &[("retry-after", "5")]] {
+            for family in [PoolHeaders::OpenAi, PoolHeaders::Anthropic] {
+                assert_eq!(read(family, &headers(pairs), NOW), None, "{pairs:?}");
+            }
+        }
+        // Each family reads only its own headers.
+        assert_eq!(read(PoolHeaders::Anthropic, &headers(OPENAI_OK), NOW), None);
+        assert_eq!(read(PoolHeaders::OpenAi, &headers(ANTHROPIC_OK), NOW), None);
+    }
+
+    #[test]
+    fn go_durations_in_every_form_openai_sends() {
+        let ms = |v: &str| go_duration(v).map(ceil_millis);
+        assert_eq!(ms("6m0s"), Some(360_000));
+        assert_eq!(ms("1.5s"), Some(1_500));
+        assert_eq!(ms("20ms"), Some(20));
+        assert_eq!(ms("1h2m3.5s"), Some(3_723_500));
+        assert_eq!(ms("0s"), Some(0));
+        assert_eq!(ms("0"), Some(0));
+        assert_eq!(ms("2m59.56s"), Some(179_560));
+        assert_eq!(ms("500us"), Some(1), "rounded up");
+        assert_eq!(ms("1µs"), Some(1));
+        assert_eq!(ms("10ns"), Some(1));
+        assert_eq!(ms(" 7.66s "), Some(7_660));
+        assert_eq!(ms("12"), Some(12_000), "a bare number is seconds");
+        assert_eq!(ms("0.25"), Some(250));
+        for junk in [
+            "",
+            " ",
+            "s",
+            "5x",
+            "-1s",
+            "-5",
+            "+1s",
+            "1d",
+            "1.2.3s",
+            "1s2",
+            ".s",
+            "ms",
+            "1e3s",
+            "inf",
+            "NaN",
+            "1e300",
+            "99999999999h",
+            "1 s",
+            "5s-",
+        ] {
+            assert_eq!(go_duration(junk), None, "{junk:?}");
+        }
+    }
+
+    #[test]
+    fn rfc3339_times() {
+        assert_eq!(rfc3339_millis("2024-05-14T10:00:00Z"), Some(NOW));
+        assert_eq!(rfc3339_millis("2024-05-14T10:00:01.5Z"), Some(NOW + 1_500));
+        assert_eq!(
+            rfc3339_millis("2024-05-14T12:00:07+02:00"),
+            Some(NOW + 7_000)
+        );
+        assert_eq!(rfc3339_millis("2024-05-14t10:00:00z"), Some(NOW));
+        assert_eq!(rfc3339_millis("1970-01-01T00:00:00Z"), Some(0));
+        for junk in [
+            "",
+            "2024-05-14",
+            "2024-05-14 10:00:00",
+            "Tue, 14 May 2024 10:00:00 GMT",
+            "2024-13-14T10:00:00Z",
+            "1969-12-31T23:59:59Z",
+            "1715680800",
+            "2024-05-14T10:00:00",
+        ] {
+            assert_eq!(rfc3339_millis(junk), None, "{junk:?}");
+        }
+    }
+
+    #[test]
+    fn malformed_negative_and_huge_values_leave_their_field_out() {
+        let h = headers(&[
+            ("x-ratelimit-limit-requests", "18446744073709551615"),
+            ("x-ratelimit-remaining-requests", "18446744073709551616"),
+            ("x-ratelimit-reset-requests", "-3s"),
+            ("x-ratelimit-limit-tokens", "-1"),
+            ("x-ratelimit-remaining-tokens", "12.5"),
+            ("x-ratelimit-reset-tokens", "soon"),
+            ("x-ratelimit-limit", "100"),
+            ("x-ratelimit-reset", "1715680800"),
+            ("x-ratelimit-remaining-widgets", "3"),
+        ]);
+        let r = read(PoolHeaders::OpenAi, &h, NOW).expect("one field read");
+        assert_eq!(r.requests, quota(Some(u64::MAX), None, None));
+        assert!(r.tokens.is_empty());
+        let h = headers(&[
+            ("anthropic-ratelimit-requests-limit", "lots"),
+            ("anthropic-ratelimit-requests-remaining", "-7"),
+            ("anthropic-ratelimit-requests-reset", "in a minute"),
+            ("anthropic-ratelimit-tokens-remaining", " 42 "),
+            ("anthropic-ratelimit-tokens-reset", "6m0s"),
+            ("anthropic-ratelimit-widgets-limit", "1"),
+            ("anthropic-ratelimit-", "1"),
+            ("anthropic-ratelimit-requests", "1"),
+            ("retry-after", "never"),
+        ]);
+        let r = read(PoolHeaders::Anthropic, &h, NOW).expect("one field read");
+        assert!(r.requests.is_empty());
+        assert_eq!(r.tokens, quota(None, Some(42), None));
+        assert_eq!(r.retry_after_until, None);
+        // Nothing legible at all: no reading.
+        let h = headers(&[
+            ("x-ratelimit-remaining-requests", ""),
+            ("x-ratelimit-reset-tokens", "-1s"),
+        ]);
+        assert_eq!(read(PoolHeaders::OpenAi, &h, NOW), None);
+        // A reset past the clock's end saturates.
+        let h = headers(&[("x-ratelimit-reset-requests", "100h")]);
+        let r = read(PoolHeaders::OpenAi, &h, u64::MAX - 5).expect("read");
+        assert_eq!(r.requests.reset_at, Some(u64::MAX));
+    }
+
+    #[test]
+    fn a_later_repeat_of_a_header_that_does_not_read_keeps_the_first() {
+        let h = headers(&[
+            ("x-ratelimit-remaining-requests", "5"),
+            ("x-ratelimit-remaining-requests", "junk"),
+        ]);
+        let r = read(PoolHeaders::OpenAi, &h, NOW).expect("read");
+        assert_eq!(r.requests.remaining, Some(5));
+    }
+
+    #[test]
+    fn json_names_what_was_said_and_nothing_else() {
+        let r = read(PoolHeaders::OpenAi, &headers(AZURE_OK), NOW).expect("read");
+        assert_eq!(
+            serde_json::to_value(r).expect("json"),
+            serde_json::json!({
+                "saidAt": NOW,
+                "requests": { "remaining": 119 },
+                "tokens": { "remaining": 119_700 }
+            })
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_header_values_never_panic(
+            value in ".*",
+            suffix in "(limit|remaining|reset)-(requests|tokens)|(requests|tokens|input-tokens|output-tokens)-(limit|remaining|reset)|.*",
+            now in any::<u64>(),
+        ) {
+            for family in [PoolHeaders::OpenAi, PoolHeaders::Anthropic] {
+                let name = format!("{}{suffix}", family.prefix());
+                let h: Headers = [(name.as_str(), value.as_str()), ("retry-after", value.as_str())]
+                    .into_iter()
+                    .collect();
+                if let Some(r) = read(family, &h, now) {
+                    prop_assert_eq!(r.said_at, now);
+                }
+            }
+        }
+
+        #[test]
+        fn durations_never_panic_and_are_never_negative(value in "[0-9.]{0,12}(ns|us|µs|ms|s|m|h)?[0-9.]{0,6}[a-zµ]{0,2}") {
+            if let Some(d) = go_duration(&value) {
+                prop_assert!(d.as_secs_f64() < MAX_SECS);
+            }
+        }
+    }
+}
