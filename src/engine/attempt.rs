@@ -19,11 +19,13 @@ pub(crate) type Exchanged = (Result<BufferedResponse, ProviderError>, bool, Vec<
 
 impl<P: Platform, S: BreakerStore> Core<P, S> {
     /// Sends the request `encode` makes to `provider` and reads its answer,
-    /// all within `limit`. A timeout before the status line is a silent
+    /// all within `limit`, noting what its headers say of the pool at
+    /// breaker key `key`. A timeout before the status line is a silent
     /// provider (`timeout`), after it a stalled body (`stalled`).
     pub(super) async fn exchange(
         &self,
         provider: &dyn Provider,
+        key: &str,
         limit: Duration,
         encode: impl FnOnce() -> Result<HttpRequest, ProviderError>,
     ) -> Exchanged {
@@ -53,6 +55,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
                 return (Err(t.into()), reached, omitted);
             }
         };
+        self.note_pool(provider, key, &resp.headers);
         let body = match resp.body.read_to_end(self.policy.max_response_bytes).await {
             Ok(body) => Ok(BufferedResponse {
                 status: resp.status,

@@ -160,6 +160,7 @@ impl<P: Platform> ClientBuilder<P> {
                 hedge_budgets: RefCell::default(),
                 observer: self.observer,
                 cost: Rc::new(cost),
+                pools: RefCell::default(),
             },
             routes: self.routes,
             default_route: self.default_route,

@@ -22,13 +22,14 @@ use crate::engine::route::{Entry, Keyed, Policy};
 use crate::engine::store::{BreakerStore, MemoryStore};
 use crate::error::{Attempt, AttemptOutcome, ProviderError};
 use crate::event::{Event, Observer};
-use crate::platform::{millis, Platform, UnixMillis};
+use crate::platform::{millis, Headers, Platform, UnixMillis};
 use crate::policy::breaker::{CircuitOpen, Permit, State};
 use crate::policy::budget::RetryBudget;
 use crate::policy::latency::{Book, DemotionPolicy};
+use crate::policy::pool::Pools;
 use crate::policy::stats::ProviderStats;
 use crate::policy::timeouts::Timeouts;
-use crate::provider::Upstream;
+use crate::provider::{Provider, Upstream};
 use crate::quality::Quality;
 
 /// A resilient client over a [`Platform`] and a [`BreakerStore`]: its
@@ -73,6 +74,9 @@ pub(crate) struct Core<P: Platform, S: BreakerStore> {
     pub(super) hedge_budgets: RefCell<BTreeMap<String, RetryBudget>>,
     pub(super) observer: Option<Observer>,
     pub(super) cost: Rc<CostBook>,
+    /// What each breaker key's provider last said of its rate-limit pools
+    /// (bounded like the breakers: keys of the configuration only).
+    pub(super) pools: RefCell<Pools>,
 }
 
 impl<P: Platform, S: BreakerStore> Core<P, S> {
@@ -142,6 +146,15 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         let label = entry.label.as_deref();
         self.emit_transition(&entry.provider, &entry.model, label, key, before);
         result
+    }
+
+    /// Notes what the headers of `provider`'s answer at `key` (a success,
+    /// an error such as a 429, or a stream's opening) say of its pool, if
+    /// anything: the answer just arrived.
+    pub(super) fn note_pool(&self, provider: &dyn Provider, key: &str, headers: &Headers) {
+        if let Some(reading) = provider.pool(headers, self.platform.now()) {
+            self.pools.borrow_mut().note(key, reading);
+        }
     }
 
     pub(super) fn emit<'e>(&self, event: impl FnOnce() -> Event<'e>) {

@@ -195,7 +195,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
                 limit,
                 refused,
                 |e| (Err(e), false),
-                |limit| self.call_once(provider.as_ref(), call, &entry.model, limit),
+                |limit| self.call_once(provider.as_ref(), call, entry, limit),
             )
             .await;
             (result, reached, Vec::new())
@@ -203,15 +203,16 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         .await
     }
 
-    /// One attempt under `limit`: the answer, and whether the request
-    /// reached the provider.
+    /// One attempt at `entry` under `limit`: the answer, and whether the
+    /// request reached the provider.
     async fn call_once(
         &self,
         provider: &dyn Provider,
         call: &EndpointCall,
-        model: &str,
+        entry: Keyed<'_>,
         limit: Duration,
     ) -> (Result<Vec<u8>, ProviderError>, bool) {
+        let model = entry.model.as_str();
         let encode = || {
             let body = call.body_for(model)?;
             let mut http = provider.encode_endpoint(call.endpoint, body, model)?;
@@ -220,7 +221,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
             }
             Ok(http)
         };
-        let (resp, reached, _) = self.exchange(provider, limit, encode).await;
+        let (resp, reached, _) = self.exchange(provider, entry.key, limit, encode).await;
         let now = self.platform.now();
         let result = resp.and_then(|b| provider.decode_endpoint(call.endpoint, &b, now));
         (result, reached)

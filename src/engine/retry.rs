@@ -86,7 +86,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
             ));
         };
         self.retry_entry(entry, permit, run, |limit| {
-            self.attempt(upstream, req, &entry.model, limit)
+            self.attempt(upstream, req, entry, limit)
         })
         .await
     }
@@ -248,14 +248,14 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         true
     }
 
-    /// One attempt under `limit`, its token renewed once if the provider
-    /// refused it ([`renewing`]). Returns the result, whether the request
-    /// reached the provider, and the hints its encoder left out.
+    /// One attempt at `entry` under `limit`, its token renewed once if the
+    /// provider refused it ([`renewing`]). Returns the result, whether the
+    /// request reached the provider, and the hints its encoder left out.
     async fn attempt(
         &self,
         upstream: &Upstream,
         req: &ChatRequest,
-        model: &str,
+        entry: Keyed<'_>,
         limit: Duration,
     ) -> Tried<ChatResponse> {
         let http = match upstream {
@@ -265,7 +265,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         let refused = |t: &Tried<ChatResponse>| t.0.as_ref().is_err_and(is_refused);
         let fail = |e| (Err(e), false, Vec::new());
         renewing(&self.platform, http, limit, refused, fail, |limit| {
-            self.attempt_once(upstream, req, model, limit)
+            self.attempt_once(upstream, req, entry, limit)
         })
         .await
     }
@@ -275,13 +275,16 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         &self,
         upstream: &Upstream,
         req: &ChatRequest,
-        model: &str,
+        entry: Keyed<'_>,
         limit: Duration,
     ) -> Tried<ChatResponse> {
+        let model = entry.model.as_str();
         match upstream {
             Upstream::Http(provider) => {
                 let (resp, reached, omitted) = self
-                    .exchange(provider.as_ref(), limit, || provider.encode(req, model))
+                    .exchange(provider.as_ref(), entry.key, limit, || {
+                        provider.encode(req, model)
+                    })
                     .await;
                 let mut result = resp.and_then(|b| provider.decode(&b, self.platform.now()));
                 if let Ok(answer) = &mut result {

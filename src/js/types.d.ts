@@ -891,6 +891,35 @@ export interface ModelBreaker {
   errorRate: number;
   latencyMs: { p50: number | null; p95: number | null; p99: number | null };
   ttftMs: { p50: number | null; p95: number | null; p99: number | null };
+  /**
+   * What the provider's last answer for this model said of its rate-limit pools (OpenAI's
+   * `x-ratelimit-*`, Anthropic's `anthropic-ratelimit-*` headers); absent until one said
+   * anything, and for providers that send none (Bedrock, Vertex AI).
+   */
+  pool?: PoolReading;
+}
+
+/** One limit of a rate-limit pool; each field absent where the provider did not say it. */
+export interface Quota {
+  limit?: number;
+  remaining?: number;
+  /** When it is full again, Unix ms. */
+  resetAt?: number;
+}
+
+/** A provider's rate-limit pools as its last answer's headers said them. */
+export interface PoolReading {
+  /** When that answer arrived, Unix ms. */
+  saidAt: number;
+  requests?: Quota;
+  /** Anthropic: the most restrictive of its token limits. */
+  tokens?: Quota;
+  /** Anthropic only. */
+  inputTokens?: Quota;
+  /** Anthropic only. */
+  outputTokens?: Quota;
+  /** Until when the same answer's `retry-after` asked to wait, Unix ms (Anthropic). */
+  retryAfterUntil?: number;
 }
 
 // ---- Errors (classes exported by this package) ----

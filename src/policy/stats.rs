@@ -9,6 +9,7 @@ use crate::error::{ErrorKind, ProviderError};
 use crate::platform::UnixMillis;
 use crate::policy::breaker::{State, StateName};
 use crate::policy::latency::Demotion;
+use crate::policy::pool::PoolReading;
 
 /// How many recent calls the latency percentiles and error rate cover.
 pub(crate) const WINDOW: usize = 256;
@@ -262,6 +263,10 @@ pub struct ModelBreaker {
     pub latency_ms: Latency,
     /// Its streams' time to first token.
     pub ttft_ms: Latency,
+    /// What its provider last said of its rate-limit pools, when it said
+    /// anything (resets in ms since the Unix epoch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool: Option<PoolReading>,
 }
 
 impl ModelBreaker {
@@ -285,7 +290,14 @@ impl ModelBreaker {
             error_rate: stats.error_rate(),
             latency_ms: stats.latency(),
             ttft_ms: stats.ttft(),
+            pool: None,
         }
+    }
+
+    /// With what its provider last said of its pools.
+    pub(crate) fn with_pool(mut self, pool: Option<PoolReading>) -> Self {
+        self.pool = pool;
+        self
     }
 }
 

@@ -399,7 +399,7 @@ where
             };
             let limit = self.first_token_limit(&entry, now);
             self.walk.run.in_flight = Some((self.held.number, now)); // until recorded, for a hedge
-            match open(client, upstream, &req, &entry.model, limit).await {
+            match open(client, upstream, &req, keyed, limit).await {
                 Ok((body, pending, omitted)) => {
                     self.conn = Some(Conn {
                         started: now,

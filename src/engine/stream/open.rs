@@ -9,6 +9,7 @@ use super::item::StreamItem;
 use crate::chat::{ChatRequest, ChatResponse, Delta, FinishReason};
 use crate::engine::authorize::{authorize, is_refused, renewing};
 use crate::engine::core::Core;
+use crate::engine::route::Keyed;
 use crate::engine::store::BreakerStore;
 use crate::engine::timeout::timeout;
 use crate::error::{ErrorKind, ProviderError};
@@ -19,14 +20,15 @@ use crate::provider::Upstream;
 /// left out; or the error and whether the request reached the provider.
 type Opened = Result<(Option<Body>, VecDeque<StreamItem>, Vec<String>), (ProviderError, bool)>;
 
-/// Opens one streaming attempt within `limit`: the body of a 2xx response,
-/// or (for a custom provider) its whole answer as deltas. A token the
-/// provider refused is renewed once ([`renewing`]).
+/// Opens one streaming attempt at `entry` within `limit`: the body of a
+/// 2xx response, or (for a custom provider) its whole answer as deltas. A
+/// token the provider refused is renewed once ([`renewing`]). What the
+/// response's headers say of the pool is noted under the entry's key.
 pub(crate) async fn open<P: Platform, S: BreakerStore>(
     client: &Core<P, S>,
     upstream: &Upstream,
     req: &ChatRequest,
-    model: &str,
+    entry: Keyed<'_>,
     limit: Duration,
 ) -> Opened {
     let http = match upstream {
@@ -36,7 +38,7 @@ pub(crate) async fn open<P: Platform, S: BreakerStore>(
     let refused = |o: &Opened| o.as_ref().is_err_and(|(e, _)| is_refused(e));
     let fail = |e| Err((e, false));
     renewing(&client.platform, http, limit, refused, fail, |limit| {
-        open_once(client, upstream, req, model, limit)
+        open_once(client, upstream, req, entry, limit)
     })
     .await
 }
@@ -46,9 +48,10 @@ async fn open_once<P: Platform, S: BreakerStore>(
     client: &Core<P, S>,
     upstream: &Upstream,
     req: &ChatRequest,
-    model: &str,
+    entry: Keyed<'_>,
     limit: Duration,
 ) -> Opened {
+    let model = entry.model.as_str();
     let now = client.platform.now();
     match upstream {
         Upstream::Http(provider) => {
@@ -71,6 +74,7 @@ async fn open_once<P: Platform, S: BreakerStore>(
                     }
                     Ok(Ok(resp)) => resp,
                 };
+            client.note_pool(provider.as_ref(), entry.key, &resp.headers);
             if (200..300).contains(&resp.status) {
                 return Ok((Some(resp.body), VecDeque::new(), omitted));
             }
