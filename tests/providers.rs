@@ -252,6 +252,11 @@ fn conformance(case: &Case) {
         let (resp, now) = response(&f);
         let label = format!("{name} {}", file.file_name().unwrap().to_string_lossy());
         let got = p.decode(&resp, now);
+        // What the headers say of the rate-limit pool: the fixture's
+        // `expect.pool`, or nothing.
+        let pool = serde_json::to_value(p.pool(&resp.headers, now)).unwrap();
+        let want = f["expect"].get("pool").cloned().unwrap_or(Value::Null);
+        assert_eq!(pool, want, "{label}: pool");
         if let Some(ok) = f["expect"].get("ok") {
             let r = got.unwrap_or_else(|e| panic!("{label}: {e}"));
             assert_eq!(r.provider, name, "{label}");

@@ -24,6 +24,7 @@ use super::log::{LogLine, Outcome};
 use crate::engine::cost::ModelCost;
 use crate::fleet::Journal;
 use crate::policy::breaker::StateName;
+use crate::policy::pool::PoolReading;
 use crate::policy::stats::Health;
 
 /// Upper bounds of the latency buckets, in seconds: from a fast cached
@@ -95,6 +96,8 @@ pub(super) struct Metrics {
     fleet_probes: Family<ModelLabels, Counter>,
     fleet_transitions: Family<ModelLabels, Counter>,
     cost: Family<ModelLabels, Counter<f64, AtomicU64>>,
+    /// What each provider's model last said of its rate-limit pools.
+    pool: PoolGauges,
     /// The wasm instance's linear memory.
     #[cfg(target_arch = "wasm32")]
     memory: Gauge,
@@ -118,6 +121,7 @@ impl Metrics {
             fleet_probes: Family::default(),
             fleet_transitions: Family::default(),
             cost: Family::default(),
+            pool: PoolGauges::default(),
             #[cfg(target_arch = "wasm32")]
             memory: Gauge::default(),
         };
@@ -178,6 +182,7 @@ impl Metrics {
             "US dollars spent, from the usage providers reported and the configured prices",
             m.cost.clone(),
         );
+        m.pool.register(r);
         #[cfg(target_arch = "wasm32")]
         r.register(
             "wasm_memory_bytes",
@@ -316,6 +321,12 @@ impl Metrics {
                     provider: self.known.provider(&h.provider),
                 })
                 .set(i64::from(h.consecutive_failures));
+            for m in &h.models {
+                if let Some(reading) = &m.pool {
+                    let (provider, model) = self.known.model(&h.provider, &m.model);
+                    self.pool.set(&ModelLabels { provider, model }, reading);
+                }
+            }
         }
         #[cfg(target_arch = "wasm32")]
         self.memory
@@ -326,6 +337,74 @@ impl Metrics {
             let _ = writeln!(out, "# EOF");
         }
         out
+    }
+}
+
+/// The gauges of the rate-limit pools, by provider and model: what the
+/// provider said in its last answer's headers (`/health` has the rest:
+/// Anthropic's input and output tokens, when it was said).
+#[derive(Default)]
+struct PoolGauges {
+    remaining_requests: Family<ModelLabels, Gauge>,
+    remaining_tokens: Family<ModelLabels, Gauge>,
+    limit_requests: Family<ModelLabels, Gauge>,
+    limit_tokens: Family<ModelLabels, Gauge>,
+    requests_reset: Family<ModelLabels, Gauge<f64, AtomicU64>>,
+    tokens_reset: Family<ModelLabels, Gauge<f64, AtomicU64>>,
+}
+
+impl PoolGauges {
+    fn register(&self, r: &mut Registry) {
+        let families = [
+            ("pool_remaining_requests", "Requests left in the provider's rate-limit pool for this model, as its last answer said", &self.remaining_requests),
+            ("pool_remaining_tokens", "Tokens left in the provider's rate-limit pool for this model, as its last answer said", &self.remaining_tokens),
+            ("pool_limit_requests", "Requests the provider's rate-limit pool for this model holds when full", &self.limit_requests),
+            ("pool_limit_tokens", "Tokens the provider's rate-limit pool for this model holds when full", &self.limit_tokens),
+        ];
+        for (name, help, family) in families {
+            r.register(name, help, family.clone());
+        }
+        r.register(
+            "pool_requests_reset_timestamp_seconds",
+            "When the requests pool is full again, in seconds since the Unix epoch, as the provider said",
+            self.requests_reset.clone(),
+        );
+        r.register(
+            "pool_tokens_reset_timestamp_seconds",
+            "When the tokens pool is full again, in seconds since the Unix epoch, as the provider said",
+            self.tokens_reset.clone(),
+        );
+    }
+
+    /// Sets `labels`' gauges to `reading`; a figure it does not say leaves
+    /// its series out.
+    fn set(&self, labels: &ModelLabels, reading: &PoolReading) {
+        let count = |family: &Family<ModelLabels, Gauge>, v: Option<u64>| match v {
+            Some(v) => {
+                family
+                    .get_or_create(labels)
+                    .set(i64::try_from(v).unwrap_or(i64::MAX));
+            }
+            None => {
+                family.remove(labels);
+            }
+        };
+        let instant =
+            |family: &Family<ModelLabels, Gauge<f64, AtomicU64>>, at: Option<u64>| match at {
+                Some(ms) => {
+                    family.get_or_create(labels).set(ms as f64 / 1000.0);
+                }
+                None => {
+                    family.remove(labels);
+                }
+            };
+        let (r, t) = (&reading.requests, &reading.tokens);
+        count(&self.remaining_requests, r.remaining);
+        count(&self.remaining_tokens, t.remaining);
+        count(&self.limit_requests, r.limit);
+        count(&self.limit_tokens, t.limit);
+        instant(&self.requests_reset, r.reset_at);
+        instant(&self.tokens_reset, t.reset_at);
     }
 }
 
