@@ -602,6 +602,18 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_book_keeps_the_last_reading_of_each_key_and_nothing_else() {
+        let mut pools = Pools::default();
+        let first = read(PoolHeaders::OpenAi, &headers(OPENAI_OK), NOW).expect("read");
+        let second = read(PoolHeaders::OpenAi, &headers(OPENAI_429), NOW + 1).expect("read");
+        pools.note("oai/gpt", first);
+        pools.note("oai/gpt", second);
+        assert_eq!(pools.get("oai/gpt"), Some(second));
+        assert_eq!(pools.get("oai/other"), None);
+        assert_eq!(pools.0.len(), 1, "one entry per key");
+    }
+
     proptest! {
         #[test]
         fn arbitrary_header_values_never_panic(
