@@ -20,6 +20,11 @@ fn secret(name: &str) -> Option<String> {
 }
 
 fn config() -> Config {
+    config_with(json!({ "maxAttempts": 2 }))
+}
+
+/// The configuration with `retry` as given.
+fn config_with(retry: serde_json::Value) -> Config {
     Config::parse(
         &json!({
             "providers": {
@@ -33,7 +38,7 @@ fn config() -> Config {
                     { "provider": "anthropic", "model": "claude-sonnet-4-5", "timeoutMs": 5000 }
                 ]
             },
-            "retry": { "maxAttempts": 2 },
+            "retry": retry,
             "breaker": { "failureThreshold": 2 },
             "timeoutMs": 10000
         })
@@ -92,14 +97,79 @@ fn a_rate_limit_with_retry_after_is_honoured_through_the_real_adapter() {
             fixture("openai/ok_text"),
         ],
     );
-    let client = config().client(p.clone(), vec![], &secret).unwrap();
+    // Waiting as long as a Retry-After asks (up to maxDelayMs), as before
+    // rateLimitWaitMs: the fixture asks for 1.5 s.
+    let retry = json!({ "maxAttempts": 2, "rateLimitWaitMs": 10000 });
+    let client = config_with(retry)
+        .client(p.clone(), vec![], &secret)
+        .unwrap();
     let r = block_on(&p, client.chat(req())).unwrap();
     assert_eq!(r.served_by.provider, "openai");
     let after = r.attempts[0]
         .error()
         .and_then(|e| e.retry_after)
         .expect("retry-after read");
+    assert_eq!(after, Duration::from_millis(1500));
     assert_eq!(p.sleeps(), [after]);
+}
+
+#[test]
+fn a_rate_limit_longer_than_the_wait_moves_on_when_a_later_entry_can_serve() {
+    let p = FakePlatform::new();
+    p.script("https://openai.test", [fixture("openai/rate_limited_429")]);
+    p.script("https://anthropic.test", [fixture("anthropic/ok_text")]);
+    // The default rateLimitWaitMs (1 s) is shorter than the 1.5 s asked.
+    let client = config().client(p.clone(), vec![], &secret).unwrap();
+    let r = block_on(&p, client.chat(req())).unwrap();
+    assert_eq!(r.served_by.provider, "anthropic");
+    assert!(p.sleeps().is_empty(), "no wait: {:?}", p.sleeps());
+    assert_eq!(p.requests_to("https://openai.test"), 1);
+
+    // A wait within rateLimitWaitMs is still taken.
+    let p = FakePlatform::new();
+    p.script(
+        "https://openai.test",
+        [
+            fixture("openai/rate_limited_429"),
+            fixture("openai/ok_text"),
+        ],
+    );
+    let retry = json!({ "maxAttempts": 2, "rateLimitWaitMs": 2000 });
+    let client = config_with(retry)
+        .client(p.clone(), vec![], &secret)
+        .unwrap();
+    let r = block_on(&p, client.chat(req())).unwrap();
+    assert_eq!(r.served_by.provider, "openai");
+    assert_eq!(p.sleeps(), [Duration::from_millis(1500)]);
+}
+
+#[test]
+fn a_rate_limited_last_entry_is_still_waited_for() {
+    let p = FakePlatform::new();
+    p.script(
+        "https://openai.test",
+        [
+            fixture("openai/rate_limited_429"),
+            fixture("openai/ok_text"),
+        ],
+    );
+    let config = Config::parse(
+        &json!({
+            "providers": { "openai": { "kind": "openai", "baseUrl": "https://openai.test" } },
+            "routes": { "default": [ { "provider": "openai", "model": "gpt-4o" } ] },
+            "retry": { "maxAttempts": 2 }
+        })
+        .to_string(),
+    )
+    .expect("parses");
+    let client = config.client(p.clone(), vec![], &secret).unwrap();
+    let r = block_on(&p, client.chat(req())).unwrap();
+    assert_eq!(r.served_by.provider, "openai");
+    assert_eq!(
+        p.sleeps(),
+        [Duration::from_millis(1500)],
+        "nothing else can serve"
+    );
 }
 
 #[test]

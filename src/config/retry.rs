@@ -19,6 +19,10 @@ pub(crate) struct RetryConfig {
     pub(crate) base_delay_ms: Option<u64>,
     /// The largest backoff and the longest Retry-After honoured.
     pub(crate) max_delay_ms: Option<u64>,
+    /// The longest wait for a rate-limited entry while a later one can serve
+    /// (last, and optional in the sequence form too).
+    #[serde(default)]
+    pub(crate) rate_limit_wait_ms: Option<u64>,
 }
 
 /// Retry budget settings; defaults from [`BudgetPolicy`].
@@ -46,6 +50,12 @@ impl RetryConfig {
             ),
             base_delay: issues.ms_at(path, "baseDelayMs", self.base_delay_ms, base.base_delay),
             max_delay: issues.ms_at(path, "maxDelayMs", self.max_delay_ms, base.max_delay),
+            rate_limit_wait: issues.ms_at(
+                path,
+                "rateLimitWaitMs",
+                self.rate_limit_wait_ms,
+                base.rate_limit_wait,
+            ),
         };
         if p.base_delay > p.max_delay {
             issues.add_at(path, "baseDelayMs", "must not exceed maxDelayMs");

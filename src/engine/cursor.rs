@@ -50,6 +50,10 @@ pub(crate) struct Run {
     /// Whether the entry admitted last has a tier mate after it: its 429
     /// then moves on at once rather than retry it.
     pub(crate) mate_after: bool,
+    /// Whether an entry after the one admitted last could serve now (its
+    /// breaker not open, its window not too small): a 429 there is then
+    /// waited for no longer than [`crate::RetryPolicy::rate_limit_wait`].
+    pub(crate) later_ready: bool,
     /// The attempt whose request is out, with its number and start: what
     /// a hedge that drops it records as cancelled.
     pub(crate) in_flight: Option<(u32, UnixMillis)>,
@@ -105,6 +109,7 @@ impl Run {
             booking: None,
             holds: self.holds.clone(),
             mate_after: false,
+            later_ready: false,
             in_flight: None,
         }
     }
@@ -288,6 +293,7 @@ impl<'c> Cursor<'c> {
                 booking,
                 holds: None,
                 mate_after: false,
+                later_ready: false,
                 in_flight: None,
             },
             reach: None,
@@ -424,6 +430,7 @@ impl<'c> Cursor<'c> {
                 Ok(permit) => {
                     self.called = true;
                     self.run.mate_after = has_mate_after(&self.chain, self.index);
+                    self.run.later_ready = self.later_ready(core, now);
                     self.run.keep(holds);
                     return Some(permit);
                 }
@@ -447,6 +454,25 @@ impl<'c> Cursor<'c> {
                 }
             }
         }
+    }
+
+    /// Whether an entry after the current one could be called now: its
+    /// breaker not open, and its context window (if any) large enough.
+    fn later_ready<P: Platform, S: BreakerStore>(
+        &self,
+        core: &Core<P, S>,
+        now: UnixMillis,
+    ) -> bool {
+        (self.index + 1..self.chain.len()).any(|i| {
+            let open = matches!(
+                core.store.state(&self.keys[i]),
+                Some(State::Open { until }) if until > now
+            );
+            let fits = self.need.is_none_or(|n| {
+                window(core, &self.chain[i]).is_none_or(|w| n.overflow(w).is_none())
+            });
+            !open && fits
+        })
     }
 
     /// The entry to force once the entries are spent: when none was called,

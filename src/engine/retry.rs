@@ -157,7 +157,14 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
             }
             let kind = permit.kind;
             if !self
-                .wait_to_retry(entry, kind, Some(permit), &error, number, run.deadline_at)
+                .wait_to_retry(
+                    entry,
+                    kind,
+                    Some(permit),
+                    &error,
+                    (number, run.deadline_at),
+                    T::GIVES_WAY && run.later_ready,
+                )
                 .await
             {
                 return Err(error);
@@ -171,15 +178,17 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
     /// left (one in all for a probe or a forced call), budget and time, and
     /// the breaker's leave, asked before the wait and again after it (other
     /// requests' verdicts may land meanwhile). The entry's `permit`, if still
-    /// held, is first marked failing when the error trips breakers.
+    /// held, is first marked failing when the error trips breakers. With
+    /// `later_ready` (a later entry of the route can serve now), a 429 whose
+    /// wait would pass the retry policy's `rate_limit_wait` moves on at once.
     pub(crate) async fn wait_to_retry(
         &self,
         entry: Keyed<'_>,
         kind: PermitKind,
         mut permit: Option<&mut Permit>,
         error: &ProviderError,
-        number: u32,
-        deadline_at: UnixMillis,
+        (number, deadline_at): (u32, UnixMillis),
+        later_ready: bool,
     ) -> bool {
         let retry = entry.retry.unwrap_or(self.policy.retry);
         let max_attempts = match kind {
@@ -199,6 +208,9 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         let Some(delay) = delay.flatten() else {
             return false;
         };
+        if later_ready && error.kind == ErrorKind::RateLimited && delay > retry.rate_limit_wait {
+            return false; // a later entry serves now: no long wait here
+        }
         if !self.spend_retry(&entry, error, number, delay, now) {
             return false;
         }

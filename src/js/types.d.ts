@@ -17,6 +17,12 @@ export interface RetryConfig {
   baseDelayMs?: number;
   /** The largest backoff and the longest Retry-After honoured, in ms (default 10000). */
   maxDelayMs?: number;
+  /**
+   * The longest a 429 is waited for while a later entry of the route can serve, in ms
+   * (default 1000); past it the request moves on at once. Set it to `maxDelayMs` to wait
+   * as long as a Retry-After allows.
+   */
+  rateLimitWaitMs?: number;
 }
 
 /** The retry budget: retries ≤ ratio × first attempts + a floor. */

@@ -16,6 +16,11 @@ pub struct RetryPolicy {
     /// The largest backoff, and the longest Retry-After honoured before
     /// failing over instead (default 10 s).
     pub max_delay: Duration,
+    /// The longest a rate-limited entry is waited for while a later entry
+    /// of the route can serve now: past it the request moves on at once
+    /// (default 1 s; [`RetryPolicy::max_delay`] or more waits as long as a
+    /// Retry-After allows).
+    pub rate_limit_wait: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -24,6 +29,7 @@ impl Default for RetryPolicy {
             max_attempts: 3,
             base_delay: Duration::from_millis(200),
             max_delay: Duration::from_secs(10),
+            rate_limit_wait: Duration::from_secs(1),
         }
     }
 }
@@ -253,6 +259,7 @@ mod tests {
                 max_attempts: 3,
                 base_delay: Duration::from_millis(base),
                 max_delay: Duration::from_millis(max),
+                ..Default::default()
             };
             let cap = p.cap(attempt);
             prop_assert!(cap <= p.max_delay);

@@ -107,8 +107,8 @@ where
                     kind,
                     self.held.permit.as_mut(),
                     &error,
-                    number,
-                    deadline_at,
+                    (number, deadline_at),
+                    false,
                 )
                 .await
         {
