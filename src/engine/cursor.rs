@@ -243,7 +243,7 @@ impl<'c> Cursor<'c> {
         req: &ChatRequest,
         opts: &CallOptions,
     ) -> Result<Self, Error> {
-        let chain = core.by_latency(order(core, chain));
+        let chain = core.by_capacity(core.by_latency(order(core, chain)), req);
         if req.messages.is_empty() {
             return Err(Error::InvalidRequest(
                 "messages: at least one message is required".into(),

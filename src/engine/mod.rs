@@ -8,6 +8,7 @@
 
 pub(crate) mod attempt;
 pub(crate) mod authorize;
+pub(crate) mod capacity;
 pub(crate) mod client;
 pub(crate) mod core;
 pub(crate) mod cost;

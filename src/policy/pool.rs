@@ -22,9 +22,11 @@
 //! over the answer's headers, and a reading allocates nothing.
 //!
 //! [`Pools`] keeps the last reading of each upstream's model (by breaker
-//! key), as the engine notes them from every answer it reads. Routing does
-//! not read them yet: they are shown (`Client::health`, the gateway's
-//! `/health`, `/metrics` and `/status/data`).
+//! key), as the engine notes them from every answer it reads. They are
+//! shown (`Client::health`, the gateway's `/health`, `/metrics` and
+//! `/status/data`), and a request's walk puts an entry whose pool cannot
+//! take it ([`PoolReading::can_take`]) behind those that can
+//! (`engine/capacity.rs`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -107,6 +109,11 @@ pub struct PoolReading {
 pub(crate) struct Pools(BTreeMap<String, PoolReading>);
 
 impl Pools {
+    /// Whether no provider has said anything yet.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// `key`'s last reading.
     pub(crate) fn get(&self, key: &str) -> Option<PoolReading> {
         self.0.get(key).copied()
@@ -120,6 +127,38 @@ impl Pools {
                 self.0.insert(key.to_owned(), reading);
             }
         }
+    }
+}
+
+/// How long a quota said without its reset time is believed.
+const UNTIMED_MS: u64 = 60_000;
+
+impl Quota {
+    /// What is left at `now` of a quota said at `said_at`; `None` once it
+    /// is full again (its reset passed) or nothing was said.
+    fn left(&self, said_at: UnixMillis, now: UnixMillis) -> Option<u64> {
+        let full_at = self.reset_at.unwrap_or(said_at.saturating_add(UNTIMED_MS));
+        self.remaining.filter(|_| now < full_at)
+    }
+}
+
+impl PoolReading {
+    /// Whether the pool can take, at `now`, a request expected to use
+    /// `input` and `output` tokens: not inside a Retry-After, its requests
+    /// above a reserve (1 % of the limit, at least one: other callers share
+    /// the pool), and each token count it gives at least what the request
+    /// needs of it. A quota past its reset is full again.
+    pub(crate) fn can_take(&self, input: u64, output: u64, now: UnixMillis) -> bool {
+        if self.retry_after_until.is_some_and(|until| until > now) {
+            return false;
+        }
+        let short =
+            |q: &Quota, need: u64| q.left(self.said_at, now).is_some_and(|left| left < need);
+        let reserve = 1 + self.requests.limit.unwrap_or(0) / 100;
+        !(short(&self.requests, reserve)
+            || short(&self.tokens, input.saturating_add(output))
+            || short(&self.input_tokens, input)
+            || short(&self.output_tokens, output))
     }
 }
 
@@ -404,6 +443,41 @@ mod tests {
             remaining,
             reset_at,
         }
+    }
+
+    #[test]
+    fn can_take_reads_each_quota_until_its_reset() {
+        let quota = |remaining, reset_at| Quota {
+            limit: Some(1000),
+            remaining: Some(remaining),
+            reset_at,
+        };
+        let r = PoolReading {
+            said_at: NOW,
+            requests: quota(500, Some(NOW + 1000)),
+            tokens: quota(300, Some(NOW + 5000)),
+            ..PoolReading::default()
+        };
+        assert!(r.can_take(100, 200, NOW), "300 tokens for 300");
+        assert!(!r.can_take(100, 201, NOW));
+        assert!(r.can_take(100, 201, NOW + 5000), "full again at the reset");
+        let low = PoolReading {
+            requests: quota(10, Some(NOW + 1000)),
+            ..r
+        };
+        assert!(!low.can_take(1, 1, NOW), "10 left: below 1 % of 1,000 + 1");
+        let untimed = PoolReading {
+            tokens: quota(0, None),
+            ..PoolReading::default()
+        };
+        assert!(!untimed.can_take(0, 1, 59_999), "believed for a minute");
+        assert!(untimed.can_take(0, 1, 60_000));
+        let waiting = PoolReading {
+            retry_after_until: Some(NOW + 10),
+            ..r
+        };
+        assert!(!waiting.can_take(1, 1, NOW));
+        assert!(waiting.can_take(1, 1, NOW + 10));
     }
 
     #[test]
