@@ -69,6 +69,10 @@ pub struct Config {
     /// false).
     #[serde(default)]
     pub allow_any_model: bool,
+    /// Whether requests are steered by what providers say of their
+    /// rate-limit pools (default true; false: 429s alone move traffic).
+    #[serde(default)]
+    pub(crate) steer_by_capacity: Option<bool>,
     /// Settings of the gateway host (the Worker).
     #[serde(default)]
     pub(crate) gateway: GatewayConfig,

@@ -108,6 +108,7 @@ impl Config {
             idle_timeout: issues.ms_at("", "idleTimeoutMs", self.idle_timeout_ms, d.idle_timeout),
             keepalive: issues.ms_at("", "keepaliveMs", self.keepalive_ms, d.keepalive),
             any_model: self.allow_any_model,
+            steer_by_capacity: self.steer_by_capacity.unwrap_or(true),
         };
         let breaker = self.breaker.policy("breaker", &mut issues);
         let demotion = self.latency.policy(&mut issues);

@@ -24,7 +24,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         req: &ChatRequest,
     ) -> Cow<'c, [Entry]> {
         let pools = self.pools.borrow();
-        if pools.is_empty() || chain.len() < 2 {
+        if !self.policy.steer_by_capacity || pools.is_empty() || chain.len() < 2 {
             return chain; // nothing said, or nothing to steer to: no lookups
         }
         let now = self.platform.now();

@@ -137,6 +137,12 @@ pub struct Policy {
     /// (default false: a client can neither reach nor get a provider blamed
     /// for a model name it made up).
     pub any_model: bool,
+    /// Whether each request's walk is steered by the providers' rate-limit
+    /// pools (default true): an entry whose pool cannot take the request
+    /// goes behind those that can, and tier weights follow what is left.
+    /// Off, only 429s move traffic (a member behind its tier mates for its
+    /// Retry-After, the breaker).
+    pub steer_by_capacity: bool,
 }
 
 impl Default for Policy {
@@ -152,6 +158,7 @@ impl Default for Policy {
             idle_timeout: Duration::from_secs(10),
             keepalive: Duration::from_secs(15),
             any_model: false,
+            steer_by_capacity: true,
         }
     }
 }
