@@ -11,7 +11,16 @@ use resilient_llm::{Body, Headers, MemoryStore};
 use serde_json::{json, Value};
 
 fn gateway(p: &FakePlatform, routes: Value) -> Gateway<FakePlatform, MemoryStore> {
+    gateway_steering(p, routes, true)
+}
+
+fn gateway_steering(
+    p: &FakePlatform,
+    routes: Value,
+    steer: bool,
+) -> Gateway<FakePlatform, MemoryStore> {
     let config = json!({
+        "steerByCapacity": steer,
         "providers": {
             "a": { "kind": "openai", "baseUrl": "https://a.test", "apiKey": "sk-a" },
             "b": { "kind": "openai", "baseUrl": "https://b.test", "apiKey": "sk-b" }
@@ -147,4 +156,53 @@ fn a_lone_entry_or_a_route_where_none_can_is_asked_as_before() {
     assert_eq!(ask(&p, &g, 1000), "b");
     // Now neither can take 1,000: the route's order stands.
     assert_eq!(ask(&p, &g, 1000), "a");
+}
+
+fn tier() -> Value {
+    json!({ "default": [ { "provider": "a", "model": "m", "priority": 1, "weight": 1 },
+                         { "provider": "b", "model": "m", "priority": 1, "weight": 1 } ] })
+}
+
+/// A tenth of a's requests left, for a minute: enough to take a request.
+const TENTH_LEFT: &[(&str, &str)] = &[
+    ("x-ratelimit-limit-requests", "1000"),
+    ("x-ratelimit-remaining-requests", "100"),
+    ("x-ratelimit-reset-requests", "1m0s"),
+];
+
+#[test]
+fn tier_weights_follow_the_share_of_each_pool_left() {
+    // Every draw is 0.3: of weights 1 and 1, a comes first (0.6 < 1); of
+    // 0.1 and 1, b does (0.33 is past a's 0.1).
+    let p = FakePlatform::new().random([0.3]);
+    p.script(
+        "https://a.test",
+        [answer("a", TENTH_LEFT), answer("a", &[])],
+    );
+    p.script("https://b.test", [answer("b", &[])]);
+    let g = gateway(&p, tier());
+    assert_eq!(ask(&p, &g, 10), "a", "equal weights, nothing said");
+    assert_eq!(ask(&p, &g, 10), "b", "a's weight is a tenth now");
+    assert_eq!(p.requests_to("https://a.test"), 1);
+    p.advance(Duration::from_secs(60));
+    assert_eq!(ask(&p, &g, 10), "a", "refilled: its weight is whole again");
+}
+
+#[test]
+fn steering_off_leaves_429s_alone_to_move_traffic() {
+    let p = FakePlatform::new().random([0.3]);
+    p.script(
+        "https://a.test",
+        [
+            answer("a", TENTH_LEFT),
+            answer("a", LOW_TOKENS),
+            answer("a", &[]),
+        ],
+    );
+    let g = gateway_steering(&p, tier(), false);
+    assert_eq!(ask(&p, &g, 10), "a");
+    assert_eq!(ask(&p, &g, 10), "a", "weights as configured");
+    // 300 tokens left: steered, this would go to b.
+    assert_eq!(ask(&p, &g, 1000), "a", "not steered by the pool");
+    assert_eq!(p.requests_to("https://b.test"), 0);
 }

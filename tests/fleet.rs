@@ -314,7 +314,7 @@ fn stored_protocol_and_state_are_read_and_written_unchanged() {
         key: "openai".into(),
         holder: holder.map(str::to_string),
         reports,
-        samples: vec![],
+        ..Call::default()
     };
     same("call-lease", &call(Some("isolate-2"), vec![]));
     same("call-view", &call(None, vec![]));

@@ -190,6 +190,11 @@ fn pools_from_answers_show_in_health_and_metrics() {
         limited.requests,
         quota(Some(10_000), Some(0), Some(later + 20_000))
     );
+    assert_eq!(
+        limited.retry_after_until,
+        Some(later + 20_000),
+        "its Retry-After marks the pool empty until then"
+    );
     assert!(
         limited.tokens.is_empty(),
         "the last answer said nothing of tokens"
@@ -214,7 +219,8 @@ fn pools_from_answers_show_in_health_and_metrics() {
     let health = health_json(&p, &g);
     assert_eq!(
         model_json(&health, "oai", "gpt-big")["pool"],
-        json!({ "saidAt": later, "requests": { "limit": 10_000, "remaining": 0, "resetAt": later + 20_000 } })
+        json!({ "saidAt": later, "requests": { "limit": 10_000, "remaining": 0, "resetAt": later + 20_000 },
+                "retryAfterUntil": later + 20_000 })
     );
     let claude_json = model_json(&health, "claude", "claude-small");
     assert_eq!(

@@ -3,7 +3,14 @@
 //! ([`PoolReading::can_take`] on the request's expected usage) goes behind
 //! the entries that can, in their order, until its reset; then it is back
 //! by itself. When no entry can, or every one can, the chain is left as it
-//! is: nothing is skipped for capacity alone.
+//! is: nothing is skipped for capacity alone. (Within a weighted tier,
+//! weights follow the share of each pool left: `engine/order.rs`.)
+//!
+//! A pool's reading is the newest of this client's own (from the headers
+//! of every answer, and a 429's Retry-After, which marks the pool empty
+//! until then) and the fleet's (any isolate's, as the breaker store last
+//! heard it): an isolate that never called a provider steers by what
+//! another one was told.
 //!
 //! [`PoolReading::can_take`]: crate::policy::pool::PoolReading::can_take
 
@@ -13,8 +20,10 @@ use crate::chat::ChatRequest;
 use crate::engine::core::Core;
 use crate::engine::route::Entry;
 use crate::engine::store::BreakerStore;
-use crate::platform::Platform;
+use crate::error::{ErrorKind, ProviderError};
+use crate::platform::{millis, Platform, UnixMillis};
 use crate::policy::cheapest::expected_usage;
+use crate::policy::pool::{newest, PoolReading};
 
 impl<P: Platform, S: BreakerStore> Core<P, S> {
     /// `chain` with the entries whose pools cannot take `req` moved last.
@@ -23,17 +32,21 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         chain: Cow<'c, [Entry]>,
         req: &ChatRequest,
     ) -> Cow<'c, [Entry]> {
-        let pools = self.pools.borrow();
-        if !self.policy.steer_by_capacity || pools.is_empty() || chain.len() < 2 {
-            return chain; // nothing said, or nothing to steer to: no lookups
+        if !self.policy.steer_by_capacity || chain.len() < 2 {
+            return chain; // nothing to steer to
+        }
+        if chain
+            .iter()
+            .all(|e| self.pool_of(&self.key_of(e)).is_none())
+        {
+            return chain; // nothing said
         }
         let now = self.platform.now();
         let usage = expected_usage(req);
         let can: Vec<bool> = chain
             .iter()
             .map(|e| {
-                pools
-                    .get(&self.key_of(e))
+                self.pool_of(&self.key_of(e))
                     .is_none_or(|r| r.can_take(usage.input_tokens, usage.output_tokens, now))
             })
             .collect();
@@ -43,5 +56,27 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         let ready = chain.iter().zip(&can).filter(|(_, c)| **c);
         let behind = chain.iter().zip(&can).filter(|(_, c)| !**c);
         ready.chain(behind).map(|(e, _)| e.clone()).collect()
+    }
+}
+
+impl<P: Platform, S: BreakerStore> Core<P, S> {
+    /// What is known of `key`'s pool: the newest of this client's reading
+    /// and the fleet's.
+    pub(crate) fn pool_of(&self, key: &str) -> Option<PoolReading> {
+        newest(self.pools.borrow().get(key), self.store.fleet_pool(key))
+    }
+
+    /// A 429 of `key` at `now` that said how long to wait marks its pool
+    /// empty until then, here and, through the store, fleet-wide.
+    pub(super) fn hold_pool(&self, key: &str, now: UnixMillis, error: &ProviderError) {
+        let Some(wait) = error
+            .retry_after
+            .filter(|_| error.kind == ErrorKind::RateLimited)
+        else {
+            return;
+        };
+        let until = now.saturating_add(millis(wait));
+        let held = self.pools.borrow_mut().hold(key, now, until);
+        self.store.share_pool(key, now, held);
     }
 }

@@ -123,6 +123,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         self.store.record(key, now, permit, outcome);
         if let Err(error) = result {
             self.limited.borrow_mut().note(key, now, error);
+            self.hold_pool(key, now, error);
             self.spread_failure(&entry, key, error);
             self.emit(|| Event::ProviderFailed {
                 provider: &entry.provider,
@@ -152,8 +153,10 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
     /// an error such as a 429, or a stream's opening) say of its pool, if
     /// anything: the answer just arrived.
     pub(super) fn note_pool(&self, provider: &dyn Provider, key: &str, headers: &Headers) {
-        if let Some(reading) = provider.pool(headers, self.platform.now()) {
+        let now = self.platform.now();
+        if let Some(reading) = provider.pool(headers, now) {
             self.pools.borrow_mut().note(key, reading);
+            self.store.share_pool(key, now, reading);
         }
     }
 

@@ -163,7 +163,6 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
     /// The breakers of `provider`'s models, as health reports show them.
     pub(crate) fn model_breakers(&self, provider: &str) -> Vec<ModelBreaker> {
         let stats = self.model_stats.borrow();
-        let pools = self.pools.borrow();
         self.provider_keys(provider)
             .into_iter()
             .map(|(key, model, label)| {
@@ -178,7 +177,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
                     consecutive_failures,
                     stats.get(key),
                 )
-                .with_pool(pools.get(key))
+                .with_pool(self.pool_of(key))
             })
             .collect()
     }

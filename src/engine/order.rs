@@ -9,6 +9,12 @@
 //! A member that answered 429 within its Retry-After (1 s without one) is
 //! put after its tier mates: its traffic moves to them first, before its
 //! breaker has anything to say.
+//! With [`Policy::steer_by_capacity`](crate::Policy::steer_by_capacity)
+//! (the default), each member's weight is scaled by the share of its
+//! rate-limit pool left ([`PoolReading::share_left`]): load follows the
+//! capacity its providers say they have, and comes back as they refill.
+//!
+//! [`PoolReading::share_left`]: crate::policy::pool::PoolReading::share_left
 //!
 //! A route without priorities keeps its written order and costs nothing
 //! here. The cursor calls [`order`] once, at the start of a request.
@@ -101,27 +107,38 @@ fn arrange<P: Platform, S: BreakerStore>(core: &Core<P, S>, chain: &[Entry], tie
         .iter()
         .partition(|&&i| !limited.is_limited(&core.key_of(&chain[i]), now));
     drop(limited);
+    let mut weights = vec![0.0; chain.len()];
+    for &i in tier.iter() {
+        let share = if core.policy.steer_by_capacity {
+            core.pool_of(&core.key_of(&chain[i]))
+                .map_or(1.0, |r| r.share_left(now))
+        } else {
+            1.0
+        };
+        weights[i] = f64::from(chain[i].weight) * share;
+    }
     let platform = &core.platform;
-    weighted_draw(chain, &mut fresh, || platform.random());
-    weighted_draw(chain, &mut held, || platform.random());
+    weighted_draw(&weights, &mut fresh, || platform.random());
+    weighted_draw(&weights, &mut held, || platform.random());
     for (slot, i) in tier.iter_mut().zip(fresh.into_iter().chain(held)) {
         *slot = i;
     }
 }
 
-/// Orders `members` by repeated weighted draws without replacement: each
-/// next one is picked with probability its weight over the weight left.
-fn weighted_draw(chain: &[Entry], members: &mut [usize], mut random: impl FnMut() -> f64) {
+/// Orders `members` (indexes into `weights`) by repeated weighted draws
+/// without replacement: each next one is picked with probability its
+/// weight over the weight left.
+fn weighted_draw(weights: &[f64], members: &mut [usize], mut random: impl FnMut() -> f64) {
     for next in 0..members.len().saturating_sub(1) {
         let rest = &members[next..];
-        let total: u64 = rest.iter().map(|&i| u64::from(chain[i].weight)).sum();
-        if total == 0 {
+        let total: f64 = rest.iter().map(|&i| weights[i]).sum();
+        if total <= 0.0 {
             return; // all weights zero: keep the written order
         }
-        let mut target = (random().clamp(0.0, 1.0) * total as f64) as u64;
+        let mut target = random().clamp(0.0, 1.0) * total;
         let mut pick = rest.len() - 1;
         for (k, &i) in rest.iter().enumerate() {
-            let w = u64::from(chain[i].weight);
+            let w = weights[i];
             if target < w {
                 pick = k;
                 break;
@@ -161,10 +178,10 @@ mod tests {
 
     #[test]
     fn a_draw_picks_by_cumulative_weight() {
-        let chain = tier(&[3, 1]);
+        let weights = [3.0, 1.0];
         let first = |r: f64| {
             let mut m = vec![0, 1];
-            weighted_draw(&chain, &mut m, || r);
+            weighted_draw(&weights, &mut m, || r);
             m
         };
         assert_eq!(first(0.0), [0, 1]);
@@ -175,9 +192,8 @@ mod tests {
 
     #[test]
     fn zero_weights_keep_the_written_order() {
-        let chain = tier(&[0, 0, 0]);
         let mut m = vec![0, 1, 2];
-        weighted_draw(&chain, &mut m, || 0.9);
+        weighted_draw(&[0.0; 3], &mut m, || 0.9);
         assert_eq!(m, [0, 1, 2]);
     }
 

@@ -12,6 +12,7 @@ use crate::policy::breaker::{
     Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, Snapshot, State,
 };
 use crate::policy::latency::{Latencies, Sample};
+use crate::policy::pool::PoolReading;
 
 /// Breakers keyed by (provider, model) ([`crate::engine::key`]).
 #[allow(async_fn_in_trait)] // single-threaded by design; futures are !Send on wasm
@@ -50,6 +51,17 @@ pub trait BreakerStore {
     /// store in memory, or while the fleet's view of it is unknown: the
     /// client's own figures decide then.
     fn latencies(&self, _key: &str) -> Option<Latencies> {
+        None
+    }
+
+    /// Shares what `key`'s provider said of its rate-limit pool at `now`
+    /// with the fleet, for a store that shares with one (sent with its
+    /// verdicts, never in a call of its own); a store in memory keeps none.
+    fn share_pool(&self, _key: &str, _now: UnixMillis, _reading: PoolReading) {}
+
+    /// `key`'s pool as the fleet last heard of it, from any isolate; `None`
+    /// for a store in memory: the client's own readings decide then.
+    fn fleet_pool(&self, _key: &str) -> Option<PoolReading> {
         None
     }
 

@@ -7,9 +7,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use super::{
-    Fleet, FleetLink, FleetPolicy, Inbox, Journal, LeaseAnswer, LinkError, Report, Sample,
-};
+use super::{Batch, Fleet, FleetLink, FleetPolicy, Inbox, Journal, LeaseAnswer, LinkError};
 use crate::platform::Platform;
 use crate::policy::breaker::BreakerPolicy;
 use crate::policy::latency::DemotionPolicy;
@@ -105,7 +103,7 @@ pub struct LinkCounts {
 }
 
 enum Job {
-    Report(String, Vec<Report>, Vec<Sample>, Inbox),
+    Report(String, Box<Batch>, Inbox),
     Refresh(String, Inbox),
 }
 
@@ -142,12 +140,12 @@ impl FakeLink {
         let n = jobs.len();
         for job in jobs {
             match job {
-                Job::Report(key, reports, samples, inbox) => {
+                Job::Report(key, batch, inbox) => {
                     let demotion = self.object.0.borrow().demotion;
-                    if let Ok(view) = self.object.call(&key, |f, p, now, _| {
-                        f.sample(&demotion, &samples);
-                        f.fold(p, now, &reports)
-                    }) {
+                    if let Ok(view) = self
+                        .object
+                        .call(&key, |f, p, now, _| f.report(p, &demotion, now, &batch))
+                    {
                         inbox.deliver(&key, view);
                     }
                 }
@@ -169,14 +167,14 @@ impl FleetLink for FakeLink {
             .call(key, |f, p, now, ttl| f.lease(p, ttl, now, holder))
     }
 
-    fn report(&self, key: &str, reports: Vec<Report>, samples: Vec<Sample>, inbox: Inbox) {
+    fn report(&self, key: &str, batch: Batch, inbox: Inbox) {
         self.counts.reports.set(self.counts.reports.get() + 1);
         self.counts
             .verdicts
-            .set(self.counts.verdicts.get() + reports.len());
+            .set(self.counts.verdicts.get() + batch.reports.len());
         self.queue
             .borrow_mut()
-            .push(Job::Report(key.to_string(), reports, samples, inbox));
+            .push(Job::Report(key.to_string(), Box::new(batch), inbox));
     }
 
     fn refresh(&self, key: &str, inbox: Inbox) {

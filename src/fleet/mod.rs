@@ -51,6 +51,7 @@ use serde::{Deserialize, Serialize};
 use crate::platform::UnixMillis;
 use crate::policy::breaker::State;
 pub use crate::policy::latency::{Figure, Figures, Latencies, Sample};
+use crate::policy::pool::PoolReading;
 
 pub use journal::{Counts, Journal, JournalSource, Transition};
 pub use object::{Fleet, Lease};
@@ -114,6 +115,10 @@ pub struct View {
     /// Isolates order their routes by them.
     #[serde(default, skip_serializing_if = "Latencies::is_none")]
     pub latencies: Latencies,
+    /// What the provider last said of the model's rate-limit pool, to any
+    /// isolate: an isolate that never saw the headers steers by them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<PoolReading>,
     /// When the object answered (its clock).
     pub as_of: UnixMillis,
 }
@@ -181,7 +186,7 @@ pub enum LeaseAnswer {
 
 /// What an isolate asks its provider's object (`POST http://do/<op>`): the
 /// provider, and what the operation needs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Call {
     /// The provider whose fleet breaker the object keeps.
     pub key: String,
@@ -194,6 +199,47 @@ pub struct Call {
     /// Latency samples to fold (`/report`), sent with the verdicts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<Sample>,
+    /// The newest rate-limit pool reading this isolate saw since its last
+    /// report (`/report`), sent with the verdicts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<PoolReading>,
+}
+
+/// What an isolate sends its provider's object in one report: verdicts,
+/// latency samples and its newest pool reading, together, so sharing them
+/// costs no call of its own.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Batch {
+    /// Verdicts to fold.
+    pub reports: Vec<Report>,
+    /// Latency samples to fold.
+    pub samples: Vec<Sample>,
+    /// The newest pool reading seen since the last batch.
+    pub pool: Option<PoolReading>,
+}
+
+impl Call {
+    /// The batch a `/report` call carries.
+    pub fn into_batch(self) -> Batch {
+        Batch {
+            reports: self.reports,
+            samples: self.samples,
+            pool: self.pool,
+        }
+    }
+}
+
+impl Batch {
+    /// The call that carries it to `key`'s object.
+    pub fn into_call(self, key: &str) -> Call {
+        Call {
+            key: key.to_owned(),
+            holder: None,
+            reports: self.reports,
+            samples: self.samples,
+            pool: self.pool,
+        }
+    }
 }
 
 /// The fleet object could not be reached or answered nonsense.
@@ -208,11 +254,11 @@ pub trait FleetLink {
     /// call, made only when a fleet cooldown has ended.
     async fn lease(&self, key: &str, holder: &str) -> Result<LeaseAnswer, LinkError>;
 
-    /// Sends verdicts and latency samples in the background; the object's
-    /// view after folding them goes to `inbox`. A failed call delivers
-    /// nothing: the view goes stale and the next request past its TTL
-    /// refreshes it again.
-    fn report(&self, key: &str, reports: Vec<Report>, samples: Vec<Sample>, inbox: Inbox);
+    /// Sends a batch (verdicts, latency samples, a pool reading) in the
+    /// background; the object's view after folding it goes to `inbox`. A
+    /// failed call delivers nothing: the view goes stale and the next
+    /// request past its TTL refreshes it again.
+    fn report(&self, key: &str, batch: Batch, inbox: Inbox);
 
     /// Fetches the fleet's view in the background into `inbox`.
     fn refresh(&self, key: &str, inbox: Inbox);

@@ -11,9 +11,10 @@ use crate::policy::breaker::{
 };
 
 use crate::policy::latency::{DemotionPolicy, Figures, Sample};
+use crate::policy::pool::{newest, PoolReading};
 
 use super::journal::{Journal, Transition};
-use super::{LeaseAnswer, Report, Verdict, View};
+use super::{Batch, LeaseAnswer, Report, Verdict, View};
 
 /// A granted probe lease.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,6 +52,10 @@ pub struct Fleet {
     /// Every isolate's latency samples of the model, and its standing.
     #[serde(default, skip_serializing_if = "Figures::is_empty")]
     pub figures: Figures,
+    /// What the provider last said of the model's rate-limit pool, to any
+    /// isolate (the newest reading reported).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<PoolReading>,
 }
 
 impl Default for Fleet {
@@ -69,6 +74,7 @@ impl Fleet {
             changed_at: 0,
             journal: Journal::default(),
             figures: Figures::default(),
+            pool: None,
         }
     }
 
@@ -120,6 +126,27 @@ impl Fleet {
     /// they came with: the view [`fold`](Fleet::fold) answers shows them).
     pub fn sample(&mut self, policy: &DemotionPolicy, samples: &[Sample]) {
         self.figures.record(samples, policy);
+    }
+
+    /// Takes one isolate's report: its latency samples and pool reading,
+    /// then its verdicts ([`fold`](Fleet::fold)); answers the view after.
+    pub fn report(
+        &mut self,
+        breaker: &BreakerPolicy,
+        demotion: &DemotionPolicy,
+        now: UnixMillis,
+        batch: &Batch,
+    ) -> View {
+        self.sample(demotion, &batch.samples);
+        self.note_pool(batch.pool);
+        self.fold(breaker, now, &batch.reports)
+    }
+
+    /// Keeps `reading` if it was said after the one kept (before the
+    /// verdicts it came with: the view [`fold`](Fleet::fold) answers shows
+    /// it). Isolates' clocks differ by little next to a pool's resets.
+    pub fn note_pool(&mut self, reading: Option<PoolReading>) {
+        self.pool = newest(self.pool, reading);
     }
 
     /// Asks for the probe lease on behalf of `holder`.
@@ -255,6 +282,7 @@ impl Fleet {
             failure_rate: b.failure_rate(),
             probes: u32::try_from(self.leases.len()).unwrap_or(u32::MAX),
             latencies: self.figures.latencies(),
+            pool: self.pool,
             as_of: now,
         }
     }

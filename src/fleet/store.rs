@@ -12,9 +12,10 @@ use crate::platform::{millis, UnixMillis};
 use crate::policy::breaker::{
     Breaker, BreakerPolicy, CircuitOpen, Outcome, Permit, PermitKind, Snapshot, State,
 };
+use crate::policy::pool::{newest, PoolReading};
 
 use super::{
-    FleetLink, FleetPolicy, Journal, Latencies, LeaseAnswer, Report, Sample, Verdict, View,
+    Batch, FleetLink, FleetPolicy, Journal, Latencies, LeaseAnswer, Report, Sample, Verdict, View,
 };
 
 /// Where background answers come back to a [`FleetStore`]. Holds no strong
@@ -57,9 +58,12 @@ pub(super) struct Slot {
     /// The probe lease this isolate holds: (token, expires_at).
     lease: Option<(u64, UnixMillis)>,
     pub(super) pending: Vec<Report>,
-    /// Latency samples to send with the next batch, and since when.
+    /// Latency samples to send with the next batch.
     samples: Vec<Sample>,
-    samples_since: Option<UnixMillis>,
+    /// The newest pool reading to send with the next batch.
+    pool: Option<PoolReading>,
+    /// Since when samples or a reading wait.
+    extras_since: Option<UnixMillis>,
 }
 
 enum Gate {
@@ -80,14 +84,15 @@ impl Slot {
             lease: None,
             pending: Vec::new(),
             samples: Vec::new(),
-            samples_since: None,
+            pool: None,
+            extras_since: None,
         }
     }
 
     /// Takes a newer view of the fleet.
     fn apply(&mut self, view: View) {
         self.refreshing_since = None;
-        let old = self.view;
+        let old = self.view.as_ref();
         if old.is_some_and(|o| view.generation < o.generation) {
             return; // an answer that was overtaken
         }
@@ -113,6 +118,7 @@ impl Slot {
     fn is_stale(&self, ttl: Duration, now: UnixMillis) -> bool {
         let fresh = self
             .view
+            .as_ref()
             .is_some_and(|v| now < v.as_of.saturating_add(millis(ttl)));
         let refreshing = self
             .refreshing_since
@@ -122,7 +128,7 @@ impl Slot {
 
     /// What the fleet says about a call at `now`.
     fn gate(&self, ttl: Duration, now: UnixMillis) -> Gate {
-        let Some(view) = self.view else {
+        let Some(view) = &self.view else {
             return Gate::Pass; // a fresh isolate starts closed
         };
         match view.state {
@@ -151,7 +157,7 @@ impl Slot {
     /// fleet opens (and every isolate learns it within one refresh) without
     /// waiting out the batch delay. Failures short of that stay batched.
     fn could_open_fleet(&self) -> bool {
-        let Some(view) = self.view else {
+        let Some(view) = &self.view else {
             return false; // no fleet view: the local transition flushes
         };
         if view.state != State::Closed {
@@ -168,7 +174,7 @@ impl Slot {
 
     fn is_due(&self, policy: &FleetPolicy, now: UnixMillis) -> bool {
         let first = self.pending.first().map(|r| r.at);
-        let oldest = match (first, self.samples_since) {
+        let oldest = match (first, self.extras_since) {
             (Some(a), Some(b)) => a.min(b),
             (a, b) => match a.or(b) {
                 Some(t) => t,
@@ -180,16 +186,17 @@ impl Slot {
     }
 
     fn has_pending(&self) -> bool {
-        !self.pending.is_empty() || !self.samples.is_empty()
+        !self.pending.is_empty() || !self.samples.is_empty() || self.pool.is_some()
     }
 
     /// What is queued, taken for one call.
-    fn take(&mut self) -> (Vec<Report>, Vec<Sample>) {
-        self.samples_since = None;
-        (
-            std::mem::take(&mut self.pending),
-            std::mem::take(&mut self.samples),
-        )
+    fn take(&mut self) -> Batch {
+        self.extras_since = None;
+        Batch {
+            reports: std::mem::take(&mut self.pending),
+            samples: std::mem::take(&mut self.samples),
+            pool: self.pool.take(),
+        }
     }
 }
 
@@ -258,8 +265,8 @@ impl<L: FleetLink> FleetStore<L> {
                 .map(|(k, s)| (k.clone(), s.take()))
                 .collect()
         };
-        for (key, (reports, samples)) in due {
-            self.link.report(&key, reports, samples, self.inbox());
+        for (key, batch) in due {
+            self.link.report(&key, batch, self.inbox());
         }
     }
 
@@ -274,8 +281,8 @@ impl<L: FleetLink> FleetStore<L> {
                 .map(|(k, s)| (k.clone(), s.take()))
                 .collect()
         };
-        for (key, (reports, samples)) in all {
-            self.link.report(&key, reports, samples, self.inbox());
+        for (key, batch) in all {
+            self.link.report(&key, batch, self.inbox());
         }
     }
 
@@ -308,8 +315,8 @@ impl<L: FleetLink> FleetStore<L> {
             s.pending.push(report);
             (now_flush || s.is_due(&self.policy, now)).then(|| s.take())
         });
-        if let Some((reports, samples)) = batch {
-            self.link.report(key, reports, samples, self.inbox());
+        if let Some(batch) = batch {
+            self.link.report(key, batch, self.inbox());
         }
     }
 
@@ -350,9 +357,6 @@ impl<L: FleetLink> FleetStore<L> {
         }
     }
 }
-
-/// Verdicts and samples sent in one call.
-type Batch = (Vec<Report>, Vec<Sample>);
 
 fn lease_token(permit: Permit) -> Option<u64> {
     (permit.kind == PermitKind::Probe && permit.generation & LEASE_BIT != 0)
@@ -464,7 +468,7 @@ impl<L: FleetLink> BreakerStore for FleetStore<L> {
     fn release(&self, key: &str, permit: Permit) {
         match lease_token(permit) {
             Some(token) => {
-                let now = self.with(key, |s| s.view.map_or(0, |v| v.as_of));
+                let now = self.with(key, |s| s.view.as_ref().map_or(0, |v| v.as_of));
                 self.record_lease(key, now, token, Verdict::Abandoned);
             }
             None => self.with(key, |s| s.local.release(permit)),
@@ -494,24 +498,42 @@ impl<L: FleetLink> BreakerStore for FleetStore<L> {
     fn sample(&self, key: &str, now: UnixMillis, sample: Sample) {
         let batch = self.with(key, |s| {
             s.samples.push(sample);
-            s.samples_since.get_or_insert(now);
+            s.extras_since.get_or_insert(now);
             s.is_due(&self.policy, now).then(|| s.take())
         });
-        if let Some((reports, samples)) = batch {
-            self.link.report(key, reports, samples, self.inbox());
+        if let Some(batch) = batch {
+            self.link.report(key, batch, self.inbox());
         }
     }
 
     fn latencies(&self, key: &str) -> Option<Latencies> {
         let slots = self.slots.borrow();
-        slots.slots.get(key)?.view.map(|v| v.latencies)
+        slots.slots.get(key)?.view.as_ref().map(|v| v.latencies)
+    }
+
+    /// Kept for the next batch (the newest of those seen since the last),
+    /// never a call of its own.
+    fn share_pool(&self, key: &str, now: UnixMillis, reading: PoolReading) {
+        let batch = self.with(key, |s| {
+            s.pool = newest(s.pool, Some(reading));
+            s.extras_since.get_or_insert(now);
+            s.is_due(&self.policy, now).then(|| s.take())
+        });
+        if let Some(batch) = batch {
+            self.link.report(key, batch, self.inbox());
+        }
+    }
+
+    fn fleet_pool(&self, key: &str) -> Option<PoolReading> {
+        let slots = self.slots.borrow();
+        slots.slots.get(key)?.view.as_ref()?.pool
     }
 
     fn snapshot(&self, key: &str) -> Option<Snapshot> {
         let slots = self.slots.borrow();
         let s = slots.slots.get(key)?;
         let mut snap = s.local.snapshot();
-        if let Some(view) = s.view {
+        if let Some(view) = &s.view {
             // The stricter of the two: the fleet's open beats a local closed.
             let fleet_blocks = !matches!(view.state, State::Closed);
             if fleet_blocks && matches!(snap.state, State::Closed) {
@@ -534,7 +556,7 @@ impl<L: FleetLink> BreakerStore for FleetStore<L> {
             .into_iter()
             .filter(|key| {
                 self.with(key, |s| {
-                    let watched = s.view.is_none_or(|v| v.latencies.any_demoted());
+                    let watched = s.view.as_ref().is_none_or(|v| v.latencies.any_demoted());
                     let cold = watched && s.is_stale(ttl, now);
                     if cold {
                         s.refreshing_since = Some(now);

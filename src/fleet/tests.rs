@@ -449,6 +449,7 @@ fn wire_shapes_are_stable() {
         failure_rate: 0.0,
         probes: 0,
         latencies: Default::default(),
+        pool: None,
         as_of: 1,
     };
     let a = serde_json::to_value(LeaseAnswer::Busy { until: 5, view: v }).unwrap();

@@ -31,7 +31,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
@@ -59,8 +59,8 @@ impl PoolHeaders {
 
 /// One limit of a pool (requests, tokens, …) as the provider said it; each
 /// field is `None` where the provider did not say it, or not legibly.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct Quota {
     /// How many the pool holds when full.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -81,8 +81,10 @@ impl Quota {
 }
 
 /// What a provider last said of one pool (an upstream's model), and when.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// It travels between isolates through the fleet's objects (in reports and
+/// views, JSON): a field missing from a message reads as not said.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct PoolReading {
     /// When the answer that said it arrived (ms since the Unix epoch).
     pub said_at: UnixMillis,
@@ -109,11 +111,6 @@ pub struct PoolReading {
 pub(crate) struct Pools(BTreeMap<String, PoolReading>);
 
 impl Pools {
-    /// Whether no provider has said anything yet.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     /// `key`'s last reading.
     pub(crate) fn get(&self, key: &str) -> Option<PoolReading> {
         self.0.get(key).copied()
@@ -127,6 +124,30 @@ impl Pools {
                 self.0.insert(key.to_owned(), reading);
             }
         }
+    }
+
+    /// Marks `key`'s pool empty until `until`: a 429 at `now` asked to
+    /// wait that long. What its last reading said otherwise stays. Returns
+    /// the reading as it now stands.
+    pub(crate) fn hold(&mut self, key: &str, now: UnixMillis, until: UnixMillis) -> PoolReading {
+        let held = self.get(key).unwrap_or(PoolReading {
+            said_at: now,
+            ..PoolReading::default()
+        });
+        let held = PoolReading {
+            retry_after_until: held.retry_after_until.max(Some(until)),
+            ..held
+        };
+        self.note(key, held);
+        held
+    }
+}
+
+/// The later said of two readings of one pool (the first on a tie).
+pub(crate) fn newest(a: Option<PoolReading>, b: Option<PoolReading>) -> Option<PoolReading> {
+    match (a, b) {
+        (Some(a), Some(b)) if b.said_at > a.said_at => Some(b),
+        (a, b) => a.or(b),
     }
 }
 
@@ -159,6 +180,29 @@ impl PoolReading {
             || short(&self.tokens, input.saturating_add(output))
             || short(&self.input_tokens, input)
             || short(&self.output_tokens, output))
+    }
+
+    /// The share of the pool left at `now`, from 0 to 1: the smallest of
+    /// `remaining / limit` over the quotas that say both and have not reset
+    /// (0 inside a Retry-After); 1 when nothing says otherwise. A weighted
+    /// tier scales its members' weights by it.
+    pub(crate) fn share_left(&self, now: UnixMillis) -> f64 {
+        if self.retry_after_until.is_some_and(|until| until > now) {
+            return 0.0;
+        }
+        [
+            &self.requests,
+            &self.tokens,
+            &self.input_tokens,
+            &self.output_tokens,
+        ]
+        .into_iter()
+        .filter_map(|q| {
+            let left = q.left(self.said_at, now)?;
+            let limit = q.limit.filter(|l| *l > 0)?;
+            Some((left as f64 / limit as f64).min(1.0))
+        })
+        .fold(1.0, f64::min)
     }
 }
 
@@ -478,6 +522,86 @@ mod tests {
         };
         assert!(!waiting.can_take(1, 1, NOW));
         assert!(waiting.can_take(1, 1, NOW + 10));
+    }
+
+    #[test]
+    fn share_left_is_the_tightest_quota_until_its_reset() {
+        let r = PoolReading {
+            said_at: NOW,
+            requests: quota(Some(100), Some(80), Some(NOW + 1000)),
+            tokens: quota(Some(1000), Some(250), Some(NOW + 5000)),
+            // No limit said: says nothing of a share.
+            output_tokens: quota(None, Some(1), None),
+            ..PoolReading::default()
+        };
+        assert_eq!(r.share_left(NOW), 0.25);
+        assert_eq!(
+            r.share_left(NOW + 1000),
+            0.25,
+            "requests reset: tokens still"
+        );
+        assert_eq!(r.share_left(NOW + 5000), 1.0, "all full again");
+        assert_eq!(PoolReading::default().share_left(NOW), 1.0);
+        let waiting = PoolReading {
+            retry_after_until: Some(NOW + 10),
+            ..r
+        };
+        assert_eq!(waiting.share_left(NOW), 0.0);
+        let zero_limit = PoolReading {
+            requests: quota(Some(0), Some(0), None),
+            ..PoolReading::default()
+        };
+        assert_eq!(zero_limit.share_left(NOW), 1.0, "a zero limit is no share");
+    }
+
+    #[test]
+    fn a_hold_keeps_the_reading_and_waits_the_longest() {
+        let mut pools = Pools::default();
+        let held = pools.hold("a/m", NOW, NOW + 5000);
+        assert_eq!(held.said_at, NOW, "a 429 is a reading of its own");
+        assert_eq!(held.retry_after_until, Some(NOW + 5000));
+        let said = PoolReading {
+            said_at: NOW + 1,
+            requests: quota(Some(50), Some(0), Some(NOW + 9000)),
+            ..PoolReading::default()
+        };
+        pools.note("a/m", said);
+        let held = pools.hold("a/m", NOW + 1, NOW + 2000);
+        assert_eq!(held.requests, said.requests, "the headers stay");
+        assert_eq!(held.retry_after_until, Some(NOW + 2000));
+        let longer = pools.hold("a/m", NOW + 2, NOW + 1000);
+        assert_eq!(
+            longer.retry_after_until,
+            Some(NOW + 2000),
+            "the longer wait"
+        );
+        assert_eq!(pools.get("a/m"), Some(longer));
+    }
+
+    #[test]
+    fn the_newest_reading_wins() {
+        let at = |said_at| PoolReading {
+            said_at,
+            ..PoolReading::default()
+        };
+        assert_eq!(newest(Some(at(1)), Some(at(2))), Some(at(2)));
+        assert_eq!(newest(Some(at(2)), Some(at(1))), Some(at(2)));
+        assert_eq!(newest(None, Some(at(1))), Some(at(1)));
+        assert_eq!(newest(Some(at(1)), None), Some(at(1)));
+        assert_eq!(newest(None, None), None);
+    }
+
+    #[test]
+    fn a_reading_travels_as_json_and_missing_fields_are_unsaid() {
+        let r = read(PoolHeaders::Anthropic, &headers(ANTHROPIC_429), NOW).expect("a reading");
+        let json = serde_json::to_string(&r).expect("serialises");
+        assert_eq!(serde_json::from_str::<PoolReading>(&json).ok(), Some(r));
+        let sparse: PoolReading =
+            serde_json::from_str(r#"{"saidAt":5,"requests":{"remaining":3}}"#).expect("reads");
+        assert_eq!(sparse.said_at, 5);
+        assert_eq!(sparse.requests, quota(None, Some(3), None));
+        assert!(sparse.tokens.is_empty());
+        assert_eq!(sparse.retry_after_until, None);
     }
 
     #[test]

@@ -10,9 +10,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use super::exec::{Clock, Executor};
-use crate::fleet::{
-    Fleet, FleetLink, FleetPolicy, Inbox, Journal, LeaseAnswer, LinkError, Report, Sample,
-};
+use crate::fleet::{Batch, Fleet, FleetLink, FleetPolicy, Inbox, Journal, LeaseAnswer, LinkError};
 use crate::policy::breaker::BreakerPolicy;
 use crate::policy::latency::DemotionPolicy;
 
@@ -88,12 +86,11 @@ impl FleetLink for SimLink {
             .call(key, now, |f, p, now, ttl| f.lease(p, ttl, now, holder)))
     }
 
-    fn report(&self, key: &str, reports: Vec<Report>, samples: Vec<Sample>, inbox: Inbox) {
+    fn report(&self, key: &str, batch: Batch, inbox: Inbox) {
         // The simulated routes set no latency objectives: the samples are
         // judged with the default policy, as an object without one would.
         self.later(key, inbox, move |f, p, now| {
-            f.sample(&DemotionPolicy::default(), &samples);
-            f.fold(p, now, &reports)
+            f.report(p, &DemotionPolicy::default(), now, &batch)
         });
     }
 

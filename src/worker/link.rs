@@ -17,9 +17,8 @@ use serde::Serialize;
 
 use crate::engine::timeout::timeout;
 use crate::fleet::{
-    spend_key, Call, FleetLink, HoldAnswer, HoldCall, Inbox, Journal, LeaseAnswer, LinkError,
-    Outage, Report, Sample, SettleCall, SpendCall, SpendInbox, SpendLink, View,
-    OUTAGE_LOG_INTERVAL,
+    spend_key, Batch, Call, FleetLink, HoldAnswer, HoldCall, Inbox, Journal, LeaseAnswer,
+    LinkError, Outage, SettleCall, SpendCall, SpendInbox, SpendLink, View, OUTAGE_LOG_INTERVAL,
 };
 use crate::policy::spend::Tally;
 
@@ -141,21 +140,15 @@ impl FleetLink for DoLink {
         let body = Call {
             key: key.to_string(),
             holder: Some(holder.to_string()),
-            reports: Vec::new(),
-            samples: Vec::new(),
+            ..Call::default()
         };
         call(&self.env, &self.outage, "lease", key, &body).await
     }
 
-    fn report(&self, key: &str, reports: Vec<Report>, samples: Vec<Sample>, inbox: Inbox) {
+    fn report(&self, key: &str, batch: Batch, inbox: Inbox) {
         let env = self.env.clone();
         let outage = Rc::clone(&self.outage);
-        let body = Call {
-            key: key.to_string(),
-            holder: None,
-            reports,
-            samples,
-        };
+        let body = batch.into_call(key);
         self.background.spawn(async move {
             if let Ok(view) = call::<View>(&env, &outage, "report", &body.key, &body).await {
                 inbox.deliver(&body.key, view);
@@ -168,9 +161,7 @@ impl FleetLink for DoLink {
         let outage = Rc::clone(&self.outage);
         let body = Call {
             key: key.to_string(),
-            holder: None,
-            reports: Vec::new(),
-            samples: Vec::new(),
+            ..Call::default()
         };
         self.background.spawn(async move {
             if let Ok(view) = call::<View>(&env, &outage, "view", &body.key, &body).await {
@@ -182,9 +173,7 @@ impl FleetLink for DoLink {
     async fn journal(&self, key: &str) -> Result<Journal, LinkError> {
         let body = Call {
             key: key.to_string(),
-            holder: None,
-            reports: Vec::new(),
-            samples: Vec::new(),
+            ..Call::default()
         };
         call(&self.env, &self.outage, "journal", key, &body).await
     }

@@ -102,8 +102,8 @@ impl DurableObject for BreakerStore {
         let mut fleet = self.load();
         let answer = match op.as_str() {
             "/report" => {
-                fleet.sample(&policies.demotion, &call.samples);
-                serde_json::to_string(&fleet.fold(&policy, now, &call.reports))
+                let batch = call.into_batch();
+                serde_json::to_string(&fleet.report(&policy, &policies.demotion, now, &batch))
             }
             "/lease" => {
                 let holder = call.holder.as_deref().unwrap_or("unknown");
