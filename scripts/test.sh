@@ -53,4 +53,5 @@ cargo fmt --manifest-path benches/edge-reference/Cargo.toml -- --check
 cargo clippy --manifest-path benches/edge-reference/Cargo.toml --target wasm32-unknown-unknown -- -D warnings
 
 step "mock provider server (node --test)"
-node --test tests/e2e/mock-provider.test.mjs tests/e2e/mock-answers.test.mjs tests/e2e/mock-quality.test.mjs
+node --test tests/e2e/mock-provider.test.mjs tests/e2e/mock-answers.test.mjs tests/e2e/mock-quality.test.mjs \
+  tests/e2e/mock-pool.test.mjs

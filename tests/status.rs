@@ -550,3 +550,84 @@ fn a_session_cookie_over_the_header_limit_is_refused_before_it_is_read() {
         "{body}"
     );
 }
+
+#[test]
+fn the_page_shows_each_models_rate_limit_pool() {
+    let p = FakePlatform::new().at(1_700_000_000_000);
+    let g = gateway(&p);
+    let bearer = format!("Bearer {KEY}");
+    let chat = json!({ "model": "default", "messages": [{ "role": "user", "content": "hi" }] })
+        .to_string();
+    p.script(
+        "https://primary.test",
+        [reply(200)
+            .header("x-ratelimit-limit-requests", "500")
+            .header("x-ratelimit-remaining-requests", "499")
+            .header("x-ratelimit-reset-requests", "120ms")
+            .header("x-ratelimit-limit-tokens", "30000")
+            .header("x-ratelimit-remaining-tokens", "29000")
+            .header("x-ratelimit-reset-tokens", "2.5s")
+            .body(openai_ok())],
+    );
+    let out = block_on(
+        &p,
+        g.handle(req(
+            "POST",
+            "/v1/chat/completions",
+            &[("authorization", &bearer)],
+            &chat,
+        )),
+    );
+    assert_eq!(out.status, 200);
+    let row = |page: &str, model: &str| -> String {
+        page.split(&format!("data-model=\"{model}\">"))
+            .nth(1)
+            .and_then(|rest| rest.split("</tr>").next())
+            .expect("a row for the model")
+            .to_string()
+    };
+    let page = html(&block_on(
+        &p,
+        g.handle(req("GET", "/status", &[("authorization", &bearer)], "")),
+    ));
+    assert!(page.contains("<th scope=\"col\">Rate-limit pool</th>"));
+    assert!(
+        row(&page, "gpt-big")
+            .ends_with("<td>requests 499 / 500 · tokens 29000 / 30000 · full in 2.5 s</td>"),
+        "{}",
+        row(&page, "gpt-big")
+    );
+    assert!(
+        row(&page, "claude-small").ends_with("<td>–</td>"),
+        "nothing said"
+    );
+
+    // A second on, the requests quota has reset: its limit is what is left.
+    p.advance(Duration::from_secs(1));
+    let page = html(&block_on(
+        &p,
+        g.handle(req("GET", "/status", &[("authorization", &bearer)], "")),
+    ));
+    assert!(
+        row(&page, "gpt-big")
+            .ends_with("<td>requests 500 / 500 · tokens 29000 / 30000 · full in 1.5 s</td>"),
+        "{}",
+        row(&page, "gpt-big")
+    );
+    let data: Value = serde_json::from_slice(
+        &block_on(
+            &p,
+            g.handle(req(
+                "GET",
+                "/status/data",
+                &[("authorization", &bearer)],
+                "",
+            )),
+        )
+        .body,
+    )
+    .unwrap();
+    let model = &data["providers"][1]["models"][0];
+    assert_eq!(model["model"], "gpt-big", "{data}");
+    assert_eq!(model["pool"]["tokens"]["remaining"], 29000);
+}

@@ -25,6 +25,7 @@ use super::log::LogLine;
 use crate::fleet::{Counts, Journal};
 use crate::platform::{Headers, UnixMillis};
 use crate::policy::breaker::StateName;
+use crate::policy::pool::{PoolReading, Quota};
 use crate::policy::stats::Health;
 
 /// The cookie the login form sets.
@@ -311,6 +312,42 @@ fn ms(v: Option<u64>) -> String {
     v.map_or("–".into(), |v| format!("{v} ms"))
 }
 
+/// What a model's provider last said of its rate-limit pool, as of `now`:
+/// each quota's left / limit (its limit again once it has reset), a
+/// Retry-After in force, and when the last quota is full again. The
+/// page's script writes the same (`pool` in [`SCRIPT`]).
+fn pool_cell(p: Option<&PoolReading>, now: UnixMillis) -> String {
+    let Some(p) = p else {
+        return "–".into();
+    };
+    let secs = |t: UnixMillis| (t - now) as f64 / 1000.0;
+    let count = |v: Option<u64>| v.map_or("?".into(), |v| v.to_string());
+    let mut parts = Vec::new();
+    if let Some(until) = p.retry_after_until.filter(|t| *t > now) {
+        parts.push(format!("429: empty for {:.1} s", secs(until)));
+    }
+    let quotas: [(&str, &Quota); 4] = [
+        ("requests", &p.requests),
+        ("tokens", &p.tokens),
+        ("input tokens", &p.input_tokens),
+        ("output tokens", &p.output_tokens),
+    ];
+    let mut full_at = None;
+    for (name, q) in quotas.into_iter().filter(|(_, q)| !q.is_empty()) {
+        let reset = q.reset_at.is_some_and(|t| t <= now);
+        let left = if reset { q.limit } else { q.remaining };
+        parts.push(format!("{name} {} / {}", count(left), count(q.limit)));
+        full_at = full_at.max(q.reset_at.filter(|t| *t > now));
+    }
+    if let Some(t) = full_at {
+        parts.push(format!("full in {:.1} s", secs(t)));
+    }
+    if parts.is_empty() {
+        return "–".into();
+    }
+    parts.join(" · ")
+}
+
 /// The page, as of `body`.
 pub(super) fn page(body: &StatusBody<'_>) -> String {
     let mut out = head("resilient-llm status");
@@ -322,7 +359,7 @@ pub(super) fn page(body: &StatusBody<'_>) -> String {
          <th scope=\"col\">Breaker</th><th scope=\"col\">Next probe</th>\
          <th scope=\"col\">Error rate</th><th scope=\"col\">Latency p50 / p95 / p99</th>\
          <th scope=\"col\">Time to first token p50 / p95</th><th scope=\"col\">Calls</th>\
-         </tr></thead><tbody id=\"providers\">",
+         <th scope=\"col\">Rate-limit pool</th></tr></thead><tbody id=\"providers\">",
         body.status,
         body.time,
         date(body.time)
@@ -332,7 +369,7 @@ pub(super) fn page(body: &StatusBody<'_>) -> String {
         let _ = write!(
             out,
             "<tr data-provider=\"{pa}\"><td>{p}</td><td>{}</td><td>{probe}</td><td>{:.1} %</td>\
-             <td>{} / {} / {}</td><td>{} / {}</td><td>{}</td></tr>",
+             <td>{} / {} / {}</td><td>{} / {}</td><td>{}</td><td>–</td></tr>",
             state_badge(h.state),
             h.error_rate * 100.0,
             ms(h.latency_ms.p50),
@@ -351,7 +388,7 @@ pub(super) fn page(body: &StatusBody<'_>) -> String {
                 out,
                 "<tr class=\"model\" data-provider=\"{pa}\" data-model=\"{na}\">\
                  <td><span class=\"sub\">{name}</span></td><td>{}</td><td>{}</td><td>{:.1} %</td>\
-                 <td>{} / {} / {}</td><td>{} / {}</td><td>{}</td></tr>",
+                 <td>{} / {} / {}</td><td>{} / {}</td><td>{}</td><td>{}</td></tr>",
                 state_badge(m.state),
                 next_probe(m.open_until, m.state, body.time),
                 m.error_rate * 100.0,
@@ -361,6 +398,7 @@ pub(super) fn page(body: &StatusBody<'_>) -> String {
                 ms(m.ttft_ms.p50),
                 ms(m.ttft_ms.p95),
                 m.requests,
+                esc(&pool_cell(m.pool.as_ref(), body.time)),
                 pa = attr(&h.provider),
                 name = esc(&m.model),
                 na = attr(&m.model),
@@ -453,6 +491,15 @@ function state(s){const cls=s==="halfOpen"||s==="half_open"?"half_open":s;
   const l=document.createElement("span");l.className="label";l.textContent=LABEL[cls]||cls;span.appendChild(l);return span;}
 function when(t){return new Date(t).toUTCString();}
 function probe(u,st,now){const s=st==="halfOpen"?"half_open":st;return u&&u>now?"in "+((u-now)/1000).toFixed(1)+" s":s==="closed"?"–":"now";}
+function pool(p,now){if(!p)return"–";const parts=[],s=t=>((t-now)/1000).toFixed(1),n=v=>v==null?"?":String(v);
+  if(p.retryAfterUntil&&p.retryAfterUntil>now)parts.push("429: empty for "+s(p.retryAfterUntil)+" s");
+  let full=null;
+  for(const [name,k] of [["requests","requests"],["tokens","tokens"],["input tokens","inputTokens"],["output tokens","outputTokens"]]){
+    const q=p[k];if(!q||(q.limit==null&&q.remaining==null&&q.resetAt==null))continue;
+    const reset=q.resetAt!=null&&q.resetAt<=now;parts.push(name+" "+n(reset?q.limit:q.remaining)+" / "+n(q.limit));
+    if(q.resetAt!=null&&q.resetAt>now&&(full===null||q.resetAt>full))full=q.resetAt;}
+  if(full!==null)parts.push("full in "+s(full)+" s");
+  return parts.length?parts.join(" · "):"–";}
 function describe(c){if(c.type==="breaker"){const f=c.from==="halfOpen"?"half_open":c.from,t=c.to==="halfOpen"?"half_open":c.to;
   return (c.fleet?"fleet ":"")+"breaker of "+c.provider+": "+LABEL[f]+" → "+LABEL[t];}
   return "failover "+c.from+" → "+c.to+" ("+c.reason+")";}
@@ -465,13 +512,13 @@ function render(d){
     cell(tr,probe(h.openUntil,h.state,d.time));
     cell(tr,(h.errorRate*100).toFixed(1)+" %");
     cell(tr,ms(h.latencyMs.p50)+" / "+ms(h.latencyMs.p95)+" / "+ms(h.latencyMs.p99));
-    cell(tr,ms(h.ttftMs.p50)+" / "+ms(h.ttftMs.p95));cell(tr,String(h.requests));body.appendChild(tr);
+    cell(tr,ms(h.ttftMs.p50)+" / "+ms(h.ttftMs.p95));cell(tr,String(h.requests));cell(tr,"–");body.appendChild(tr);
     for(const m of h.models||[]){const r=document.createElement("tr");r.className="model";r.dataset.provider=h.provider;r.dataset.model=m.model;
       const n=document.createElement("span");n.className="sub";n.textContent=m.model;cell(r,"").appendChild(n);
       cell(r,"").appendChild(state(m.state));cell(r,probe(m.openUntil,m.state,d.time));
       cell(r,(m.errorRate*100).toFixed(1)+" %");
       cell(r,ms(m.latencyMs.p50)+" / "+ms(m.latencyMs.p95)+" / "+ms(m.latencyMs.p99));
-      cell(r,ms(m.ttftMs.p50)+" / "+ms(m.ttftMs.p95));cell(r,String(m.requests));body.appendChild(r);}}
+      cell(r,ms(m.ttftMs.p50)+" / "+ms(m.ttftMs.p95));cell(r,String(m.requests));cell(r,pool(m.pool,d.time));body.appendChild(r);}}
   const fl=document.getElementById("fleet"),fr=document.getElementById("fleet-rows");fr.replaceChildren();
   fl.hidden=!d.fleet.length;
   for(const r of d.fleet){const tr=document.createElement("tr");tr.dataset.provider=r.provider;tr.dataset.model=r.model;cell(tr,r.provider);cell(tr,r.model);

@@ -42,7 +42,9 @@
 //             "models": ["…"] (others get 404), "chunkDelayMs": 0, "faults": [RULE, …],
 //             "answerTokens": n, "tokensPerChunk": 1, "streamUsage": "asked" | "never",
 //             "future": false, "redactThinking": false,
-//             "quality": "invalid-json" | "json" | "json-no-answer" (mock-quality.mjs: answers of a set quality) }
+//             "quality": "invalid-json" | "json" | "json-no-answer" (mock-quality.mjs: answers of a set quality),
+//             "pool": { "requests": n, "tokens": n, "windowMs": ms } (mock-pool.mjs: a rate-limit pool
+//             that counts down in its headers and answers 429 when empty) }
 //   answerTokens: the answer's words repeated to exactly n tokens (one word = one token), for
 //   long answers from short prompts; tokensPerChunk: tokens per streamed content chunk;
 //   streamUsage "never": no usage chunk even when a stream asks for one; future: fields and
@@ -86,13 +88,14 @@ import { responses } from "./mock-responses.mjs";
 import { endpointFor } from "./mock-endpoints.mjs";
 import { routeVertex, vertexApi } from "./mock-vertex.mjs";
 import { qualityPlan, qualityProblem } from "./mock-quality.mjs";
+import { newPool, poolProblem, take } from "./mock-pool.mjs";
 
 const HOST = "127.0.0.1";
 const MAX_BODY_BYTES = 8 * 1024 * 1024;
 const DEFAULT_HOLD_MS = 10 * 60 * 1000;
 const AUTH_HEADERS = new Set(["authorization", "x-api-key", "api-key", "proxy-authorization", "cookie"]);
 const PROVIDER_KEYS = new Set(["latencyMs", "requireKey", "prefill", "models", "chunkDelayMs", "faults", "fault",
-  "answerTokens", "tokensPerChunk", "streamUsage", "future", "redactThinking", "quality"]);
+  "answerTokens", "tokensPerChunk", "streamUsage", "future", "redactThinking", "quality", "pool"]);
 const MAX_RECEIVED = 200;
 const RULE_KEYS = {
   common: ["mode", "firstN", "p", "latencyMs", "model"],
@@ -162,6 +165,7 @@ function normalizeProvider(raw, where, base = defaultProvider()) {
   }
   check(raw.streamUsage === undefined || ["asked", "never"].includes(raw.streamUsage), `${where}.streamUsage: "asked" or "never"`);
   check(qualityProblem(raw.quality) === null, `${where}.quality: ${qualityProblem(raw.quality)} (mock-quality.mjs)`);
+  check(poolProblem(raw.pool) === null, `${where}.pool: ${poolProblem(raw.pool)} (mock-pool.mjs)`);
   for (const key of ["future", "redactThinking"]) check(raw[key] === undefined || typeof raw[key] === "boolean", `${where}.${key}: true or false`);
   check(raw.prefill === undefined || ["accept", "reject"].includes(raw.prefill), `${where}.prefill: "accept" or "reject"`);
   check(raw.models === undefined || (Array.isArray(raw.models) && raw.models.every((m) => typeof m === "string")), `${where}.models: a list of names`);
@@ -170,7 +174,7 @@ function normalizeProvider(raw, where, base = defaultProvider()) {
   check(rules === undefined || Array.isArray(rules), `${where}.faults: must be a list`);
   const next = { ...base };
   for (const key of ["latencyMs", "requireKey", "prefill", "models", "chunkDelayMs", "answerTokens", "tokensPerChunk", "streamUsage", "future",
-    "redactThinking", "quality"]) {
+    "redactThinking", "quality", "pool"]) {
     if (raw[key] !== undefined) next[key] = raw[key];
   }
   next.requireKey = Boolean(next.requireKey);
@@ -219,7 +223,7 @@ function hashString(s) {
 }
 
 function emptyStats() {
-  return { total: 0, inFlight: 0, aborted: 0, streams: 0, byStatus: {}, byFormat: {}, faults: {}, lastRequest: null };
+  return { total: 0, inFlight: 0, aborted: 0, streams: 0, poolRefused: 0, byStatus: {}, byFormat: {}, faults: {}, lastRequest: null };
 }
 
 class Provider {
@@ -242,6 +246,7 @@ class Provider {
   setSettings(settings) {
     this.settings = settings;
     this.rules = settings.faults.map((rule) => ({ rule, seen: 0 }));
+    this.pool = settings.pool ? newPool(settings.pool) : null;
   }
 
   /** The rule that takes this request, or null for a normal answer. Counts and draws. */
@@ -390,7 +395,8 @@ const WIRES = { ...FORMATS, responses };
 function responseHeaders(ctx, format) {
   const id = `req_mock_${ctx.provider.name}_${ctx.seq}`;
   if (format === "bedrock") return { "x-amzn-requestid": id };
-  return format === "anthropic" ? { "request-id": id } : { "x-request-id": id, "openai-processing-ms": "1" };
+  const pool = ctx.poolHeaders ?? {};
+  return format === "anthropic" ? { "request-id": id, ...pool } : { "x-request-id": id, "openai-processing-ms": "1", ...pool };
 }
 
 async function answer(ctx, body) {
@@ -549,6 +555,14 @@ async function handleChat(state, ctx) {
   }
   if (!ctx.bedrock && provider.settings.requireKey && !hasKey(req.headers)) {
     return replyError(ctx, 401, "auth", "Missing API key: send Authorization: Bearer <key> or x-api-key.");
+  }
+  if (provider.pool) {
+    const { ok, headers } = take(provider.pool, body, ctx.format);
+    ctx.poolHeaders = headers;
+    if (!ok) {
+      provider.stats.poolRefused += 1;
+      return replyError(ctx, 429, "rate_limit", undefined, { "retry-after": headers["retry-after"] });
+    }
   }
   const rule = provider.pickRule(body.stream === true, body.model);
   ctx.rule = rule;

@@ -21,7 +21,8 @@ const shots = path.join(process.env.CARGO_TARGET_DIR ?? path.join(HERE, "../../t
 let mock;
 let gw;
 before(async () => {
-  mock = await startMock({ config: { providers: { primary: {}, backup: {} } } });
+  // The backup's answers carry rate-limit headers: the page shows its pool.
+  mock = await startMock({ config: { providers: { primary: {}, backup: { pool: { requests: 1000 } } } } });
   gw = await startGateway(gatewayConfig(mock, {
     providers: { primary: "openai", backup: "openai" },
     routes: { default: [{ provider: "primary", model: "m" }, { provider: "backup", model: "m" }] },

@@ -77,6 +77,13 @@ class StatusPage(unittest.TestCase):
         except StaleElementReferenceException:
             return None  # the page re-rendered its table between the find and the read
 
+    def pool_of(self, provider, model):
+        cells = self.driver.find_elements(
+            By.CSS_SELECTOR, f'tr.model[data-provider="{provider}"][data-model="{model}"] td:last-child')
+        try:
+            return cells[0].text if cells else ""
+        except StaleElementReferenceException:
+            return ""  # re-rendered between the find and the read
 
     def wait_state(self, provider, state, seconds=15):
         WebDriverWait(self.driver, seconds, poll_frequency=0.2).until(
@@ -103,7 +110,7 @@ class StatusPage(unittest.TestCase):
         self.assertEqual(self.state_of("primary"), "closed")
         heads = [th.text for th in d.find_elements(By.CSS_SELECTOR, "th")]
         for label in ["Provider", "Breaker", "Next probe", "Error rate", "Latency p50 / p95 / p99",
-                      "Time to first token p50 / p95", "When", "What"]:
+                      "Time to first token p50 / p95", "Rate-limit pool", "When", "What"]:
             self.assertIn(label, heads)
 
         # The primary dies: one request opens its breaker (threshold 1) and fails over.
@@ -111,6 +118,11 @@ class StatusPage(unittest.TestCase):
         self.assertEqual(chat(), 200)
         self.wait_state("primary", "open")  # the page refreshes itself; no reload
         self.assertEqual(self.state_of("primary", "m"), "open", "the model's own breaker, in its row")
+        # The backup answered with its rate-limit headers (its pool at the mock: 1000 requests):
+        # its model row shows what is left, as the page's script renders it.
+        WebDriverWait(d, 15, poll_frequency=0.2).until(
+            lambda d: re.match(r"^requests 999 / 1000 · full in \d+\.\d s$", self.pool_of("backup", "m")),
+            "the backup's rate-limit pool is not shown")
         # The transition as the fleet's breaker object logged it (every isolate's), and the
         # object's totals: they reach the page at its next refresh after the verdict's report.
         WebDriverWait(d, 15, poll_frequency=0.2).until(
