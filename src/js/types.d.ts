@@ -252,6 +252,12 @@ export interface Config {
   limits?: LimitsConfig;
   /** Whether `provider/model` may name a model no route lists (default false). */
   allowAnyModel?: boolean;
+  /**
+   * Whether requests are steered by what providers say of their rate-limit pools (default
+   * true): an entry whose pool cannot take the request goes behind those that can until its
+   * reset, and tier weights follow the share of each pool left. False: only 429s move traffic.
+   */
+  steerByCapacity?: boolean;
   /** Settings of the gateway host (the Worker); ignored by this package. */
   gateway?: { clientKeysEnv?: string[]; allowUnauthenticated?: boolean };
   /** Prices for JS providers (by `provider/model`), and per route its ordering and daily budget. */
@@ -924,7 +930,10 @@ export interface PoolReading {
   inputTokens?: Quota;
   /** Anthropic only. */
   outputTokens?: Quota;
-  /** Until when the same answer's `retry-after` asked to wait, Unix ms (Anthropic). */
+  /**
+   * Until when a `retry-after` asked to wait, Unix ms: Anthropic's answers say it, and a 429
+   * of any provider with a Retry-After marks its pool empty until then.
+   */
   retryAfterUntil?: number;
 }
 
