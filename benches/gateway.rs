@@ -5,6 +5,9 @@
 //! chunks. Prints nanoseconds and heap allocations per request: the Rust
 //! share of the Worker's CPU, without workerd's noise (allocation is much of
 //! it in wasm, where dlmalloc runs in a baseline-compiled tier at first).
+//! A third case asks a tier of two providers whose answers carry OpenAI's
+//! rate-limit headers: what reading them and steering by them cost (the
+//! first two cases' routes have one entry and no headers).
 //! Not a timed test: it prints figures and asserts nothing.
 //!
 //! `cargo bench --bench gateway --features testing` (add `-- --quick` for a short run).
@@ -60,8 +63,15 @@ fn mock_answer() -> Vec<u8> {
 
 fn gateway(p: &FakePlatform) -> Gateway<FakePlatform, MemoryStore> {
     let config = json!({
-        "providers": { "healthy": { "kind": "openai", "baseUrl": "https://healthy.test", "apiKeyEnv": "MOCK_API_KEY" } },
-        "routes": { "healthy": [ { "provider": "healthy", "model": "bench-model" } ] },
+        "providers": {
+            "healthy": { "kind": "openai", "baseUrl": "https://healthy.test", "apiKeyEnv": "MOCK_API_KEY" },
+            "second": { "kind": "openai", "baseUrl": "https://second.test", "apiKeyEnv": "MOCK_API_KEY" }
+        },
+        "routes": {
+            "healthy": [ { "provider": "healthy", "model": "bench-model" } ],
+            "pools": [ { "provider": "healthy", "model": "bench-model", "priority": 1, "weight": 3 },
+                       { "provider": "second", "model": "bench-model", "priority": 1, "weight": 1 } ]
+        },
         "retry": { "maxAttempts": 2, "baseDelayMs": 50, "maxDelayMs": 2000 },
         "breaker": { "failureThreshold": 3, "cooldownMs": 5000, "maxCooldownMs": 5000 },
         "gateway": { "clientKeysEnv": ["GATEWAY_KEY"] }
@@ -172,6 +182,37 @@ fn main() {
         &|| {
             p.script("https://unused.test", [reply(200).body(answer.clone())]);
             black_box(inbound(&body));
+        },
+    );
+
+    // A tier of two whose answers say what is left of their pools, as
+    // api.openai.com's do: the draw (randomness 0.5: the first, of weights
+    // 3 and 1) and the pool steering run on every request.
+    let limited = |r: resilient_llm::testing::Reply| {
+        r.header("x-ratelimit-limit-requests", "10000")
+            .header("x-ratelimit-limit-tokens", "30000000")
+            .header("x-ratelimit-remaining-requests", "9999")
+            .header("x-ratelimit-remaining-tokens", "29999947")
+            .header("x-ratelimit-reset-requests", "6ms")
+            .header("x-ratelimit-reset-tokens", "0s")
+            .body(answer.clone())
+    };
+    let pooled = serde_json::to_vec(
+        &json!({ "model": "pools", "messages": [{ "role": "user", "content": "benchmark: say something short" }] }),
+    )
+    .expect("json");
+    measure(
+        "tier of two with rate-limit headers",
+        (batches, per_batch),
+        &|| {
+            p.script("https://healthy.test", [limited(reply(200))]);
+            let out = block_on(&p, gw.handle(inbound(&pooled)));
+            assert_eq!(out.status, 200, "{}", String::from_utf8_lossy(&out.body));
+            black_box(out);
+        },
+        &|| {
+            p.script("https://unused.test", [limited(reply(200))]);
+            black_box(inbound(&pooled));
         },
     );
 

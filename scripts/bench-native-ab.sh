@@ -6,6 +6,9 @@
 # alike. Prints each run, the medians and the ratio this tree / REV (below 1: this tree is
 # faster or allocates less). A measurement: it exits non-zero only on errors.
 #   scripts/bench-native-ab.sh REV [RUNS]     (RUNS default 5, at most 50)
+# BENCH_CASE picks the bench's case by a part of its name (default "mock answer": the whole
+# answer); BENCH_THIS_FILE=1 builds REV with this tree's benches/gateway.rs (for a case REV's
+# file lacks: the bench uses only the public API).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=${1:?usage: scripts/bench-native-ab.sh REV [RUNS]}
@@ -36,13 +39,17 @@ build() {
   cp "$exe" "$2"
 }
 
+case=${BENCH_CASE:-mock answer}
+this_file=${BENCH_THIS_FILE:-0}
 old=$bins/gateway-${sha:0:12}
+[[ $this_file == 1 ]] && old=$old-this-file
 if [[ ! -x $old ]]; then
   tree=$(mktemp -d "${TMPDIR:-/tmp}/rl-bench-native.XXXXXX")
   cleanup() { git worktree remove --force "$tree" >/dev/null 2>&1 || true; rm -rf "$tree"; }
   trap cleanup EXIT
   printf 'bench-native-ab: building %s (%s) in %s\n' "$rev" "${sha:0:12}" "$tree" >&2
   git worktree add --detach --quiet "$tree" "$sha" >&2
+  [[ $this_file == 1 ]] && cp benches/gateway.rs "$tree/benches/gateway.rs"
   build "$tree" "$old.tmp"
   mv "$old.tmp" "$old"
   cleanup
@@ -54,7 +61,7 @@ build "$PWD" "$new"
 
 # One run of binary $1: "ns allocations" (the median ns/request and allocations/request).
 measure() {
-  "$1" | sed -n 's/.*median *\([0-9.]*\) ns\/request.*~\([0-9.]*\) heap allocations.*/\1 \2/p'
+  "$1" | grep -F -- "$case" | sed -n 's/.*median *\([0-9.]*\) ns\/request.*~\([0-9.]*\) heap allocations.*/\1 \2/p'
 }
 old_ns=() old_alloc=() new_ns=() new_alloc=()
 for ((i = 1; i <= runs; i++)); do

@@ -35,22 +35,21 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         if !self.policy.steer_by_capacity || chain.len() < 2 {
             return chain; // nothing to steer to
         }
-        if chain
-            .iter()
-            .all(|e| self.pool_of(&self.key_of(e)).is_none())
-        {
-            return chain; // nothing said
-        }
         let now = self.platform.now();
-        let usage = expected_usage(req);
-        let can: Vec<bool> = chain
-            .iter()
-            .map(|e| {
-                self.pool_of(&self.key_of(e))
-                    .is_none_or(|r| r.can_take(usage.input_tokens, usage.output_tokens, now))
+        let mut usage = None;
+        let mut can = |e: &Entry| {
+            self.pool_of(&self.key_of(e)).is_none_or(|r| {
+                let u = usage.get_or_insert_with(|| expected_usage(req));
+                r.can_take(u.input_tokens, u.output_tokens, now)
             })
-            .collect();
-        if can.iter().all(|c| *c) || !can.iter().any(|c| *c) {
+        };
+        // The usual case, every pool able (or silent), in one pass and
+        // without allocating.
+        if chain.iter().all(&mut can) {
+            return chain;
+        }
+        let can: Vec<bool> = chain.iter().map(can).collect();
+        if !can.iter().any(|c| *c) {
             return chain;
         }
         let ready = chain.iter().zip(&can).filter(|(_, c)| **c);

@@ -102,43 +102,48 @@ fn arrange<P: Platform, S: BreakerStore>(core: &Core<P, S>, chain: &[Entry], tie
         return;
     }
     let now = core.platform.now();
+    let steer = core.policy.steer_by_capacity;
     let limited = core.limited.borrow();
-    let (mut fresh, mut held): (Vec<usize>, Vec<usize>) = tier
-        .iter()
-        .partition(|&&i| !limited.is_limited(&core.key_of(&chain[i]), now));
-    drop(limited);
-    let mut weights = vec![0.0; chain.len()];
+    let (mut fresh, mut held): (Vec<Member>, Vec<Member>) = (Vec::new(), Vec::new());
     for &i in tier.iter() {
-        let share = if core.policy.steer_by_capacity {
-            core.pool_of(&core.key_of(&chain[i]))
-                .map_or(1.0, |r| r.share_left(now))
+        let key = core.key_of(&chain[i]);
+        // Its weight, scaled by the share of its pool left.
+        let share = if steer {
+            core.pool_of(&key).map_or(1.0, |r| r.share_left(now))
         } else {
             1.0
         };
-        weights[i] = f64::from(chain[i].weight) * share;
+        let member = (i, f64::from(chain[i].weight) * share);
+        if limited.is_limited(&key, now) {
+            held.push(member);
+        } else {
+            fresh.push(member);
+        }
     }
+    drop(limited);
     let platform = &core.platform;
-    weighted_draw(&weights, &mut fresh, || platform.random());
-    weighted_draw(&weights, &mut held, || platform.random());
-    for (slot, i) in tier.iter_mut().zip(fresh.into_iter().chain(held)) {
+    weighted_draw(&mut fresh, || platform.random());
+    weighted_draw(&mut held, || platform.random());
+    for (slot, (i, _)) in tier.iter_mut().zip(fresh.into_iter().chain(held)) {
         *slot = i;
     }
 }
 
-/// Orders `members` (indexes into `weights`) by repeated weighted draws
-/// without replacement: each next one is picked with probability its
-/// weight over the weight left.
-fn weighted_draw(weights: &[f64], members: &mut [usize], mut random: impl FnMut() -> f64) {
+/// A tier member: its index into the chain and its weight this request.
+type Member = (usize, f64);
+
+/// Orders `members` by repeated weighted draws without replacement: each
+/// next one is picked with probability its weight over the weight left.
+fn weighted_draw(members: &mut [Member], mut random: impl FnMut() -> f64) {
     for next in 0..members.len().saturating_sub(1) {
         let rest = &members[next..];
-        let total: f64 = rest.iter().map(|&i| weights[i]).sum();
+        let total: f64 = rest.iter().map(|&(_, w)| w).sum();
         if total <= 0.0 {
             return; // all weights zero: keep the written order
         }
         let mut target = random().clamp(0.0, 1.0) * total;
         let mut pick = rest.len() - 1;
-        for (k, &i) in rest.iter().enumerate() {
-            let w = weights[i];
+        for (k, &(_, w)) in rest.iter().enumerate() {
             if target < w {
                 pick = k;
                 break;
@@ -148,7 +153,7 @@ fn weighted_draw(weights: &[f64], members: &mut [usize], mut random: impl FnMut(
         members.swap(next, next + pick);
         // Keep the members not picked in their written order, so a draw
         // depends only on weights, not on earlier swaps.
-        members[next + 1..].sort_unstable();
+        members[next + 1..].sort_unstable_by_key(|&(i, _)| i);
     }
 }
 
@@ -178,11 +183,10 @@ mod tests {
 
     #[test]
     fn a_draw_picks_by_cumulative_weight() {
-        let weights = [3.0, 1.0];
         let first = |r: f64| {
-            let mut m = vec![0, 1];
-            weighted_draw(&weights, &mut m, || r);
-            m
+            let mut m = vec![(0, 3.0), (1, 1.0)];
+            weighted_draw(&mut m, || r);
+            m.iter().map(|&(i, _)| i).collect::<Vec<_>>()
         };
         assert_eq!(first(0.0), [0, 1]);
         assert_eq!(first(0.74), [0, 1]);
@@ -192,9 +196,9 @@ mod tests {
 
     #[test]
     fn zero_weights_keep_the_written_order() {
-        let mut m = vec![0, 1, 2];
-        weighted_draw(&[0.0; 3], &mut m, || 0.9);
-        assert_eq!(m, [0, 1, 2]);
+        let mut m = vec![(0, 0.0), (1, 0.0), (2, 0.0)];
+        weighted_draw(&mut m, || 0.9);
+        assert_eq!(m.iter().map(|&(i, _)| i).collect::<Vec<_>>(), [0, 1, 2]);
     }
 
     #[test]
