@@ -300,7 +300,8 @@ fn every_bundled_scenario_parses_and_compares_the_three_policies() {
             "drifting-p95",
             "flapping",
             "key-rate-limited",
-            "storm-529"
+            "storm-529",
+            "three-resellers"
         ]
     );
 }
@@ -393,4 +394,25 @@ fn a_pool_refuses_past_its_limit_and_its_headers_steer_before_the_429() {
 
 fn served(run: &resilient_llm::sim::Run) -> Vec<u64> {
     run.series.served.iter().map(|s| s.iter().sum()).collect()
+}
+
+#[test]
+fn three_resellers_capacity_steering_cuts_provider_429s_by_80_percent() {
+    // Issue 30's must-show, on the bundled scenario: at least 80 % fewer
+    // provider 429s than reactive routing, at equal or better availability and p95.
+    let text = std::fs::read_to_string("docs/scenarios/three-resellers.json").unwrap();
+    let report = simulate(&Scenario::parse(&text).unwrap()).unwrap();
+    let run = |name: &str| {
+        let r = report.runs.iter().find(|r| r.policy == name).unwrap();
+        r.figures.clone()
+    };
+    let (steered, reactive) = (run("capacity-aware"), run("reactive"));
+    assert!(
+        steered.provider_429s * 5 <= reactive.provider_429s,
+        "{} against {}",
+        steered.provider_429s,
+        reactive.provider_429s
+    );
+    assert!(steered.availability >= reactive.availability);
+    assert!(steered.latency_ms.p95 <= reactive.latency_ms.p95);
 }
