@@ -3,7 +3,7 @@
 
 #![cfg(feature = "simulate")]
 
-use resilient_llm::sim::{simulate, svg, Percentiles, Report, Scenario};
+use resilient_llm::sim::{simulate, svg, Percentiles, PoolModel, Report, Scenario};
 use serde_json::{json, Value};
 
 /// Two providers with fixed latencies (median = p95), one request a second
@@ -282,11 +282,13 @@ fn every_bundled_scenario_parses_and_compares_the_three_policies() {
         let s = Scenario::parse(&std::fs::read_to_string(&path).unwrap())
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let policies: Vec<&str> = s.policies.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(
-            policies,
-            ["defaults", "no breaker", "retries only"],
-            "{name}"
-        );
+        // Pools compare capacity steering with the routing before it; outages, the breaker.
+        let compared: &[&str] = if s.providers.values().any(|p| p.pool.is_some()) {
+            &["capacity-aware", "no steering", "reactive"]
+        } else {
+            &["defaults", "no breaker", "retries only"]
+        };
+        assert_eq!(policies, compared, "{name}");
         assert_eq!(format!("{}.json", s.name), name);
         names.push(s.name);
     }
@@ -298,7 +300,8 @@ fn every_bundled_scenario_parses_and_compares_the_three_policies() {
             "drifting-p95",
             "flapping",
             "key-rate-limited",
-            "storm-529"
+            "storm-529",
+            "three-resellers"
         ]
     );
 }
@@ -354,4 +357,62 @@ fn isolates_sharing_a_fleet_object_learn_from_each_other() {
         alone.runs[0].figures.failing_calls, 3,
         "one isolate: three calls open its breaker"
     );
+}
+
+#[test]
+fn a_pool_refuses_past_its_limit_and_its_headers_steer_before_the_429() {
+    // The primary (Anthropic's headers) holds 6 requests a minute: full at
+    // the start, one back every 10 s. Requests at 0 s, 1 s, … 9 s.
+    let mut s = two_providers(json!([]), json!({}));
+    s.providers.get_mut("primary").unwrap().pool = Some(PoolModel {
+        requests_per_minute: Some(6),
+        tokens_per_minute: None,
+    });
+    s.policies = serde_json::from_value(json!([
+        { "name": "capacity-aware" },
+        { "name": "reactive", "patch": { "steerByCapacity": false } }
+    ]))
+    .unwrap();
+    let report = simulate(&s).unwrap();
+    let (steered, reactive) = (&report.runs[0], &report.runs[1]);
+    // The sixth answer (5 s) says 0 left, full at 65 s: the four requests
+    // after it go to the backup without asking the primary.
+    assert_eq!(steered.figures.provider_429s, 0);
+    assert_eq!(served(steered), [4, 6]); // backup, primary
+                                         // Without steering, the request at 6 s finds 0.6 of a request refilled:
+                                         // a 429 at once, `retry-after: 4`, and (one attempt) the backup. So do
+                                         // those at 7, 8 and 9 s (0.7, 0.8, 0.9 refilled; an ordered route holds
+                                         // no entry back for its Retry-After).
+    assert_eq!(reactive.figures.provider_429s, 4);
+    assert_eq!(served(reactive), [4, 6]);
+    assert_eq!(
+        reactive.series.provider_429s[1],
+        [0, 0, 0, 0, 0, 0, 1, 1, 1, 1]
+    );
+    assert_eq!(reactive.figures.availability, 1.0);
+}
+
+fn served(run: &resilient_llm::sim::Run) -> Vec<u64> {
+    run.series.served.iter().map(|s| s.iter().sum()).collect()
+}
+
+#[test]
+fn three_resellers_capacity_steering_cuts_provider_429s_by_80_percent() {
+    // Issue 30's must-show, on the bundled scenario: at least 80 % fewer
+    // provider 429s than reactive routing, at equal or better availability and p95.
+    let text = std::fs::read_to_string("docs/scenarios/three-resellers.json").unwrap();
+    let report = simulate(&Scenario::parse(&text).unwrap()).unwrap();
+    let run = |name: &str| {
+        let r = report.runs.iter().find(|r| r.policy == name).unwrap();
+        r.figures.clone()
+    };
+    let (steered, reactive) = (run("capacity-aware"), run("reactive"));
+    assert!(
+        steered.provider_429s * 5 <= reactive.provider_429s,
+        "{} against {}",
+        steered.provider_429s,
+        reactive.provider_429s
+    );
+    assert!(steered.availability >= reactive.availability);
+    assert!(steered.latency_ms.p95 <= reactive.latency_ms.p95);
 }

@@ -32,7 +32,9 @@ export interface SimFault {
 export interface SimScenario {
   name: string; description?: string; seed?: number; durationMs: number; bucketMs?: number;
   providers: Record<string, { medianMs: number; p95Ms: number; inputPerMtok?: number;
-                               outputPerMtok?: number; faults?: SimFault[] }>;
+                               outputPerMtok?: number; faults?: SimFault[];
+                               /** A rate-limit pool, per minute, refilled continuously. */
+                               pool?: { requestsPerMinute?: number; tokensPerMinute?: number } }>;
   traffic: { ratePerSec: number; spacing?: "poisson" | "even"; inputTokens?: number; outputTokens?: number; isolates?: number };
   /** Each a JSON merge patch over the configuration. */
   policies: { name: string; patch?: object }[];
@@ -44,9 +46,12 @@ export interface SimReport {
   runs: {
     policy: string;
     figures: { requests: number; answered: number; availability: number; latencyMs: SimPercentiles;
-               calls: number; failingCalls: number; retries: number; failovers: number; costUsd: number;
+               calls: number; failingCalls: number; provider429s: number; retries: number;
+               failovers: number; costUsd: number;
                recoveryMs: Record<string, number | null> };
-    series: { failed: number[]; served: number[][]; breaker: number[][]; latencyMs: SimPercentiles[] };
+    series: { failed: number[]; served: number[][]; breaker: number[][]; latencyMs: SimPercentiles[];
+              /** Per provider, calls answered 429 per bucket; absent when none was. */
+              provider429s?: number[][] };
   }[];
 }
 "#;

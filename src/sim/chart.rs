@@ -1,6 +1,7 @@
 //! A run's report as one SVG: breaker state per provider over time, latency
-//! over time, and the share of requests each provider served (and the share
-//! that failed), drawn with plotters' SVG backend.
+//! over time, the share of requests each provider served (and the share
+//! that failed), and, when any run of the report got a 429 from a provider,
+//! the 429s each provider answered; drawn with plotters' SVG backend.
 
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
@@ -28,17 +29,23 @@ fn colour(i: usize) -> RGBColor {
 /// The SVG of run `run` of `report`.
 pub fn svg(report: &Report, run: &Run) -> Result<String, String> {
     let mut out = String::new();
+    let limited = report.runs.iter().any(|r| r.figures.provider_429s > 0);
+    let rows = if limited { 4 } else { 3 };
     {
-        let root = SVGBackend::with_string(&mut out, (WIDTH, PANEL * 3 + 40)).into_drawing_area();
+        let root =
+            SVGBackend::with_string(&mut out, (WIDTH, PANEL * rows + 40)).into_drawing_area();
         root.fill(&WHITE).map_err(text)?;
         let title = format!("{}: {}", report.scenario, run.policy);
         let root = root
             .titled(&title, ("sans-serif", 26).into_font().color(&BLACK))
             .map_err(text)?;
-        let panels = root.split_evenly((3, 1));
+        let panels = root.split_evenly((rows as usize, 1));
         breakers(&panels[0], report, run).map_err(text)?;
         latency(&panels[1], report, run).map_err(text)?;
         shares(&panels[2], report, run).map_err(text)?;
+        if limited {
+            provider_429s(&panels[3], report, run).map_err(text)?;
+        }
         root.present().map_err(text)?;
     }
     Ok(out)
@@ -198,6 +205,52 @@ fn shares(area: &Area<'_>, report: &Report, run: &Run) -> Drawn {
         .draw_series(LineSeries::new(pts, FAILED.stroke_width(2)))?
         .label("failed")
         .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], FAILED.stroke_width(2)));
+    legend(&mut chart)
+}
+
+/// The calls each provider answered 429, per bucket; on the same scale in
+/// every run of the report, so that runs compare at a glance.
+fn provider_429s(area: &Area<'_>, report: &Report, run: &Run) -> Drawn {
+    let x = seconds(report);
+    let top = report
+        .runs
+        .iter()
+        .flat_map(|r| r.series.provider_429s.iter().flatten())
+        .max()
+        .copied()
+        .unwrap_or(0)
+        .max(1);
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            format!(
+                "Calls answered 429, per {} s",
+                report.bucket_ms as f64 / 1000.0
+            ),
+            ("sans-serif", 21),
+        )
+        .margin(12)
+        .x_label_area_size(32)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0.0..end_s(report, run), 0.0..top as f64 * 1.1)?;
+    chart
+        .configure_mesh()
+        .x_desc("time (s)")
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 15))
+        .y_desc("429s")
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()?;
+    for (i, id) in report.providers.iter().enumerate() {
+        let Some(counts) = run.series.provider_429s.get(i) else {
+            continue;
+        };
+        let pts = steps(counts.iter().map(|&n| n as f64), &x);
+        let c = colour(i);
+        chart
+            .draw_series(LineSeries::new(pts, c.stroke_width(2)))?
+            .label(id.as_str())
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c.stroke_width(2)));
+    }
     legend(&mut chart)
 }
 

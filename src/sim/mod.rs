@@ -1,9 +1,11 @@
 //! The outage simulator: rehearse a policy against an outage before
 //! production meets one.
 //!
-//! A [`Scenario`] declares providers (a latency distribution and a fault
+//! A [`Scenario`] declares providers (a latency distribution, a fault
 //! timeline: outage windows, 429 storms with or without Retry-After, error
-//! probability, slow periods, flapping), traffic and the policies to compare.
+//! probability, slow periods, flapping; and a rate-limit pool, whose
+//! headers each answer carries as the provider's family sends them),
+//! traffic and the policies to compare.
 //! [`simulate`] runs each policy through the real [`Client`](crate::Client)
 //! — the same breaker, retry, budget and routing code the Worker runs, and
 //! the real provider adapters reading the simulated answers — on a platform
@@ -32,6 +34,7 @@
 mod chart;
 mod exec;
 mod fleet;
+mod pool;
 mod report;
 mod runner;
 mod scenario;
@@ -41,7 +44,7 @@ mod world;
 pub use chart::svg;
 pub use report::{Figures, Percentiles, Report, Run, Series};
 pub use scenario::{
-    merge_patch, Effect, Fault, Flap, PolicyPatch, ProviderModel, Scenario, Traffic,
+    merge_patch, Effect, Fault, Flap, PolicyPatch, PoolModel, ProviderModel, Scenario, Traffic,
 };
 
 /// Runs every policy of `scenario`, in order.

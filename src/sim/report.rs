@@ -60,6 +60,10 @@ pub struct Figures {
     /// Calls that failed: an error status, silence, a refusal, or an answer
     /// slower than the attempt's time limit.
     pub failing_calls: u64,
+    /// Calls answered 429 by a provider (its pool was empty, or a fault
+    /// said so).
+    #[serde(rename = "provider429s")]
+    pub provider_429s: u64,
     /// Retries of the same provider.
     pub retries: u64,
     /// Moves from one entry of a route to the next.
@@ -95,8 +99,16 @@ pub struct Series {
     pub breaker: Vec<Vec<u8>>,
     /// Latency percentiles of the answered requests.
     pub latency_ms: Vec<Percentiles>,
+    /// Per provider, the calls it answered 429, by the call's time (left
+    /// out when none was).
+    #[serde(rename = "provider429s", skip_serializing_if = "none_above_zero")]
+    pub provider_429s: Vec<Vec<u64>>,
     #[serde(skip)]
     pub(crate) latencies: Vec<Vec<u32>>,
+}
+
+fn none_above_zero(series: &[Vec<u64>]) -> bool {
+    series.iter().flatten().all(|n| *n == 0)
 }
 
 impl Series {
@@ -108,10 +120,14 @@ impl Series {
         self.latencies.resize_with(buckets, Vec::new);
         self.served.resize_with(providers, Vec::new);
         self.breaker.resize_with(providers, Vec::new);
+        self.provider_429s.resize_with(providers, Vec::new);
         for v in &mut self.served {
             v.resize(buckets, 0);
         }
         for v in &mut self.breaker {
+            v.resize(buckets, 0);
+        }
+        for v in &mut self.provider_429s {
             v.resize(buckets, 0);
         }
     }
@@ -165,6 +181,7 @@ impl Figures {
             latency_ms: percentiles(&mut r.latencies),
             calls: calls.iter().map(|c| c.total).sum(),
             failing_calls: calls.iter().map(|c| c.failed).sum(),
+            provider_429s: calls.iter().map(|c| c.rate_limited).sum(),
             retries: r.retries,
             failovers: r.failovers,
             cost_usd: r.cost,
@@ -197,6 +214,10 @@ impl Report {
             (
                 "calls to failing providers".into(),
                 self.col(|f| f.failing_calls.to_string()),
+            ),
+            (
+                "provider 429s".into(),
+                self.col(|f| f.provider_429s.to_string()),
             ),
             ("retries".into(), self.col(|f| f.retries.to_string())),
             ("failovers".into(), self.col(|f| f.failovers.to_string())),

@@ -103,6 +103,16 @@ impl Recorder {
         }
     }
 
+    /// Takes the world's 429s per provider and bucket into the series;
+    /// those to calls after the last arrival's bucket lengthen every series.
+    fn provider_429s(&mut self, limited: Vec<Vec<u64>>) {
+        let buckets = limited.iter().map(Vec::len).max().unwrap_or(0);
+        self.series.grow(buckets, self.providers.len());
+        for (to, from) in self.series.provider_429s.iter_mut().zip(limited) {
+            to[..from.len()].copy_from_slice(&from);
+        }
+    }
+
     /// The breaker series: per provider and bucket, the most open state
     /// its breaker was in during that bucket, in any isolate (0 closed,
     /// 1 half-open, 2 open).
@@ -201,7 +211,7 @@ pub(crate) fn run_policy(scenario: &Scenario, policy: &PolicyPatch) -> Result<Ru
         })
         .collect();
     let clock = Clock::default();
-    let world = Rc::new(World::new(providers, scenario.seed));
+    let world = Rc::new(World::new(providers, scenario.seed, scenario.bucket_ms));
     let platform = SimPlatform::new(clock.clone(), world.clone());
     let ids: Vec<String> = world.providers.iter().map(|p| p.id.clone()).collect();
     let recorder = Rc::new(RefCell::new(Recorder {
@@ -270,6 +280,7 @@ pub(crate) fn run_policy(scenario: &Scenario, policy: &PolicyPatch) -> Result<Ru
     }
 
     let mut r = recorder.borrow_mut();
+    r.provider_429s(world.rate_limited());
     r.breaker_series();
     let figures = Figures::from_run(&mut r, &world.calls(), platform.world());
     Ok(Run {
@@ -306,6 +317,15 @@ impl AfterRequest for FleetStore<SimLink> {
     }
 }
 
+/// A prompt of `input_tokens` tokens as a client estimates text (four bytes
+/// a token), so that what a request is expected to use (its input and its
+/// `max_tokens`) is what its answer reports, as a pool charges it.
+fn prompt(input_tokens: u64) -> String {
+    const LINE: &str = "Are you there? ";
+    let bytes = usize::try_from(input_tokens.saturating_mul(4)).unwrap_or(usize::MAX);
+    LINE.chars().cycle().take(bytes).collect()
+}
+
 /// Arrivals for the scenario's duration, spread over the isolates in turn,
 /// then every request still running is run to its end.
 fn drive<S: BreakerStore + AfterRequest + 'static>(
@@ -320,7 +340,20 @@ fn drive<S: BreakerStore + AfterRequest + 'static>(
     let expected = (scenario.duration_ms as f64 / mean_gap_ms).ceil() as u64 + 1;
     let mut budget = expected.saturating_mul(POLLS_PER_REQUEST).max(1_000_000);
     let runaway = || "the run did not settle within its poll budget".to_string();
-    let mut req = ChatRequest::new(vec![Message::user("Are you there?")]);
+    // A pool that counts tokens is where a client's estimate of a request's
+    // use meets what a provider charges: the prompt is then as long as the
+    // traffic's input. Elsewhere no simulated provider reads it, and a short
+    // one keeps the simulator fast (an 800-token prompt costs it some 30 %).
+    let counts_tokens = scenario
+        .providers
+        .values()
+        .any(|p| p.pool.is_some_and(|pool| pool.tokens_per_minute.is_some()));
+    let text = if counts_tokens {
+        prompt(scenario.traffic.input_tokens)
+    } else {
+        "Are you there?".to_string()
+    };
+    let mut req = ChatRequest::new(vec![Message::user(text)]);
     req.max_tokens = u32::try_from(scenario.traffic.output_tokens).ok();
     let mut at = 0.0f64;
     for k in 0u64.. {

@@ -67,6 +67,25 @@ pub struct ProviderModel {
     /// What goes wrong, and when.
     #[serde(default)]
     pub faults: Vec<Fault>,
+    /// Its rate-limit pool, shared by every caller (every isolate): none
+    /// (the default) takes any traffic.
+    #[serde(default)]
+    pub pool: Option<PoolModel>,
+}
+
+/// A provider's rate limits, per minute and refilled continuously: a call
+/// that finds either exhausted is answered 429 at once, with a
+/// `retry-after`; every answer carries the provider's rate-limit headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PoolModel {
+    /// Requests a minute.
+    #[serde(default)]
+    pub requests_per_minute: Option<u64>,
+    /// Tokens (input and output) a minute; a call takes the traffic's
+    /// `inputTokens + outputTokens`.
+    #[serde(default)]
+    pub tokens_per_minute: Option<u64>,
 }
 
 /// A window of trouble, `[fromMs, toMs)`, hitting each call with
@@ -147,7 +166,9 @@ pub struct Traffic {
     /// How arrivals are spaced (default Poisson).
     #[serde(default)]
     pub spacing: Spacing,
-    /// Input tokens each successful answer reports.
+    /// Input tokens each successful answer reports. Where a provider's pool
+    /// counts tokens, the request's prompt is written out at four bytes a
+    /// token, so that the client's estimate of its input is this.
     #[serde(default = "hundred")]
     pub input_tokens: u64,
     /// Output tokens each successful answer reports.
@@ -219,6 +240,10 @@ impl Scenario {
         if !(self.traffic.rate_per_sec.is_finite() && self.traffic.rate_per_sec > 0.0) {
             problems.push("traffic.ratePerSec: must be a positive number".into());
         }
+        if self.traffic.input_tokens > 1_000_000 {
+            // The prompt is written out at four bytes a token (runner.rs).
+            problems.push("traffic.inputTokens: at most 1000000".into());
+        }
         if !(1..=64).contains(&self.traffic.isolates) {
             problems.push("traffic.isolates: must be 1 to 64".into());
         }
@@ -231,6 +256,9 @@ impl Scenario {
                 problems.push(format!(
                     "providers.{id}: medianMs must be positive and p95Ms at least the median"
                 ));
+            }
+            if let Some(pool) = &p.pool {
+                self.check_pool(&format!("providers.{id}.pool"), pool, &mut problems);
             }
             for (i, f) in p.faults.iter().enumerate() {
                 let at = format!("providers.{id}.faults[{i}]");
@@ -261,6 +289,40 @@ impl Scenario {
         }
     }
 }
+
+impl Scenario {
+    /// A pool's limits: each given above 0, at least one given, and a
+    /// call's tokens within a minute's.
+    fn check_pool(&self, at: &str, pool: &PoolModel, problems: &mut Vec<String>) {
+        let limits = [
+            ("requestsPerMinute", pool.requests_per_minute),
+            ("tokensPerMinute", pool.tokens_per_minute),
+        ];
+        if limits.iter().all(|(_, l)| l.is_none()) {
+            problems.push(format!(
+                "{at}: give requestsPerMinute, tokensPerMinute or both"
+            ));
+        }
+        for (name, limit) in limits {
+            if limit.is_some_and(|l| !(1..=MAX_PER_MINUTE).contains(&l)) {
+                problems.push(format!("{at}.{name}: must be 1 to {MAX_PER_MINUTE}"));
+            }
+        }
+        let call = self
+            .traffic
+            .input_tokens
+            .saturating_add(self.traffic.output_tokens);
+        if pool.tokens_per_minute.is_some_and(|t| t < call) {
+            problems.push(format!(
+                "{at}.tokensPerMinute: below one call's {call} tokens (traffic.inputTokens + outputTokens)"
+            ));
+        }
+    }
+}
+
+/// The largest per-minute limit a pool takes: kept exactly in 1/60000ths
+/// of a unit, its level stays far inside a `u64`.
+const MAX_PER_MINUTE: u64 = 1_000_000_000;
 
 /// RFC 7386 JSON merge patch: `patch` laid over `target`.
 pub fn merge_patch(target: &mut Value, patch: &Value) {
@@ -318,6 +380,42 @@ mod tests {
                 "providers.a: medianMs must be positive and p95Ms at least the median",
                 "providers.a.faults[0]: toMs must be after fromMs",
             ]
+        );
+    }
+
+    #[test]
+    fn a_pool_names_its_mistakes_by_their_path() {
+        let scenario = |pool: &str| {
+            Scenario::parse(&format!(
+                r#"{{"name":"x","durationMs":1000,"config":{{}},"traffic":{{"ratePerSec":1,"inputTokens":800,"outputTokens":300}},
+                   "providers":{{"a":{{"medianMs":5,"p95Ms":9,"pool":{pool}}}}},"policies":[{{"name":"d"}}]}}"#
+            ))
+        };
+        let e = scenario(r#"{"requestsPerMinute":0,"tokensPerMinute":1000}"#).unwrap_err();
+        assert_eq!(
+            e.lines().collect::<Vec<_>>(),
+            [
+                "providers.a.pool.requestsPerMinute: must be 1 to 1000000000",
+                "providers.a.pool.tokensPerMinute: below one call's 1100 tokens (traffic.inputTokens + outputTokens)",
+            ]
+        );
+        let e = scenario("{}").unwrap_err();
+        assert_eq!(
+            e,
+            "providers.a.pool: give requestsPerMinute, tokensPerMinute or both"
+        );
+        let e = scenario(r#"{"requestsPerMinute":5,"perDay":9}"#).unwrap_err();
+        assert!(
+            e.starts_with("providers.a.pool.perDay: unknown field `perDay`"),
+            "{e}"
+        );
+        let s = scenario(r#"{"requestsPerMinute":500,"tokensPerMinute":30000}"#).unwrap();
+        assert_eq!(
+            s.providers["a"].pool,
+            Some(PoolModel {
+                requests_per_minute: Some(500),
+                tokens_per_minute: Some(30_000)
+            })
         );
     }
 }

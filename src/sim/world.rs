@@ -1,6 +1,7 @@
 //! The simulated providers behind a [`Platform`]: each HTTP call is answered
 //! on the virtual clock as its provider's model says at that moment —
-//! latency drawn from a log-normal distribution, faults from the timeline.
+//! latency drawn from a log-normal distribution, faults from the timeline,
+//! admission from its rate-limit pool when it has one.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -10,6 +11,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::exec::Clock;
+use super::pool::{retry_after, Admission, Pool};
 use super::scenario::{Effect, Fault, ProviderModel};
 use crate::platform::{
     millis, Body, Headers, HttpRequest, HttpResponse, Platform, TransportError, TransportErrorKind,
@@ -44,6 +46,8 @@ pub(crate) struct Calls {
     /// Calls that failed: an error status, silence, a refusal, or an answer
     /// slower than the call's time limit.
     pub(crate) failed: u64,
+    /// Calls answered 429 (by its pool or a fault) within their time limit.
+    pub(crate) rate_limited: u64,
 }
 
 pub(crate) struct SimProvider {
@@ -56,11 +60,19 @@ pub(crate) struct SimProvider {
     /// The error bodies, by [`error_slot`]: written once, not per call.
     errors: [Vec<u8>; 3],
     rng: RefCell<fastrand::Rng>,
+    dialect: Dialect,
+    /// Its rate-limit pool, and the tokens a call takes from it.
+    pool: Option<RefCell<Pool>>,
+    call_tokens: u64,
 }
 
 pub(crate) struct World {
     pub(crate) providers: Vec<SimProvider>,
     calls: RefCell<Vec<Calls>>,
+    /// Per provider and bucket of `bucket_ms` (by the call's time): calls
+    /// answered 429.
+    rate_limited: RefCell<Vec<Vec<u64>>>,
+    bucket_ms: u64,
     /// The clients' own randomness (backoff jitter).
     rng: RefCell<fastrand::Rng>,
 }
@@ -71,6 +83,8 @@ enum Answer {
         after: u64,
         status: u16,
         retry_after: Option<u64>,
+        /// The pool's headers (and its `retry-after`), as of the call.
+        headers: Headers,
     },
     Silent,
     Refused,
@@ -104,10 +118,13 @@ impl SimProvider {
             base: base_url(id),
             mu: model.median_ms.ln(),
             sigma: (model.p95_ms / model.median_ms).ln() / Z95,
+            pool: model.pool.as_ref().map(|p| RefCell::new(Pool::new(p))),
             model,
             ok: ok.to_string().into_bytes(),
             errors: ERRORS.map(|(kind, message)| error_json(dialect, kind, message)),
             rng: RefCell::new(fastrand::Rng::with_seed(seed)),
+            dialect,
+            call_tokens: input.saturating_add(output),
         }
     }
 
@@ -121,7 +138,36 @@ impl SimProvider {
             .max()
     }
 
+    /// What a call at `now` gets: refused by the pool at once (a rate
+    /// limiter answers before any model runs), or as the timeline says;
+    /// either way with the pool's headers.
     fn answer(&self, now: UnixMillis) -> Answer {
+        let Some(pool) = &self.pool else {
+            return self.served(now, Headers::new());
+        };
+        let mut pool = pool.borrow_mut();
+        let admission = pool.admit(now, self.call_tokens);
+        let mut headers = Headers::new();
+        match self.dialect {
+            Dialect::OpenAi => pool.openai_headers(&mut headers),
+            Dialect::Anthropic => pool.anthropic_headers(&mut headers),
+        }
+        match admission {
+            Admission::Admitted => self.served(now, headers),
+            Admission::Refused { wait_ms } => {
+                headers.insert("retry-after", retry_after(wait_ms));
+                Answer::Reply {
+                    after: 1,
+                    status: 429,
+                    retry_after: None,
+                    headers,
+                }
+            }
+        }
+    }
+
+    /// An admitted call's answer, as the fault timeline has it at `now`.
+    fn served(&self, now: UnixMillis, headers: Headers) -> Answer {
         let mut rng = self.rng.borrow_mut();
         let z = normal(&mut rng);
         let mut latency = (self.mu + self.sigma * z).exp();
@@ -156,6 +202,7 @@ impl SimProvider {
                 after,
                 status: 200,
                 retry_after: None,
+                headers,
             },
             Some(Effect::Status {
                 status,
@@ -164,6 +211,7 @@ impl SimProvider {
                 after,
                 status: *status,
                 retry_after: *retry_after_ms,
+                headers,
             },
             Some(Effect::Silent) => Answer::Silent,
             Some(Effect::Refused | Effect::Slow { .. }) => Answer::Refused,
@@ -227,9 +275,11 @@ pub(crate) fn base_url(id: &str) -> String {
 }
 
 impl World {
-    pub(crate) fn new(providers: Vec<SimProvider>, seed: u64) -> Self {
+    pub(crate) fn new(providers: Vec<SimProvider>, seed: u64, bucket_ms: u64) -> Self {
         World {
             calls: RefCell::new(vec![Calls::default(); providers.len()]),
+            rate_limited: RefCell::new(vec![Vec::new(); providers.len()]),
+            bucket_ms,
             providers,
             rng: RefCell::new(fastrand::Rng::with_seed(seed)),
         }
@@ -237,6 +287,22 @@ impl World {
 
     pub(crate) fn calls(&self) -> Vec<Calls> {
         self.calls.borrow().clone()
+    }
+
+    /// Per provider and bucket: calls answered 429.
+    pub(crate) fn rate_limited(&self) -> Vec<Vec<u64>> {
+        self.rate_limited.borrow().clone()
+    }
+
+    /// Counts a 429 to provider `i` at `now`.
+    fn note_429(&self, i: usize, now: UnixMillis) {
+        self.calls.borrow_mut()[i].rate_limited += 1;
+        let b = usize::try_from(now / self.bucket_ms).unwrap_or(usize::MAX);
+        let mut series = self.rate_limited.borrow_mut();
+        if series[i].len() <= b {
+            series[i].resize(b + 1, 0);
+        }
+        series[i][b] += 1;
     }
 
     fn find(&self, url: &str) -> Option<usize> {
@@ -283,11 +349,17 @@ impl Platform for SimPlatform {
         let found = self.world.find(&req.url);
         let answer = found.map(|i| self.world.providers[i].answer(now));
         if let (Some(i), Some(a)) = (found, &answer) {
-            let mut calls = self.world.calls.borrow_mut();
-            calls[i].total += 1;
             let in_time = |after: &u64| limit.is_none_or(|l| *after <= l);
-            let failed = !matches!(a, Answer::Reply { status: 200, after, .. } if in_time(after));
-            calls[i].failed += u64::from(failed);
+            {
+                let mut calls = self.world.calls.borrow_mut();
+                calls[i].total += 1;
+                let failed =
+                    !matches!(a, Answer::Reply { status: 200, after, .. } if in_time(after));
+                calls[i].failed += u64::from(failed);
+            }
+            if matches!(a, Answer::Reply { status: 429, after, .. } if in_time(after)) {
+                self.world.note_429(i, now);
+            }
         }
         let clock = self.clock.clone();
         let world = self.world.clone();
@@ -321,10 +393,10 @@ impl Platform for SimPlatform {
                     after,
                     status,
                     retry_after,
+                    mut headers,
                 } => {
                     clock.at(now + after).await;
                     let p = &world.providers[i];
-                    let mut headers = Headers::new();
                     headers.insert("content-type", "application/json");
                     if let Some(ms) = retry_after {
                         headers.insert("retry-after-ms", ms.to_string());
