@@ -10,7 +10,8 @@
 //! first two cases' routes have one entry and no headers).
 //! Not a timed test: it prints figures and asserts nothing.
 //!
-//! `cargo bench --bench gateway --features testing` (add `-- --quick` for a short run).
+//! `cargo bench --bench gateway --features testing` (add `-- --quick` for a short run;
+//! `BENCH_ONLY=tier` runs the one case whose name has that in it).
 
 #![allow(clippy::disallowed_methods)] // a benchmark measures wall time on purpose
 
@@ -129,6 +130,10 @@ fn mock_stream() -> Vec<String> {
 /// allocations/request less `harness`'s (the scripted reply and the inbound
 /// request alone).
 fn measure(name: &str, (batches, per_batch): (usize, usize), one: &dyn Fn(), harness: &dyn Fn()) {
+    // `BENCH_ONLY=<part of a name>` runs that case alone (under callgrind, say).
+    if std::env::var("BENCH_ONLY").is_ok_and(|only| !name.contains(&only)) {
+        return;
+    }
     let run = |n: usize| {
         for _ in 0..n {
             one();

@@ -45,7 +45,10 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         }
         let omitted = std::mem::take(&mut http.omitted);
         http.timeout = Some(limit);
-        let resp = match self.platform.fetch(http).await {
+        let sending = self.sending(key);
+        let fetched = self.platform.fetch(http).await;
+        drop(sending);
+        let resp = match fetched {
             Ok(resp) => resp,
             Err(t) if t.kind == TransportErrorKind::TimedOut => {
                 return (Err(ProviderError::timeout(limit)), true, omitted)

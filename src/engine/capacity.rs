@@ -15,6 +15,7 @@
 //! [`PoolReading::can_take`]: crate::policy::pool::PoolReading::can_take
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 
 use crate::chat::ChatRequest;
 use crate::engine::core::Core;
@@ -23,7 +24,7 @@ use crate::engine::store::BreakerStore;
 use crate::error::{ErrorKind, ProviderError};
 use crate::platform::{millis, Platform, UnixMillis};
 use crate::policy::cheapest::expected_usage;
-use crate::policy::pool::{newest, PoolReading};
+use crate::policy::pool::{newest, PoolReading, Pools};
 
 impl<P: Platform, S: BreakerStore> Core<P, S> {
     /// `chain` with the entries whose pools cannot take `req` moved last.
@@ -38,9 +39,10 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         let now = self.platform.now();
         let mut usage = None;
         let mut can = |e: &Entry| {
-            self.pool_of(&self.key_of(e)).is_none_or(|r| {
+            let (reading, in_flight) = self.pool_state(&self.key_of(e));
+            reading.is_none_or(|r| {
                 let u = usage.get_or_insert_with(|| expected_usage(req));
-                r.can_take(u.input_tokens, u.output_tokens, now)
+                r.can_take(u.input_tokens, u.output_tokens, in_flight, now)
             })
         };
         // The usual case, every pool able (or silent), in one pass and
@@ -59,10 +61,27 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
 }
 
 impl<P: Platform, S: BreakerStore> Core<P, S> {
+    /// Counts a call to `key` in flight until the guard is dropped (its
+    /// answer's headers read, or the call given up).
+    pub(super) fn sending<'c>(&'c self, key: &'c str) -> Sending<'c> {
+        self.pools.borrow_mut().sent(key);
+        Sending {
+            pools: &self.pools,
+            key,
+        }
+    }
+
     /// What is known of `key`'s pool: the newest of this client's reading
     /// and the fleet's.
     pub(crate) fn pool_of(&self, key: &str) -> Option<PoolReading> {
-        newest(self.pools.borrow().get(key), self.store.fleet_pool(key))
+        self.pool_state(key).0
+    }
+
+    /// [`pool_of`](Self::pool_of), with the calls this client has in
+    /// flight to `key`, which no reading counts yet.
+    pub(crate) fn pool_state(&self, key: &str) -> (Option<PoolReading>, u64) {
+        let (own, in_flight) = self.pools.borrow().state(key);
+        (newest(own, self.store.fleet_pool(key)), in_flight)
     }
 
     /// A 429 of `key` at `now` that said how long to wait marks its pool
@@ -77,5 +96,17 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         let until = now.saturating_add(millis(wait));
         let held = self.pools.borrow_mut().hold(key, now, until);
         self.store.share_pool(key, now, held);
+    }
+}
+
+/// A call in flight to a pool ([`Core::sending`]).
+pub(super) struct Sending<'c> {
+    pools: &'c RefCell<Pools>,
+    key: &'c str,
+}
+
+impl Drop for Sending<'_> {
+    fn drop(&mut self) {
+        self.pools.borrow_mut().answered(self.key);
     }
 }

@@ -109,7 +109,8 @@ fn arrange<P: Platform, S: BreakerStore>(core: &Core<P, S>, chain: &[Entry], tie
         let key = core.key_of(&chain[i]);
         // Its weight, scaled by the share of its pool left.
         let share = if steer {
-            core.pool_of(&key).map_or(1.0, |r| r.share_left(now))
+            let (reading, in_flight) = core.pool_state(&key);
+            reading.map_or(1.0, |r| r.share_left(in_flight, now))
         } else {
             1.0
         };

@@ -105,24 +105,64 @@ pub struct PoolReading {
     pub retry_after_until: Option<UnixMillis>,
 }
 
-/// The last reading of each pool, by breaker key (`provider/model`). Its
-/// owner bounds its keys (the engine's are the configuration's).
+/// The last reading of each pool, by breaker key (`provider/model`), and
+/// the calls this client has in flight to it: sent, their answers' headers
+/// not read yet. A reading lags by one answer's time; the calls sent since
+/// are not in it, and at a high rate they are many (twenty a second of
+/// one-second answers are twenty calls, more than a small pool's reserve),
+/// so what is left is taken less them. Its owner bounds its keys (the
+/// engine's are the configuration's).
 #[derive(Debug, Default)]
-pub(crate) struct Pools(BTreeMap<String, PoolReading>);
+pub(crate) struct Pools(BTreeMap<String, Slot>);
+
+#[derive(Debug, Default)]
+struct Slot {
+    reading: Option<PoolReading>,
+    in_flight: u32,
+}
 
 impl Pools {
     /// `key`'s last reading.
     pub(crate) fn get(&self, key: &str) -> Option<PoolReading> {
-        self.0.get(key).copied()
+        self.0.get(key).and_then(|s| s.reading)
     }
 
-    /// Keeps `reading` as `key`'s last: a key seen before allocates nothing.
+    /// The calls in flight to `key`.
+    #[cfg(test)]
+    fn in_flight(&self, key: &str) -> u64 {
+        self.state(key).1
+    }
+
+    /// `key`'s last reading and the calls in flight to it, in one look.
+    pub(crate) fn state(&self, key: &str) -> (Option<PoolReading>, u64) {
+        self.0
+            .get(key)
+            .map_or((None, 0), |s| (s.reading, u64::from(s.in_flight)))
+    }
+
+    /// `key`'s slot: a key seen before allocates nothing.
+    fn slot(&mut self, key: &str) -> &mut Slot {
+        if !self.0.contains_key(key) {
+            self.0.insert(key.to_owned(), Slot::default());
+        }
+        self.0.get_mut(key).expect("inserted")
+    }
+
+    /// Keeps `reading` as `key`'s last.
     pub(crate) fn note(&mut self, key: &str, reading: PoolReading) {
-        match self.0.get_mut(key) {
-            Some(last) => *last = reading,
-            None => {
-                self.0.insert(key.to_owned(), reading);
-            }
+        self.slot(key).reading = Some(reading);
+    }
+
+    /// A call to `key` was sent.
+    pub(crate) fn sent(&mut self, key: &str) {
+        let slot = self.slot(key);
+        slot.in_flight = slot.in_flight.saturating_add(1);
+    }
+
+    /// A call to `key` was answered, or given up.
+    pub(crate) fn answered(&mut self, key: &str) {
+        if let Some(slot) = self.0.get_mut(key) {
+            slot.in_flight = slot.in_flight.saturating_sub(1);
         }
     }
 
@@ -156,27 +196,53 @@ const UNTIMED_MS: u64 = 60_000;
 
 impl Quota {
     /// What is left at `now` of a quota said at `said_at`; `None` once it
-    /// is full again (its reset passed) or nothing was said.
+    /// is full again (its reset passed) or nothing was said. Both OpenAI's
+    /// and Anthropic's pools refill continuously, their reset naming when
+    /// the pool is full again: between the two it is taken to refill at a
+    /// steady pace from what was left to the limit (without a limit, or a
+    /// reset, what was left stands until then).
     fn left(&self, said_at: UnixMillis, now: UnixMillis) -> Option<u64> {
         let full_at = self.reset_at.unwrap_or(said_at.saturating_add(UNTIMED_MS));
-        self.remaining.filter(|_| now < full_at)
+        let remaining = self.remaining.filter(|_| now < full_at)?;
+        let (Some(limit), Some(reset_at)) = (self.limit, self.reset_at) else {
+            return Some(remaining);
+        };
+        if limit <= remaining || reset_at <= said_at {
+            return Some(remaining);
+        }
+        let gone = u128::from(now.saturating_sub(said_at));
+        let refilled = u128::from(limit - remaining) * gone / u128::from(reset_at - said_at);
+        Some(remaining.saturating_add(u64::try_from(refilled).unwrap_or(u64::MAX)))
     }
 }
 
 impl PoolReading {
     /// Whether the pool can take, at `now`, a request expected to use
-    /// `input` and `output` tokens: not inside a Retry-After, its requests
-    /// above a reserve (1 % of the limit, at least one: other callers share
-    /// the pool), and each token count it gives at least what the request
-    /// needs of it. A quota past its reset is full again.
-    pub(crate) fn can_take(&self, input: u64, output: u64, now: UnixMillis) -> bool {
+    /// `input` and `output` tokens while `in_flight` calls sent to it are
+    /// not in the reading yet: not inside a Retry-After, its requests less
+    /// those in flight above a reserve (1 % of the limit, at least one:
+    /// other callers share the pool), and each token count it gives, less
+    /// as much for each call in flight, at least what the request needs of
+    /// it. A quota past its reset is full again.
+    pub(crate) fn can_take(
+        &self,
+        input: u64,
+        output: u64,
+        in_flight: u64,
+        now: UnixMillis,
+    ) -> bool {
         if self.retry_after_until.is_some_and(|until| until > now) {
             return false;
         }
-        let short =
-            |q: &Quota, need: u64| q.left(self.said_at, now).is_some_and(|left| left < need);
+        // Each call in flight is taken to need what this one does.
+        let short = |q: &Quota, need: u64| {
+            let sent = in_flight.saturating_mul(need);
+            q.left(self.said_at, now)
+                .is_some_and(|left| left.saturating_sub(sent) < need)
+        };
         let reserve = 1 + self.requests.limit.unwrap_or(0) / 100;
-        !(short(&self.requests, reserve)
+        let requests = self.requests.left(self.said_at, now);
+        !(requests.is_some_and(|left| left.saturating_sub(in_flight) < reserve)
             || short(&self.tokens, input.saturating_add(output))
             || short(&self.input_tokens, input)
             || short(&self.output_tokens, output))
@@ -184,21 +250,22 @@ impl PoolReading {
 
     /// The share of the pool left at `now`, from 0 to 1: the smallest of
     /// `remaining / limit` over the quotas that say both and have not reset
-    /// (0 inside a Retry-After); 1 when nothing says otherwise. A weighted
+    /// (its requests less the `in_flight` calls not in the reading yet; 0
+    /// inside a Retry-After); 1 when nothing says otherwise. A weighted
     /// tier scales its members' weights by it.
-    pub(crate) fn share_left(&self, now: UnixMillis) -> f64 {
+    pub(crate) fn share_left(&self, in_flight: u64, now: UnixMillis) -> f64 {
         if self.retry_after_until.is_some_and(|until| until > now) {
             return 0.0;
         }
         [
-            &self.requests,
-            &self.tokens,
-            &self.input_tokens,
-            &self.output_tokens,
+            (&self.requests, in_flight),
+            (&self.tokens, 0),
+            (&self.input_tokens, 0),
+            (&self.output_tokens, 0),
         ]
         .into_iter()
-        .filter_map(|q| {
-            let left = q.left(self.said_at, now)?;
+        .filter_map(|(q, sent)| {
+            let left = q.left(self.said_at, now)?.saturating_sub(sent);
             let limit = q.limit.filter(|l| *l > 0)?;
             Some((left as f64 / limit as f64).min(1.0))
         })
@@ -502,26 +569,67 @@ mod tests {
             tokens: quota(300, Some(NOW + 5000)),
             ..PoolReading::default()
         };
-        assert!(r.can_take(100, 200, NOW), "300 tokens for 300");
-        assert!(!r.can_take(100, 201, NOW));
-        assert!(r.can_take(100, 201, NOW + 5000), "full again at the reset");
+        assert!(r.can_take(100, 200, 0, NOW), "300 tokens for 300");
+        assert!(!r.can_take(100, 201, 0, NOW));
+        assert!(
+            r.can_take(100, 201, 0, NOW + 5000),
+            "full again at the reset"
+        );
         let low = PoolReading {
             requests: quota(10, Some(NOW + 1000)),
             ..r
         };
-        assert!(!low.can_take(1, 1, NOW), "10 left: below 1 % of 1,000 + 1");
+        assert!(
+            !low.can_take(1, 1, 0, NOW),
+            "10 left: below 1 % of 1,000 + 1"
+        );
         let untimed = PoolReading {
             tokens: quota(0, None),
             ..PoolReading::default()
         };
-        assert!(!untimed.can_take(0, 1, 59_999), "believed for a minute");
-        assert!(untimed.can_take(0, 1, 60_000));
+        assert!(!untimed.can_take(0, 1, 0, 59_999), "believed for a minute");
+        assert!(untimed.can_take(0, 1, 0, 60_000));
         let waiting = PoolReading {
             retry_after_until: Some(NOW + 10),
             ..r
         };
-        assert!(!waiting.can_take(1, 1, NOW));
-        assert!(waiting.can_take(1, 1, NOW + 10));
+        assert!(!waiting.can_take(1, 1, 0, NOW));
+        assert!(waiting.can_take(1, 1, 0, NOW + 10));
+    }
+
+    #[test]
+    fn calls_in_flight_are_taken_out_of_what_is_left() {
+        let r = PoolReading {
+            said_at: NOW,
+            requests: quota(Some(1000), Some(30), Some(NOW + 60_000)),
+            tokens: quota(Some(100_000), Some(1000), Some(NOW + 60_000)),
+            ..PoolReading::default()
+        };
+        // Reserve 11: 30 left less 19 in flight is 11.
+        assert!(r.can_take(10, 10, 19, NOW));
+        assert!(!r.can_take(10, 10, 20, NOW));
+        // 1,000 tokens less 4 calls of 200 leave 200: one more of 200.
+        assert!(r.can_take(100, 100, 4, NOW));
+        assert!(!r.can_take(100, 101, 4, NOW));
+        assert_eq!(r.share_left(10, NOW), 0.01, "tokens 1 %, requests 2 %");
+        assert_eq!(r.share_left(29, NOW), 0.001);
+        assert_eq!(r.share_left(40, NOW), 0.0);
+    }
+
+    #[test]
+    fn pools_count_calls_in_flight_per_key() {
+        let mut pools = Pools::default();
+        pools.sent("a/m");
+        pools.sent("a/m");
+        pools.sent("b/m");
+        pools.answered("a/m");
+        assert_eq!((pools.in_flight("a/m"), pools.in_flight("b/m")), (1, 1));
+        pools.answered("a/m");
+        pools.answered("a/m");
+        pools.answered("c/m");
+        assert_eq!(pools.in_flight("a/m"), 0, "never below none");
+        assert_eq!(pools.in_flight("c/m"), 0);
+        assert_eq!(pools.get("a/m"), None, "no reading yet");
     }
 
     #[test]
@@ -534,24 +642,58 @@ mod tests {
             output_tokens: quota(None, Some(1), None),
             ..PoolReading::default()
         };
-        assert_eq!(r.share_left(NOW), 0.25);
-        assert_eq!(
-            r.share_left(NOW + 1000),
-            0.25,
-            "requests reset: tokens still"
-        );
-        assert_eq!(r.share_left(NOW + 5000), 1.0, "all full again");
-        assert_eq!(PoolReading::default().share_left(NOW), 1.0);
+        assert_eq!(r.share_left(0, NOW), 0.25);
+        // Requests full again; tokens a fifth of the way from 250 to 1,000.
+        assert_eq!(r.share_left(0, NOW + 1000), 0.4);
+        assert_eq!(r.share_left(0, NOW + 5000), 1.0, "all full again");
+        assert_eq!(PoolReading::default().share_left(0, NOW), 1.0);
         let waiting = PoolReading {
             retry_after_until: Some(NOW + 10),
             ..r
         };
-        assert_eq!(waiting.share_left(NOW), 0.0);
+        assert_eq!(waiting.share_left(0, NOW), 0.0);
         let zero_limit = PoolReading {
             requests: quota(Some(0), Some(0), None),
             ..PoolReading::default()
         };
-        assert_eq!(zero_limit.share_left(NOW), 1.0, "a zero limit is no share");
+        assert_eq!(
+            zero_limit.share_left(0, NOW),
+            1.0,
+            "a zero limit is no share"
+        );
+    }
+
+    #[test]
+    fn a_pool_refills_at_a_steady_pace_until_its_reset() {
+        let q = quota(Some(600), Some(0), Some(NOW + 60_000));
+        assert_eq!(q.left(NOW, NOW), Some(0));
+        assert_eq!(q.left(NOW, NOW + 100), Some(1), "ten a second");
+        assert_eq!(q.left(NOW, NOW + 30_000), Some(300));
+        assert_eq!(q.left(NOW, NOW + 59_999), Some(599));
+        assert_eq!(q.left(NOW, NOW + 60_000), None, "full");
+        // Without a limit or a reset, what was said stands until then.
+        assert_eq!(
+            quota(None, Some(5), Some(NOW + 1000)).left(NOW, NOW + 999),
+            Some(5)
+        );
+        assert_eq!(
+            quota(Some(9), Some(5), None).left(NOW, NOW + 59_999),
+            Some(5)
+        );
+        // Read by an isolate whose clock is behind the one that was told:
+        // what was said stands until the reset.
+        assert_eq!(
+            quota(Some(9), Some(5), Some(NOW + 5)).left(NOW + 10, NOW),
+            Some(5)
+        );
+        let r = PoolReading {
+            said_at: NOW,
+            requests: q,
+            ..PoolReading::default()
+        };
+        // The reserve is 7 (1 % of 600, + 1): back at 700 ms, not at the reset.
+        assert!(!r.can_take(0, 0, 0, NOW + 600));
+        assert!(r.can_take(0, 0, 0, NOW + 700));
     }
 
     #[test]

@@ -313,6 +313,6 @@ mod tests {
         assert_eq!(r.tokens.remaining, Some(20_250)); // 10,000 taken, 250 back
         assert_eq!(r.retry_after_until, Some(now + 1_500));
         let now2 = now + 500;
-        assert!(!r.can_take(100, 100, now2));
+        assert!(!r.can_take(100, 100, 0, now2));
     }
 }

@@ -65,15 +65,17 @@ async fn open_once<P: Platform, S: BreakerStore>(
             let mut http = provider.encode(req, model).map_err(|e| (e, false))?;
             provider.sign(&mut http, now).map_err(|e| (e, false))?;
             let omitted = std::mem::take(&mut http.omitted);
-            let resp =
-                match timeout(client.platform.sleep(limit), client.platform.fetch(http)).await {
-                    Err(_) => return Err((ProviderError::timeout(limit), true)),
-                    Ok(Err(t)) => {
-                        let reached = t.reached();
-                        return Err((t.into(), reached));
-                    }
-                    Ok(Ok(resp)) => resp,
-                };
+            let sending = client.sending(entry.key);
+            let fetched = timeout(client.platform.sleep(limit), client.platform.fetch(http)).await;
+            drop(sending);
+            let resp = match fetched {
+                Err(_) => return Err((ProviderError::timeout(limit), true)),
+                Ok(Err(t)) => {
+                    let reached = t.reached();
+                    return Err((t.into(), reached));
+                }
+                Ok(Ok(resp)) => resp,
+            };
             client.note_pool(provider.as_ref(), entry.key, &resp.headers);
             if (200..300).contains(&resp.status) {
                 return Ok((Some(resp.body), VecDeque::new(), omitted));
