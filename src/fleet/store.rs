@@ -320,6 +320,19 @@ impl<L: FleetLink> FleetStore<L> {
         }
     }
 
+    /// Adds what travels with the verdicts (a sample, a pool reading) to
+    /// `key`'s next batch, sent only when the batch is due anyway.
+    fn queue_extra(&self, key: &str, now: UnixMillis, add: impl FnOnce(&mut Slot)) {
+        let batch = self.with(key, |s| {
+            add(s);
+            s.extras_since.get_or_insert(now);
+            s.is_due(&self.policy, now).then(|| s.take())
+        });
+        if let Some(batch) = batch {
+            self.link.report(key, batch, self.inbox());
+        }
+    }
+
     fn record_lease(&self, key: &str, now: UnixMillis, token: u64, verdict: Verdict) {
         let held = self.with(key, |s| {
             if s.lease.map(|(t, _)| t) != Some(token) {
@@ -496,14 +509,7 @@ impl<L: FleetLink> BreakerStore for FleetStore<L> {
     /// Queued with the verdicts: a sample alone never makes a call before
     /// the batch is due.
     fn sample(&self, key: &str, now: UnixMillis, sample: Sample) {
-        let batch = self.with(key, |s| {
-            s.samples.push(sample);
-            s.extras_since.get_or_insert(now);
-            s.is_due(&self.policy, now).then(|| s.take())
-        });
-        if let Some(batch) = batch {
-            self.link.report(key, batch, self.inbox());
-        }
+        self.queue_extra(key, now, |s| s.samples.push(sample));
     }
 
     fn latencies(&self, key: &str) -> Option<Latencies> {
@@ -514,14 +520,7 @@ impl<L: FleetLink> BreakerStore for FleetStore<L> {
     /// Kept for the next batch (the newest of those seen since the last),
     /// never a call of its own.
     fn share_pool(&self, key: &str, now: UnixMillis, reading: PoolReading) {
-        let batch = self.with(key, |s| {
-            s.pool = newest(s.pool, Some(reading));
-            s.extras_since.get_or_insert(now);
-            s.is_due(&self.policy, now).then(|| s.take())
-        });
-        if let Some(batch) = batch {
-            self.link.report(key, batch, self.inbox());
-        }
+        self.queue_extra(key, now, |s| s.pool = newest(s.pool, Some(reading)));
     }
 
     fn fleet_pool(&self, key: &str) -> Option<PoolReading> {

@@ -136,14 +136,7 @@ fn latency(area: &Area<'_>, report: &Report, run: &Run) -> Drawn {
         .x_label_area_size(32)
         .y_label_area_size(80)
         .build_cartesian_2d(0.0..end_s(report, run), 0.0..f64::from(top) * 1.1)?;
-    chart
-        .configure_mesh()
-        .x_desc("time (s)")
-        .label_style(("sans-serif", 15))
-        .axis_desc_style(("sans-serif", 15))
-        .y_desc("ms")
-        .light_line_style(RGBColor(235, 235, 235))
-        .draw()?;
+    mesh(&mut chart, "ms")?;
     let lines: [(&str, Pick, RGBColor); 2] =
         [("p50", |p| p.p50, colour(0)), ("p95", |p| p.p95, colour(5))];
     for (name, pick, c) in lines {
@@ -184,14 +177,7 @@ fn shares(area: &Area<'_>, report: &Report, run: &Run) -> Drawn {
         .x_label_area_size(32)
         .y_label_area_size(80)
         .build_cartesian_2d(0.0..end_s(report, run), 0.0..105.0)?;
-    chart
-        .configure_mesh()
-        .x_desc("time (s)")
-        .label_style(("sans-serif", 15))
-        .axis_desc_style(("sans-serif", 15))
-        .y_desc("% of requests")
-        .light_line_style(RGBColor(235, 235, 235))
-        .draw()?;
+    mesh(&mut chart, "% of requests")?;
     for (i, id) in report.providers.iter().enumerate() {
         let pts = steps((0..s.failed.len()).map(|b| share(s.served[i][b], b)), &x);
         let c = colour(i);
@@ -232,14 +218,7 @@ fn provider_429s(area: &Area<'_>, report: &Report, run: &Run) -> Drawn {
         .x_label_area_size(32)
         .y_label_area_size(80)
         .build_cartesian_2d(0.0..end_s(report, run), 0.0..top as f64 * 1.1)?;
-    chart
-        .configure_mesh()
-        .x_desc("time (s)")
-        .label_style(("sans-serif", 15))
-        .axis_desc_style(("sans-serif", 15))
-        .y_desc("429s")
-        .light_line_style(RGBColor(235, 235, 235))
-        .draw()?;
+    mesh(&mut chart, "429s")?;
     for (i, id) in report.providers.iter().enumerate() {
         let Some(counts) = run.series.provider_429s.get(i) else {
             continue;
@@ -255,6 +234,18 @@ fn provider_429s(area: &Area<'_>, report: &Report, run: &Run) -> Drawn {
 }
 
 type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// A panel's grid and axes over time, its values described as `y`.
+fn mesh<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>, y: &str) -> Drawn {
+    chart
+        .configure_mesh()
+        .x_desc("time (s)")
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 15))
+        .y_desc(y)
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+}
 
 fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>) -> Drawn {
     chart
