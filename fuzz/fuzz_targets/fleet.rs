@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use resilient_llm::fleet::{Call, LeaseAnswer, View};
-use resilient_llm::{BreakerPolicy, Fleet};
+use resilient_llm::{BreakerPolicy, DemotionPolicy, Fleet};
 
 /// Whether two JSON values are equal, numbers with a fraction to within a
 /// few units in the last place: serde_json (without its `float_roundtrip`
@@ -82,7 +82,8 @@ fuzz_target!(|input: &[u8]| {
         roundtrip(&call);
         match op % 3 {
             0 => {
-                roundtrip(&fleet.fold(policy, now, &call.reports));
+                let batch = call.into_batch();
+                roundtrip(&fleet.report(policy, &DemotionPolicy::default(), now, &batch));
             }
             1 => {
                 let holder = call.holder.as_deref().unwrap_or("unknown");

@@ -1,6 +1,7 @@
 //! The fleet protocol on the isolate's side: a `FleetStore` whose object
 //! answers anything (any view, any lease answer, or an error), in any order,
-//! at any clock, while requests acquire, record and release permits.
+//! at any clock, while requests acquire, record and release permits and
+//! share the pool readings the views carry.
 #![no_main]
 
 mod common;
@@ -10,7 +11,7 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 use libfuzzer_sys::fuzz_target;
-use resilient_llm::fleet::{Inbox, Journal, LeaseAnswer, LinkError, Report, Sample, View};
+use resilient_llm::fleet::{Batch, Inbox, Journal, LeaseAnswer, LinkError, View};
 use resilient_llm::testing::{block_on, FakePlatform};
 use resilient_llm::{BreakerPolicy, BreakerStore, FleetLink, FleetStore, Outcome};
 
@@ -29,7 +30,7 @@ impl FleetLink for Scripted {
             .unwrap_or_else(|| Err(LinkError("no answer".into())))
     }
 
-    fn report(&self, key: &str, _reports: Vec<Report>, _samples: Vec<Sample>, inbox: Inbox) {
+    fn report(&self, key: &str, _batch: Batch, inbox: Inbox) {
         if let Some(v) = self.views.borrow_mut().pop_front() {
             inbox.deliver(key, v);
         }
@@ -93,6 +94,10 @@ fuzz_target!(|input: &[u8]| {
                 let permit = store.force(key, now);
                 store.record(key, now, permit, Outcome::Ignored);
             }
+        }
+        // A pool reading the object gave goes back with the next batch.
+        if let Some(reading) = store.fleet_pool(key) {
+            store.share_pool(key, now, reading);
         }
         store.flush_due(now);
         let _ = store.snapshot(key);
