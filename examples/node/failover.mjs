@@ -42,10 +42,15 @@ const client = new ResilientClient(
 const res = await client.chat({ messages: [{ role: "user", content: "hello" }] });
 console.log(`${res.text} [served by ${res.servedBy.provider}/${res.servedBy.model}, ${res.attempts.length} attempts]`);
 
-// A second call: flaky fails again and its breaker opens; the third skips it.
-await client.chat({ messages: [{ role: "user", content: "again" }] });
-const third = await client.chat({ messages: [{ role: "user", content: "third" }] });
-console.log(`third call skipped flaky: ${third.attempts[0].kind === "circuit_open"}`);
+// A second call at once: flaky's 429 asked for 20 ms, so its pool is taken as empty until
+// then and steady answers without flaky being asked.
+const second = await client.chat({ messages: [{ role: "user", content: "again" }] });
+console.log(`second call asked flaky: ${second.attempts.some((a) => a.provider === "flaky")}`);
+
+// Past its Retry-After flaky is asked again (a retry, then the failover) and fails again: its
+// breaker opens (threshold 2), and calls skip it until its cooldown ends.
+await new Promise((resolve) => setTimeout(resolve, 30));
+await client.chat({ messages: [{ role: "user", content: "third" }] });
 console.log(client.health().map((h) => `${h.provider}: ${h.state}`).join(", "));
 
 // When everything fails: one error listing every attempt.
