@@ -33,6 +33,7 @@
 mod journal;
 mod object;
 mod outage;
+mod relay;
 mod spend;
 mod spend_object;
 mod store;
@@ -51,14 +52,19 @@ use serde::{Deserialize, Serialize};
 use crate::platform::UnixMillis;
 use crate::policy::breaker::State;
 pub use crate::policy::latency::{Figure, Figures, Latencies, Sample};
-use crate::policy::pool::PoolReading;
+use crate::policy::pool::{newest, PoolReading};
 
 pub use journal::{Counts, Journal, JournalSource, Transition};
 pub use object::{Fleet, Lease};
 pub use outage::{Outage, OUTAGE_LOG_INTERVAL};
+pub use relay::{LeaseStep, Relay, HEARTBEAT, IDLE, RELAYED_TTL};
 pub use spend::{spend_key, FleetSpend, SpendCall, SpendInbox, SpendLink};
 pub use spend_object::{HoldAnswer, HoldCall, SettleCall, SpendBook, Standing};
 pub use store::{FleetStore, Inbox};
+
+/// How long a call to an object may take (the lease is awaited by a
+/// request: past this, the isolate decides locally).
+pub const CALL_TIMEOUT: Duration = Duration::from_millis(1500);
 
 /// How an isolate shares its breakers with the fleet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,6 +209,15 @@ pub struct Call {
     /// report (`/report`), sent with the verdicts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool: Option<PoolReading>,
+    /// The batch could change the fleet breaker (a local transition, a
+    /// failure that reaches the threshold, a probe's verdict): a relay
+    /// passes it on at once rather than with its next exchange.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub urgent: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// What an isolate sends its provider's object in one report: verdicts,
@@ -216,6 +231,8 @@ pub struct Batch {
     pub samples: Vec<Sample>,
     /// The newest pool reading seen since the last batch.
     pub pool: Option<PoolReading>,
+    /// Sent at once because it could change the fleet breaker.
+    pub urgent: bool,
 }
 
 impl Call {
@@ -225,6 +242,7 @@ impl Call {
             reports: self.reports,
             samples: self.samples,
             pool: self.pool,
+            urgent: self.urgent,
         }
     }
 }
@@ -238,7 +256,22 @@ impl Batch {
             reports: self.reports,
             samples: self.samples,
             pool: self.pool,
+            urgent: self.urgent,
         }
+    }
+
+    /// Adds `other` after what this batch holds: verdicts and samples in
+    /// order, the newer pool reading, urgent if either is.
+    pub fn merge(&mut self, other: Batch) {
+        self.reports.extend(other.reports);
+        self.samples.extend(other.samples);
+        self.pool = newest(self.pool, other.pool);
+        self.urgent |= other.urgent;
+    }
+
+    /// Nothing to send.
+    pub fn is_empty(&self) -> bool {
+        self.reports.is_empty() && self.samples.is_empty() && self.pool.is_none()
     }
 }
 

@@ -190,12 +190,13 @@ impl Slot {
     }
 
     /// What is queued, taken for one call.
-    fn take(&mut self) -> Batch {
+    fn take(&mut self, urgent: bool) -> Batch {
         self.extras_since = None;
         Batch {
             reports: std::mem::take(&mut self.pending),
             samples: std::mem::take(&mut self.samples),
             pool: self.pool.take(),
+            urgent,
         }
     }
 }
@@ -262,7 +263,7 @@ impl<L: FleetLink> FleetStore<L> {
                 .slots
                 .iter_mut()
                 .filter(|(_, s)| s.is_due(&self.policy, now))
-                .map(|(k, s)| (k.clone(), s.take()))
+                .map(|(k, s)| (k.clone(), s.take(false)))
                 .collect()
         };
         for (key, batch) in due {
@@ -278,7 +279,7 @@ impl<L: FleetLink> FleetStore<L> {
                 .slots
                 .iter_mut()
                 .filter(|(_, s)| s.has_pending())
-                .map(|(k, s)| (k.clone(), s.take()))
+                .map(|(k, s)| (k.clone(), s.take(false)))
                 .collect()
         };
         for (key, batch) in all {
@@ -313,7 +314,7 @@ impl<L: FleetLink> FleetStore<L> {
     fn queue(&self, key: &str, now: UnixMillis, report: Report, now_flush: bool) {
         let batch = self.with(key, |s| {
             s.pending.push(report);
-            (now_flush || s.is_due(&self.policy, now)).then(|| s.take())
+            (now_flush || s.is_due(&self.policy, now)).then(|| s.take(now_flush))
         });
         if let Some(batch) = batch {
             self.link.report(key, batch, self.inbox());
@@ -326,7 +327,7 @@ impl<L: FleetLink> FleetStore<L> {
         let batch = self.with(key, |s| {
             add(s);
             s.extras_since.get_or_insert(now);
-            s.is_due(&self.policy, now).then(|| s.take())
+            s.is_due(&self.policy, now).then(|| s.take(false))
         });
         if let Some(batch) = batch {
             self.link.report(key, batch, self.inbox());

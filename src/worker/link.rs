@@ -5,7 +5,6 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::time::Duration;
 
 use worker::js_sys::Promise;
 use worker::wasm_bindgen::JsValue;
@@ -24,10 +23,6 @@ use crate::policy::spend::Tally;
 
 /// The Durable Object binding, as named in wrangler.toml.
 pub(super) const BINDING: &str = "BREAKERS";
-
-/// How long a call to the object may take (the lease is awaited by a
-/// request: past this, the isolate decides locally).
-const CALL_TIMEOUT: Duration = Duration::from_millis(1500);
 
 /// Background calls started in this isolate and not yet handed to a
 /// request's `waitUntil`.
@@ -130,7 +125,7 @@ async fn call_object<T: DeserializeOwned>(
         serde_json::from_str(&text)
             .map_err(|e| LinkError(format!("the object answered malformed JSON: {e}")))
     };
-    timeout(Delay::from(CALL_TIMEOUT), fut)
+    timeout(Delay::from(crate::fleet::CALL_TIMEOUT), fut)
         .await
         .unwrap_or_else(|_| Err(LinkError("object timed out".into())))
 }
