@@ -285,6 +285,8 @@ fn every_bundled_scenario_parses_and_compares_the_three_policies() {
         // Pools compare capacity steering with the routing before it; outages, the breaker.
         let compared: &[&str] = if s.providers.values().any(|p| p.pool.is_some()) {
             &["capacity-aware", "no steering", "reactive"]
+        } else if s.fleet.is_some() {
+            &["today", "relayed"]
         } else {
             &["defaults", "no breaker", "retries only"]
         };
@@ -299,6 +301,9 @@ fn every_bundled_scenario_parses_and_compares_the_three_policies() {
             "dark-region",
             "drifting-p95",
             "flapping",
+            "fleet-storm-100",
+            "fleet-storm-1000",
+            "fleet-storm-10000",
             "key-rate-limited",
             "storm-529",
             "three-resellers"
@@ -415,4 +420,63 @@ fn three_resellers_capacity_steering_cuts_provider_429s_by_80_percent() {
     );
     assert!(steered.availability >= reactive.availability);
     assert!(steered.latency_ms.p95 <= reactive.latency_ms.p95);
+}
+
+/// The fleet-storm scenario shrunk for a test: 300 isolates in 30 data
+/// centres, objects ten times slower than the real ones (100 calls a
+/// second), so that today's protocol saturates its owner as 3,000 isolates
+/// would saturate a real one.
+fn fleet_storm_small() -> Scenario {
+    let text = std::fs::read_to_string("docs/scenarios/fleet-storm-1000.json").unwrap();
+    let mut s = Scenario::parse(&text).unwrap();
+    s.duration_ms = 30_000;
+    for f in &mut s.providers.get_mut("primary").unwrap().faults {
+        f.from_ms = 5_000;
+        f.to_ms = 20_000;
+    }
+    s.traffic.isolates = 300;
+    s.traffic.rate_per_sec = 900.0;
+    let fleet = s.fleet.as_mut().unwrap();
+    fleet.service_ms = 10.0;
+    fleet.data_centres = 30;
+    s
+}
+
+#[test]
+fn relays_keep_the_owner_below_its_service_rate_where_isolates_calling_it_swamp_it() {
+    let r = simulate(&fleet_storm_small()).unwrap();
+    let fleet = |i: usize| r.runs[i].figures.fleet.clone().unwrap();
+    let (today, relayed) = (fleet(0), fleet(1));
+    assert_eq!(today.service_rate, Some(100.0));
+
+    // Today: some 600 calls a second at an object serving 100; calls wait
+    // past the isolates' time limit, so the fleet's views stop arriving.
+    let owner = today.owner.unwrap();
+    assert!(owner.peak_per_sec > 300, "{owner:?}");
+    assert!(owner.wait_ms[1] > 1_500.0, "{owner:?}");
+
+    // Relayed: one watch per data centre and model, urgent batches one at a
+    // time, one lease question per data centre.
+    let owner = relayed.owner.unwrap();
+    assert!(owner.peak_per_sec <= 100, "{owner:?}");
+    assert_eq!(relayed.relays, 60, "30 data centres, two models");
+    let relay = relayed.relay.unwrap();
+    assert!(relay.peak_per_sec <= 50, "ten isolates each: {relay:?}");
+    assert!(relayed.views_delivered > today.views_delivered);
+
+    // Every transition reached every isolate that went on calling.
+    assert!(
+        relayed.transitions.len() >= 2,
+        "the storm opens and closes the breaker"
+    );
+    for t in relayed.transitions.iter().filter(|t| t.isolates > 0) {
+        assert_eq!(t.unreached, 0, "{t:?}");
+        assert!(t.reach_ms[2].unwrap() <= 2_000, "{t:?}");
+    }
+    assert_eq!(relayed.second_probes, 0);
+    assert_eq!(today.second_probes, 0);
+    assert!(r.table().contains("busiest owner calls/s"));
+    // Both protocols answer every request: the isolates decide locally when
+    // the fleet cannot tell them.
+    assert!(r.runs.iter().all(|run| run.figures.availability > 0.999));
 }

@@ -36,9 +36,15 @@ export interface SimScenario {
                                /** A rate-limit pool, per minute, refilled continuously. */
                                pool?: { requestsPerMinute?: number; tokensPerMinute?: number } }>;
   traffic: { ratePerSec: number; spacing?: "poisson" | "even"; inputTokens?: number; outputTokens?: number; isolates?: number };
-  /** Each a JSON merge patch over the configuration. */
-  policies: { name: string; patch?: object }[];
+  /** Each a JSON merge patch over the configuration; `fleet` says how isolates reach the
+   *  fleet's breakers: each model's owner object (`direct`, the default) or a relay in their
+   *  data centre. */
+  policies: { name: string; patch?: object; fleet?: "direct" | "relayed" }[];
+  /** The fleet's Durable Objects: given, each serves one call per `serviceMs` in turn and the
+   *  report measures them. */
+  fleet?: { serviceMs?: number; dataCentres?: number; roundTripMs?: number; nearbyRoundTripMs?: number };
 }
+export interface SimObjectLoad { calls: number; peakPerSec: number; waitMs: [number, number, number] }
 export interface SimPercentiles { p50: number | null; p95: number | null; p99: number | null }
 export interface SimReport {
   scenario: string; description: string; seed: number; durationMs: number; bucketMs: number;
@@ -48,7 +54,15 @@ export interface SimReport {
     figures: { requests: number; answered: number; availability: number; latencyMs: SimPercentiles;
                calls: number; failingCalls: number; provider429s: number; retries: number;
                failovers: number; costUsd: number;
-               recoveryMs: Record<string, number | null> };
+               recoveryMs: Record<string, number | null>;
+               fleet?: { protocol: "direct" | "relayed"; isolates: number; dataCentres: number;
+                         serviceRate: number | null; owner: SimObjectLoad | null;
+                         relay?: SimObjectLoad; relays: number; outdatedDecisions: number;
+                         decisions: number; viewsDelivered: number; secondProbes: number;
+                         transitions: { model: string; atMs: number; isolates: number;
+                                        unreached: number;
+                                        reachMs: [number | null, number | null, number | null];
+                                        within1s: number; within2s: number }[] } };
     series: { failed: number[]; served: number[][]; breaker: number[][]; latencyMs: SimPercentiles[];
               /** Per provider, calls answered 429 per bucket; absent when none was. */
               provider429s?: number[][] };

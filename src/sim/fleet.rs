@@ -1,108 +1,137 @@
 //! Several isolates sharing breakers as the Worker's do: each a
-//! [`FleetStore`](crate::fleet::FleetStore) over a link to one simulated
-//! Durable Object per provider, running the real [`Fleet`] object logic.
-//! Every call to an object takes [`ROUND_TRIP_MS`] of virtual time; reports
-//! and refreshes run in the background, as tasks of the run's executor.
+//! [`FleetStore`](crate::fleet::FleetStore) over a link to the simulated
+//! Durable Objects ([`Objects`]). The link calls the model's owner directly
+//! (the protocol the Worker runs today) or its data centre's relay; reports
+//! and refreshes run in the background, as tasks of the run's executor, and
+//! every call gives up after [`CALL_TIMEOUT`], as the Worker's does.
 
-use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::rc::Rc;
-use std::time::Duration;
 
-use super::exec::{Clock, Executor};
-use crate::fleet::{Batch, Fleet, FleetLink, FleetPolicy, Inbox, Journal, LeaseAnswer, LinkError};
-use crate::policy::breaker::BreakerPolicy;
-use crate::policy::latency::DemotionPolicy;
-
-/// An isolate's call to a Durable Object and back.
-pub(crate) const ROUND_TRIP_MS: u64 = 5;
-
-/// The objects: one [`Fleet`] per provider, with the breaker policy the
-/// configuration gives it.
-pub(crate) struct Objects {
-    fleets: RefCell<BTreeMap<String, Fleet>>,
-    default_policy: BreakerPolicy,
-    policies: BTreeMap<String, BreakerPolicy>,
-    lease_ttl: Duration,
-}
-
-impl Objects {
-    pub(crate) fn new(default_policy: BreakerPolicy, policies: &[(String, BreakerPolicy)]) -> Self {
-        Objects {
-            fleets: RefCell::default(),
-            default_policy,
-            policies: policies.iter().cloned().collect(),
-            lease_ttl: FleetPolicy::default().lease_ttl,
-        }
-    }
-
-    fn call<T>(
-        &self,
-        key: &str,
-        now: u64,
-        f: impl FnOnce(&mut Fleet, &BreakerPolicy, u64, Duration) -> T,
-    ) -> T {
-        let policy = self.policies.get(key).unwrap_or(&self.default_policy);
-        let mut fleets = self.fleets.borrow_mut();
-        let fleet = fleets.entry(key.to_owned()).or_default();
-        f(fleet, policy, now, self.lease_ttl)
-    }
-}
+use super::exec::Executor;
+use super::objects::Objects;
+use super::reply::reply;
+use crate::fleet::{
+    Batch, FleetLink, Inbox, Journal, LeaseAnswer, LeaseStep, LinkError, CALL_TIMEOUT,
+};
+use crate::platform::millis;
 
 /// One isolate's link to the objects.
 pub(crate) struct SimLink {
     objects: Rc<Objects>,
-    clock: Clock,
     ex: Executor,
+    isolate: usize,
 }
 
 impl SimLink {
-    pub(crate) fn new(objects: Rc<Objects>, clock: Clock, ex: Executor) -> Self {
-        SimLink { objects, clock, ex }
+    pub(crate) fn new(objects: Rc<Objects>, ex: Executor, isolate: usize) -> Self {
+        SimLink {
+            objects,
+            ex,
+            isolate,
+        }
     }
 
-    fn later(
-        &self,
-        key: &str,
-        inbox: Inbox,
-        op: impl FnOnce(&mut Fleet, &BreakerPolicy, u64) -> crate::fleet::View + 'static,
-    ) {
-        let (objects, clock, key) = (self.objects.clone(), self.clock.clone(), key.to_owned());
-        let arrives = clock.now() + ROUND_TRIP_MS;
-        self.ex.spawn(async move {
-            clock.at(arrives).await;
-            let view = objects.call(&key, clock.now(), |f, p, now, _| op(f, p, now));
-            inbox.deliver(&key, view);
-        });
+    /// Counts a request about to start in this isolate.
+    pub(crate) fn decide(&self, view_of: impl Fn(&str) -> Option<crate::fleet::View>) {
+        self.objects.decide(self.isolate, view_of);
     }
+
+    /// When a call sent now is given up.
+    fn limit(&self) -> u64 {
+        self.objects
+            .clock()
+            .now()
+            .saturating_add(millis(CALL_TIMEOUT))
+    }
+}
+
+fn unreachable() -> LinkError {
+    LinkError("the object did not answer in time".into())
 }
 
 impl FleetLink for SimLink {
     async fn lease(&self, key: &str, holder: &str) -> Result<LeaseAnswer, LinkError> {
-        self.clock.at(self.clock.now() + ROUND_TRIP_MS).await;
-        let now = self.clock.now();
-        Ok(self
-            .objects
-            .call(key, now, |f, p, now, ttl| f.lease(p, ttl, now, holder)))
+        let limit = self.limit();
+        let (sender, receiver) = reply();
+        let (o, k, holder, isolate) = (
+            self.objects.clone(),
+            key.to_owned(),
+            holder.to_owned(),
+            self.isolate,
+        );
+        self.ex.spawn(async move {
+            let answer = if o.relayed {
+                let (id, step) = o
+                    .at_relay(isolate, &k, |r, now| r.lease(&holder, now))
+                    .await;
+                match step {
+                    LeaseStep::Answer(a) => a,
+                    LeaseStep::Ask => o.ask_owner(id, &holder).await,
+                }
+            } else {
+                o.lease_at_owner(&k, &holder).await
+            };
+            sender.send(answer);
+        });
+        let answer = receiver
+            .within(self.objects.clock(), limit)
+            .await
+            .ok_or_else(unreachable)?;
+        let view = match &answer {
+            LeaseAnswer::Granted { view, .. }
+            | LeaseAnswer::Busy { view, .. }
+            | LeaseAnswer::Closed { view } => view,
+        };
+        self.objects.told(self.isolate, key, view.generation);
+        Ok(answer)
     }
 
     fn report(&self, key: &str, batch: Batch, inbox: Inbox) {
-        // The simulated routes set no latency objectives: the samples are
-        // judged with the default policy, as an object without one would.
-        self.later(key, inbox, move |f, p, now| {
-            f.report(p, &DemotionPolicy::default(), now, &batch)
+        let limit = self.limit();
+        let (o, key, isolate) = (self.objects.clone(), key.to_owned(), self.isolate);
+        self.ex.spawn(async move {
+            if o.relayed {
+                let (id, (urgent, view)) = o
+                    .at_relay(isolate, &key, |r, now| (r.report(batch, now), r.view(now)))
+                    .await;
+                if urgent {
+                    o.pass_on(id);
+                }
+                if o.clock().now() <= limit {
+                    o.answer_from(id, view, isolate, inbox);
+                }
+            } else {
+                let view = o.report_to_owner(&key, batch).await;
+                if o.clock().now() <= limit {
+                    o.deliver(isolate, &key, view, &inbox);
+                }
+            }
         });
     }
 
     fn refresh(&self, key: &str, inbox: Inbox) {
-        self.later(key, inbox, |f, p, now| f.view(p, now));
+        let limit = self.limit();
+        let (o, key, isolate) = (self.objects.clone(), key.to_owned(), self.isolate);
+        self.ex.spawn(async move {
+            if o.relayed {
+                let (id, view) = o.at_relay(isolate, &key, |r, now| r.view(now)).await;
+                if o.clock().now() <= limit {
+                    o.answer_from(id, view, isolate, inbox);
+                }
+            } else {
+                let view = o.at_owner(&key, |f, p, now, _| f.view(p, now)).await;
+                if o.clock().now() <= limit {
+                    o.deliver(isolate, &key, view, &inbox);
+                }
+            }
+        });
     }
 
+    /// Asked of the owner, queued like any call (only the status page asks).
     async fn journal(&self, key: &str) -> Result<Journal, LinkError> {
-        self.clock.at(self.clock.now() + ROUND_TRIP_MS).await;
-        let now = self.clock.now();
         Ok(self
             .objects
-            .call(key, now, |f, p, now, _| f.journal(p, now)))
+            .at_owner(key, |f, p, now, _| f.journal(p, now))
+            .await)
     }
 }

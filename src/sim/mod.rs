@@ -34,7 +34,9 @@
 mod chart;
 mod exec;
 mod fleet;
+mod objects;
 mod pool;
+mod reply;
 mod report;
 mod runner;
 mod scenario;
@@ -42,9 +44,10 @@ mod world;
 
 #[cfg(feature = "simulate")]
 pub use chart::svg;
-pub use report::{Figures, Percentiles, Report, Run, Series};
+pub use report::{Figures, FleetFigures, ObjectLoad, Percentiles, Reach, Report, Run, Series};
 pub use scenario::{
-    merge_patch, Effect, Fault, Flap, PolicyPatch, PoolModel, ProviderModel, Scenario, Traffic,
+    merge_patch, Effect, Fault, Flap, FleetModel, PolicyPatch, PoolModel, Protocol, ProviderModel,
+    Scenario, Traffic,
 };
 
 /// Runs every policy of `scenario`, in order.

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::runner::Recorder;
+use super::scenario::Protocol;
 use super::world::{Calls, World};
 
 /// Every policy's run over one scenario.
@@ -73,6 +74,117 @@ pub struct Figures {
     /// Per provider with failing windows: ms from the end of its last one
     /// to its first answer after it (`null`: it never answered again).
     pub recovery_ms: BTreeMap<String, Option<u64>>,
+    /// How the fleet's objects carried the run (scenarios with a `fleet`
+    /// model).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetFigures>,
+}
+
+/// How the fleet's Durable Objects carried a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetFigures {
+    /// How isolates reached the breakers.
+    pub protocol: Protocol,
+    /// Isolates.
+    pub isolates: u32,
+    /// Data centres the isolates were spread over.
+    pub data_centres: u32,
+    /// Calls one object serves per second (`1000 / serviceMs`; `null`: no
+    /// queue).
+    pub service_rate: Option<f64>,
+    /// The busiest model owner.
+    pub owner: Option<ObjectLoad>,
+    /// The busiest relay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relay: Option<ObjectLoad>,
+    /// How many relays there were.
+    pub relays: usize,
+    /// Requests started while the isolate's view of some model was behind
+    /// that model's owner.
+    pub outdated_decisions: u64,
+    /// Requests in all.
+    pub decisions: u64,
+    /// Views of the fleet that reached isolates within their call's time
+    /// limit (refreshes, reports' answers, lease answers).
+    pub views_delivered: u64,
+    /// Probe leases granted while another was out: must be 0.
+    pub second_probes: u64,
+    /// Every breaker transition at an owner: how long it took to reach the
+    /// isolates that held an older view.
+    pub transitions: Vec<Reach>,
+}
+
+/// One object's load over a run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectLoad {
+    /// Calls it took.
+    pub calls: u64,
+    /// Calls in its busiest second.
+    pub peak_per_sec: u32,
+    /// How long a call waited for its turn, ms: p50, p99, max.
+    pub wait_ms: [f64; 3],
+}
+
+/// How one breaker transition reached the isolates.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reach {
+    /// The model (`provider/model`).
+    pub model: String,
+    /// When the owner made it, ms into the run.
+    pub at_ms: u64,
+    /// Isolates that held an older view.
+    pub isolates: usize,
+    /// Of those, how many it never reached.
+    pub unreached: usize,
+    /// ms until it reached them: p50, p99, max (`null`: some never).
+    pub reach_ms: [Option<u32>; 3],
+    /// The share of them reached within 1 s.
+    pub within_1s: f64,
+    /// The share of them reached within 2 s.
+    pub within_2s: f64,
+}
+
+impl Reach {
+    pub(crate) fn of(model: String, at_ms: u64, mut lags: Vec<Option<u32>>) -> Reach {
+        lags.sort_by_key(|l| l.unwrap_or(u32::MAX));
+        let n = lags.len();
+        let at = |p: f64| {
+            let rank = ((p / 100.0) * n as f64).ceil() as usize;
+            lags.get(rank.clamp(1, n.max(1)) - 1).copied().flatten()
+        };
+        let share = |ms: u32| {
+            if n == 0 {
+                return 1.0;
+            }
+            lags.iter().filter(|l| l.is_some_and(|l| l <= ms)).count() as f64 / n as f64
+        };
+        Reach {
+            model,
+            at_ms,
+            isolates: n,
+            unreached: lags.iter().filter(|l| l.is_none()).count(),
+            reach_ms: [at(50.0), at(99.0), lags.last().copied().flatten()],
+            within_1s: share(1000),
+            within_2s: share(2000),
+        }
+    }
+}
+
+impl FleetFigures {
+    /// The transition that reached its isolates slowest (by p99, then
+    /// max), if any.
+    pub fn slowest(&self) -> Option<&Reach> {
+        self.transitions
+            .iter()
+            .filter(|r| r.isolates > 0)
+            .max_by_key(|r| {
+                let key = |v: Option<u32>| v.unwrap_or(u32::MAX);
+                (key(r.reach_ms[1]), key(r.reach_ms[2]))
+            })
+    }
 }
 
 /// p50, p95 and p99.
@@ -186,6 +298,7 @@ impl Figures {
             failovers: r.failovers,
             cost_usd: r.cost,
             recovery_ms,
+            fleet: None,
         }
     }
 }
@@ -240,6 +353,9 @@ impl Report {
                 }),
             ));
         }
+        if self.runs.iter().any(|r| r.figures.fleet.is_some()) {
+            rows.extend(self.fleet_rows());
+        }
         let head: Vec<String> = self.runs.iter().map(|r| r.policy.clone()).collect();
         let label_w = rows
             .iter()
@@ -274,6 +390,69 @@ impl Report {
             line(&mut out, label, cells);
         }
         out
+    }
+
+    fn fleet_rows(&self) -> Vec<(String, Vec<String>)> {
+        let fleet = |f: &dyn Fn(&FleetFigures) -> String| {
+            self.col(|fig| fig.fleet.as_ref().map_or("–".into(), f))
+        };
+        let load = |l: Option<ObjectLoad>| {
+            l.map_or("–".into(), |l| {
+                format!(
+                    "{} / {:.1} / {:.1}",
+                    l.peak_per_sec, l.wait_ms[1], l.wait_ms[2]
+                )
+            })
+        };
+        let ms = |v: Option<u32>| v.map_or("never".into(), |v| v.to_string());
+        vec![
+            (
+                "fleet views delivered to isolates".into(),
+                fleet(&|f| f.views_delivered.to_string()),
+            ),
+            (
+                "busiest owner calls/s, wait p99/max ms".into(),
+                fleet(&|f| load(f.owner)),
+            ),
+            (
+                "busiest relay calls/s, wait p99/max ms".into(),
+                fleet(&|f| load(f.relay)),
+            ),
+            (
+                "slowest transition reach p50/p99/max ms".into(),
+                fleet(&|f| {
+                    f.slowest().map_or("–".into(), |r| {
+                        format!(
+                            "{} / {} / {}",
+                            ms(r.reach_ms[0]),
+                            ms(r.reach_ms[1]),
+                            ms(r.reach_ms[2])
+                        )
+                    })
+                }),
+            ),
+            (
+                "isolates reached within 1 s (worst)".into(),
+                fleet(&|f| {
+                    let reached = f.transitions.iter().filter(|r| r.isolates > 0);
+                    match reached.map(|r| r.within_1s).reduce(f64::min) {
+                        Some(worst) => format!("{:.2} %", worst * 100.0),
+                        None => "–".into(),
+                    }
+                }),
+            ),
+            (
+                "requests on an outdated view".into(),
+                fleet(&|f| {
+                    let share = f.outdated_decisions as f64 / f.decisions.max(1) as f64;
+                    format!("{:.2} %", share * 100.0)
+                }),
+            ),
+            (
+                "second probes granted".into(),
+                fleet(&|f| f.second_probes.to_string()),
+            ),
+        ]
     }
 
     fn col(&self, f: impl Fn(&Figures) -> String) -> Vec<String> {

@@ -8,16 +8,17 @@ use std::rc::Rc;
 use serde_json::Value;
 
 use super::exec::{Clock, Executor};
-use super::fleet::{Objects, SimLink};
-use super::report::{Figures, Run, Series};
-use super::scenario::{merge_patch, PolicyPatch, Scenario, Spacing};
+use super::fleet::SimLink;
+use super::objects::Objects;
+use super::report::{Figures, FleetFigures, Reach, Run, Series};
+use super::scenario::{merge_patch, FleetModel, PolicyPatch, Protocol, Scenario, Spacing};
 use super::world::{base_url, Dialect, SimPlatform, SimProvider, World};
 use crate::chat::{ChatRequest, Message};
 use crate::config::Config;
 use crate::engine::client::{Client, ClientBuilder};
 use crate::engine::store::{BreakerStore, MemoryStore};
 use crate::event::Event;
-use crate::fleet::FleetStore;
+use crate::fleet::{FleetPolicy, FleetStore, RELAYED_TTL};
 use crate::platform::{Platform, UnixMillis};
 use crate::policy::breaker::StateName;
 
@@ -246,6 +247,7 @@ pub(crate) fn run_policy(scenario: &Scenario, policy: &PolicyPatch) -> Result<Ru
         .validate(&|_| Some("sim-key".into()), &[])
         .map_err(|e| format!("policy {:?}: {e}", policy.name))?;
     let isolates = scenario.traffic.isolates as usize;
+    let mut fleet = None;
     if isolates == 1 {
         let client = observed(
             v.into_builder(platform.clone(), vec![]),
@@ -256,15 +258,33 @@ pub(crate) fn run_policy(scenario: &Scenario, policy: &PolicyPatch) -> Result<Ru
         .build();
         drive(scenario, &ex, &[Rc::new(client)], &recorder)?;
     } else {
-        let objects = Rc::new(Objects::new(v.policies.breaker, &v.breakers));
+        let model = scenario.fleet.unwrap_or_default();
+        let relayed = policy.fleet == Protocol::Relayed;
+        let objects = Rc::new(Objects::new(
+            model,
+            relayed,
+            (clock.clone(), ex.clone()),
+            isolates,
+            v.policies.breaker,
+            &v.breakers,
+        ));
+        let fleet_policy = FleetPolicy {
+            ttl: if relayed {
+                RELAYED_TTL
+            } else {
+                FleetPolicy::default().ttl
+            },
+            ..FleetPolicy::default()
+        };
         let mut clients = Vec::new();
         for i in 0..isolates {
             // Each isolate validates the same configuration, as each Worker isolate does.
             let v = cfg
                 .validate(&|_| Some("sim-key".into()), &[])
                 .map_err(|e| format!("policy {:?}: {e}", policy.name))?;
-            let link = SimLink::new(objects.clone(), clock.clone(), ex.clone());
-            let mut store = FleetStore::new(link, format!("isolate-{i}"), v.policies.breaker);
+            let link = SimLink::new(objects.clone(), ex.clone(), i);
+            let mut store = FleetStore::new(link, format!("isolate-{i}"), v.policies.breaker)
+                .fleet_policy(fleet_policy);
             for (id, p) in &v.breakers {
                 store = store.with_policy(id.clone(), *p);
             }
@@ -277,17 +297,49 @@ pub(crate) fn run_policy(scenario: &Scenario, policy: &PolicyPatch) -> Result<Ru
             clients.push(Rc::new(builder.build_with_store(store)));
         }
         drive(scenario, &ex, &clients, &recorder)?;
+        fleet = scenario
+            .fleet
+            .map(|m| fleet_figures(&objects, m, policy.fleet, scenario.traffic.isolates));
     }
 
     let mut r = recorder.borrow_mut();
     r.provider_429s(world.rate_limited());
     r.breaker_series();
-    let figures = Figures::from_run(&mut r, &world.calls(), platform.world());
+    let mut figures = Figures::from_run(&mut r, &world.calls(), platform.world());
+    figures.fleet = fleet;
     Ok(Run {
         policy: policy.name.clone(),
         figures,
         series: std::mem::take(&mut r.series),
     })
+}
+
+/// What the objects measured of a run.
+fn fleet_figures(
+    objects: &Objects,
+    model: FleetModel,
+    protocol: Protocol,
+    isolates: u32,
+) -> FleetFigures {
+    let (relay, relays) = objects.relay_load();
+    FleetFigures {
+        protocol,
+        isolates,
+        data_centres: model.data_centres,
+        service_rate: (model.service_ms > 0.0).then(|| 1000.0 / model.service_ms),
+        owner: objects.owner_load(),
+        relay,
+        relays,
+        outdated_decisions: objects.outdated.get(),
+        decisions: objects.decisions.get(),
+        views_delivered: objects.views_delivered.get(),
+        second_probes: objects.second_probes(),
+        transitions: objects
+            .transition_lags()
+            .into_iter()
+            .map(|(model, at, lags)| Reach::of(model, at, lags))
+            .collect(),
+    }
 }
 
 /// `builder`, with isolate `i`'s events going to `recorder`.
@@ -304,14 +356,20 @@ fn observed(
 /// What a host does once a request is done: the Worker sends the fleet the
 /// verdicts that are due.
 trait AfterRequest {
+    /// A request is about to start.
+    fn before_request(&self);
     fn after_request(&self, now: UnixMillis);
 }
 
 impl AfterRequest for MemoryStore {
+    fn before_request(&self) {}
     fn after_request(&self, _: UnixMillis) {}
 }
 
 impl AfterRequest for FleetStore<SimLink> {
+    fn before_request(&self) {
+        self.link().decide(|key| self.view(key));
+    }
     fn after_request(&self, now: UnixMillis) {
         self.flush_due(now);
     }
@@ -370,6 +428,7 @@ fn drive<S: BreakerStore + AfterRequest + 'static>(
         let (rec, clock, req) = (recorder.clone(), clock.clone(), req.clone());
         ex.spawn(async move {
             let started = clock.now();
+            c.store().before_request();
             let result = c.chat(req).await;
             let ended = clock.now();
             c.store().after_request(ended);

@@ -35,6 +35,63 @@ pub struct Scenario {
     pub traffic: Traffic,
     /// The policies compared; each is a JSON merge patch over `config`.
     pub policies: Vec<PolicyPatch>,
+    /// How the fleet's Durable Objects serve the isolates. Given, the
+    /// report measures them (`figures.fleet`); left out, every object
+    /// answers after five milliseconds, without a queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetModel>,
+}
+
+/// The fleet's objects: how fast each serves, where the isolates are.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FleetModel {
+    /// One object's time per call, in ms: one object is one thread, and
+    /// calls wait for those before them. 0 (the default): no queue.
+    #[serde(default)]
+    pub service_ms: f64,
+    /// Data centres the isolates are spread over, in turn (default 1).
+    #[serde(default = "one_u32")]
+    pub data_centres: u32,
+    /// A call to a model's owner object and back, from an isolate or a
+    /// relay (default 5).
+    #[serde(default = "five")]
+    pub round_trip_ms: u64,
+    /// A call from an isolate to its data centre's relay and back
+    /// (default 2).
+    #[serde(default = "two")]
+    pub nearby_round_trip_ms: u64,
+}
+
+impl Default for FleetModel {
+    fn default() -> Self {
+        FleetModel {
+            service_ms: 0.0,
+            data_centres: 1,
+            round_trip_ms: 5,
+            nearby_round_trip_ms: 2,
+        }
+    }
+}
+
+fn five() -> u64 {
+    5
+}
+
+fn two() -> u64 {
+    2
+}
+
+/// How isolates reach the fleet's breakers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Protocol {
+    /// Every isolate calls each model's owner object.
+    #[default]
+    Direct,
+    /// Isolates call their data centre's relay, which keeps a watch on the
+    /// owner ([`Relay`](crate::fleet::Relay)).
+    Relayed,
 }
 
 /// A named configuration to compare.
@@ -48,6 +105,13 @@ pub struct PolicyPatch {
     /// (the default) runs `config` as it is.
     #[serde(default = "no_change")]
     pub patch: Value,
+    /// How its isolates reach the fleet's breakers (default `direct`).
+    #[serde(default, skip_serializing_if = "is_direct")]
+    pub fleet: Protocol,
+}
+
+fn is_direct(p: &Protocol) -> bool {
+    *p == Protocol::Direct
 }
 
 /// How one provider answers over time.
@@ -244,8 +308,19 @@ impl Scenario {
             // The prompt is written out at four bytes a token (runner.rs).
             problems.push("traffic.inputTokens: at most 1000000".into());
         }
-        if !(1..=64).contains(&self.traffic.isolates) {
-            problems.push("traffic.isolates: must be 1 to 64".into());
+        if !(1..=10_000).contains(&self.traffic.isolates) {
+            problems.push("traffic.isolates: must be 1 to 10000".into());
+        }
+        if let Some(f) = &self.fleet {
+            if !(f.service_ms.is_finite() && (0.0..=1000.0).contains(&f.service_ms)) {
+                problems.push("fleet.serviceMs: must be 0 to 1000".into());
+            }
+            if !(1..=10_000).contains(&f.data_centres) {
+                problems.push("fleet.dataCentres: must be 1 to 10000".into());
+            }
+            if f.round_trip_ms > 10_000 || f.nearby_round_trip_ms > 10_000 {
+                problems.push("fleet round trips: at most 10000 ms".into());
+            }
         }
         if self.policies.is_empty() {
             problems.push("policies: name at least one".into());
