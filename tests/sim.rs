@@ -455,24 +455,32 @@ fn relays_keep_the_owner_below_its_service_rate_where_isolates_calling_it_swamp_
     assert!(owner.peak_per_sec > 300, "{owner:?}");
     assert!(owner.wait_ms[1] > 1_500.0, "{owner:?}");
 
-    // Relayed: one watch per data centre and model, urgent batches one at a
-    // time, one lease question per data centre.
+    // Relayed: one watch per data centre and model, held open a heartbeat;
+    // urgent batches one at a time; lease questions staggered.
     let owner = relayed.owner.unwrap();
-    assert!(owner.peak_per_sec <= 100, "{owner:?}");
+    assert!(owner.peak_per_sec <= 50, "half the service rate: {owner:?}");
     assert_eq!(relayed.relays, 60, "30 data centres, two models");
     let relay = relayed.relay.unwrap();
     assert!(relay.peak_per_sec <= 50, "ten isolates each: {relay:?}");
-    assert!(relayed.views_delivered > today.views_delivered);
+    assert!(relayed.views_delivered > 50 * today.views_delivered);
 
-    // Every transition reached every isolate that went on calling.
-    assert!(
-        relayed.transitions.len() >= 2,
-        "the storm opens and closes the breaker"
-    );
-    for t in relayed.transitions.iter().filter(|t| t.isolates > 0) {
+    // Every transition reached 99 % of the isolates that went on calling
+    // within a second, all of them within two; today's never reach most.
+    let reached: Vec<_> = relayed
+        .transitions
+        .iter()
+        .filter(|t| t.isolates > 0)
+        .collect();
+    assert!(reached.len() >= 2, "the storm opens and closes the breaker");
+    for t in reached {
         assert_eq!(t.unreached, 0, "{t:?}");
+        assert!(t.within_1s >= 0.99, "{t:?}");
         assert!(t.reach_ms[2].unwrap() <= 2_000, "{t:?}");
     }
+    assert!(today
+        .transitions
+        .iter()
+        .any(|t| t.unreached > t.isolates / 2));
     assert_eq!(relayed.second_probes, 0);
     assert_eq!(today.second_probes, 0);
     assert!(r.table().contains("busiest owner calls/s"));

@@ -57,7 +57,7 @@ use crate::policy::pool::{newest, PoolReading};
 pub use journal::{Counts, Journal, JournalSource, Transition};
 pub use object::{Fleet, Lease};
 pub use outage::{Outage, OUTAGE_LOG_INTERVAL};
-pub use relay::{LeaseStep, Relay, HEARTBEAT, IDLE, RELAYED_TTL};
+pub use relay::{LeaseStep, Relay, HEARTBEAT, IDLE, MAX_STAGGER, RELAYED_TTL};
 pub use spend::{spend_key, FleetSpend, SpendCall, SpendInbox, SpendLink};
 pub use spend_object::{HoldAnswer, HoldCall, SettleCall, SpendBook, Standing};
 pub use store::{FleetStore, Inbox};

@@ -34,6 +34,10 @@ pub const HEARTBEAT: Duration = Duration::from_secs(2);
 /// How long a relay keeps watching after its isolates last called it.
 pub const IDLE: Duration = Duration::from_secs(10);
 
+/// The longest a relay waits after a cooldown ends before asking for the
+/// probe ([`Relay::stagger`]).
+pub const MAX_STAGGER: Duration = Duration::from_millis(500);
+
 /// How long an isolate's view, fetched from a relay, is fresh. A call to a
 /// relay stays in the data centre, so it can be asked twice as often as the
 /// owner was, for a transition to reach every isolate within a second.
@@ -75,12 +79,25 @@ pub struct Relay {
     asking: Option<UnixMillis>,
     /// The owner said `Busy` until then.
     busy_until: Option<UnixMillis>,
+    /// How long after a cooldown ends this relay waits before it asks for
+    /// the probe (ms).
+    stagger: u64,
 }
 
 impl Relay {
     /// A relay that has not heard from the owner yet.
     pub fn new() -> Self {
         Relay::default()
+    }
+
+    /// Waits `by` after a cooldown ends before asking for the probe. Given
+    /// each relay its own share of [`MAX_STAGGER`] at random, the first to
+    /// ask is granted the probe and the view it opens reaches the others
+    /// before most of them ask: a cooldown's end costs the owner a few
+    /// questions, not one per data centre.
+    pub fn stagger(mut self, by: Duration) -> Self {
+        self.stagger = millis(by);
+        self
     }
 
     /// The view an isolate's refresh gets, `None` before the owner first
@@ -234,10 +251,16 @@ impl Relay {
         if let Some(until) = self.busy_until.filter(|u| now < *u) {
             return LeaseStep::Answer(LeaseAnswer::Busy { until, view });
         }
+        let busy = |until| LeaseStep::Answer(LeaseAnswer::Busy { until, view });
         match view.state {
             State::Closed => LeaseStep::Answer(LeaseAnswer::Closed { view }),
-            State::Open { until } if now < until => {
-                LeaseStep::Answer(LeaseAnswer::Busy { until, view })
+            State::Open { until } if now < until => busy(until),
+            // Another data centre holds the probe: ask this relay again
+            // within a heartbeat (its verdict's transition arrives sooner,
+            // and a view without probes sends the isolates back at once).
+            _ if view.probes > 0 => busy(now.saturating_add(millis(HEARTBEAT))),
+            State::Open { until } if now < until.saturating_add(self.stagger) => {
+                busy(until.saturating_add(self.stagger))
             }
             State::Open { .. } | State::HalfOpen { .. } => self.ask(now),
         }
@@ -422,6 +445,49 @@ mod tests {
     }
 
     #[test]
+    fn waits_its_stagger_and_for_a_probe_out_elsewhere() {
+        let mut r = Relay::new().stagger(Duration::from_millis(200));
+        r.apply(view(State::Open { until: 5_000 }, 2, 0, 0), 0, true);
+        assert!(matches!(
+            r.lease("a", 5_100),
+            LeaseStep::Answer(LeaseAnswer::Busy { until: 5_200, .. })
+        ));
+        // Another relay's isolate got the probe first: the view says so.
+        r.apply(
+            view(
+                State::HalfOpen {
+                    in_flight: 1,
+                    successes: 0,
+                },
+                3,
+                1,
+                5_150,
+            ),
+            5_150,
+            true,
+        );
+        assert!(matches!(
+            r.lease("a", 5_200),
+            LeaseStep::Answer(LeaseAnswer::Busy { until: 7_200, .. })
+        ));
+        // It came back without a verdict: ask.
+        r.apply(
+            view(
+                State::HalfOpen {
+                    in_flight: 0,
+                    successes: 0,
+                },
+                3,
+                0,
+                5_300,
+            ),
+            5_300,
+            true,
+        );
+        assert_eq!(r.lease("a", 5_300), LeaseStep::Ask);
+    }
+
+    #[test]
     fn a_new_generation_voids_the_lease() {
         let mut r = Relay::new();
         r.apply(view(State::Open { until: 0 }, 2, 0, 0), 0, true);
@@ -471,6 +537,26 @@ mod tests {
             LeaseStep::Answer(LeaseAnswer::Busy { until: 4_000, .. })
         ));
         r.lost();
-        assert!(matches!(r.lease("b", 4_000), LeaseStep::Ask));
+        assert!(
+            matches!(
+                r.lease("b", 4_000),
+                LeaseStep::Answer(LeaseAnswer::Busy { until: 6_000, .. })
+            ),
+            "the view still shows the probe out"
+        );
+        r.apply(
+            view(
+                State::HalfOpen {
+                    in_flight: 0,
+                    successes: 0,
+                },
+                2,
+                0,
+                4_100,
+            ),
+            4_100,
+            true,
+        );
+        assert_eq!(r.lease("b", 4_100), LeaseStep::Ask);
     }
 }

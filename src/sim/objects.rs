@@ -16,10 +16,11 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use super::exec::{Clock, Executor};
-use super::reply::{reply, Sender};
 use super::report::ObjectLoad;
 use super::scenario::FleetModel;
-use crate::fleet::{Batch, Fleet, FleetPolicy, Inbox, LeaseAnswer, Relay, View, HEARTBEAT};
+use crate::fleet::{
+    Batch, Fleet, FleetPolicy, Inbox, LeaseAnswer, Relay, View, HEARTBEAT, MAX_STAGGER,
+};
 use crate::platform::{millis, UnixMillis};
 use crate::policy::breaker::BreakerPolicy;
 use crate::policy::latency::DemotionPolicy;
@@ -93,8 +94,9 @@ struct Owner {
     fleet: Fleet,
     server: Server,
     policy: BreakerPolicy,
-    /// Watches held open, answered on the next transition.
-    parked: Vec<(u64, Sender<View>)>,
+    /// Watches held open (their number, the relay's): each transition
+    /// writes them a view.
+    parked: Vec<(u64, usize)>,
     /// Transitions: the generation reached, and when.
     transitions: Vec<(u64, UnixMillis)>,
     /// The probe lease out: its token, expiry and generation.
@@ -130,6 +132,8 @@ pub(crate) struct Objects {
     /// Per model and transition: how long it took to reach each isolate.
     lags: RefCell<BTreeMap<String, Vec<Vec<u32>>>>,
     seq: Cell<u64>,
+    /// Spreads how long owners hold watches.
+    spread: RefCell<fastrand::Rng>,
     /// When each isolate last started a request.
     last_request: RefCell<Vec<UnixMillis>>,
     pub(crate) decisions: Cell<u64>,
@@ -162,6 +166,7 @@ impl Objects {
             seen: RefCell::default(),
             lags: RefCell::default(),
             seq: Cell::new(0),
+            spread: RefCell::new(fastrand::Rng::with_seed(0x5EED_0B1E)),
             last_request: RefCell::new(vec![0; isolates]),
             decisions: Cell::new(0),
             views_delivered: Cell::new(0),
@@ -203,7 +208,7 @@ impl Objects {
     /// then runs `op` on the fleet breaker. A transition it makes is
     /// recorded and answers every watch held open.
     pub(crate) async fn at_owner<T>(
-        &self,
+        self: &Rc<Self>,
         key: &str,
         op: impl FnOnce(&mut Fleet, &BreakerPolicy, UnixMillis, Duration) -> T,
     ) -> T {
@@ -215,7 +220,7 @@ impl Objects {
     }
 
     fn run_owner<T>(
-        &self,
+        self: &Rc<Self>,
         key: &str,
         op: impl FnOnce(&mut Fleet, &BreakerPolicy, UnixMillis, Duration) -> T,
     ) -> T {
@@ -231,19 +236,31 @@ impl Objects {
             o.transitions.push((after, now));
             o.lease_out = None;
             let view = o.fleet.view(&o.policy, now);
-            let woken: Vec<(Sender<View>, View)> =
-                o.parked.drain(..).map(|(_, s)| (s, view)).collect();
+            let woken: Vec<(usize, View)> = o.parked.iter().map(|(_, r)| (*r, view)).collect();
             (out, woken)
         });
-        for (sender, view) in woken {
-            sender.send(view);
+        for (relay, view) in woken {
+            self.push(key, relay, view);
         }
         out
     }
 
+    /// The owner writes `view` on `relay`'s open watch: its thread's work,
+    /// then half a round trip.
+    fn push(self: &Rc<Self>, key: &str, relay: usize, view: View) {
+        let now = self.clock.now();
+        let done = self.with_owner(key, |o| o.server.work(now));
+        let arrives = done + self.model.round_trip_ms / 2;
+        let this = self.clone();
+        self.ex.spawn(async move {
+            this.clock.at(arrives).await;
+            this.relay_heard(relay, view, true);
+        });
+    }
+
     /// Folds a batch at the owner (the lease verdicts it carries end the
     /// lease the probe check follows).
-    pub(crate) async fn report_to_owner(&self, key: &str, batch: Batch) -> View {
+    pub(crate) async fn report_to_owner(self: &Rc<Self>, key: &str, batch: Batch) -> View {
         self.at_owner(key, move |f, p, now, _| {
             f.report(p, &DemotionPolicy::default(), now, &batch)
         })
@@ -251,7 +268,7 @@ impl Objects {
     }
 
     /// Asks the owner for the probe lease for `holder`.
-    pub(crate) async fn lease_at_owner(&self, key: &str, holder: &str) -> LeaseAnswer {
+    pub(crate) async fn lease_at_owner(self: &Rc<Self>, key: &str, holder: &str) -> LeaseAnswer {
         let answer = self
             .at_owner(key, |f, p, now, ttl| f.lease(p, ttl, now, holder))
             .await;
@@ -283,8 +300,9 @@ impl Objects {
             return *id;
         }
         let mut relays = self.relays.borrow_mut();
+        let stagger = self.spread.borrow_mut().u64(0..millis(MAX_STAGGER));
         relays.push(RelayObject {
-            relay: Relay::new(),
+            relay: Relay::new().stagger(Duration::from_millis(stagger)),
             server: Server::new(self.model.service_ms),
             key: key.to_owned(),
             watching: false,
@@ -370,17 +388,12 @@ impl Objects {
         let this = self.clone();
         self.ex.spawn(async move {
             loop {
-                let (key, batch, known) = {
+                let (key, batch) = {
                     let mut relays = this.relays.borrow_mut();
                     let r = &mut relays[id];
-                    (r.key.clone(), r.relay.take(), r.relay.generation())
+                    (r.key.clone(), r.relay.take())
                 };
-                let (view, held) = this.watch_once(&key, batch, known).await;
-                if held {
-                    let back = this.clock.now() + this.model.round_trip_ms / 2;
-                    this.clock.at(back).await;
-                }
-                this.relay_heard(id, view, true);
+                this.watch_once(id, &key, batch).await;
                 let now = this.clock.now();
                 let mut relays = this.relays.borrow_mut();
                 if !relays[id].relay.wants_watch(now) {
@@ -391,31 +404,20 @@ impl Objects {
         });
     }
 
-    /// One watch: the owner folds the batch and answers at once if the
-    /// relay's copy is behind, else holds the call until a transition or
-    /// the heartbeat. `true` with the view when it was held.
-    async fn watch_once(&self, key: &str, batch: Batch, known: Option<u64>) -> (View, bool) {
+    /// One watch: the owner folds the batch and writes the view at once,
+    /// then holds the call open for about a heartbeat (spread, so that
+    /// relays do not call in step), writing the view again on each
+    /// transition. Returns when the owner ends it.
+    async fn watch_once(self: &Rc<Self>, id: usize, key: &str, batch: Batch) {
         let view = self.report_to_owner(key, batch).await;
-        if known != Some(view.generation) {
-            return (view, false);
-        }
-        let (sender, receiver) = reply();
+        self.relay_heard(id, view, true);
         let seq = self.seq.get() + 1;
         self.seq.set(seq);
-        self.with_owner(key, |o| o.parked.push((seq, sender)));
-        let limit = self.clock.now().saturating_add(millis(HEARTBEAT));
-        let pushed = receiver.within(&self.clock, limit).await;
-        let now = self.clock.now();
-        let done = self.with_owner(key, |o| {
-            o.parked.retain(|(s, _)| *s != seq);
-            o.server.work(now)
-        });
-        self.clock.at(done).await;
-        let view = match pushed {
-            Some(v) => v,
-            None => self.run_owner(key, |f, p, now, _| f.view(p, now)),
-        };
-        (view, true)
+        self.with_owner(key, |o| o.parked.push((seq, id)));
+        let spread = self.spread.borrow_mut().u64(0..millis(HEARTBEAT) / 4);
+        let ends = self.clock.now() + millis(HEARTBEAT) - spread;
+        self.clock.at(ends).await;
+        self.with_owner(key, |o| o.parked.retain(|(s, _)| *s != seq));
     }
 
     fn relay_heard(&self, id: usize, view: View, watched: bool) {
