@@ -1,13 +1,15 @@
 //! A run's report as one SVG: breaker state per provider over time, latency
 //! over time, the share of requests each provider served (and the share
 //! that failed), and, when any run of the report got a 429 from a provider,
-//! the 429s each provider answered; drawn with plotters' SVG backend.
+//! the 429s each provider answered; and, when the scenario models the
+//! fleet's objects, the calls per second its busiest owner and relay took;
+//! drawn with plotters' SVG backend.
 
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::report::{Report, Run};
+use super::report::{FleetFigures, Report, Run};
 
 const WIDTH: u32 = 960;
 const PANEL: u32 = 300;
@@ -30,7 +32,8 @@ fn colour(i: usize) -> RGBColor {
 pub fn svg(report: &Report, run: &Run) -> Result<String, String> {
     let mut out = String::new();
     let limited = report.runs.iter().any(|r| r.figures.provider_429s > 0);
-    let rows = if limited { 4 } else { 3 };
+    let fleet = run.figures.fleet.as_ref();
+    let rows = 3 + u32::from(limited) + u32::from(fleet.is_some());
     {
         let root =
             SVGBackend::with_string(&mut out, (WIDTH, PANEL * rows + 40)).into_drawing_area();
@@ -45,6 +48,10 @@ pub fn svg(report: &Report, run: &Run) -> Result<String, String> {
         shares(&panels[2], report, run).map_err(text)?;
         if limited {
             provider_429s(&panels[3], report, run).map_err(text)?;
+        }
+        if let Some(fleet) = fleet {
+            let panel = &panels[rows as usize - 1];
+            objects(panel, report, run, fleet).map_err(text)?;
         }
         root.present().map_err(text)?;
     }
@@ -229,6 +236,63 @@ fn provider_429s(area: &Area<'_>, report: &Report, run: &Run) -> Drawn {
             .draw_series(LineSeries::new(pts, c.stroke_width(2)))?
             .label(id.as_str())
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c.stroke_width(2)));
+    }
+    legend(&mut chart)
+}
+
+/// Calls per second at the busiest owner and the busiest relay, against
+/// one object's service rate and half of it (each run on its own scale:
+/// today's protocol can take twenty times what a relayed one does).
+fn objects(area: &Area<'_>, report: &Report, run: &Run, fleet: &FleetFigures) -> Drawn {
+    let series = [
+        ("busiest owner", &fleet.owner),
+        ("busiest relay", &fleet.relay),
+    ];
+    let peak = series
+        .iter()
+        .filter_map(|(_, l)| l.as_ref())
+        .map(|l| f64::from(l.peak_per_sec))
+        .fold(0.0, f64::max);
+    let rate = fleet.service_rate.unwrap_or(0.0);
+    let top = peak.max(rate).max(1.0) * 1.1;
+    let end = end_s(report, run);
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            "Calls per second at the fleet's objects",
+            ("sans-serif", 21),
+        )
+        .margin(12)
+        .x_label_area_size(32)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0.0..end, 0.0..top)?;
+    mesh(&mut chart, "calls/s")?;
+    for (i, (name, load)) in series.iter().enumerate() {
+        let Some(load) = load else {
+            continue;
+        };
+        let seconds = load.per_sec.iter().take(end.ceil() as usize);
+        let pts = steps(seconds.map(|&n| f64::from(n)), &|s| s as f64);
+        let c = colour(i);
+        chart
+            .draw_series(LineSeries::new(pts, c.stroke_width(2)))?
+            .label(*name)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c.stroke_width(2)));
+    }
+    if rate > 0.0 {
+        for (label, y, c) in [
+            ("service rate", rate, FAILED),
+            ("half of it", rate / 2.0, BLACK),
+        ] {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    [(0.0, y), (end, y)],
+                    6,
+                    4,
+                    c.stroke_width(1),
+                ))?
+                .label(label)
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c.stroke_width(1)));
+        }
     }
     legend(&mut chart)
 }

@@ -85,6 +85,7 @@ impl Server {
                 at(99.0),
                 waits.last().map_or(0.0, |us| f64::from(*us) / 1000.0),
             ],
+            per_sec: self.per_sec.clone(),
         }
     }
 }

@@ -116,7 +116,7 @@ pub struct FleetFigures {
 }
 
 /// One object's load over a run.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectLoad {
     /// Calls it took.
@@ -125,6 +125,8 @@ pub struct ObjectLoad {
     pub peak_per_sec: u32,
     /// How long a call waited for its turn, ms: p50, p99, max.
     pub wait_ms: [f64; 3],
+    /// Calls that arrived in each second of the run.
+    pub per_sec: Vec<u32>,
 }
 
 /// How one breaker transition reached the isolates.
@@ -396,8 +398,8 @@ impl Report {
         let fleet = |f: &dyn Fn(&FleetFigures) -> String| {
             self.col(|fig| fig.fleet.as_ref().map_or("–".into(), f))
         };
-        let load = |l: Option<ObjectLoad>| {
-            l.map_or("–".into(), |l| {
+        let load = |l: &Option<ObjectLoad>| {
+            l.as_ref().map_or("–".into(), |l| {
                 format!(
                     "{} / {:.1} / {:.1}",
                     l.peak_per_sec, l.wait_ms[1], l.wait_ms[2]
@@ -412,11 +414,11 @@ impl Report {
             ),
             (
                 "busiest owner calls/s, wait p99/max ms".into(),
-                fleet(&|f| load(f.owner)),
+                fleet(&|f| load(&f.owner)),
             ),
             (
                 "busiest relay calls/s, wait p99/max ms".into(),
-                fleet(&|f| load(f.relay)),
+                fleet(&|f| load(&f.relay)),
             ),
             (
                 "slowest transition reach p50/p99/max ms".into(),
