@@ -343,17 +343,20 @@ impl Objects {
         }
     }
 
+    /// Relay `id`'s model, and what it gathered for the owner.
+    fn gathered(&self, id: usize) -> (String, Batch) {
+        let mut relays = self.relays.borrow_mut();
+        let r = &mut relays[id];
+        (r.key.clone(), r.relay.take())
+    }
+
     /// Sends what the relay gathered to its owner now, and again while
     /// what gathers meanwhile is urgent.
     pub(crate) fn pass_on(self: &Rc<Self>, id: usize) {
         let this = self.clone();
         self.ex.spawn(async move {
             loop {
-                let (key, batch) = {
-                    let mut relays = this.relays.borrow_mut();
-                    let r = &mut relays[id];
-                    (r.key.clone(), r.relay.take())
-                };
+                let (key, batch) = this.gathered(id);
                 let view = this.report_to_owner(&key, batch).await;
                 let now = this.clock.now();
                 let again = this.relays.borrow_mut()[id].relay.passed(Some(view), now);
@@ -389,11 +392,7 @@ impl Objects {
         let this = self.clone();
         self.ex.spawn(async move {
             loop {
-                let (key, batch) = {
-                    let mut relays = this.relays.borrow_mut();
-                    let r = &mut relays[id];
-                    (r.key.clone(), r.relay.take())
-                };
+                let (key, batch) = this.gathered(id);
                 this.watch_once(id, &key, batch).await;
                 let now = this.clock.now();
                 let mut relays = this.relays.borrow_mut();
