@@ -114,6 +114,13 @@ impl Relay {
         self.copy(now)
     }
 
+    /// A lease question is in flight, and not so long that its answer must
+    /// have been lost.
+    fn asks_since(&self, now: UnixMillis) -> bool {
+        self.asking
+            .is_some_and(|t| now < t.saturating_add(millis(HEARTBEAT)))
+    }
+
     fn touch(&mut self, now: UnixMillis) {
         self.last_call = Some(self.last_call.map_or(now, |t| t.max(now)));
     }
@@ -123,7 +130,7 @@ impl Relay {
         if now < self.current_until {
             v.as_of = v.as_of.max(now);
         }
-        if self.asking.is_some() || self.granted.is_some() {
+        if self.asks_since(now) || self.granted.is_some() {
             // Isolates wait for the probe this relay knows is out.
             v.probes = v.probes.max(1);
         }
@@ -241,12 +248,13 @@ impl Relay {
             self.granted = None;
         }
         if let Some(since) = self.asking {
-            if now < since.saturating_add(millis(HEARTBEAT)) {
+            if self.asks_since(now) {
                 return LeaseStep::Answer(LeaseAnswer::Busy {
                     until: since.saturating_add(millis(HEARTBEAT)),
                     view,
                 });
             }
+            self.asking = None; // its answer was lost: ask again
         }
         if let Some(until) = self.busy_until.filter(|u| now < *u) {
             return LeaseStep::Answer(LeaseAnswer::Busy { until, view });
@@ -485,6 +493,17 @@ mod tests {
             true,
         );
         assert_eq!(r.lease("a", 5_300), LeaseStep::Ask);
+    }
+
+    #[test]
+    fn a_question_never_answered_is_asked_again_after_a_heartbeat() {
+        let mut r = Relay::new();
+        r.apply(view(State::Open { until: 0 }, 2, 0, 0), 0, true);
+        assert_eq!(r.lease("a", 10), LeaseStep::Ask);
+        assert_eq!(r.view(500).map(|v| v.probes), Some(1));
+        // The host never told the relay how it went.
+        assert_eq!(r.view(2_010).map(|v| v.probes), Some(0));
+        assert_eq!(r.lease("b", 2_010), LeaseStep::Ask);
     }
 
     #[test]
