@@ -18,6 +18,7 @@ use std::time::Duration;
 use super::exec::{Clock, Executor};
 use super::report::ObjectLoad;
 use super::scenario::FleetModel;
+use crate::engine::key::provider_of;
 use crate::fleet::{
     Batch, Fleet, FleetPolicy, Inbox, LeaseAnswer, Relay, View, HEARTBEAT, MAX_STAGGER,
 };
@@ -100,8 +101,6 @@ struct Owner {
     parked: Vec<(u64, usize)>,
     /// Transitions: the generation reached, and when.
     transitions: Vec<(u64, UnixMillis)>,
-    /// The probe lease out: its token, expiry and generation.
-    lease_out: Option<(u64, UnixMillis, u64)>,
     second_probes: u64,
 }
 
@@ -180,10 +179,9 @@ impl Objects {
     }
 
     fn policy_of(&self, key: &str) -> BreakerPolicy {
-        let provider = key.split('/').next().unwrap_or(key);
         self.policies
             .get(key)
-            .or_else(|| self.policies.get(provider))
+            .or_else(|| self.policies.get(provider_of(key)))
             .copied()
             .unwrap_or(self.default_policy)
     }
@@ -197,7 +195,6 @@ impl Objects {
                 policy: self.policy_of(key),
                 parked: Vec::new(),
                 transitions: Vec::new(),
-                lease_out: None,
                 second_probes: 0,
             };
             owners.insert(key.to_owned(), owner);
@@ -235,7 +232,6 @@ impl Objects {
                 return (out, Vec::new());
             }
             o.transitions.push((after, now));
-            o.lease_out = None;
             let view = o.fleet.view(&o.policy, now);
             let woken: Vec<(usize, View)> = o.parked.iter().map(|(_, r)| (*r, view)).collect();
             (out, woken)
@@ -273,20 +269,13 @@ impl Objects {
         let answer = self
             .at_owner(key, |f, p, now, ttl| f.lease(p, ttl, now, holder))
             .await;
-        if let LeaseAnswer::Granted {
-            token, expires_at, ..
-        } = answer
-        {
-            let now = self.clock.now();
+        if let LeaseAnswer::Granted { token, .. } = answer {
+            // The object keeps every lease out (lapsed ones given back before
+            // it grants): another beside this one is a second probe.
             self.with_owner(key, |o| {
-                let generation = o.fleet.breaker.generation;
-                let live = o.fleet.leases.iter().map(|l| l.token).collect::<Vec<_>>();
-                if let Some((t, exp, g)) = o.lease_out {
-                    if t != token && now < exp && g == generation && live.contains(&t) {
-                        o.second_probes += 1;
-                    }
+                if o.fleet.leases.iter().any(|l| l.token != token) {
+                    o.second_probes += 1;
                 }
-                o.lease_out = Some((token, expires_at, generation));
             });
         }
         answer
