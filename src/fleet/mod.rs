@@ -57,7 +57,9 @@ use crate::policy::pool::{newest, PoolReading};
 pub use journal::{Counts, Journal, JournalSource, Transition};
 pub use object::{Fleet, Lease};
 pub use outage::{Outage, OUTAGE_LOG_INTERVAL};
-pub use relay::{LeaseStep, Relay, HEARTBEAT, IDLE, MAX_STAGGER, RELAYED_TTL};
+pub use relay::{
+    LeaseStep, Relay, HEARTBEAT, IDLE, MAX_GATHERED, MAX_STAGGER, RELAYED_TTL, STAGGER_PER_RELAY,
+};
 pub use spend::{spend_key, FleetSpend, SpendCall, SpendInbox, SpendLink};
 pub use spend_object::{HoldAnswer, HoldCall, SettleCall, SpendBook, Standing};
 pub use store::{FleetStore, Inbox};

@@ -38,6 +38,11 @@ pub const IDLE: Duration = Duration::from_secs(10);
 /// probe ([`Relay::stagger`]).
 pub const MAX_STAGGER: Duration = Duration::from_millis(500);
 
+/// How much the stagger's window grows with each relay watching the owner,
+/// up to [`MAX_STAGGER`] (at 250 relays): the relays' questions reach the
+/// owner about this far apart, and a few relays wait next to nothing.
+pub const STAGGER_PER_RELAY: Duration = Duration::from_millis(2);
+
 /// How long an isolate's view, fetched from a relay, is fresh. A call to a
 /// relay stays in the data centre, so it can be asked twice as often as the
 /// owner was, for a transition to reach every isolate within a second.
@@ -46,6 +51,11 @@ pub const RELAYED_TTL: Duration = Duration::from_millis(500);
 /// A copy is current for this long after a watch answered: the next watch
 /// is then in flight, and the owner would have answered it on a change.
 const CURRENT_FOR: Duration = Duration::from_secs(3);
+
+/// The most verdicts, and the most latency samples, a relay gathers for its
+/// next call to the owner. Past it the oldest go: a relay whose owner is
+/// out of reach keeps a bounded memory, and the owner reads the newest.
+pub const MAX_GATHERED: usize = 4096;
 
 /// What a relay does with an isolate's lease question.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,9 +89,10 @@ pub struct Relay {
     asking: Option<UnixMillis>,
     /// The owner said `Busy` until then.
     busy_until: Option<UnixMillis>,
-    /// How long after a cooldown ends this relay waits before it asks for
-    /// the probe (ms).
-    stagger: u64,
+    /// This relay's share of the stagger's window, in [0, 1).
+    stagger: f64,
+    /// Relays watching the owner, as it last said.
+    relays: u32,
 }
 
 impl Relay {
@@ -90,14 +101,34 @@ impl Relay {
         Relay::default()
     }
 
-    /// Waits `by` after a cooldown ends before asking for the probe. Given
-    /// each relay its own share of [`MAX_STAGGER`] at random, the first to
-    /// ask is granted the probe and the view it opens reaches the others
+    /// Waits `share` (in [0, 1)) of the stagger's window after a cooldown
+    /// ends before asking for the probe. The window is
+    /// [`STAGGER_PER_RELAY`] for each relay watching the owner, up to
+    /// [`MAX_STAGGER`]. Given each relay its own share at random, the first
+    /// to ask is granted the probe and the view it opens reaches the others
     /// before most of them ask: a cooldown's end costs the owner a few
-    /// questions, not one per data centre.
-    pub fn stagger(mut self, by: Duration) -> Self {
-        self.stagger = millis(by);
+    /// questions, not one per data centre, and where few relays watch, the
+    /// probe is asked for about when the cooldown ends.
+    pub fn stagger(mut self, share: f64) -> Self {
+        self.stagger = if share.is_finite() {
+            share.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
         self
+    }
+
+    /// The owner says how many relays watch it (with each watch's answer).
+    pub fn watched_by(&mut self, relays: u32) {
+        self.relays = relays;
+    }
+
+    /// How long after a cooldown ends this relay waits (ms).
+    fn wait(&self) -> u64 {
+        let window = millis(STAGGER_PER_RELAY)
+            .saturating_mul(u64::from(self.relays))
+            .min(millis(MAX_STAGGER));
+        (self.stagger * window as f64) as u64
     }
 
     /// The view an isolate's refresh gets, `None` before the owner first
@@ -153,6 +184,8 @@ impl Relay {
         let urgent =
             batch.reports.iter().any(|r| r.lease.is_some()) || (batch.urgent && closed && failed);
         self.pending.merge(batch);
+        bound(&mut self.pending.reports, |r| r.lease.is_some());
+        bound(&mut self.pending.samples, |_| false);
         self.pending_urgent |= urgent;
         self.start_passing()
     }
@@ -267,8 +300,8 @@ impl Relay {
             // within a heartbeat (its verdict's transition arrives sooner,
             // and a view without probes sends the isolates back at once).
             _ if view.probes > 0 => busy(now.saturating_add(millis(HEARTBEAT))),
-            State::Open { until } if now < until.saturating_add(self.stagger) => {
-                busy(until.saturating_add(self.stagger))
+            State::Open { until } if now < until.saturating_add(self.wait()) => {
+                busy(until.saturating_add(self.wait()))
             }
             State::Open { .. } | State::HalfOpen { .. } => self.ask(now),
         }
@@ -299,10 +332,27 @@ impl Relay {
     }
 }
 
+/// Keeps the newest [`MAX_GATHERED`] of `items`, and every one `keep` says
+/// must reach the owner (a probe's verdict).
+fn bound<T>(items: &mut Vec<T>, keep: impl Fn(&T) -> bool) {
+    let mut over = items.len().saturating_sub(MAX_GATHERED);
+    if over == 0 {
+        return;
+    }
+    items.retain(|item| {
+        if over > 0 && !keep(item) {
+            over -= 1;
+            return false;
+        }
+        true
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::fleet::Report;
+    use crate::policy::latency::{Measure, Sample};
 
     fn view(state: State, generation: u64, probes: u32, as_of: UnixMillis) -> View {
         View {
@@ -454,8 +504,16 @@ mod tests {
 
     #[test]
     fn waits_its_stagger_and_for_a_probe_out_elsewhere() {
-        let mut r = Relay::new().stagger(Duration::from_millis(200));
+        let mut r = Relay::new().stagger(0.4);
         r.apply(view(State::Open { until: 5_000 }, 2, 0, 0), 0, true);
+        // Alone, it waits its share of one relay's window: under a
+        // millisecond, so it asks when the cooldown ends.
+        r.watched_by(1);
+        assert_eq!(r.lease("a", 5_000), LeaseStep::Ask);
+        let mut r = Relay::new().stagger(0.4);
+        r.apply(view(State::Open { until: 5_000 }, 2, 0, 0), 0, true);
+        // Among 400 relays: its share of the whole window.
+        r.watched_by(400);
         assert!(matches!(
             r.lease("a", 5_100),
             LeaseStep::Answer(LeaseAnswer::Busy { until: 5_200, .. })
@@ -577,5 +635,33 @@ mod tests {
             true,
         );
         assert_eq!(r.lease("b", 4_100), LeaseStep::Ask);
+    }
+
+    #[test]
+    fn what_it_gathers_stays_bounded_while_the_owner_is_out_of_reach() {
+        let mut r = Relay::new();
+        r.apply(view(State::Closed, 1, 0, 0), 0, true);
+        let mut lease_verdict = failure(5, Some(7));
+        lease_verdict.reports[0].verdict = Verdict::Success;
+        assert!(r.report(lease_verdict, 5), "a probe's verdict goes at once");
+        // Its call never comes back; a long storm of isolates' batches
+        // gathers meanwhile.
+        for i in 0..(MAX_GATHERED as u64 * 4) {
+            let mut b = failure(10 + i, None);
+            b.reports[0].verdict = Verdict::Success;
+            let sample = Sample {
+                measure: Measure::Latency,
+                ms: 100,
+                slo_ms: 0,
+            };
+            b.samples = vec![sample; 2];
+            assert!(!r.report(b, 10 + i));
+        }
+        let taken = r.take();
+        assert_eq!(taken.reports.len(), MAX_GATHERED);
+        assert_eq!(taken.samples.len(), MAX_GATHERED);
+        assert!(taken.reports.iter().any(|x| x.lease == Some(7)), "kept");
+        let last = taken.reports.last().map(|x| x.at);
+        assert_eq!(last, Some(10 + MAX_GATHERED as u64 * 4 - 1), "the newest");
     }
 }

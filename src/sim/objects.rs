@@ -19,9 +19,7 @@ use super::exec::{Clock, Executor};
 use super::report::ObjectLoad;
 use super::scenario::FleetModel;
 use crate::engine::key::provider_of;
-use crate::fleet::{
-    Batch, Fleet, FleetPolicy, Inbox, LeaseAnswer, Relay, View, HEARTBEAT, MAX_STAGGER,
-};
+use crate::fleet::{Batch, Fleet, FleetPolicy, Inbox, LeaseAnswer, Relay, View, HEARTBEAT};
 use crate::platform::{millis, UnixMillis};
 use crate::policy::breaker::BreakerPolicy;
 use crate::policy::latency::DemotionPolicy;
@@ -290,9 +288,9 @@ impl Objects {
             return *id;
         }
         let mut relays = self.relays.borrow_mut();
-        let stagger = self.spread.borrow_mut().u64(0..millis(MAX_STAGGER));
+        let share = self.spread.borrow_mut().f64();
         relays.push(RelayObject {
-            relay: Relay::new().stagger(Duration::from_millis(stagger)),
+            relay: Relay::new().stagger(share),
             server: Server::new(self.model.service_ms),
             key: key.to_owned(),
             watching: false,
@@ -399,10 +397,16 @@ impl Objects {
     /// transition. Returns when the owner ends it.
     async fn watch_once(self: &Rc<Self>, id: usize, key: &str, batch: Batch) {
         let view = self.report_to_owner(key, batch).await;
-        self.relay_heard(id, view, true);
         let seq = self.seq.get() + 1;
         self.seq.set(seq);
-        self.with_owner(key, |o| o.parked.push((seq, id)));
+        // The owner answers with how many relays watch it, this one among
+        // them.
+        let relays = self.with_owner(key, |o| {
+            o.parked.push((seq, id));
+            o.parked.len() as u32
+        });
+        self.relays.borrow_mut()[id].relay.watched_by(relays);
+        self.relay_heard(id, view, true);
         let spread = self.spread.borrow_mut().u64(0..millis(HEARTBEAT) / 4);
         let ends = self.clock.now() + millis(HEARTBEAT) - spread;
         self.clock.at(ends).await;
