@@ -1,5 +1,6 @@
-//! The isolate's [`FleetLink`] to the breaker Durable Object: one object
-//! per provider (`get_by_name`), JSON over `fetch` with absolute URLs
+//! The isolate's [`FleetLink`] to the breaker Durable Objects: one owner
+//! per model (`get_by_name`), reached through the data centre's relay of
+//! it when `RELAYS` is bound; JSON over `fetch` with absolute URLs
 //! (`http://do/…`). Background calls start at once and are handed to the
 //! request's `ctx.wait_until` by [`Background::hand_to`].
 
@@ -21,8 +22,17 @@ use crate::fleet::{
 };
 use crate::policy::spend::Tally;
 
-/// The Durable Object binding, as named in wrangler.toml.
+/// The Durable Object binding of the owners, as named in wrangler.toml.
 pub(super) const BINDING: &str = "BREAKERS";
+
+/// The binding of the relays ([`super::relay::FleetRelay`]); without it,
+/// isolates call the owners directly.
+pub(super) const RELAYS: &str = "RELAYS";
+
+/// The relay of `key` in data centre `colo`.
+pub(super) fn relay_name(colo: &str, key: &str) -> String {
+    format!("{colo} {key}")
+}
 
 /// Background calls started in this isolate and not yet handed to a
 /// request's `waitUntil`.
@@ -48,11 +58,15 @@ impl Background {
     }
 }
 
-/// The link to the `BREAKERS` namespace.
+/// The link to the `BREAKERS` namespace, through the `RELAYS` one when it
+/// is bound.
 pub(crate) struct DoLink {
     env: Env,
     background: Background,
     outage: Rc<RefCell<Outage>>,
+    /// The data centre whose relays take the breaker calls (`None`: the
+    /// owners do).
+    colo: Option<String>,
 }
 
 impl DoLink {
@@ -62,20 +76,43 @@ impl DoLink {
             env,
             background,
             outage: Rc::default(),
+            colo: None,
+        }
+    }
+
+    /// Sends refreshes, reports and lease questions to the relays of data
+    /// centre `colo`, when the `RELAYS` binding exists.
+    pub(crate) fn relayed(mut self, colo: &str) -> Self {
+        if self.env.durable_object(RELAYS).is_ok() {
+            self.colo = Some(colo.to_owned());
+        }
+        self
+    }
+
+    /// Whether breaker calls go through relays.
+    pub(crate) fn is_relayed(&self) -> bool {
+        self.colo.is_some()
+    }
+
+    /// Where `key`'s breaker calls go: (binding, object name).
+    fn breaker(&self, key: &str) -> (&'static str, String) {
+        match &self.colo {
+            Some(colo) => (RELAYS, relay_name(colo, key)),
+            None => (BINDING, key.to_owned()),
         }
     }
 }
 
-/// One call to `key`'s object, with its failure or recovery noted in
+/// One call to the object `target` (binding, name), with its failure or recovery noted in
 /// `outage` and logged when that is due (not once per failed call).
 async fn call<T: DeserializeOwned>(
     env: &Env,
     outage: &RefCell<Outage>,
     op: &str,
-    key: &str,
+    target: (&str, &str),
     body: &impl Serialize,
 ) -> Result<T, LinkError> {
-    let result = call_object(env, op, key, body).await;
+    let result = call_object(env, target, op, body).await;
     let now = worker::js_sys::Date::now() as u64;
     match &result {
         Ok(_) => {
@@ -95,29 +132,17 @@ async fn call<T: DeserializeOwned>(
     result
 }
 
-/// One call to `key`'s object: `POST http://do/<op>` with `body`; the
-/// answer, read as a `T`.
-async fn call_object<T: DeserializeOwned>(
+/// One call to the object `name` of `binding`: `POST http://do/<op>` with
+/// `body`; the answer, read as a `T`.
+pub(super) async fn call_object<T: DeserializeOwned>(
     env: &Env,
+    (binding, name): (&str, &str),
     op: &str,
-    key: &str,
     body: &impl Serialize,
 ) -> Result<T, LinkError> {
     let fail = |e: worker::Error| LinkError(e.to_string());
-    let body = serde_json::to_string(body).map_err(|e| LinkError(e.to_string()))?;
-    let stub = env
-        .durable_object(BINDING)
-        .and_then(|ns| ns.get_by_name(key))
-        .map_err(fail)?;
-    // A plain fetch Request: worker's RequestInit would bring its `cf`
-    // serializer along.
-    let init = web_sys::RequestInit::new();
-    init.set_method("POST");
-    init.set_body(&JsValue::from_str(&body));
-    let req = web_sys::Request::new_with_str_and_init(&format!("http://do/{op}"), &init)
-        .map_err(|e| LinkError(crate::web::error_message(&e)))?;
     let fut = async {
-        let mut resp = stub.fetch_with_request(req.into()).await.map_err(fail)?;
+        let mut resp = post(env, (binding, name), op, body).await?;
         if resp.status_code() != 200 {
             return Err(LinkError(format!("object answered {}", resp.status_code())));
         }
@@ -130,6 +155,30 @@ async fn call_object<T: DeserializeOwned>(
         .unwrap_or_else(|_| Err(LinkError("object timed out".into())))
 }
 
+/// `POST http://do/<op>` with `body` to the object `name` of `binding`: its
+/// response, not yet read (a watch reads it as it comes).
+pub(super) async fn post(
+    env: &Env,
+    (binding, name): (&str, &str),
+    op: &str,
+    body: &impl Serialize,
+) -> Result<worker::Response, LinkError> {
+    let fail = |e: worker::Error| LinkError(e.to_string());
+    let body = serde_json::to_string(body).map_err(|e| LinkError(e.to_string()))?;
+    let stub = env
+        .durable_object(binding)
+        .and_then(|ns| ns.get_by_name(name))
+        .map_err(fail)?;
+    // A plain fetch Request: worker's RequestInit would bring its `cf`
+    // serializer along.
+    let init = web_sys::RequestInit::new();
+    init.set_method("POST");
+    init.set_body(&JsValue::from_str(&body));
+    let req = web_sys::Request::new_with_str_and_init(&format!("http://do/{op}"), &init)
+        .map_err(|e| LinkError(crate::web::error_message(&e)))?;
+    stub.fetch_with_request(req.into()).await.map_err(fail)
+}
+
 impl FleetLink for DoLink {
     async fn lease(&self, key: &str, holder: &str) -> Result<LeaseAnswer, LinkError> {
         let body = Call {
@@ -137,15 +186,18 @@ impl FleetLink for DoLink {
             holder: Some(holder.to_string()),
             ..Call::default()
         };
-        call(&self.env, &self.outage, "lease", key, &body).await
+        let (binding, name) = self.breaker(key);
+        call(&self.env, &self.outage, "lease", (binding, &name), &body).await
     }
 
     fn report(&self, key: &str, batch: Batch, inbox: Inbox) {
         let env = self.env.clone();
         let outage = Rc::clone(&self.outage);
         let body = batch.into_call(key);
+        let (binding, name) = self.breaker(key);
         self.background.spawn(async move {
-            if let Ok(view) = call::<View>(&env, &outage, "report", &body.key, &body).await {
+            let target = (binding, name.as_str());
+            if let Ok(view) = call::<View>(&env, &outage, "report", target, &body).await {
                 inbox.deliver(&body.key, view);
             }
         });
@@ -158,8 +210,10 @@ impl FleetLink for DoLink {
             key: key.to_string(),
             ..Call::default()
         };
+        let (binding, name) = self.breaker(key);
         self.background.spawn(async move {
-            if let Ok(view) = call::<View>(&env, &outage, "view", &body.key, &body).await {
+            let target = (binding, name.as_str());
+            if let Ok(view) = call::<View>(&env, &outage, "view", target, &body).await {
                 inbox.deliver(&body.key, view);
             }
         });
@@ -170,7 +224,8 @@ impl FleetLink for DoLink {
             key: key.to_string(),
             ..Call::default()
         };
-        call(&self.env, &self.outage, "journal", key, &body).await
+        // Only the owner keeps the journal.
+        call(&self.env, &self.outage, "journal", (BINDING, key), &body).await
     }
 }
 
@@ -181,7 +236,7 @@ impl SpendLink for DoLink {
         let outage = Rc::clone(&self.outage);
         self.background.spawn(async move {
             let key = spend_key(&body.route);
-            let answer = call::<Tally>(&env, &outage, "spend", &key, &body).await;
+            let answer = call::<Tally>(&env, &outage, "spend", (BINDING, &key), &body).await;
             inbox.deliver(&body.route, body.add, answer.ok());
         });
     }
@@ -191,13 +246,13 @@ impl SpendLink for DoLink {
         let outage = Rc::clone(&self.outage);
         self.background.spawn(async move {
             let key = spend_key(&body.route);
-            let answer = call::<Tally>(&env, &outage, "settle", &key, &body).await;
+            let answer = call::<Tally>(&env, &outage, "settle", (BINDING, &key), &body).await;
             inbox.deliver(&body.route, body.add, answer.ok());
         });
     }
 
     async fn hold(&self, body: HoldCall) -> Result<HoldAnswer, LinkError> {
         let key = spend_key(&body.route);
-        call(&self.env, &self.outage, "hold", &key, &body).await
+        call(&self.env, &self.outage, "hold", (BINDING, &key), &body).await
     }
 }

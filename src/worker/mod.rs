@@ -10,12 +10,18 @@
 //! read and validated with the secrets it names; an invalid configuration
 //! answers every request with a 500 listing each problem with its path.
 //! Breakers live in a [`FleetStore`] over the `BREAKERS` Durable Object
-//! namespace ([`object::BreakerStore`], one object per provider).
+//! namespace ([`object::BreakerStore`], one owner per model), reached
+//! through the `RELAYS` namespace when it is bound ([`relay::FleetRelay`],
+//! one per model and data centre: `request.cf.colo`).
 
+mod fault;
 mod link;
 #[allow(missing_docs)] // the `#[durable_object]` macro generates undocumented JS glue
 mod object;
 mod out;
+#[allow(missing_docs)] // the `#[durable_object]` macro generates undocumented JS glue
+mod relay;
+mod watch;
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -52,7 +58,22 @@ pub(crate) fn secret(env: &Env, name: &str) -> Option<String> {
         .ok()
 }
 
-fn load(env: &Env) -> Rc<Loaded> {
+/// The data centre a request reached (`request.cf.colo`), `local` where the
+/// runtime says none (a self-hosted workerd).
+fn colo(req: &web_sys::Request) -> String {
+    use worker::js_sys::Reflect;
+    Reflect::get(req, &JsValue::from_str("cf"))
+        .ok()
+        .filter(|cf| cf.is_object())
+        .and_then(|cf| Reflect::get(&cf, &JsValue::from_str("colo")).ok())
+        .and_then(|c| c.as_string())
+        .filter(|c| !c.is_empty() && c.len() <= 16 && c.bytes().all(|b| b.is_ascii_alphanumeric()))
+        .unwrap_or_else(|| "local".into())
+}
+
+/// The isolate's gateway, made by its first request (an isolate stays in
+/// one data centre: its `colo` names its relays).
+fn load(env: &Env, req: &web_sys::Request) -> Rc<Loaded> {
     if let Some(l) = LOADED.with(|l| l.borrow().clone()) {
         return l;
     }
@@ -71,11 +92,20 @@ fn load(env: &Env) -> Rc<Loaded> {
                 "isolate-{:08x}",
                 (worker::js_sys::Math::random() * 4e9) as u64
             );
-            let mut store = FleetStore::new(
-                DoLink::new(env.clone(), background.clone()),
-                holder.clone(),
-                setup.breaker(),
-            );
+            let link = DoLink::new(env.clone(), background.clone()).relayed(&colo(req));
+            // A relay stays in the data centre: asking it twice as often
+            // brings a transition to every isolate within a second.
+            let ttl = if link.is_relayed() {
+                crate::fleet::RELAYED_TTL
+            } else {
+                crate::fleet::FleetPolicy::default().ttl
+            };
+            let fleet_policy = crate::fleet::FleetPolicy {
+                ttl,
+                ..crate::fleet::FleetPolicy::default()
+            };
+            let mut store =
+                FleetStore::new(link, holder.clone(), setup.breaker()).fleet_policy(fleet_policy);
             for (id, p) in setup.breakers() {
                 store = store.with_policy(id.clone(), *p);
             }
@@ -142,7 +172,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> Result<web_sys:
     let url = req.url();
     let signal = req.signal();
     let path = gateway::url_path(&url).to_string();
-    let loaded = load(&env);
+    let loaded = load(&env, &req);
     let mut out = match &*loaded {
         Loaded::Invalid(e) => {
             let rid = format!("{:016x}", (worker::js_sys::Math::random() * 1e15) as u64);

@@ -3,6 +3,8 @@
 //! stores it back, with no `.await` in between.
 //!
 //! `POST http://do/report {"key", "reports": [...]}` → the view after folding;
+//! `POST http://do/watch {"key", "reports": [...]}` → the same, then the
+//! view again at each transition, for about a heartbeat ([`super::watch`]);
 //! `POST http://do/lease {"key", "holder"}` → a lease answer;
 //! `POST http://do/view {"key"}` → the view;
 //! `POST http://do/journal {"key"}` → its counters and recent transitions;
@@ -12,17 +14,16 @@
 //! it was held, and the standing; `POST http://do/settle {"route", "holds",
 //! "add"}` → the standing after releasing and booking.
 //!
-//! For end-to-end tests of the isolates' fallback, and only when the
-//! Worker's `FLEET_FAULTS` variable is `on` (never in a deployment), the
-//! object can be made to fail for real: `POST http://do/fault {"mode"}`
-//! makes every later call throw (`throw`), hang past the isolates' call
-//! timeout (`hang`), answer 500 (`fail`) or work again (`none`).
+//! With `FLEET_FAULTS=on`, `POST http://do/fault {"mode"}` makes it fail
+//! ([`super::fault`]).
 
 use std::cell::RefCell;
 use std::time::Duration;
 
-use serde::Deserialize;
-use worker::{durable_object, Delay, DurableObject, Env, Request, Response, Result, State};
+use worker::{durable_object, DurableObject, Env, Request, Response, Result, State};
+
+use super::fault::Faults;
+use super::watch::Watchers;
 
 use crate::config::Config;
 use crate::fleet::{Call, Fleet, HoldCall, SettleCall, SpendBook, SpendCall};
@@ -35,28 +36,9 @@ pub struct BreakerStore {
     state: State,
     env: Env,
     policies: RefCell<Option<Policies>>,
-    fault: RefCell<Fault>,
+    faults: Faults,
+    watchers: Watchers,
 }
-
-/// How the object fails when told to (`FLEET_FAULTS=on` only).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum Fault {
-    #[default]
-    None,
-    Throw,
-    Hang,
-    Fail,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FaultCall {
-    mode: Fault,
-}
-
-/// How long a `hang` holds a call: well past the isolates' call timeout.
-const HANG: Duration = Duration::from_secs(5);
 
 #[derive(Clone)]
 struct Policies {
@@ -72,14 +54,15 @@ impl DurableObject for BreakerStore {
             state,
             env,
             policies: RefCell::new(None),
-            fault: RefCell::new(Fault::None),
+            faults: Faults::default(),
+            watchers: Watchers::default(),
         }
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         let op = req.path();
         let text = req.text().await.ok();
-        if let Some(answer) = self.test_fault(&op, text.as_deref()).await {
+        if let Some(answer) = self.faults.check(&self.env, &op, text.as_deref()).await {
             return answer;
         }
         if matches!(op.as_str(), "/spend" | "/hold" | "/settle") {
@@ -100,8 +83,9 @@ impl DurableObject for BreakerStore {
         let now = worker::js_sys::Date::now() as u64;
         // Load, one pure step, store: no await in between.
         let mut fleet = self.load();
+        let before = fleet.breaker.generation;
         let answer = match op.as_str() {
-            "/report" => {
+            "/report" | "/watch" => {
                 let batch = call.into_batch();
                 serde_json::to_string(&fleet.report(&policy, &policies.demotion, now, &batch))
             }
@@ -114,7 +98,16 @@ impl DurableObject for BreakerStore {
             _ => return Response::error("not found", 404),
         }
         .map_err(|e| worker::Error::RustError(e.to_string()))?;
+        let moved = (fleet.breaker.generation != before).then(|| fleet.view(&policy, now));
         self.store(&fleet)?;
+        if let Some(view) = moved {
+            let json = serde_json::to_string(&view)
+                .map_err(|e| worker::Error::RustError(e.to_string()))?;
+            self.watchers.tell(json, now);
+        }
+        if op == "/watch" {
+            return self.watchers.open(answer, now);
+        }
         let headers = worker::Headers::new();
         headers.set("content-type", "application/json")?;
         Ok(Response::ok(answer)?.with_headers(headers))
@@ -122,35 +115,6 @@ impl DurableObject for BreakerStore {
 }
 
 impl BreakerStore {
-    /// The test hook (`FLEET_FAULTS=on`): an admin call's answer, or the
-    /// fault set for every other call. `None`: serve normally.
-    async fn test_fault(&self, op: &str, text: Option<&str>) -> Option<Result<Response>> {
-        let on = self
-            .env
-            .var("FLEET_FAULTS")
-            .is_ok_and(|v| v.to_string() == "on");
-        if !on {
-            return None;
-        }
-        if op == "/fault" {
-            let Some(call) = text.and_then(|t| serde_json::from_str::<FaultCall>(t).ok()) else {
-                return Some(Response::error("bad fault", 400));
-            };
-            *self.fault.borrow_mut() = call.mode;
-            return Some(Response::ok("{}"));
-        }
-        let fault = *self.fault.borrow();
-        match fault {
-            Fault::None => None,
-            Fault::Throw => Some(Err(worker::Error::RustError("test fault: thrown".into()))),
-            Fault::Fail => Some(Response::error("test fault: failing", 500)),
-            Fault::Hang => {
-                Delay::from(HANG).await;
-                Some(Err(worker::Error::RustError("test fault: hung".into())))
-            }
-        }
-    }
-
     /// A cap's spend object (`spend:<cap>`), in its own table: `/spend`
     /// books an amount (every isolate version's call), `/hold` holds what
     /// a request may cost if it fits, `/settle` releases holds and books;

@@ -57,24 +57,26 @@ function workerOptions(config, name, bindings = {}) {
 
 /**
  * Starts Miniflare serving the Worker on a free port. `persist`: a directory for Durable
- * Object storage (a second start on it is a restart). `isolates: 2`: two workers with their
- * own isolate memory sharing the first one's Durable Object namespace. `bindings`: more
- * secrets, by name; `vars`: more bindings (`{ FLEET_FAULTS: "on" }` arms the breaker object's
- * test faults). `fleet: false`: no `BREAKERS` binding at all (the object is unreachable).
+ * Object storage (a second start on it is a restart). `isolates: n`: n workers with their
+ * own isolate memory sharing the first one's Durable Object namespaces. `colos`: the data
+ * centre (`request.cf.colo`) each isolate's requests arrive at, by index (default: the one
+ * Miniflare names). `bindings`: more secrets, by name; `vars`: more bindings
+ * (`{ FLEET_FAULTS: "on" }` arms the objects' test faults). `fleet: false`: no `BREAKERS`
+ * binding at all (the object is unreachable). `relays: false`: no `RELAYS` binding (isolates
+ * call the owners directly, as before relays).
  */
-export async function startGateway(config, { persist, isolates = 1, log = false, bindings = {}, vars = {}, fleet = true, onLog } = {}) {
+export async function startGateway(config, { persist, isolates = 1, colos = [], log = false, bindings = {}, vars = {}, fleet = true, relays = true, onLog } = {}) {
   const durableObjectsPersist = persist ?? false;
-  const first = {
-    ...workerOptions(config, "a", { ...bindings, ...vars }),
-    durableObjects: { BREAKERS: { className: "BreakerStore", useSQLite: true } },
+  const objects = (scriptName) => {
+    const own = scriptName ? { scriptName } : {};
+    const ns = { BREAKERS: { className: "BreakerStore", useSQLite: true, ...own } };
+    if (relays) ns.RELAYS = { className: "FleetRelay", useSQLite: true, ...own };
+    return fleet ? ns : {};
   };
-  if (!fleet) first.durableObjects = {};
-  const workers = [first];
-  if (isolates === 2) {
-    workers.push({
-      ...workerOptions(config, "b", { ...bindings, ...vars }),
-      durableObjects: { BREAKERS: { className: "BreakerStore", scriptName: "a", useSQLite: true } },
-    });
+  const workers = [];
+  for (let i = 0; i < isolates; i++) {
+    const name = String.fromCharCode(97 + i);
+    workers.push({ ...workerOptions(config, name, { ...bindings, ...vars }), durableObjects: objects(i === 0 ? undefined : "a") });
   }
   const logs = [];
   const options = {
@@ -112,12 +114,18 @@ export async function startGateway(config, { persist, isolates = 1, log = false,
       handles = [];
       for (const w of workers) handles.push(await mf.getWorker(w.name));
     },
-    /** fetch through isolate `i` (0 or 1). */
-    fetch: (i, input, init) => handles[i].fetch(input, init),
-    /** POST `body` to provider `key`'s breaker object as `http://do/<op>`: its status and text. */
+    /** fetch through isolate `i`, arriving at its data centre (`colos[i]`) when one is set. */
+    fetch: (i, input, init) => handles[i].fetch(input, colos[i] ? { ...init, cf: { colo: colos[i] } } : init),
+    /** POST `body` to model `key`'s breaker object (its owner) as `http://do/<op>`: its status and text. */
     async fleet(key, op, body = { key }) {
       const ns = await mf.getDurableObjectNamespace("BREAKERS", "a");
       const res = await ns.get(ns.idFromName(key)).fetch(`http://do/${op}`, { method: "POST", body: JSON.stringify(body) });
+      return { status: res.status, text: await res.text() };
+    },
+    /** POST `body` to model `key`'s relay in data centre `colo` as `http://do/<op>`. */
+    async relay(colo, key, op, body = { key }) {
+      const ns = await mf.getDurableObjectNamespace("RELAYS", "a");
+      const res = await ns.get(ns.idFromName(`${colo} ${key}`)).fetch(`http://do/${op}`, { method: "POST", body: JSON.stringify(body) });
       return { status: res.status, text: await res.text() };
     },
     close: () => mf.dispose(),

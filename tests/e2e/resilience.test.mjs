@@ -196,38 +196,46 @@ describe("the breaker Durable Object failing", { timeout: 180000 }, () => {
     return Date.now() - started;
   }
 
-  for (const mode of ["throw", "hang", "fail"]) {
-    test(`the object set to ${mode}: served on local breakers, logged once, shared again when back`, async () => {
-      const gw = await startGateway(config(mock), { isolates: 2, vars: { FLEET_FAULTS: "on" } });
-      try {
-        for (const key of ["flaky/f", "backup/b"]) assert.equal((await gw.fleet(key, "fault", { mode })).status, 200);
-        await serveThrough(gw);
-        await sleep(1700); // past the view's TTL and a hung call's timeout: more failed calls
-        assert.equal((await openai(gw, "r")).status, 200);
-        await sleep(300);
-        assert.equal(outageLines(gw).length, 1, outageLines(gw).join("\n"));
-        // The object is back: the next calls reach it, the isolate says so once, and what
-        // one isolate reports, the other learns.
-        for (const key of ["flaky/f", "backup/b"]) await gw.fleet(key, "fault", { mode: "none" });
-        mock.setFault("backup", { faults: [{ mode: "status", status: 503 }] });
+  // Isolates calling the owners directly: the isolate says it once. Through relays (the
+  // owners out of reach behind them): each relay says it once of its model, and an isolate
+  // whose relay had no view yet to answer with once of its own; never once per failed call.
+  for (const relays of [false, true]) {
+    for (const mode of ["throw", "hang", "fail"]) {
+      const via = relays ? "through relays" : "called directly";
+      test(`the object set to ${mode}, ${via}: served on local breakers, logged once, shared again when back`, async () => {
+        const gw = await startGateway(config(mock), { isolates: 2, relays, vars: { FLEET_FAULTS: "on" } });
         try {
-          await sleep(1700); // calls hung before are past their timeout
-          for (let i = 0; i < 4; i++) await openai(gw, "only");
-          await eventually(() => gw.logs.some((l) => l.includes("fleet breaker reachable again")), 5000);
-          const view = await eventually(async () => {
-            const v = JSON.parse((await gw.fleet("backup/b", "view")).text);
-            return v.state.state !== "closed" && v;
-          }, 5000);
-          assert.equal(view.state.state, "open");
-          await eventually(async () => (await health(gw, 1)).backup.state === "open", 5000);
+          for (const key of ["flaky/f", "backup/b"]) assert.equal((await gw.fleet(key, "fault", { mode })).status, 200);
+          await serveThrough(gw);
+          await sleep(1700); // past the view's TTL and a hung call's timeout: more failed calls
+          assert.equal((await openai(gw, "r")).status, 200);
+          await sleep(300);
+          const lines = outageLines(gw).length;
+          if (relays) assert.ok(lines >= 1 && lines <= 4, outageLines(gw).join("\n"));
+          else assert.equal(lines, 1, outageLines(gw).join("\n"));
+          // The object is back: the next calls reach it, that is said once, and what one
+          // isolate reports, the other learns.
+          for (const key of ["flaky/f", "backup/b"]) await gw.fleet(key, "fault", { mode: "none" });
+          mock.setFault("backup", { faults: [{ mode: "status", status: 503 }] });
+          try {
+            await sleep(1700); // calls hung before are past their timeout
+            for (let i = 0; i < 4; i++) await openai(gw, "only");
+            await eventually(() => gw.logs.some((l) => l.includes("fleet breaker reachable again")), 5000);
+            const view = await eventually(async () => {
+              const v = JSON.parse((await gw.fleet("backup/b", "view")).text);
+              return v.state.state !== "closed" && v;
+            }, 5000);
+            assert.equal(view.state.state, "open");
+            await eventually(async () => (await health(gw, 1)).backup.state === "open", 5000);
+          } finally {
+            mock.setFault("backup", { faults: [] });
+          }
+          assert.equal(outageLines(gw).length, lines, "no new outage line once back");
         } finally {
-          mock.setFault("backup", { faults: [] });
+          await gw.close();
         }
-        assert.equal(outageLines(gw).length, 1);
-      } finally {
-        await gw.close();
-      }
-    });
+      });
+    }
   }
 
   test("no BREAKERS binding at all: served on local breakers, logged once", async () => {
