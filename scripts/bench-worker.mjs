@@ -397,13 +397,22 @@ function workerKinds(mock, { baseline }) {
       breaker: BREAKER,
       retry: RETRY,
     });
+  // The objects as wrangler.toml binds them: with the data centre's relays when the build has
+  // the class (a baseline from before relays calls the owners directly, as it was deployed).
+  const objects = (dir) => {
+    const ns = { BREAKERS: { className: "BreakerStore", useSQLite: true } };
+    if (readFileSync(path.join(dir, "index.js"), "utf8").includes("FleetRelay")) {
+      ns.RELAYS = { className: "FleetRelay", useSQLite: true };
+    }
+    return ns;
+  };
   const gateway = (dir, vars = {}) => (stream) => ({
     modules: true,
     ...wasm(path.join(dir, "index.js")),
     compatibilityDate: COMPATIBILITY_DATE,
     compatibilityFlags: ["enable_request_signal"],
     bindings: { CONFIG: JSON.stringify(config(stream)), MOCK_API_KEY: "mock-key", GATEWAY_KEY, ...vars },
-    durableObjects: { BREAKERS: { className: "BreakerStore", useSQLite: true } },
+    durableObjects: objects(dir),
     durableObjectsPersist: false,
   });
   const kinds = {
