@@ -379,7 +379,8 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     pub fn health(&self) -> Vec<Health> {
         let core = &self.core;
         // What it reports on, the store learns: a fleet-wide store starts
-        // fetching the views it does not have, for the next look.
+        // fetching the views it does not have or has from too long ago,
+        // for the next look.
         let now = core.platform.now();
         let keys: Vec<&str> = core
             .upstreams
@@ -387,7 +388,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             .flat_map(|id| core.provider_keys(id))
             .map(|(key, _, _)| key)
             .collect();
-        core.store.warm(keys, now);
+        core.store.look(keys, now);
         let stats = core.stats.borrow();
         core.upstreams
             .keys()

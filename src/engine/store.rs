@@ -80,6 +80,14 @@ pub trait BreakerStore {
     /// that a failover finds it there. Never awaits. A store in memory
     /// already knows everything.
     fn warm<'k>(&self, _keys: impl IntoIterator<Item = &'k str>, _now: UnixMillis) {}
+
+    /// Someone looks at the state of `keys` (`/health`, the status page):
+    /// a store that learns state from elsewhere also refreshes what it
+    /// knows only from too long ago, so that the next look shows the fleet
+    /// as it stands even in an isolate no request walks. Never awaits.
+    fn look<'k>(&self, keys: impl IntoIterator<Item = &'k str>, now: UnixMillis) {
+        self.warm(keys, now);
+    }
 }
 
 /// Breakers in this process's memory.

@@ -291,6 +291,32 @@ impl<L: FleetLink> FleetStore<L> {
         Inbox(Rc::downgrade(&self.slots))
     }
 
+    /// Refreshes, in the background, each of `keys` whose view is stale
+    /// (and not already being fetched) and that `due` picks by its view.
+    fn refresh_where<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k str>,
+        now: UnixMillis,
+        due: impl Fn(Option<&View>) -> bool,
+    ) {
+        let ttl = self.policy.ttl;
+        let cold: Vec<&str> = keys
+            .into_iter()
+            .filter(|key| {
+                self.with(key, |s| {
+                    let cold = due(s.view.as_ref()) && s.is_stale(ttl, now);
+                    if cold {
+                        s.refreshing_since = Some(now);
+                    }
+                    cold
+                })
+            })
+            .collect();
+        for key in cold {
+            self.link.refresh(key, self.inbox());
+        }
+    }
+
     fn breaker_policy(&self, key: &str) -> BreakerPolicy {
         self.breakers
             .get(key)
@@ -551,22 +577,13 @@ impl<L: FleetLink> BreakerStore for FleetStore<L> {
     /// is refreshed too: tried last, it is rarely called, and its
     /// restoration must still reach this isolate within one refresh.
     fn warm<'k>(&self, keys: impl IntoIterator<Item = &'k str>, now: UnixMillis) {
-        let ttl = self.policy.ttl;
-        let cold: Vec<&str> = keys
-            .into_iter()
-            .filter(|key| {
-                self.with(key, |s| {
-                    let watched = s.view.as_ref().is_none_or(|v| v.latencies.any_demoted());
-                    let cold = watched && s.is_stale(ttl, now);
-                    if cold {
-                        s.refreshing_since = Some(now);
-                    }
-                    cold
-                })
-            })
-            .collect();
-        for key in cold {
-            self.link.refresh(key, self.inbox());
-        }
+        self.refresh_where(keys, now, |v| v.is_none_or(|v| v.latencies.any_demoted()));
+    }
+
+    /// Every stale view is refreshed, not only missing ones: an isolate
+    /// that serves no request of a model still shows its fleet state as it
+    /// stands within one refresh.
+    fn look<'k>(&self, keys: impl IntoIterator<Item = &'k str>, now: UnixMillis) {
+        self.refresh_where(keys, now, |_| true);
     }
 }

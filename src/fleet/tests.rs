@@ -404,6 +404,39 @@ fn a_fresh_isolate_warms_its_view_without_a_request() {
 }
 
 #[test]
+fn a_look_refreshes_a_stale_view_an_idle_isolate_holds() {
+    let p = FakePlatform::new();
+    let obj = FakeObject::new(&p, policy());
+    let idle = Isolate::new(&obj, "idle");
+    idle.call(&p, Outcome::Success).unwrap(); // a closed view, then no more requests
+    idle.pump();
+    open_fleet(&p, &obj);
+    // Within its time to live, neither warming nor looking asks again.
+    idle.store.look(["primary"], p.now());
+    assert_eq!(idle.counts().refreshes.get(), 1);
+    p.advance(Duration::from_secs(2));
+    // Stale: warming leaves a view it has alone; a look (`/health`) refreshes it.
+    idle.store.warm(["primary"], p.now());
+    assert_eq!(idle.counts().refreshes.get(), 1);
+    assert_eq!(
+        idle.store.snapshot("primary").unwrap().state.name(),
+        StateName::Closed
+    );
+    idle.store.look(["primary"], p.now());
+    idle.store.look(["primary"], p.now());
+    assert_eq!(
+        idle.counts().refreshes.get(),
+        2,
+        "once while it is in flight"
+    );
+    idle.pump();
+    assert_eq!(
+        idle.store.snapshot("primary").unwrap().state.name(),
+        StateName::Open
+    );
+}
+
+#[test]
 fn the_breaker_stays_open_across_a_restart_of_the_object() {
     let p = FakePlatform::new();
     let obj = FakeObject::new(&p, policy());

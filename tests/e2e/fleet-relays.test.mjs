@@ -122,8 +122,9 @@ describe("the fleet's relays, one per data centre", { timeout: 120000 }, () => {
         try {
           await sleep(1700); // calls hung before are past their time limits
           for (let i = 0; i < 3; i++) await chat(gw, 0);
-          await eventually(async () => (await health(gw, 2)).backup.state === "open", 6000);
-          await eventually(() => gw.logs.some((l) => l.includes("fleet breaker reachable again")), 6000);
+          // An SJC isolate serves no request meanwhile: its /health refreshes its view.
+          await eventually(async () => (await health(gw, 2)).backup.state === "open", 8000);
+          await eventually(() => gw.logs.some((l) => l.includes("fleet breaker reachable again")), 8000);
         } finally {
           mock.setFault("backup", { faults: [] });
         }
