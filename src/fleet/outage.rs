@@ -22,9 +22,29 @@ pub struct Outage {
     logged: u64,
     /// When the outage was last logged.
     last_logged: Option<UnixMillis>,
+    /// The model whose owner a relay calls, named in its lines (`relayOf`);
+    /// `None` for an isolate's own calls.
+    relay_of: Option<String>,
 }
 
 impl Outage {
+    /// A relay's record of its calls to the owner of model `key`: its lines
+    /// say which model (`relayOf`).
+    pub fn of_relay(key: &str) -> Self {
+        Outage {
+            relay_of: Some(key.to_owned()),
+            ..Outage::default()
+        }
+    }
+
+    /// The line's JSON, naming the relay's model when there is one.
+    fn line(&self, mut fields: serde_json::Value) -> String {
+        if let Some(key) = &self.relay_of {
+            fields["relayOf"] = key.as_str().into();
+        }
+        fields.to_string()
+    }
+
     /// A call failed at `now` with `error`: the log line to write, when one
     /// is due (the first failure, then at most one per `interval`).
     pub fn failed(&mut self, now: UnixMillis, error: &str, interval: Duration) -> Option<String> {
@@ -39,16 +59,13 @@ impl Outage {
         self.last_logged = Some(now);
         let new = self.failed - self.logged;
         self.logged = self.failed;
-        Some(
-            json!({
-                "level": "warn",
-                "msg": "fleet breaker unreachable: serving with isolate-local breakers",
-                "error": error.chars().take(300).collect::<String>(),
-                "failedCalls": new,
-                "sinceMs": since,
-            })
-            .to_string(),
-        )
+        Some(self.line(json!({
+            "level": "warn",
+            "msg": "fleet breaker unreachable: serving with isolate-local breakers",
+            "error": error.chars().take(300).collect::<String>(),
+            "failedCalls": new,
+            "sinceMs": since,
+        })))
     }
 
     /// A call succeeded at `now`: the log line saying the fleet is back,
@@ -56,16 +73,16 @@ impl Outage {
     pub fn answered(&mut self, now: UnixMillis) -> Option<String> {
         let since = self.since.take()?;
         let failed = self.failed;
-        *self = Outage::default();
-        Some(
-            json!({
-                "level": "info",
-                "msg": "fleet breaker reachable again: sharing breaker state",
-                "failedCalls": failed,
-                "outageMs": now.saturating_sub(since),
-            })
-            .to_string(),
-        )
+        *self = Outage {
+            relay_of: self.relay_of.take(),
+            ..Outage::default()
+        };
+        Some(self.line(json!({
+            "level": "info",
+            "msg": "fleet breaker reachable again: sharing breaker state",
+            "failedCalls": failed,
+            "outageMs": now.saturating_sub(since),
+        })))
     }
 }
 
@@ -105,5 +122,20 @@ mod tests {
             o.failed(41_000, "again", I).is_some(),
             "a new outage is told at once"
         );
+    }
+
+    #[test]
+    fn a_relays_lines_name_its_model_through_an_outage_and_its_end() {
+        let mut o = Outage::of_relay("dead/dead-model");
+        let first = o.failed(1_000, "object timed out", I).unwrap();
+        assert!(first.contains(r#""relayOf":"dead/dead-model""#), "{first}");
+        let back = o.answered(2_000).unwrap();
+        assert!(back.contains(r#""relayOf":"dead/dead-model""#), "{back}");
+        let again = o.failed(3_000, "object timed out", I).unwrap();
+        assert!(again.contains(r#""relayOf":"dead/dead-model""#), "{again}");
+        let isolate = Outage::default()
+            .failed(1_000, "object timed out", I)
+            .unwrap();
+        assert!(!isolate.contains("relayOf"), "{isolate}");
     }
 }

@@ -57,35 +57,33 @@ struct Inner {
     /// The owner's first view, asked once for every caller that waits.
     first: Option<Shared<LocalBoxFuture<'static, Option<View>>>>,
     /// Whether the owner is out of reach, logged as the isolates log it
-    /// of their own calls: the relay's isolates reach it and say nothing.
+    /// of their own calls, naming the model: the relay's isolates reach
+    /// it and say nothing.
     outage: Outage,
 }
 
 impl Inner {
-    /// Notes how a call to the owner went, and logs it when that is due,
-    /// naming the model the relay serves.
+    /// Notes how a call to the owner went, and logs it when that is due.
     fn heard(&mut self, failure: Option<&str>) {
         let now = now();
-        let named = |line: String| match serde_json::from_str::<serde_json::Value>(&line) {
-            Ok(serde_json::Value::Object(mut fields)) => {
-                let key = self.key.clone().unwrap_or_default();
-                fields.insert("relayOf".into(), key.into());
-                serde_json::Value::Object(fields).to_string()
-            }
-            _ => line,
-        };
         match failure {
             None => {
                 if let Some(line) = self.outage.answered(now) {
-                    worker::console_log!("{}", named(line));
+                    worker::console_log!("{}", line);
                 }
             }
             Some(e) => {
                 if let Some(line) = self.outage.failed(now, e, OUTAGE_LOG_INTERVAL) {
-                    worker::console_warn!("{}", named(line));
+                    worker::console_warn!("{}", line);
                 }
             }
         }
+    }
+
+    /// What the relay gathered, as the call that carries it to the owner.
+    fn gathered(&mut self) -> Call {
+        let key = self.key.clone().unwrap_or_default();
+        self.relay.take().into_call(&key)
     }
 }
 
@@ -128,7 +126,10 @@ impl DurableObject for FleetRelay {
         {
             let mut inner = self.inner.borrow_mut();
             match &inner.key {
-                None => inner.key = Some(call.key.clone()),
+                None => {
+                    inner.key = Some(call.key.clone());
+                    inner.outage = Outage::of_relay(&call.key);
+                }
                 Some(key) if *key != call.key => {
                     return Response::error("a relay serves one model", 400)
                 }
@@ -270,11 +271,7 @@ impl FleetRelay {
         let inner = Rc::clone(&self.inner);
         spawn_local(async move {
             loop {
-                let body = {
-                    let mut i = inner.borrow_mut();
-                    let key = i.key.clone().unwrap_or_default();
-                    i.relay.take().into_call(&key)
-                };
+                let body = inner.borrow_mut().gathered();
                 if let Err(e) = watch_once(&env, &inner, &body).await {
                     {
                         let mut i = inner.borrow_mut();
@@ -296,11 +293,7 @@ impl FleetRelay {
 /// Sends what is gathered to the owner now; `true` when what gathered
 /// meanwhile is urgent too and must go next.
 async fn pass(env: &Env, inner: &RefCell<Inner>) -> bool {
-    let body = {
-        let mut i = inner.borrow_mut();
-        let key = i.key.clone().unwrap_or_default();
-        i.relay.take().into_call(&key)
-    };
+    let body = inner.borrow_mut().gathered();
     let view = call_object::<View>(env, (BINDING, &body.key), "report", &body).await;
     let mut i = inner.borrow_mut();
     i.heard(view.as_ref().err().map(|e| e.0.as_str()));
