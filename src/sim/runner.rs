@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::engine::client::{Client, ClientBuilder};
 use crate::engine::store::{BreakerStore, MemoryStore};
 use crate::event::Event;
-use crate::fleet::{FleetPolicy, FleetStore, RELAYED_TTL};
+use crate::fleet::{FleetPolicy, FleetStore};
 use crate::platform::{Platform, UnixMillis};
 use crate::policy::breaker::StateName;
 
@@ -268,13 +268,10 @@ pub(crate) fn run_policy(scenario: &Scenario, policy: &PolicyPatch) -> Result<Ru
             v.policies.breaker,
             &v.breakers,
         ));
-        let fleet_policy = FleetPolicy {
-            ttl: if relayed {
-                RELAYED_TTL
-            } else {
-                FleetPolicy::default().ttl
-            },
-            ..FleetPolicy::default()
+        let fleet_policy = if relayed {
+            FleetPolicy::relayed()
+        } else {
+            FleetPolicy::default()
         };
         let mut clients = Vec::new();
         for i in 0..isolates {

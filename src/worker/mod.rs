@@ -31,7 +31,7 @@ use worker::wasm_bindgen_futures::JsFuture;
 use worker::{event, web_sys, Context, Env, Result};
 
 use crate::config::ConfigError;
-use crate::fleet::FleetStore;
+use crate::fleet::{FleetPolicy, FleetStore};
 use crate::gateway::{self, Gateway, Inbound, Setup};
 use crate::platform::{Body, TransportError};
 use crate::web::{self, WebPlatform};
@@ -93,16 +93,10 @@ fn load(env: &Env, req: &web_sys::Request) -> Rc<Loaded> {
                 (worker::js_sys::Math::random() * 4e9) as u64
             );
             let link = DoLink::new(env.clone(), background.clone()).relayed(&colo(req));
-            // A relay stays in the data centre: asking it twice as often
-            // brings a transition to every isolate within a second.
-            let ttl = if link.is_relayed() {
-                crate::fleet::RELAYED_TTL
+            let fleet_policy = if link.is_relayed() {
+                FleetPolicy::relayed()
             } else {
-                crate::fleet::FleetPolicy::default().ttl
-            };
-            let fleet_policy = crate::fleet::FleetPolicy {
-                ttl,
-                ..crate::fleet::FleetPolicy::default()
+                FleetPolicy::default()
             };
             let mut store =
                 FleetStore::new(link, holder.clone(), setup.breaker()).fleet_policy(fleet_policy);
@@ -111,7 +105,7 @@ fn load(env: &Env, req: &web_sys::Request) -> Rc<Loaded> {
             }
             // Only capped entries' requests ever reach the spend objects.
             let link = DoLink::new(env.clone(), background.clone());
-            let ttl = crate::fleet::FleetPolicy::default().ttl;
+            let ttl = FleetPolicy::default().ttl;
             let ledger = crate::fleet::FleetSpend::new(link, ttl, holder);
             let setup = setup.spend_ledger(Rc::new(ledger));
             // The status page and `/metrics` read the breaker objects' journals.
