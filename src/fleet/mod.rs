@@ -36,6 +36,7 @@ mod outage;
 mod relay;
 mod spend;
 mod spend_object;
+mod spend_relay;
 mod store;
 
 #[cfg(any(test, feature = "testing"))]
@@ -61,7 +62,8 @@ pub use relay::{
     LeaseStep, Relay, HEARTBEAT, IDLE, MAX_GATHERED, MAX_STAGGER, RELAYED_TTL, STAGGER_PER_RELAY,
 };
 pub use spend::{spend_key, FleetSpend, SpendCall, SpendInbox, SpendLink};
-pub use spend_object::{HoldAnswer, HoldCall, SettleCall, SpendBook, Standing};
+pub use spend_object::{HoldAnswer, HoldCall, SettleCall, SliceAsk, SpendBook, Standing};
+pub use spend_relay::{HoldStep, SpendRelay, SLICE_TTL};
 pub use store::{FleetStore, Inbox};
 
 /// How long a call to an object may take (the lease is awaited by a

@@ -202,6 +202,7 @@ impl<L: SpendLink> SpendLedger for FleetSpend<L> {
             amount: amount.picodollars(),
             budget: budget.picodollars(),
             ttl_ms: millis(ttl),
+            slice: None,
         };
         Box::pin(async move {
             let answer = self.link.hold(call).await.ok()?;

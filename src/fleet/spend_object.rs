@@ -10,6 +10,12 @@
 //! - `POST /settle` ([`SettleCall`]): a request's end: its holds released
 //!   and its cost, from the usage reported, booked, in one step (no moment
 //!   when neither counts).
+//! - A hold that carries a [`SliceAsk`] is a data centre's relay renewing
+//!   its **slice** of the budget ([`super::spend_relay`]): its previous
+//!   slice released and its isolates' spending booked, then a new slice
+//!   held, in one step: at least what its isolates hold in flight, at most
+//!   what it asked and its fair share of the room left (the room divided
+//!   among the relays holding slices).
 //! - `POST /spend` ([`SpendCall`]): booking only. The protocol of isolates
 //!   from before holds, kept so that a gradual deployment's old isolates
 //!   keep counting; new isolates use it for amounts whose settle failed.
@@ -27,6 +33,10 @@ use crate::policy::spend::{utc_day, Tally};
 /// cap, a new one is refused (its hold could not be kept).
 pub(crate) const MAX_HOLDS: usize = 1000;
 
+/// Relays' slices an object keeps at most (one per data centre serving the
+/// cap, besides [`MAX_HOLDS`]).
+pub(crate) const MAX_SLICES: usize = 400;
+
 /// The longest hold id kept (ids come from isolates: `isolate-…-<n>`).
 const MAX_ID: usize = 64;
 
@@ -40,6 +50,9 @@ pub struct Hold {
     pub amount: u64,
     /// When it lapses (the object's clock).
     pub expires_at: UnixMillis,
+    /// A relay's slice, not one request's hold.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub slice: bool,
 }
 
 /// What a spend object persists.
@@ -93,6 +106,26 @@ pub struct HoldCall {
     pub budget: u64,
     /// How long the hold lasts unless settled.
     pub ttl_ms: u64,
+    /// A relay renewing its slice (absent: one request's hold).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice: Option<SliceAsk>,
+}
+
+/// What a relay's renewal adds to its [`HoldCall`]: `amount` is then the
+/// slice it would like.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SliceAsk {
+    /// Its previous slices, released in the same step.
+    #[serde(default)]
+    pub release: Vec<String>,
+    /// Picodollars its isolates spent since, booked in the same step.
+    #[serde(default)]
+    pub add: u64,
+    /// What its isolates hold in flight: admitted already, so granted
+    /// whatever the room.
+    #[serde(default)]
+    pub at_least: u64,
 }
 
 /// The answer to a [`HoldCall`].
@@ -103,6 +136,9 @@ pub struct HoldAnswer {
     /// The cap after it.
     #[serde(flatten)]
     pub standing: Standing,
+    /// A slice's amount, as granted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice: Option<u64>,
 }
 
 /// `POST /settle`: a request's end: its holds released, its cost booked.
@@ -159,16 +195,21 @@ impl SpendBook {
     /// asked again (the same id) is granted as it stands.
     pub fn hold(&mut self, now: UnixMillis, call: &HoldCall) -> HoldAnswer {
         let id: String = call.id.chars().take(MAX_ID).collect();
+        if let Some(ask) = &call.slice {
+            return self.renew(now, id, call, ask);
+        }
         let granted = if self.holds.iter().any(|h| h.id == id) {
             true
         } else {
             let committed = self.spent.saturating_add(self.held());
             let fits = committed.saturating_add(call.amount) <= call.budget;
-            if fits && self.holds.len() < MAX_HOLDS {
+            let requests = self.holds.iter().filter(|h| !h.slice).count();
+            if fits && requests < MAX_HOLDS {
                 self.holds.push(Hold {
                     id,
                     amount: call.amount,
                     expires_at: now.saturating_add(call.ttl_ms),
+                    slice: false,
                 });
                 true
             } else {
@@ -178,6 +219,51 @@ impl SpendBook {
         HoldAnswer {
             granted,
             standing: self.standing(),
+            slice: None,
+        }
+    }
+
+    /// A relay's renewal: `ask.release` released and `ask.add` booked, then
+    /// a slice held of at least `ask.at_least` and at most `call.amount`
+    /// and the room left divided among the relays holding slices. Asked
+    /// again (the same id: its answer was lost), it is answered as it
+    /// stands, and nothing is booked twice.
+    fn renew(
+        &mut self,
+        now: UnixMillis,
+        id: String,
+        call: &HoldCall,
+        ask: &SliceAsk,
+    ) -> HoldAnswer {
+        if let Some(h) = self.holds.iter().find(|h| h.id == id) {
+            let amount = h.amount;
+            return HoldAnswer {
+                granted: true,
+                standing: self.standing(),
+                slice: Some(amount),
+            };
+        }
+        self.holds.retain(|h| !ask.release.contains(&h.id));
+        self.add(ask.add);
+        let slices = self.holds.iter().filter(|h| h.slice).count();
+        let room = call
+            .budget
+            .saturating_sub(self.spent.saturating_add(self.held()));
+        let share = room / (slices as u64 + 1);
+        let amount = call.amount.min(share).max(ask.at_least);
+        let granted = slices < MAX_SLICES;
+        if granted {
+            self.holds.push(Hold {
+                id,
+                amount,
+                expires_at: now.saturating_add(call.ttl_ms),
+                slice: true,
+            });
+        }
+        HoldAnswer {
+            granted,
+            standing: self.standing(),
+            slice: Some(if granted { amount } else { 0 }),
         }
     }
 
@@ -202,6 +288,7 @@ mod tests {
             amount,
             budget: 100,
             ttl_ms: 1000,
+            slice: None,
         }
     }
 
@@ -279,6 +366,7 @@ mod tests {
         let answer = serde_json::to_string(&HoldAnswer {
             granted: true,
             standing: next.standing(),
+            slice: None,
         })
         .unwrap();
         assert_eq!(

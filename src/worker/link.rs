@@ -94,7 +94,8 @@ impl DoLink {
         self.colo.is_some()
     }
 
-    /// Where `key`'s breaker calls go: (binding, object name).
+    /// Where `key`'s breaker calls (or a spend object's, `spend:<route>`)
+    /// go: (binding, object name).
     fn breaker(&self, key: &str) -> (&'static str, String) {
         match &self.colo {
             Some(colo) => (RELAYS, relay_name(colo, key)),
@@ -229,14 +230,17 @@ impl FleetLink for DoLink {
     }
 }
 
-/// The same namespace holds the caps' spend objects (`spend:<route>`).
+/// The same namespace holds the caps' spend objects (`spend:<route>`),
+/// reached through the data centre's relay of the cap when `RELAYS` is
+/// bound.
 impl SpendLink for DoLink {
     fn spend(&self, body: SpendCall, inbox: SpendInbox) {
         let env = self.env.clone();
         let outage = Rc::clone(&self.outage);
+        let (binding, name) = self.breaker(&spend_key(&body.route));
         self.background.spawn(async move {
-            let key = spend_key(&body.route);
-            let answer = call::<Tally>(&env, &outage, "spend", (BINDING, &key), &body).await;
+            let target = (binding, name.as_str());
+            let answer = call::<Tally>(&env, &outage, "spend", target, &body).await;
             inbox.deliver(&body.route, body.add, answer.ok());
         });
     }
@@ -244,15 +248,16 @@ impl SpendLink for DoLink {
     fn settle(&self, body: SettleCall, inbox: SpendInbox) {
         let env = self.env.clone();
         let outage = Rc::clone(&self.outage);
+        let (binding, name) = self.breaker(&spend_key(&body.route));
         self.background.spawn(async move {
-            let key = spend_key(&body.route);
-            let answer = call::<Tally>(&env, &outage, "settle", (BINDING, &key), &body).await;
+            let target = (binding, name.as_str());
+            let answer = call::<Tally>(&env, &outage, "settle", target, &body).await;
             inbox.deliver(&body.route, body.add, answer.ok());
         });
     }
 
     async fn hold(&self, body: HoldCall) -> Result<HoldAnswer, LinkError> {
-        let key = spend_key(&body.route);
-        call(&self.env, &self.outage, "hold", (BINDING, &key), &body).await
+        let (binding, name) = self.breaker(&spend_key(&body.route));
+        call(&self.env, &self.outage, "hold", (binding, &name), &body).await
     }
 }

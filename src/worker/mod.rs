@@ -12,7 +12,8 @@
 //! Breakers live in a [`FleetStore`] over the `BREAKERS` Durable Object
 //! namespace ([`object::BreakerStore`], one owner per model), reached
 //! through the `RELAYS` namespace when it is bound ([`relay::FleetRelay`],
-//! one per model and data centre: `request.cf.colo`).
+//! one per model and data centre: `request.cf.colo`), and so do the spend
+//! caps' calls ([`spend_relay`], one relay per cap and data centre).
 
 mod fault;
 mod link;
@@ -21,6 +22,7 @@ mod object;
 mod out;
 #[allow(missing_docs)] // the `#[durable_object]` macro generates undocumented JS glue
 mod relay;
+mod spend_relay;
 mod watch;
 
 use std::cell::RefCell;
@@ -104,7 +106,7 @@ fn load(env: &Env, req: &web_sys::Request) -> Rc<Loaded> {
                 store = store.with_policy(id.clone(), *p);
             }
             // Only capped entries' requests ever reach the spend objects.
-            let link = DoLink::new(env.clone(), background.clone());
+            let link = DoLink::new(env.clone(), background.clone()).relayed(&colo(req));
             let ttl = FleetPolicy::default().ttl;
             let ledger = crate::fleet::FleetSpend::new(link, ttl, holder);
             let setup = setup.spend_ledger(Rc::new(ledger));

@@ -8,6 +8,9 @@
 //! `/report`, `/lease`, the same bodies and answers); it answers from its
 //! copy, passes urgent batches and lease questions on, and keeps one watch
 //! open on the owner (`/watch`, [`super::watch`]) while its isolates call.
+//! A spend cap's relay (named `"<colo> spend:<route>"`) is the same class:
+//! the spend calls go to [`super::spend_relay`].
+//!
 //! With `FLEET_FAULTS=on`, `POST http://do/fault {"mode"}` makes it fail
 //! ([`super::fault`]).
 
@@ -24,6 +27,7 @@ use worker::{durable_object, Delay, DurableObject, Env, Request, Response, Resul
 
 use super::fault::Faults;
 use super::link::{call_object, post, BINDING};
+use super::spend_relay::SpendHost;
 use super::watch::WATCHERS;
 use crate::engine::timeout::timeout;
 use crate::fleet::{
@@ -44,6 +48,8 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(1);
 pub struct FleetRelay {
     env: Env,
     inner: Rc<RefCell<Inner>>,
+    /// A spend cap's relay (`"<colo> spend:<route>"`) takes the spend calls.
+    spend: SpendHost,
     faults: Faults,
 }
 
@@ -102,6 +108,7 @@ impl DurableObject for FleetRelay {
     fn new(_state: State, env: Env) -> Self {
         let relay = Relay::new().stagger(worker::js_sys::Math::random());
         FleetRelay {
+            spend: SpendHost::new(env.clone()),
             env,
             inner: Rc::new(RefCell::new(Inner {
                 relay,
@@ -119,6 +126,12 @@ impl DurableObject for FleetRelay {
         let text = req.text().await.ok();
         if let Some(answer) = self.faults.check(&self.env, &op, text.as_deref()).await {
             return answer;
+        }
+        if matches!(op.as_str(), "/hold" | "/settle" | "/spend") {
+            return self
+                .spend
+                .fetch(&op, text.as_deref().unwrap_or_default())
+                .await;
         }
         let Some(call) = text.and_then(|t| serde_json::from_str::<Call>(&t).ok()) else {
             return Response::error("bad request", 400);

@@ -1,0 +1,318 @@
+use super::*;
+use crate::fleet::spend_object::SpendBook;
+
+/// Noon, 2026-12-01 UTC.
+const NOON: UnixMillis = 1_796_126_400_000;
+
+/// A cap's object, called directly, counting its calls.
+struct Object {
+    book: SpendBook,
+    calls: usize,
+}
+
+impl Object {
+    fn new() -> Self {
+        Object {
+            book: SpendBook::load(None, NOON),
+            calls: 0,
+        }
+    }
+
+    fn hold(&mut self, now: UnixMillis, call: &HoldCall) -> HoldAnswer {
+        self.calls += 1;
+        self.book.hold(now, call)
+    }
+
+    fn settle(&mut self, call: &SettleCall) -> Standing {
+        self.calls += 1;
+        self.book.settle(call);
+        self.book.standing()
+    }
+
+    /// Booked and held: what the budget must cover.
+    fn committed(&self) -> u64 {
+        self.book.spent + self.book.held()
+    }
+}
+
+fn hold(id: &str, amount: u64, budget: u64) -> HoldCall {
+    HoldCall {
+        route: "r".into(),
+        id: id.into(),
+        amount,
+        budget,
+        ttl_ms: 120_000,
+        slice: None,
+    }
+}
+
+fn settle(id: &str, add: u64) -> SettleCall {
+    SettleCall {
+        route: "r".into(),
+        holds: vec![id.into()],
+        add,
+    }
+}
+
+/// An isolate's hold through `relay`: granted here or asked of `object`.
+fn ask(relay: &mut SpendRelay, object: &mut Object, now: UnixMillis, call: &HoldCall) -> bool {
+    match relay.hold(now, call) {
+        HoldStep::Answer(a) => a.granted,
+        HoldStep::Ask => {
+            let a = object.hold(now, call);
+            relay.saw(now, a.standing);
+            a.granted
+        }
+    }
+}
+
+/// An isolate's settle through `relay`.
+fn end(relay: &mut SpendRelay, object: &mut Object, now: UnixMillis, call: SettleCall) {
+    if let Err(call) = relay.settle(now, call) {
+        let s = object.settle(&call);
+        relay.saw(now, s);
+    }
+}
+
+/// The renewal due now, if any, answered by `object`.
+fn beat(relay: &mut SpendRelay, object: &mut Object, now: UnixMillis) {
+    if let Some(call) = relay.renewal(now) {
+        let a = object.hold(now, &call);
+        relay.renewed(now, Some(a));
+    }
+}
+
+#[test]
+fn holds_come_from_the_slice_and_the_object_hears_once_a_heartbeat() {
+    let mut object = Object::new();
+    let mut relay = SpendRelay::new("AMS-1");
+    let budget = 1_000_000;
+    // The first hold goes to the object; the first renewal follows it.
+    assert!(ask(
+        &mut relay,
+        &mut object,
+        NOON,
+        &hold("i-0", 100, budget)
+    ));
+    beat(&mut relay, &mut object, NOON);
+    assert_eq!(object.calls, 2);
+    // 100 asked in no time: counted over `EARLY`, 800 a heartbeat.
+    assert_eq!(relay.slice.as_ref().map(|s| s.amount), Some(1_600));
+    // 30 s of 50 requests a second (each 100 held, 90 spent, a request a
+    // 20 ms, settled 100 ms later), one renewal a heartbeat.
+    let mut served = 1;
+    end(&mut relay, &mut object, NOON + 10, settle("i-0", 90));
+    for i in 1..1500u64 {
+        let now = NOON + i * 20;
+        if ask(
+            &mut relay,
+            &mut object,
+            now,
+            &hold(&format!("i-{i}"), 100, budget),
+        ) {
+            served += 1;
+        }
+        if i > 5 {
+            let done = i - 5;
+            end(
+                &mut relay,
+                &mut object,
+                now,
+                settle(&format!("i-{done}"), 90),
+            );
+        }
+        beat(&mut relay, &mut object, now);
+        assert!(object.committed() <= budget);
+    }
+    assert_eq!(served, 1500, "the budget had room for all");
+    // Today's protocol: 3,000 calls (a hold and a settle each). Relayed:
+    // a renewal every 2 s, and the holds the slice could not take while it
+    // grew after the first.
+    assert!(object.calls <= 20, "{} calls", object.calls);
+    println!("1,500 requests in 30 s: {} object calls", object.calls);
+    // What was spent reaches the object with the renewals; the rest when
+    // the relay goes idle.
+    let later = NOON + 1500 * 20 + 200;
+    for i in 1495..1500u64 {
+        end(
+            &mut relay,
+            &mut object,
+            later,
+            settle(&format!("i-{i}"), 90),
+        );
+    }
+    for s in 0..10 {
+        beat(&mut relay, &mut object, later + s * 2_000);
+    }
+    assert_eq!(object.book.spent, 1500 * 90);
+    assert_eq!(relay.slice, None);
+    assert!(relay.is_idle(later + 20_000));
+    assert_eq!(object.book.held(), 0, "the last slice released");
+}
+
+#[test]
+fn the_budget_holds_across_relays_and_the_room_is_shared() {
+    let mut object = Object::new();
+    let budget = 10_000;
+    let mut relays: Vec<SpendRelay> = (0..3)
+        .map(|i| SpendRelay::new(format!("relay{i}")))
+        .collect();
+    let mut granted = [0u64; 3];
+    let mut n = 0;
+    // Every relay asks for holds of 100 each 10 ms for 10 s; nothing
+    // settles, so the budget runs out.
+    for step in 0..1000u64 {
+        let now = NOON + step * 10;
+        for (i, relay) in relays.iter_mut().enumerate() {
+            n += 1;
+            if ask(
+                relay,
+                &mut object,
+                now,
+                &hold(&format!("h{n}"), 100, budget),
+            ) {
+                granted[i] += 100;
+            }
+            beat(relay, &mut object, now);
+            assert!(object.committed() <= budget, "the object never over");
+        }
+        for relay in &relays {
+            let sliced = relay.slice.as_ref().map_or(0, |s| s.amount);
+            assert!(relay.in_holds() <= sliced, "granted within its slice");
+        }
+    }
+    assert_eq!(
+        granted.iter().sum::<u64>(),
+        budget,
+        "exactly the budget, no more"
+    );
+    println!(
+        "granted per relay: {granted:?}, {} object calls",
+        object.calls
+    );
+    assert!(
+        granted.iter().all(|g| *g >= 2_000),
+        "each got a share: {granted:?}"
+    );
+    // Of 3,000 holds, most refused once the budget is held: answered from
+    // the relays' fresh standing, not each by the object.
+    assert!(object.calls <= 300, "{} object calls", object.calls);
+}
+
+#[test]
+fn a_lost_renewal_goes_again_as_it_was_and_books_once() {
+    let mut object = Object::new();
+    let mut relay = SpendRelay::new("x");
+    ask(&mut relay, &mut object, NOON, &hold("a", 100, 10_000));
+    beat(&mut relay, &mut object, NOON);
+    assert!(ask(
+        &mut relay,
+        &mut object,
+        NOON + 1,
+        &hold("b", 100, 10_000)
+    ));
+    end(&mut relay, &mut object, NOON + 2, settle("b", 70));
+    // Applied by the object, its answer lost.
+    let call = relay.renewal(NOON + 2_000).expect("due");
+    object.hold(NOON + 2_000, &call);
+    relay.renewed(NOON, None);
+    assert_eq!(object.book.spent, 70);
+    assert_eq!(relay.view().map(|s| s.spent), Some(70), "counted as sent");
+    // Sent again as it was: answered as it stands, booked once.
+    let again = relay.renewal(NOON + 4_000).expect("due");
+    assert_eq!(again, call);
+    relay.renewed(NOON + 4_000, Some(object.hold(NOON + 4_000, &again)));
+    assert_eq!(object.book.spent, 70);
+    assert_eq!(relay.view().map(|s| s.spent), Some(70));
+    assert!(relay.slice.is_some());
+}
+
+#[test]
+fn a_slice_is_granted_from_only_until_it_lapses() {
+    let mut object = Object::new();
+    let mut relay = SpendRelay::new("x");
+    ask(&mut relay, &mut object, NOON, &hold("a", 100, 10_000));
+    beat(&mut relay, &mut object, NOON);
+    let calls = object.calls;
+    assert!(ask(
+        &mut relay,
+        &mut object,
+        NOON + 1,
+        &hold("b", 100, 10_000)
+    ));
+    assert_eq!(object.calls, calls, "from the slice");
+    // The object is out of reach from here: every renewal is lost.
+    for s in 1..=5 {
+        if relay.renewal(NOON + s * 2_000).is_some() {
+            relay.renewed(NOON, None);
+        }
+    }
+    let lapsed = NOON + millis(SLICE_TTL);
+    assert_eq!(relay.hold(lapsed - 1, &hold("c", 1, 10_000)), {
+        let view = relay.view().unwrap_or_default();
+        HoldStep::Answer(HoldAnswer {
+            granted: true,
+            standing: view,
+            slice: None,
+        })
+    });
+    assert_eq!(relay.hold(lapsed, &hold("d", 1, 10_000)), HoldStep::Ask);
+    // At the object, it lapsed then too.
+    assert_eq!(
+        SpendBook::load(Some(object.book.clone()), lapsed).held(),
+        100
+    );
+}
+
+#[test]
+fn a_hold_the_relay_did_not_grant_is_settled_at_the_object() {
+    let mut object = Object::new();
+    let mut relay = SpendRelay::new("x");
+    assert!(ask(&mut relay, &mut object, NOON, &hold("a", 100, 10_000)));
+    assert_eq!(
+        object.book.holds.len(),
+        1,
+        "before any slice: at the object"
+    );
+    end(&mut relay, &mut object, NOON + 1, settle("a", 80));
+    assert_eq!((object.book.spent, object.book.held()), (80, 0));
+    // A hold bigger than the slice left goes to the object too.
+    beat(&mut relay, &mut object, NOON + 2);
+    assert!(ask(
+        &mut relay,
+        &mut object,
+        NOON + 3,
+        &hold("big", 5_000, 10_000)
+    ));
+    assert!(object.book.holds.iter().any(|h| h.id == "big"));
+    // A booking is counted here and sent with the next renewal.
+    let spend = SpendCall {
+        route: "r".into(),
+        add: 5,
+    };
+    assert_eq!(relay.spend(NOON + 4, spend).map(|s| s.spent), Ok(85));
+    beat(&mut relay, &mut object, NOON + 2_002);
+    assert_eq!(object.book.spent, 85);
+}
+
+#[test]
+fn old_objects_and_old_relays_read_each_other() {
+    // A renewal read by an object that knows no slices: one hold more.
+    let mut relay = SpendRelay::new("x");
+    let mut object = Object::new();
+    ask(&mut relay, &mut object, NOON, &hold("a", 100, 10_000));
+    let call = relay.renewal(NOON).expect("due");
+    let text = serde_json::to_string(&call).unwrap();
+    assert!(
+        text.contains(r#""slice":{"release":[],"add":0,"atLeast":0}"#),
+        "{text}"
+    );
+    // An isolate's hold carries no slice: the bytes it always had.
+    let plain = serde_json::to_string(&hold("a", 1, 2)).unwrap();
+    assert_eq!(
+        plain,
+        r#"{"route":"r","id":"a","amount":1,"budget":2,"ttlMs":120000}"#
+    );
+    let stored = serde_json::to_string(&object.book).unwrap();
+    assert!(!stored.contains("slice"), "{stored}");
+}
