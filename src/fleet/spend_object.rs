@@ -225,7 +225,8 @@ impl SpendBook {
 
     /// A relay's renewal: `ask.release` released and `ask.add` booked, then
     /// a slice held of at least `ask.at_least` and at most `call.amount`
-    /// and the room left divided among the relays holding slices. Asked
+    /// and the room left divided among the relays holding slices; refused,
+    /// with nothing changed, past [`MAX_SLICES`] other slices. Asked
     /// again (the same id: its answer was lost), it is answered as it
     /// stands, and nothing is booked twice.
     fn renew(
@@ -243,27 +244,34 @@ impl SpendBook {
                 slice: Some(amount),
             };
         }
+        let others = |h: &Hold| h.slice && !ask.release.contains(&h.id);
+        let slices = self.holds.iter().filter(|h| others(h)).count();
+        if slices >= MAX_SLICES {
+            // Refused before anything changed: the relay keeps its slice
+            // until it lapses, and books its spending with the next try.
+            return HoldAnswer {
+                granted: false,
+                standing: self.standing(),
+                slice: Some(0),
+            };
+        }
         self.holds.retain(|h| !ask.release.contains(&h.id));
         self.add(ask.add);
-        let slices = self.holds.iter().filter(|h| h.slice).count();
         let room = call
             .budget
             .saturating_sub(self.spent.saturating_add(self.held()));
         let share = room / (slices as u64 + 1);
         let amount = call.amount.min(share).max(ask.at_least);
-        let granted = slices < MAX_SLICES;
-        if granted {
-            self.holds.push(Hold {
-                id,
-                amount,
-                expires_at: now.saturating_add(call.ttl_ms),
-                slice: true,
-            });
-        }
+        self.holds.push(Hold {
+            id,
+            amount,
+            expires_at: now.saturating_add(call.ttl_ms),
+            slice: true,
+        });
         HoldAnswer {
-            granted,
+            granted: true,
             standing: self.standing(),
-            slice: Some(if granted { amount } else { 0 }),
+            slice: Some(amount),
         }
     }
 

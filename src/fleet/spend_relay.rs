@@ -16,19 +16,25 @@
 //! Every picodollar granted here is inside a slice the object granted under
 //! the budget, so the relay adds no overshoot; what it costs is budget idle
 //! in one data centre's slice while another asks, returned within a
-//! heartbeat. A slice lapses at the object [`SLICE_TTL`] after its renewal,
-//! and the relay grants from it only until then: when the object cannot be
-//! reached the isolates' holds go to it, fail, and each isolate counts on
-//! its own, as without a relay.
+//! heartbeat. The relay grants from a slice for [`SLICE_TTL`] after its
+//! renewal, and the slice lasts at the object as long again as the
+//! isolates' holds last, so a relay that dies leaves its isolates' requests
+//! in flight covered (and its slice pinned for as long as a dead isolate's
+//! holds would be); it grants nothing while a renewal is out or its answer was lost
+//! (the object may have released the slice). Then, or when the object
+//! cannot be reached, the isolates' holds go to the object, or fail, and
+//! each isolate counts on its own, as without a relay.
 
 use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
 
 use super::spend_object::{HoldAnswer, HoldCall, SettleCall, SliceAsk, Standing, MAX_HOLDS};
 use super::{SpendCall, HEARTBEAT, IDLE};
 use crate::platform::{millis, UnixMillis};
 
-/// How long a slice lasts at the object unless renewed: a relay that dies
-/// pins its slice no longer.
+/// How long a relay grants holds from a slice after its renewal; the slice
+/// lasts at the object as long again as the isolates' holds last.
 pub const SLICE_TTL: Duration = Duration::from_secs(10);
 
 /// How soon after a renewal the relay renews again when its slice ran
@@ -46,6 +52,32 @@ pub enum HoldStep {
     /// Ask the object, as the isolate would, and tell the relay its
     /// standing ([`SpendRelay::saw`]).
     Ask,
+    /// Wait for the renewal in flight (or the first, due now) to be
+    /// answered, then ask again with [`SpendRelay::hold_again`]: the
+    /// object would refuse what this relay's own slice holds.
+    Wait,
+}
+
+/// What a relay keeps in storage, so that a restart loses nothing booked:
+/// its isolates' spending not yet at the object, the renewal it has had no
+/// answer to (sent again as it was: the object books it once), and the
+/// slice its next renewal releases. Holds in flight are not kept: their
+/// settles go to the object, which books them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Kept {
+    /// The cap.
+    pub route: Option<String>,
+    /// The cap's budget, as the isolates last said.
+    pub budget: u64,
+    /// How long the isolates' holds last.
+    pub hold_ttl: u64,
+    /// Picodollars booked and not sent.
+    pub booked: u64,
+    /// The renewal not answered.
+    pub renewal: Option<HoldCall>,
+    /// The slice held.
+    pub slice: Option<String>,
 }
 
 /// One isolate's hold granted from the slice.
@@ -61,9 +93,16 @@ struct Held {
 struct Slice {
     id: String,
     amount: u64,
-    /// When it lapses at the object (by this relay's clock, from when the
-    /// renewal was sent).
+    /// What is charged to it: every hold granted from it, settled or not
+    /// (a settled hold's cost is booked at the object only with the next
+    /// renewal, which releases this slice).
+    used: u64,
+    /// Until when holds are granted from it (by this relay's clock, from
+    /// when its renewal was first sent).
     until: UnixMillis,
+    /// The longest hold it may cover: it outlasts at the object one
+    /// granted at `until` by that long.
+    covers: u64,
 }
 
 /// One cap's relay in one data centre: what its object keeps in memory.
@@ -76,6 +115,8 @@ pub struct SpendRelay {
     route: Option<String>,
     /// The cap's budget, as the isolates last said.
     budget: u64,
+    /// How long the isolates' holds last, the longest they said.
+    hold_ttl: u64,
     /// The object's newest answer, and when it came.
     standing: Option<Standing>,
     seen_at: UnixMillis,
@@ -84,9 +125,14 @@ pub struct SpendRelay {
     holds: Vec<Held>,
     /// Picodollars booked here and not sent yet.
     booked: u64,
+    /// What the holds granted here and settled since the last renewal was
+    /// sent had held: still inside the slice that renewal gets.
+    settled: u64,
     /// The renewal in flight, or the one whose answer was lost (sent
-    /// again as it was, so nothing is booked twice).
-    renewal: Option<HoldCall>,
+    /// again as it was, so nothing is booked twice), and when it was
+    /// first sent (its slice lapses at the object no sooner than its TTL
+    /// after that).
+    renewal: Option<(HoldCall, UnixMillis)>,
     in_flight: bool,
     /// When the last renewal went.
     renewed_at: Option<UnixMillis>,
@@ -109,11 +155,13 @@ impl SpendRelay {
             next: 1,
             route: None,
             budget: 0,
+            hold_ttl: 0,
             standing: None,
             seen_at: 0,
             slice: None,
             holds: Vec::new(),
             booked: 0,
+            settled: 0,
             renewal: None,
             in_flight: false,
             renewed_at: None,
@@ -121,6 +169,40 @@ impl SpendRelay {
             asked_since: None,
             short: false,
             last_call: None,
+        }
+    }
+
+    /// A relay named `name` that starts from what an earlier instance of it
+    /// kept: its renewal goes again as it was, first, and its slice is
+    /// released by the next (nothing is granted from it: the holds in
+    /// flight are not known).
+    pub fn restore(name: impl Into<String>, kept: Kept) -> Self {
+        let mut relay = SpendRelay::new(name);
+        relay.route = kept.route;
+        relay.budget = kept.budget;
+        relay.hold_ttl = kept.hold_ttl;
+        relay.booked = kept.booked;
+        // Sent long ago, as far as its slice's time goes.
+        relay.renewal = kept.renewal.map(|call| (call, 0));
+        relay.slice = kept.slice.map(|id| Slice {
+            id,
+            amount: 0,
+            used: 0,
+            until: 0,
+            covers: 0,
+        });
+        relay
+    }
+
+    /// What to keep in storage now ([`SpendRelay::restore`]).
+    pub fn kept(&self) -> Kept {
+        Kept {
+            route: self.route.clone(),
+            budget: self.budget,
+            hold_ttl: self.hold_ttl,
+            booked: self.booked,
+            renewal: self.renewal.as_ref().map(|(call, _)| call.clone()),
+            slice: self.slice.as_ref().map(|s| s.id.clone()),
         }
     }
 
@@ -145,14 +227,16 @@ impl SpendRelay {
     fn sending(&self) -> u64 {
         self.renewal
             .as_ref()
-            .and_then(|c| c.slice.as_ref())
+            .and_then(|(c, _)| c.slice.as_ref())
             .map_or(0, |a| a.add)
     }
 
-    /// Picodollars of the slice not granted.
+    /// Picodollars of the slice not granted. Nothing while a renewal is
+    /// out: the object may have released the slice already, and the one
+    /// the renewal gets covers only the holds in flight when it was sent.
     fn free(&self, now: UnixMillis) -> u64 {
         match &self.slice {
-            Some(s) if now < s.until => s.amount.saturating_sub(self.in_holds()),
+            Some(s) if now < s.until && self.renewal.is_none() => s.amount.saturating_sub(s.used),
             _ => 0,
         }
     }
@@ -165,9 +249,21 @@ impl SpendRelay {
 
     /// An isolate's hold.
     pub fn hold(&mut self, now: UnixMillis, call: &HoldCall) -> HoldStep {
+        self.step(now, call, true)
+    }
+
+    /// The hold that was told to [`HoldStep::Wait`], once the renewal was
+    /// answered or the host stopped waiting: answered or asked of the
+    /// object, never told to wait twice.
+    pub fn hold_again(&mut self, now: UnixMillis, call: &HoldCall) -> HoldStep {
+        self.step(now, call, false)
+    }
+
+    fn step(&mut self, now: UnixMillis, call: &HoldCall, first: bool) -> HoldStep {
         self.touch(&call.route, now);
         self.holds.retain(|h| h.expires_at > now);
         self.budget = call.budget;
+        self.hold_ttl = self.hold_ttl.max(call.ttl_ms);
         let answer = |relay: &Self, granted: bool| {
             HoldStep::Answer(HoldAnswer {
                 granted,
@@ -178,17 +274,34 @@ impl SpendRelay {
         if self.holds.iter().any(|h| h.id == call.id) {
             return answer(self, true);
         }
-        self.asked = self.asked.saturating_add(call.amount);
-        self.asked_since.get_or_insert(now);
-        if self.standing.is_none() || call.slice.is_some() || self.holds.len() >= MAX_HOLDS {
+        if first {
+            self.asked = self.asked.saturating_add(call.amount);
+            self.asked_since.get_or_insert(now);
+        }
+        if call.slice.is_some() || self.holds.len() >= MAX_HOLDS {
             return HoldStep::Ask;
         }
-        if self.free(now) < call.amount {
-            if self.no_room(now, call.amount) {
+        let covered = self.slice.as_ref().is_some_and(|s| call.ttl_ms <= s.covers);
+        if !covered || self.free(now) < call.amount {
+            // A hold longer than the slice covers: the next renewal covers
+            // it, soon.
+            let longer = !covered && self.slice.is_some();
+            self.short = true;
+            if first && (self.in_flight || self.renewed_at.is_none() || longer) {
+                return HoldStep::Wait;
+            }
+            if self.standing.is_none() {
+                return HoldStep::Ask;
+            }
+            // Refused here only when the object would refuse it too: the
+            // slice's own free part is not what it lacks.
+            if !longer && self.no_room(now, call.amount) {
                 return answer(self, false);
             }
-            self.short = true;
             return HoldStep::Ask;
+        }
+        if let Some(slice) = &mut self.slice {
+            slice.used = slice.used.saturating_add(call.amount);
         }
         self.holds.push(Held {
             id: call.id.clone(),
@@ -218,7 +331,15 @@ impl SpendRelay {
     pub fn settle(&mut self, now: UnixMillis, call: SettleCall) -> Result<Standing, SettleCall> {
         self.touch(&call.route, now);
         let before = self.holds.len();
-        self.holds.retain(|h| !call.holds.contains(&h.id));
+        let mut released = 0u64;
+        self.holds.retain(|h| {
+            let ends = call.holds.contains(&h.id);
+            if ends {
+                released = released.saturating_add(h.amount);
+            }
+            !ends
+        });
+        self.settled = self.settled.saturating_add(released);
         match self.view() {
             Some(_) if self.holds.len() < before => {
                 self.booked = self.booked.saturating_add(call.add);
@@ -270,7 +391,7 @@ impl SpendRelay {
             return None;
         }
         self.holds.retain(|h| h.expires_at > now);
-        if let Some(lost) = &self.renewal {
+        if let Some((lost, _)) = &self.renewal {
             // Its answer was lost: asked again as it was.
             let call = lost.clone();
             self.in_flight = true;
@@ -293,6 +414,18 @@ impl SpendRelay {
         } else {
             held
         };
+        // Holds are granted from the slice for `SLICE_TTL`, and it lasts at
+        // the object as long again as a hold granted at the last moment:
+        // a relay that dies, or stops hearing from the object, leaves its
+        // requests in flight covered.
+        // (The isolates' holds last to their request's deadline: rounded
+        // up, so that one asked a moment later is covered too.)
+        let step = millis(SLICE_TTL);
+        let ttl = self
+            .hold_ttl
+            .div_ceil(step)
+            .saturating_add(2)
+            .saturating_mul(step);
         let id = format!("{}-{}", self.name, self.next);
         self.next = self.next.wrapping_add(1);
         let call = HoldCall {
@@ -300,7 +433,7 @@ impl SpendRelay {
             id,
             amount: want,
             budget: self.budget,
-            ttl_ms: millis(SLICE_TTL),
+            ttl_ms: ttl,
             slice: Some(SliceAsk {
                 release: self.slice.iter().map(|s| s.id.clone()).collect(),
                 add: std::mem::take(&mut self.booked),
@@ -310,29 +443,43 @@ impl SpendRelay {
         self.asked = 0;
         self.asked_since = Some(now);
         self.short = false;
+        self.settled = 0;
         self.in_flight = true;
         self.renewed_at = Some(now);
-        self.renewal = Some(call.clone());
+        self.renewal = Some((call.clone(), now));
         Some(call)
     }
 
     /// The answer to the renewal sent, `None` when it was lost (it goes
-    /// again as it was at the next heartbeat).
+    /// again as it was at the next heartbeat; until it is answered the
+    /// relay grants nothing, not knowing which slice the object holds).
     pub fn renewed(&mut self, now: UnixMillis, answer: Option<HoldAnswer>) {
         self.in_flight = false;
         let Some(answer) = answer else {
+            self.slice = None;
             return;
         };
-        let Some(call) = self.renewal.take() else {
+        let Some((call, sent)) = self.renewal.take() else {
             return;
         };
         self.saw(now, answer.standing);
+        if !answer.granted {
+            // Refused with nothing changed: the old slice stands until it
+            // lapses, and what was booked goes with the next renewal.
+            let add = call.slice.map_or(0, |a| a.add);
+            self.booked = self.booked.saturating_add(add);
+            return;
+        }
         let amount = answer.slice.unwrap_or(0);
-        let sent = self.renewed_at.unwrap_or_default();
-        self.slice = (answer.granted && amount > 0).then(|| Slice {
+        // The holds in flight when it was sent, settled since or not, are
+        // what its `at_least` covered.
+        let used = self.in_holds().saturating_add(self.settled);
+        self.slice = (amount > 0).then(|| Slice {
             id: call.id,
             amount,
+            used,
             until: sent.saturating_add(millis(SLICE_TTL)),
+            covers: call.ttl_ms.saturating_sub(millis(SLICE_TTL)),
         });
     }
 

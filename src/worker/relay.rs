@@ -3,6 +3,7 @@
 //! runs), between that data centre's isolates and the model's owner
 //! ([`super::object::BreakerStore`]). It holds a [`Relay`] in memory, no
 //! storage: a relay that is evicted starts again from the owner's view.
+//! (A spend cap's relay stores what it must not lose.)
 //!
 //! Isolates call it as they would the owner (`POST http://do/view`,
 //! `/report`, `/lease`, the same bodies and answers); it answers from its
@@ -105,10 +106,10 @@ fn json(value: &impl Serialize) -> Result<Response> {
 }
 
 impl DurableObject for FleetRelay {
-    fn new(_state: State, env: Env) -> Self {
+    fn new(state: State, env: Env) -> Self {
         let relay = Relay::new().stagger(worker::js_sys::Math::random());
         FleetRelay {
-            spend: SpendHost::new(env.clone()),
+            spend: SpendHost::new(env.clone(), state.storage().sql()),
             env,
             inner: Rc::new(RefCell::new(Inner {
                 relay,

@@ -6,28 +6,37 @@
 //! settles and bookings, passes on what it cannot answer, and renews its
 //! slice at the object while anything is held, booked or asked here.
 //!
-//! A relay that is evicted loses what it booked since its last renewal (at
-//! most a heartbeat of its data centre's spending, a renewal being sent at
-//! least that often while anything is booked); its slice lapses at the
-//! object, and its isolates' settles go to the object from then on.
+//! What it must not lose ([`Kept`]: its isolates' spending not yet at the
+//! object, the renewal not answered, its slice) is written to the object's
+//! SQL storage whenever it changes, and a relay that was evicted or
+//! restarted starts from it: it sends that renewal again as it was (the
+//! object books it once) and releases the slice with the next. The holds it
+//! granted are not kept: their settles go to the object, which books them.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::time::Duration;
 
+use futures_channel::oneshot;
 use serde::Serialize;
 use worker::wasm_bindgen_futures::spawn_local;
-use worker::{Delay, Env, Response, Result};
+use worker::{Delay, Env, Response, Result, SqlStorage};
 
 use super::link::{call_object, BINDING};
+use crate::engine::timeout::timeout;
 use crate::fleet::{
-    spend_key, HoldAnswer, HoldCall, HoldStep, LinkError, Outage, SettleCall, SpendCall,
+    spend_key, HoldAnswer, HoldCall, HoldStep, Kept, LinkError, Outage, SettleCall, SpendCall,
     SpendRelay, Standing, OUTAGE_LOG_INTERVAL,
 };
 use crate::platform::UnixMillis;
 
 /// How often the renewal loop looks whether a renewal is due (a slice that
 /// ran short is renewed this soon).
-const TICK: std::time::Duration = std::time::Duration::from_millis(250);
+const TICK: Duration = Duration::from_millis(250);
+
+/// How long a hold waits for the renewal in flight before it is asked of
+/// the object: well inside the isolate's own call timeout.
+const WAIT_WITHIN: Duration = Duration::from_secs(1);
 
 /// The spend side of a relay object.
 pub(super) struct SpendHost {
@@ -35,6 +44,70 @@ pub(super) struct SpendHost {
     relay: Rc<RefCell<SpendRelay>>,
     outage: Rc<RefCell<Outage>>,
     renewing: Rc<Cell<bool>>,
+    /// Holds waiting for the renewal in flight to be answered.
+    waiting: Rc<RefCell<Vec<oneshot::Sender<()>>>>,
+    /// Where what the relay keeps is written.
+    store: Rc<Store>,
+    /// This instance's name, which its slices carry.
+    name: String,
+}
+
+/// The relay's row in its object's SQL storage, and what was last written
+/// there (`None`: not read yet).
+struct Store {
+    sql: SqlStorage,
+    last: RefCell<Option<Kept>>,
+}
+
+impl Store {
+    fn table(&self) -> Result<()> {
+        self.sql.exec(
+            "CREATE TABLE IF NOT EXISTS spend_relay (id INTEGER PRIMARY KEY, state TEXT NOT NULL)",
+            None,
+        )?;
+        Ok(())
+    }
+
+    /// What an earlier instance kept, read once (nothing the second time).
+    fn read(&self) -> Option<Kept> {
+        if self.last.borrow().is_some() {
+            return None;
+        }
+        let row = self.table().and_then(|()| {
+            let cursor = self
+                .sql
+                .exec("SELECT state FROM spend_relay WHERE id = 1", None)?;
+            cursor.raw().next().transpose()
+        });
+        let kept = match row.ok().flatten().as_deref() {
+            Some([worker::SqlStorageValue::String(state)]) => serde_json::from_str(state).ok(),
+            _ => None,
+        };
+        *self.last.borrow_mut() = Some(kept.clone().unwrap_or_default());
+        kept
+    }
+
+    /// Writes what `relay` keeps, when it changed.
+    fn write(&self, relay: &SpendRelay) {
+        let kept = relay.kept();
+        if self.last.borrow().as_ref() == Some(&kept) {
+            return;
+        }
+        let Ok(json) = serde_json::to_string(&kept) else {
+            return;
+        };
+        let written = self.table().and_then(|()| {
+            self.sql.exec(
+                "INSERT OR REPLACE INTO spend_relay (id, state) VALUES (1, ?)",
+                vec![json.into()],
+            )?;
+            Ok(())
+        });
+        match written {
+            Ok(()) => *self.last.borrow_mut() = Some(kept),
+            Err(e) => worker::console_warn!("spend relay: its state could not be stored: {}", e),
+        }
+    }
 }
 
 fn now() -> UnixMillis {
@@ -65,21 +138,38 @@ fn heard(outage: &RefCell<Outage>, result: std::result::Result<(), &LinkError>) 
 impl SpendHost {
     /// The spend side of a relay object in `env`; its slices are named
     /// after a random name of this instance.
-    pub(super) fn new(env: Env) -> Self {
+    pub(super) fn new(env: Env, sql: SqlStorage) -> Self {
         let name = format!(
             "relay-{:08x}",
             (worker::js_sys::Math::random() * 4e9) as u64
         );
         SpendHost {
             env,
-            relay: Rc::new(RefCell::new(SpendRelay::new(name))),
+            store: Rc::new(Store {
+                sql,
+                last: RefCell::default(),
+            }),
+            relay: Rc::new(RefCell::new(SpendRelay::new(name.clone()))),
+            name,
             outage: Rc::default(),
             renewing: Rc::default(),
+            waiting: Rc::default(),
         }
     }
 
     /// An isolate's `/hold`, `/settle` or `/spend`.
     pub(super) async fn fetch(&self, op: &str, text: &str) -> Result<Response> {
+        if let Some(kept) = self.store.read() {
+            let mut relay = self.relay.borrow_mut();
+            *relay = SpendRelay::restore(self.name.clone(), kept);
+        }
+        let answer = self.step(op, text).await;
+        self.store.write(&self.relay.borrow());
+        self.renew();
+        answer
+    }
+
+    async fn step(&self, op: &str, text: &str) -> Result<Response> {
         let bad = || Response::error("bad request", 400);
         let answer = match op {
             "/hold" => {
@@ -87,10 +177,17 @@ impl SpendHost {
                     return bad();
                 };
                 self.first_call(&call.route);
-                let step = self.relay.borrow_mut().hold(now(), &call);
+                let mut step = self.relay.borrow_mut().hold(now(), &call);
+                if step == HoldStep::Wait {
+                    let (tell, told) = oneshot::channel();
+                    self.waiting.borrow_mut().push(tell);
+                    self.renew();
+                    let _ = timeout(worker::Delay::from(WAIT_WITHIN), told).await;
+                    step = self.relay.borrow_mut().hold_again(now(), &call);
+                }
                 match step {
                     HoldStep::Answer(answer) => json(&answer),
-                    HoldStep::Ask => self.pass::<HoldAnswer>("hold", &call.route, &call).await,
+                    _ => self.pass::<HoldAnswer>("hold", &call.route, &call).await,
                 }
             }
             "/settle" => {
@@ -116,7 +213,6 @@ impl SpendHost {
                 }
             }
         };
-        self.renew();
         answer
     }
 
@@ -157,15 +253,22 @@ impl SpendHost {
         let relay = Rc::clone(&self.relay);
         let outage = Rc::clone(&self.outage);
         let renewing = Rc::clone(&self.renewing);
+        let waiting = Rc::clone(&self.waiting);
+        let store = Rc::clone(&self.store);
         spawn_local(async move {
             loop {
                 let call = relay.borrow_mut().renewal(now());
+                store.write(&relay.borrow());
                 if let Some(call) = call {
                     let key = spend_key(&call.route);
                     let answer =
                         call_object::<HoldAnswer>(&env, (BINDING, &key), "hold", &call).await;
                     heard(&outage, answer.as_ref().map(|_| ()));
                     relay.borrow_mut().renewed(now(), answer.ok());
+                    store.write(&relay.borrow());
+                    for tell in waiting.borrow_mut().drain(..) {
+                        let _ = tell.send(());
+                    }
                 }
                 if relay.borrow().is_idle(now()) {
                     renewing.set(false);
