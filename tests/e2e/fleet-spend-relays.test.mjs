@@ -2,8 +2,8 @@
 // spend cap through the data centres' relays (docs/design.md §7a). Four isolates in two data
 // centres reach the cap's object through their own data centre's relay, which holds a slice of
 // the budget there and grants the isolates' holds from it: the spending reaches the object, the
-// slices go back once the isolates stop asking, the cap holds under concurrency, and a relay that
-// fails leaves each isolate counting on its own.
+// slices go back once the isolates stop asking, the cap holds under concurrency, and a relay or
+// the cap's object failing leaves each isolate counting on its own.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
@@ -142,6 +142,30 @@ describe("a spend cap through the data centres' relays", { timeout: 120000 }, ()
       // Back: what the AMS isolate spent meanwhile reaches the object with its next calls.
       assert.equal((await post(gw, 0)).status, 200);
       await eventually(async () => near((await standing(gw)).spent, 8 * COST_USD), 8000);
+    } finally {
+      await gw.close();
+    }
+  });
+
+  test("the cap's object failing leaves every isolate serving on its own count", async () => {
+    const gw = await startGateway(config(upstream), { isolates: 4, colos: COLOS, vars: { FLEET_FAULTS: "on" } });
+    try {
+      for (let i = 0; i < 4; i++) assert.equal((await post(gw, i)).status, 200);
+      await eventually(async () => near((await standing(gw)).spent, 4 * COST_USD), 8000);
+      assert.equal((await gw.fleet(OBJECT, "fault", { mode: "hang" })).status, 200);
+      // The relays' next renewals hang past the call timeout: they stop granting from their
+      // slices, and the holds that reach the object time out too. Each isolate serves on its
+      // own count, which has room.
+      await new Promise((r) => setTimeout(r, 2500));
+      const outs = await Promise.all(Array.from({ length: 8 }, (_, i) => post(gw, i % 4)));
+      assert.deepEqual(outs.map((o) => o.status), Array(8).fill(200));
+      assert.ok(gw.logs.some((l) => l.includes("unreachable") && l.includes(OBJECT)), "the relays log the outage");
+      await gw.fleet(OBJECT, "fault", { mode: "none" });
+      // Back: everything spent meanwhile reaches it, through the relays or the isolates.
+      for (let i = 0; i < 4; i++) assert.equal((await post(gw, i)).status, 200);
+      await eventually(async () => (await standing(gw)).spent >= 16 * COST_USD - 1e-9, 10000);
+      const end = await standing(gw);
+      console.log(`the cap's object hung for 8 requests: $${end.spent.toFixed(2)} booked for 16 served ($${(16 * COST_USD).toFixed(2)}: counted twice at worst, never lost)`);
     } finally {
       await gw.close();
     }
