@@ -156,6 +156,14 @@ pub(super) async fn call_object<T: DeserializeOwned>(
         .unwrap_or_else(|_| Err(LinkError("object timed out".into())))
 }
 
+/// An object's answer to a call: `value` as JSON.
+pub(super) fn json(value: &impl Serialize) -> worker::Result<worker::Response> {
+    let text = serde_json::to_string(value).map_err(|e| worker::Error::RustError(e.to_string()))?;
+    let headers = worker::Headers::new();
+    headers.set("content-type", "application/json")?;
+    Ok(worker::Response::ok(text)?.with_headers(headers))
+}
+
 /// `POST http://do/<op>` with `body` to the object `name` of `binding`: its
 /// response, not yet read (a watch reads it as it comes).
 pub(super) async fn post(

@@ -22,12 +22,11 @@ use std::time::Duration;
 use futures_channel::oneshot;
 use futures_util::future::{FutureExt, LocalBoxFuture, Shared};
 use futures_util::StreamExt;
-use serde::Serialize;
 use worker::wasm_bindgen_futures::spawn_local;
 use worker::{durable_object, Delay, DurableObject, Env, Request, Response, Result, State};
 
 use super::fault::Faults;
-use super::link::{call_object, post, BINDING};
+use super::link::{call_object, json, post, BINDING};
 use super::spend_relay::SpendHost;
 use super::watch::WATCHERS;
 use crate::engine::timeout::timeout;
@@ -96,13 +95,6 @@ impl Inner {
 
 fn now() -> UnixMillis {
     worker::js_sys::Date::now() as UnixMillis
-}
-
-fn json(value: &impl Serialize) -> Result<Response> {
-    let text = serde_json::to_string(value).map_err(|e| worker::Error::RustError(e.to_string()))?;
-    let headers = worker::Headers::new();
-    headers.set("content-type", "application/json")?;
-    Ok(Response::ok(text)?.with_headers(headers))
 }
 
 impl DurableObject for FleetRelay {

@@ -22,7 +22,7 @@ use serde::Serialize;
 use worker::wasm_bindgen_futures::spawn_local;
 use worker::{Delay, Env, Response, Result, SqlStorage};
 
-use super::link::{call_object, BINDING};
+use super::link::{call_object, json, BINDING};
 use crate::engine::timeout::timeout;
 use crate::fleet::{
     spend_key, HoldAnswer, HoldCall, HoldStep, Kept, LinkError, Outage, SettleCall, SpendCall,
@@ -112,13 +112,6 @@ impl Store {
 
 fn now() -> UnixMillis {
     worker::js_sys::Date::now() as UnixMillis
-}
-
-fn json(value: &impl Serialize) -> Result<Response> {
-    let text = serde_json::to_string(value).map_err(|e| worker::Error::RustError(e.to_string()))?;
-    let headers = worker::Headers::new();
-    headers.set("content-type", "application/json")?;
-    Ok(Response::ok(text)?.with_headers(headers))
 }
 
 /// Notes how a call to the object went in `outage`, and logs it when due.

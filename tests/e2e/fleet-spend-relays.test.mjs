@@ -6,7 +6,7 @@
 // the cap's object failing leaves each isolate counting on its own.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { createServer } from "node:http";
+import { startUsageUpstream } from "./mock-usage.mjs";
 import { eventually, GATEWAY_KEY, startGateway } from "./gateway-harness.mjs";
 
 const COLOS = ["AMS", "AMS", "SJC", "SJC"];
@@ -17,28 +17,6 @@ const COST_USD = 0.05;
 // A request ("hi", max_tokens 1,000) holds 1 input token and 1,000 output: $0.04001.
 const HELD_USD = 0.04001;
 const OBJECT = "spend:capped";
-
-/** An OpenAI-format upstream on 127.0.0.1 reporting 1,000 + 1,000 tokens after `delayMs`. */
-async function startUpstream(delayMs) {
-  let calls = 0;
-  const server = createServer((req, res) => {
-    req.resume();
-    req.on("end", () => {
-      calls += 1;
-      setTimeout(() => {
-        res.writeHead(200, { "content-type": "application/json" });
-        res.end(JSON.stringify({
-          id: `c${calls}`, object: "chat.completion", created: 1, model: "big",
-          choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
-          usage: { prompt_tokens: 1000, completion_tokens: 1000, total_tokens: 2000 },
-        }));
-      }, delayMs);
-    });
-  });
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const url = `http://127.0.0.1:${server.address().port}`;
-  return { url, get calls() { return calls; }, close: () => new Promise((r) => server.close(r)) };
-}
 
 function config(upstream) {
   return {
@@ -77,7 +55,7 @@ const near = (a, b) => Math.abs(a - b) < 1e-9;
 describe("a spend cap through the data centres' relays", { timeout: 120000 }, () => {
   let upstream;
   before(async () => {
-    upstream = await startUpstream(100);
+    upstream = await startUsageUpstream({ delayMs: 100, tokens: 1000 });
   });
   after(async () => upstream?.close());
 

@@ -8,39 +8,12 @@
 // name) is refused too. (Red team, issue 27: all 20 served, spentUsd 800.)
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { createServer } from "node:http";
+import { startUsageUpstream } from "./mock-usage.mjs";
 import { eventually, GATEWAY_KEY, gatewayConfig, startGateway } from "./gateway-harness.mjs";
 
 const CAP_USD = 1;
 const COST_USD = 0.5; // 1M input tokens at $0.10 and 1M output at $0.40 per million
 const HELD_USD = 0.4000001; // 1 input token estimated ("hi"), 1M output (max_tokens)
-
-/** An OpenAI-format upstream on 127.0.0.1 that answers after `delayMs` reporting 1M + 1M tokens. */
-async function startUpstream(delayMs) {
-  let calls = 0;
-  const server = createServer((req, res) => {
-    req.resume();
-    req.on("end", () => {
-      calls += 1;
-      setTimeout(() => {
-        res.writeHead(200, { "content-type": "application/json" });
-        res.end(JSON.stringify({
-          id: `c${calls}`, object: "chat.completion", created: 1, model: "big",
-          choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
-          usage: { prompt_tokens: 1_000_000, completion_tokens: 1_000_000, total_tokens: 2_000_000 },
-        }));
-      }, delayMs);
-    });
-  });
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const url = `http://127.0.0.1:${server.address().port}`;
-  return {
-    url,
-    providerUrl: () => url,
-    get calls() { return calls; },
-    close: () => new Promise((resolve) => server.close(resolve)),
-  };
-}
 
 async function post(gw, isolate, model) {
   const res = await gw.fetch(isolate, "http://gateway/v1/chat/completions", {
@@ -60,7 +33,7 @@ async function spent(gw, isolate) {
 describe("a spend cap under 20 concurrent requests through two isolates", { timeout: 120000 }, () => {
   let upstream, gw;
   before(async () => {
-    upstream = await startUpstream(300);
+    upstream = await startUsageUpstream({ delayMs: 300, tokens: 1_000_000 });
     const models = { big: { inputPricePerMtok: 0.1, outputPricePerMtok: 0.4 } };
     const config = gatewayConfig(upstream, {
       providers: { up: { kind: "openai", models } },
