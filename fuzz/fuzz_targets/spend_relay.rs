@@ -103,10 +103,18 @@ fuzz_target!(|input: &[u8]| {
                     holds: vec![g.id],
                     add: g.amount,
                 };
-                if let Err(call) = relays[g.relay].settle(now, call) {
-                    book = SpendBook::load(Some(book), now);
-                    book.settle(&call);
-                    relays[g.relay].saw(now, book.standing());
+                match relays[g.relay].settle(now, call) {
+                    Ok((_, rest)) => {
+                        if let Some(rest) = rest {
+                            book = SpendBook::load(Some(book), now);
+                            book.settle(&rest);
+                        }
+                    }
+                    Err(call) => {
+                        book = SpendBook::load(Some(book), now);
+                        book.settle(&call);
+                        relays[g.relay].saw(now, book.standing());
+                    }
                 }
             }
             2 => {

@@ -206,6 +206,12 @@ impl SpendRelay {
         }
     }
 
+    /// Whether this relay serves `route`'s cap: the one its first call
+    /// named.
+    pub fn serves(&self, route: &str) -> bool {
+        self.route.as_deref().is_none_or(|r| r == route)
+    }
+
     fn touch(&mut self, route: &str, now: UnixMillis) {
         self.last_call = Some(self.last_call.map_or(now, |t| t.max(now)));
         if self.route.is_none() {
@@ -325,28 +331,41 @@ impl SpendRelay {
     }
 
     /// An isolate's settle: its holds granted here released and its cost
-    /// booked here, answered with the relay's view; `Err` with the call to
-    /// pass on to the object when none of its holds were granted here (or
-    /// before the object first answered).
-    pub fn settle(&mut self, now: UnixMillis, call: SettleCall) -> Result<Standing, SettleCall> {
+    /// booked here, answered with the relay's view, and the rest of its
+    /// holds (granted by the object) to release there, with nothing to
+    /// book; `Err` with the call to pass on whole when none of its holds
+    /// were granted here.
+    pub fn settle(
+        &mut self,
+        now: UnixMillis,
+        call: SettleCall,
+    ) -> Result<(Standing, Option<SettleCall>), SettleCall> {
         self.touch(&call.route, now);
-        let before = self.holds.len();
+        let ours = |id: &String| self.holds.iter().any(|h| h.id == *id);
+        let (here, there): (Vec<String>, Vec<String>) = call.holds.iter().cloned().partition(ours);
+        let Some(view) = self.view().filter(|_| !here.is_empty()) else {
+            return Err(call);
+        };
         let mut released = 0u64;
         self.holds.retain(|h| {
-            let ends = call.holds.contains(&h.id);
+            let ends = here.contains(&h.id);
             if ends {
                 released = released.saturating_add(h.amount);
             }
             !ends
         });
         self.settled = self.settled.saturating_add(released);
-        match self.view() {
-            Some(_) if self.holds.len() < before => {
-                self.booked = self.booked.saturating_add(call.add);
-                Ok(self.view().unwrap_or_default())
-            }
-            _ => Err(call),
-        }
+        self.booked = self.booked.saturating_add(call.add);
+        let view = Standing {
+            spent: view.spent.saturating_add(call.add),
+            ..view
+        };
+        let rest = (!there.is_empty()).then_some(SettleCall {
+            route: call.route,
+            holds: there,
+            add: 0,
+        });
+        Ok((view, rest))
     }
 
     /// An isolate's booking (or a question, with nothing to add): booked

@@ -164,12 +164,14 @@ impl SpendHost {
 
     async fn step(&self, op: &str, text: &str) -> Result<Response> {
         let bad = || Response::error("bad request", 400);
-        let answer = match op {
+        match op {
             "/hold" => {
                 let Ok(call) = serde_json::from_str::<HoldCall>(text) else {
                     return bad();
                 };
-                self.first_call(&call.route);
+                if !self.first_call(&call.route) {
+                    return Response::error("a relay serves one cap", 400);
+                }
                 let mut step = self.relay.borrow_mut().hold(now(), &call);
                 if step == HoldStep::Wait {
                     let (tell, told) = oneshot::channel();
@@ -187,10 +189,18 @@ impl SpendHost {
                 let Ok(call) = serde_json::from_str::<SettleCall>(text) else {
                     return bad();
                 };
-                self.first_call(&call.route);
+                if !self.first_call(&call.route) {
+                    return Response::error("a relay serves one cap", 400);
+                }
                 let step = self.relay.borrow_mut().settle(now(), call);
                 match step {
-                    Ok(standing) => json(&standing),
+                    Ok((standing, rest)) => {
+                        if let Some(rest) = rest {
+                            // The holds the object granted: released there.
+                            let _ = self.pass::<Standing>("settle", &rest.route, &rest).await;
+                        }
+                        json(&standing)
+                    }
                     Err(call) => self.pass::<Standing>("settle", &call.route, &call).await,
                 }
             }
@@ -198,23 +208,29 @@ impl SpendHost {
                 let Ok(call) = serde_json::from_str::<SpendCall>(text) else {
                     return bad();
                 };
-                self.first_call(&call.route);
+                if !self.first_call(&call.route) {
+                    return Response::error("a relay serves one cap", 400);
+                }
                 let step = self.relay.borrow_mut().spend(now(), call);
                 match step {
                     Ok(standing) => json(&standing),
                     Err(call) => self.pass::<Standing>("spend", &call.route, &call).await,
                 }
             }
-        };
-        answer
+        }
     }
 
-    /// The outage lines name the cap once its first call came.
-    fn first_call(&self, route: &str) {
+    /// Whether this relay serves `route`'s cap (the first call names it;
+    /// the outage lines name it from then on).
+    fn first_call(&self, route: &str) -> bool {
+        if !self.relay.borrow().serves(route) {
+            return false;
+        }
         let mut outage = self.outage.borrow_mut();
         if *outage == Outage::default() {
             *outage = Outage::of_relay(&spend_key(route));
         }
+        true
     }
 
     /// Passes an isolate's call on to the cap's object and answers with

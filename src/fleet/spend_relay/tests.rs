@@ -75,9 +75,15 @@ fn ask(relay: &mut SpendRelay, object: &mut Object, now: UnixMillis, call: &Hold
 
 /// An isolate's settle through `relay`.
 fn end(relay: &mut SpendRelay, object: &mut Object, now: UnixMillis, call: SettleCall) {
-    if let Err(call) = relay.settle(now, call) {
-        let s = object.settle(&call);
-        relay.saw(now, s);
+    match relay.settle(now, call) {
+        Ok((_, Some(rest))) => {
+            object.settle(&rest);
+        }
+        Ok((_, None)) => {}
+        Err(call) => {
+            let s = object.settle(&call);
+            relay.saw(now, s);
+        }
     }
 }
 
@@ -365,6 +371,8 @@ fn old_objects_and_old_relays_read_each_other() {
         plain,
         r#"{"route":"r","id":"a","amount":1,"budget":2,"ttlMs":120000}"#
     );
+    // A relay serves the cap its first call named.
+    assert!(relay.serves("r") && !relay.serves("other"));
     let stored = serde_json::to_string(&object.book).unwrap();
     assert!(!stored.contains("slice"), "{stored}");
 }
@@ -403,4 +411,36 @@ fn a_restarted_relay_loses_nothing_booked() {
         .map(|h| h.id.as_str())
         .collect();
     assert!(slices.iter().all(|id| id.starts_with("x-2")), "{slices:?}");
+}
+
+#[test]
+fn a_settle_of_holds_granted_here_and_at_the_object_releases_both() {
+    let mut object = Object::new();
+    let mut relay = SpendRelay::new("x");
+    // One request, two entries of the cap: one hold from the slice (1,600),
+    // one too big for it, from the object.
+    assert!(ask(&mut relay, &mut object, NOON, &hold("a", 100, 10_000)));
+    assert!(ask(
+        &mut relay,
+        &mut object,
+        NOON + 1,
+        &hold("b", 5_000, 10_000)
+    ));
+    let both = SettleCall {
+        route: "r".into(),
+        holds: vec!["a".into(), "b".into()],
+        add: 4_000,
+    };
+    let (view, rest) = relay.settle(NOON + 2, both).expect("one was granted here");
+    assert_eq!(view.spent, 4_000, "booked here");
+    let rest = rest.expect("the object's hold to release");
+    assert_eq!((rest.holds, rest.add), (vec!["b".to_owned()], 0));
+    object.book.settle(&SettleCall {
+        route: "r".into(),
+        holds: vec!["b".into()],
+        add: 0,
+    });
+    assert!(object.book.holds.iter().all(|h| h.slice), "only the slice");
+    beat(&mut relay, &mut object, NOON + 2_000);
+    assert_eq!(object.book.spent, 4_000, "booked once, with the renewal");
 }
