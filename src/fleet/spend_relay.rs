@@ -172,12 +172,12 @@ impl SpendRelay {
         }
     }
 
-    /// A relay named `name` that starts from what an earlier instance of it
-    /// kept: its renewal goes again as it was, first, and its slice is
-    /// released by the next (nothing is granted from it: the holds in
-    /// flight are not known).
-    pub fn restore(name: impl Into<String>, kept: Kept) -> Self {
-        let mut relay = SpendRelay::new(name);
+    /// Starts again from what an earlier instance of this relay kept,
+    /// under this one's name: its renewal goes again as it was, first, and
+    /// its slice is released by the next (nothing is granted from it: the
+    /// holds in flight are not known).
+    pub fn restore(&mut self, kept: Kept) {
+        let mut relay = SpendRelay::new(std::mem::take(&mut self.name));
         relay.route = kept.route;
         relay.budget = kept.budget;
         relay.hold_ttl = kept.hold_ttl;
@@ -191,7 +191,7 @@ impl SpendRelay {
             until: 0,
             covers: 0,
         });
-        relay
+        *self = relay;
     }
 
     /// What to keep in storage now ([`SpendRelay::restore`]).

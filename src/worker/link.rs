@@ -106,7 +106,7 @@ impl DoLink {
 
 /// One call to the object `target` (binding, name), with its failure or recovery noted in
 /// `outage` and logged when that is due (not once per failed call).
-async fn call<T: DeserializeOwned>(
+pub(super) async fn call<T: DeserializeOwned>(
     env: &Env,
     outage: &RefCell<Outage>,
     op: &str,

@@ -22,11 +22,11 @@ use serde::Serialize;
 use worker::wasm_bindgen_futures::spawn_local;
 use worker::{Delay, Env, Response, Result, SqlStorage};
 
-use super::link::{call_object, json, BINDING};
+use super::link::{call, json, BINDING};
 use crate::engine::timeout::timeout;
 use crate::fleet::{
-    spend_key, HoldAnswer, HoldCall, HoldStep, Kept, LinkError, Outage, SettleCall, SpendCall,
-    SpendRelay, Standing, OUTAGE_LOG_INTERVAL,
+    spend_key, HoldAnswer, HoldCall, HoldStep, Kept, Outage, SettleCall, SpendCall, SpendRelay,
+    Standing,
 };
 use crate::platform::UnixMillis;
 
@@ -48,8 +48,6 @@ pub(super) struct SpendHost {
     waiting: Rc<RefCell<Vec<oneshot::Sender<()>>>>,
     /// Where what the relay keeps is written.
     store: Rc<Store>,
-    /// This instance's name, which its slices carry.
-    name: String,
 }
 
 /// The relay's row in its object's SQL storage, and what was last written
@@ -114,20 +112,6 @@ fn now() -> UnixMillis {
     worker::js_sys::Date::now() as UnixMillis
 }
 
-/// Notes how a call to the object went in `outage`, and logs it when due.
-fn heard(outage: &RefCell<Outage>, result: std::result::Result<(), &LinkError>) {
-    let mut outage = outage.borrow_mut();
-    let line = match result {
-        Ok(()) => outage.answered(now()),
-        Err(e) => outage.failed(now(), &e.0, OUTAGE_LOG_INTERVAL),
-    };
-    match (line, result.is_ok()) {
-        (Some(line), true) => worker::console_log!("{}", line),
-        (Some(line), false) => worker::console_warn!("{}", line),
-        (None, _) => {}
-    }
-}
-
 impl SpendHost {
     /// The spend side of a relay object in `env`; its slices are named
     /// after a random name of this instance.
@@ -142,8 +126,7 @@ impl SpendHost {
                 sql,
                 last: RefCell::default(),
             }),
-            relay: Rc::new(RefCell::new(SpendRelay::new(name.clone()))),
-            name,
+            relay: Rc::new(RefCell::new(SpendRelay::new(name))),
             outage: Rc::default(),
             renewing: Rc::default(),
             waiting: Rc::default(),
@@ -153,8 +136,7 @@ impl SpendHost {
     /// An isolate's `/hold`, `/settle` or `/spend`.
     pub(super) async fn fetch(&self, op: &str, text: &str) -> Result<Response> {
         if let Some(kept) = self.store.read() {
-            let mut relay = self.relay.borrow_mut();
-            *relay = SpendRelay::restore(self.name.clone(), kept);
+            self.relay.borrow_mut().restore(kept);
         }
         let answer = self.step(op, text).await;
         self.store.write(&self.relay.borrow());
@@ -236,14 +218,12 @@ impl SpendHost {
     /// Passes an isolate's call on to the cap's object and answers with
     /// the object's answer, or 503 when it is out of reach (the isolate
     /// then counts on its own, as when its own call fails).
-    async fn pass<T>(&self, op: &str, route: &str, call: &impl Serialize) -> Result<Response>
+    async fn pass<T>(&self, op: &str, route: &str, body: &impl Serialize) -> Result<Response>
     where
         T: serde::de::DeserializeOwned + Serialize + AnswerStanding,
     {
         let key = spend_key(route);
-        let answer = call_object::<T>(&self.env, (BINDING, &key), op, call).await;
-        heard(&self.outage, answer.as_ref().map(|_| ()));
-        match answer {
+        match call::<T>(&self.env, &self.outage, op, (BINDING, &key), body).await {
             Ok(a) => {
                 self.relay.borrow_mut().saw(now(), a.standing());
                 json(&a)
@@ -266,13 +246,12 @@ impl SpendHost {
         let store = Rc::clone(&self.store);
         spawn_local(async move {
             loop {
-                let call = relay.borrow_mut().renewal(now());
+                let renewal = relay.borrow_mut().renewal(now());
                 store.write(&relay.borrow());
-                if let Some(call) = call {
-                    let key = spend_key(&call.route);
-                    let answer =
-                        call_object::<HoldAnswer>(&env, (BINDING, &key), "hold", &call).await;
-                    heard(&outage, answer.as_ref().map(|_| ()));
+                if let Some(renewal) = renewal {
+                    let key = spend_key(&renewal.route);
+                    let target = (BINDING, key.as_str());
+                    let answer = call::<HoldAnswer>(&env, &outage, "hold", target, &renewal).await;
                     relay.borrow_mut().renewed(now(), answer.ok());
                     store.write(&relay.borrow());
                     for tell in waiting.borrow_mut().drain(..) {

@@ -396,7 +396,8 @@ fn a_restarted_relay_loses_nothing_booked() {
     end(&mut relay, &mut object, NOON + 2_001, settle("b", 60));
     let kept: Kept = serde_json::from_str(&serde_json::to_string(&relay.kept()).unwrap()).unwrap();
     // A new instance, with a name of its own.
-    let mut relay = SpendRelay::restore("x-2", kept);
+    let mut relay = SpendRelay::new("x-2");
+    relay.restore(kept);
     beat(&mut relay, &mut object, NOON + 3_000);
     assert_eq!(object.book.spent, 70, "the lost renewal, booked once");
     // "b" was granted by the old instance: its late settle would go to the
