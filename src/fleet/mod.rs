@@ -63,7 +63,7 @@ pub use relay::{
 };
 pub use spend::{spend_key, FleetSpend, SpendCall, SpendInbox, SpendLink};
 pub use spend_object::{HoldAnswer, HoldCall, SettleCall, SliceAsk, SpendBook, Standing};
-pub use spend_relay::{HoldStep, Kept, SpendRelay, SLICE_TTL};
+pub use spend_relay::{HoldStep, Kept, Retired, SpendRelay, SLICE_TTL};
 pub use store::{FleetStore, Inbox};
 
 /// How long a call to an object may take (the lease is awaited by a

@@ -17,13 +17,28 @@
 //! the budget, so the relay adds no overshoot; what it costs is budget idle
 //! in one data centre's slice while another asks, returned within a
 //! heartbeat. The relay grants from a slice for [`SLICE_TTL`] after its
-//! renewal, and the slice lasts at the object as long again as the
-//! isolates' holds last, so a relay that dies leaves its isolates' requests
-//! in flight covered (and its slice pinned for as long as a dead isolate's
-//! holds would be); it grants nothing while a renewal is out or its answer was lost
-//! (the object may have released the slice). Then, or when the object
-//! cannot be reached, the isolates' holds go to the object, or fail, and
-//! each isolate counts on its own, as without a relay.
+//! renewal, and nothing while a renewal is out or its answer was lost (the
+//! object may have released the slice). Then, or when the object cannot be
+//! reached, the isolates' holds go to the object, or fail, and each isolate
+//! counts on its own, as without a relay.
+//!
+//! A slice covers what was granted from it until the renewal that books
+//! it, however long the relay and its object are cut off from each other:
+//! it lasts at the object until the end of the UTC day it was asked on
+//! (and as long again as the isolates' holds last), not merely as long as
+//! the holds granted from it. Settled there, their cost reaches the object
+//! only with the relay's next renewal; a slice that lapsed sooner would let
+//! the object grant that budget again meanwhile. What this costs is the
+//! slice pinned while its relay is out of reach; the relay's host wakes it
+//! with an alarm while it keeps anything ([`SpendRelay::is_idle`]), so an
+//! evicted or restarted relay releases it. A renewal that asks for nothing
+//! (its isolates stopped asking) lasts as briefly as before: it covers
+//! nothing.
+//!
+//! A relay restarted from what it kept ([`SpendRelay::restore`]) does not
+//! know the holds its earlier instance granted, which are still in flight:
+//! it grants nothing from that instance's slices, and **retires** them
+//! ([`Retired`]), released only once those holds have lapsed.
 
 use std::time::Duration;
 
@@ -32,9 +47,11 @@ use serde::{Deserialize, Serialize};
 use super::spend_object::{HoldAnswer, HoldCall, SettleCall, SliceAsk, Standing, MAX_HOLDS};
 use super::{SpendCall, HEARTBEAT, IDLE};
 use crate::platform::{millis, UnixMillis};
+use crate::policy::spend::{day_end, utc_day};
 
 /// How long a relay grants holds from a slice after its renewal; the slice
-/// lasts at the object as long again as the isolates' holds last.
+/// lasts at the object until the end of its day and as long again as the
+/// isolates' holds last.
 pub const SLICE_TTL: Duration = Duration::from_secs(10);
 
 /// How soon after a renewal the relay renews again when its slice ran
@@ -58,11 +75,31 @@ pub enum HoldStep {
     Wait,
 }
 
+/// Retired slices a relay keeps at most: one restart retires two (its
+/// slice and the one its lost renewal asked for), each released within the
+/// isolates' hold time, so only restarts faster than that reach it; past
+/// it, the oldest is forgotten (left pinned at the object until it lapses
+/// there, at the end of its day: budget idle, never granted twice).
+const MAX_RETIRED: usize = 16;
+
+/// A slice of an earlier instance of this relay: nothing is granted from
+/// it, and it is released at the object with the first renewal from
+/// `until`, when the holds that instance granted from it have lapsed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Retired {
+    /// The slice.
+    pub id: String,
+    /// When the holds granted from it have lapsed (the relay's clock).
+    pub until: UnixMillis,
+}
+
 /// What a relay keeps in storage, so that a restart loses nothing booked:
 /// its isolates' spending not yet at the object, the renewal it has had no
 /// answer to (sent again as it was: the object books it once), and the
-/// slice its next renewal releases. Holds in flight are not kept: their
-/// settles go to the object, which books them.
+/// slices its renewals release. Holds in flight are not kept: their
+/// settles go to the object, which books them, and the slices they were
+/// granted from stay until they lapse ([`Retired`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Kept {
@@ -78,6 +115,9 @@ pub struct Kept {
     pub renewal: Option<HoldCall>,
     /// The slice held.
     pub slice: Option<String>,
+    /// Slices of earlier instances, not released yet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retired: Vec<Retired>,
 }
 
 /// One isolate's hold granted from the slice.
@@ -121,6 +161,8 @@ pub struct SpendRelay {
     standing: Option<Standing>,
     seen_at: UnixMillis,
     slice: Option<Slice>,
+    /// Slices of earlier instances, released once their holds lapsed.
+    retired: Vec<Retired>,
     /// Isolates' holds granted from the slice.
     holds: Vec<Held>,
     /// Picodollars booked here and not sent yet.
@@ -159,6 +201,7 @@ impl SpendRelay {
             standing: None,
             seen_at: 0,
             slice: None,
+            retired: Vec::new(),
             holds: Vec::new(),
             booked: 0,
             settled: 0,
@@ -172,26 +215,36 @@ impl SpendRelay {
         }
     }
 
-    /// Starts again from what an earlier instance of this relay kept,
-    /// under this one's name: its renewal goes again as it was, first, and
-    /// its slice is released by the next (nothing is granted from it: the
-    /// holds in flight are not known).
-    pub fn restore(&mut self, kept: Kept) {
+    /// Starts again at `now` from what an earlier instance of this relay
+    /// kept, under this one's name: its renewal goes again as it was,
+    /// first; its slice, and the one that renewal asks for, are retired
+    /// (nothing is granted from them: the holds in flight are not known)
+    /// and released once those holds have lapsed.
+    pub fn restore(&mut self, kept: Kept, now: UnixMillis) {
         let mut relay = SpendRelay::new(std::mem::take(&mut self.name));
         relay.route = kept.route;
         relay.budget = kept.budget;
         relay.hold_ttl = kept.hold_ttl;
         relay.booked = kept.booked;
+        relay.retired = kept.retired;
+        let until = now.saturating_add(kept.hold_ttl);
+        let asked = kept.renewal.as_ref().map(|call| call.id.clone());
+        for id in kept.slice.into_iter().chain(asked) {
+            relay.retire(id, until);
+        }
         // Sent long ago, as far as its slice's time goes.
         relay.renewal = kept.renewal.map(|call| (call, 0));
-        relay.slice = kept.slice.map(|id| Slice {
-            id,
-            amount: 0,
-            used: 0,
-            until: 0,
-            covers: 0,
-        });
         *self = relay;
+    }
+
+    fn retire(&mut self, id: String, until: UnixMillis) {
+        match self.retired.iter_mut().find(|r| r.id == id) {
+            Some(r) => r.until = r.until.max(until),
+            None => self.retired.push(Retired { id, until }),
+        }
+        if self.retired.len() > MAX_RETIRED {
+            self.retired.remove(0);
+        }
     }
 
     /// What to keep in storage now ([`SpendRelay::restore`]).
@@ -203,6 +256,7 @@ impl SpendRelay {
             booked: self.booked,
             renewal: self.renewal.as_ref().map(|(call, _)| call.clone()),
             slice: self.slice.as_ref().map(|s| s.id.clone()),
+            retired: self.retired.clone(),
         }
     }
 
@@ -391,11 +445,11 @@ impl SpendRelay {
 
     /// The renewal to send now, if one is due: the first as soon as an
     /// isolate asked for a hold, then one a heartbeat while isolates call
-    /// or anything is held or booked here, and one after [`EARLY`] when the
-    /// slice ran short. The slice asked for is what is held in flight and
-    /// twice what the isolates would ask in a heartbeat at the rate they
-    /// asked since the last renewal. The host sends it and tells the relay
-    /// with [`SpendRelay::renewed`].
+    /// or anything is held, booked or retired here, and one after [`EARLY`]
+    /// when the slice ran short. The slice asked for is what is held in
+    /// flight and twice what the isolates would ask in a heartbeat at the
+    /// rate they asked since the last renewal. The host sends it and tells
+    /// the relay with [`SpendRelay::renewed`].
     pub fn renewal(&mut self, now: UnixMillis) -> Option<HoldCall> {
         if self.in_flight {
             return None;
@@ -421,7 +475,20 @@ impl SpendRelay {
             .last_call
             .is_some_and(|t| now < t.saturating_add(millis(IDLE)));
         let held = self.in_holds();
-        if self.slice.is_none() && held == 0 && self.booked == 0 && (!active || self.asked == 0) {
+        let lapsed = |r: &Retired| r.until <= now;
+        let release: Vec<String> = self
+            .slice
+            .iter()
+            .map(|s| s.id.clone())
+            .chain(
+                self.retired
+                    .iter()
+                    .filter(|r| lapsed(r))
+                    .map(|r| r.id.clone()),
+            )
+            .collect();
+        let asks = active && self.asked > 0;
+        if release.is_empty() && held == 0 && self.booked == 0 && !asks {
             return None;
         }
         let want = if active {
@@ -434,17 +501,24 @@ impl SpendRelay {
             held
         };
         // Holds are granted from the slice for `SLICE_TTL`, and it lasts at
-        // the object as long again as a hold granted at the last moment:
-        // a relay that dies, or stops hearing from the object, leaves its
-        // requests in flight covered.
-        // (The isolates' holds last to their request's deadline: rounded
-        // up, so that one asked a moment later is covered too.)
+        // the object as long again as a hold granted at the last moment
+        // (the isolates' holds last to their request's deadline: rounded
+        // up, so that one asked a moment later is covered too), so that a
+        // relay that dies leaves its requests in flight covered; and, when
+        // it covers anything, until the end of the day besides, so that
+        // what was granted from it stays covered until a renewal books it,
+        // however late that comes. A slice of nothing covers nothing: it
+        // marks the renewal done (asked again, it is answered as it
+        // stands) and lapses soon.
         let step = millis(SLICE_TTL);
-        let ttl = self
+        let mut ttl = self
             .hold_ttl
             .div_ceil(step)
             .saturating_add(2)
             .saturating_mul(step);
+        if want > 0 {
+            ttl = ttl.saturating_add(day_end(utc_day(now)).saturating_sub(now));
+        }
         let id = format!("{}-{}", self.name, self.next);
         self.next = self.next.wrapping_add(1);
         let call = HoldCall {
@@ -454,7 +528,7 @@ impl SpendRelay {
             budget: self.budget,
             ttl_ms: ttl,
             slice: Some(SliceAsk {
-                release: self.slice.iter().map(|s| s.id.clone()).collect(),
+                release,
                 add: std::mem::take(&mut self.booked),
                 at_least: held,
             }),
@@ -482,18 +556,26 @@ impl SpendRelay {
             return;
         };
         self.saw(now, answer.standing);
+        let ask = call.slice.unwrap_or_default();
         if !answer.granted {
             // Refused with nothing changed: the old slice stands until it
             // lapses, and what was booked goes with the next renewal.
-            let add = call.slice.map_or(0, |a| a.add);
-            self.booked = self.booked.saturating_add(add);
+            self.booked = self.booked.saturating_add(ask.add);
+            return;
+        }
+        self.retired.retain(|r| !ask.release.contains(&r.id));
+        if self.retired.iter().any(|r| r.id == call.id) {
+            // An earlier instance's renewal, sent again: booked, and its
+            // slice retired.
             return;
         }
         let amount = answer.slice.unwrap_or(0);
         // The holds in flight when it was sent, settled since or not, are
-        // what its `at_least` covered.
+        // what its `at_least` covered. A slice of nothing asked for is not
+        // kept (it lapses soon); one asked for and granted empty is, to be
+        // released by the next renewal.
         let used = self.in_holds().saturating_add(self.settled);
-        self.slice = (amount > 0).then(|| Slice {
+        self.slice = (call.amount > 0).then(|| Slice {
             id: call.id,
             amount,
             used,
@@ -503,7 +585,9 @@ impl SpendRelay {
     }
 
     /// Whether the relay has nothing left to do: no isolate called for
-    /// [`IDLE`], and nothing held, booked or sliced here.
+    /// [`IDLE`], and nothing held, booked, sliced or retired here. Until
+    /// it is, its host keeps renewing, and wakes it to (an alarm) after an
+    /// eviction or a restart.
     pub fn is_idle(&self, now: UnixMillis) -> bool {
         let quiet = self
             .last_call
@@ -513,6 +597,7 @@ impl SpendRelay {
             && self.holds.iter().all(|h| h.expires_at <= now)
             && self.booked == 0
             && self.renewal.is_none()
+            && self.retired.is_empty()
     }
 }
 

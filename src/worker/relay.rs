@@ -43,8 +43,9 @@ const REWATCH: Duration = Duration::from_secs(1);
 /// [`CALL_TIMEOUT`](crate::fleet::CALL_TIMEOUT).
 const ANSWER_WITHIN: Duration = Duration::from_secs(1);
 
-/// The `FleetRelay` Durable Object class.
-#[durable_object(fetch)]
+/// The `FleetRelay` Durable Object class (with an alarm, which a spend
+/// cap's relay sets while it keeps anything).
+#[durable_object(alarm)]
 pub struct FleetRelay {
     env: Env,
     inner: Rc<RefCell<Inner>>,
@@ -101,7 +102,7 @@ impl DurableObject for FleetRelay {
     fn new(state: State, env: Env) -> Self {
         let relay = Relay::new().stagger(worker::js_sys::Math::random());
         FleetRelay {
-            spend: SpendHost::new(env.clone(), state.storage().sql()),
+            spend: SpendHost::new(env.clone(), state.storage()),
             env,
             inner: Rc::new(RefCell::new(Inner {
                 relay,
@@ -112,6 +113,11 @@ impl DurableObject for FleetRelay {
             })),
             faults: Faults::default(),
         }
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        self.spend.alarm().await?;
+        Response::empty()
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {

@@ -7,11 +7,17 @@
 //! slice at the object while anything is held, booked or asked here.
 //!
 //! What it must not lose ([`Kept`]: its isolates' spending not yet at the
-//! object, the renewal not answered, its slice) is written to the object's
+//! object, the renewal not answered, its slices) is written to the object's
 //! SQL storage whenever it changes, and a relay that was evicted or
 //! restarted starts from it: it sends that renewal again as it was (the
-//! object books it once) and releases the slice with the next. The holds it
-//! granted are not kept: their settles go to the object, which books them.
+//! object books it once) and releases the slices once the holds granted
+//! from them have lapsed. The holds it granted are not kept: their settles
+//! go to the object, which books them.
+//!
+//! A slice lasts at the object until its relay releases it (or its day
+//! ends), so while the relay keeps anything an alarm wakes it every
+//! [`WAKE`]: evicted or restarted, it renews, books and releases whether or
+//! not an isolate calls it again.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -20,7 +26,7 @@ use std::time::Duration;
 use futures_channel::oneshot;
 use serde::Serialize;
 use worker::wasm_bindgen_futures::spawn_local;
-use worker::{Delay, Env, Response, Result, SqlStorage};
+use worker::{Delay, Env, Response, Result, SqlStorage, Storage};
 
 use super::link::{call, json, BINDING};
 use crate::engine::timeout::timeout;
@@ -38,6 +44,11 @@ const TICK: Duration = Duration::from_millis(250);
 /// the object: well inside the isolate's own call timeout.
 const WAIT_WITHIN: Duration = Duration::from_secs(1);
 
+/// How soon the alarm wakes a relay that keeps anything, set again every
+/// half of it while the renewal loop runs: an evicted relay renews within
+/// this.
+const WAKE: Duration = Duration::from_secs(30);
+
 /// The spend side of a relay object.
 pub(super) struct SpendHost {
     env: Env,
@@ -50,10 +61,41 @@ pub(super) struct SpendHost {
     store: Rc<Store>,
 }
 
+/// What a renewal needs of the host (the loop's and the alarm's share).
+struct Renewer {
+    env: Env,
+    relay: Rc<RefCell<SpendRelay>>,
+    outage: Rc<RefCell<Outage>>,
+    waiting: Rc<RefCell<Vec<oneshot::Sender<()>>>>,
+    store: Rc<Store>,
+}
+
+impl Renewer {
+    /// Sends the renewal due, if any, and tells the holds waiting for it;
+    /// whether the relay is idle after it.
+    async fn tick(&self) -> bool {
+        let renewal = self.relay.borrow_mut().renewal(now());
+        self.store.write(&self.relay.borrow());
+        if let Some(renewal) = renewal {
+            let key = spend_key(&renewal.route);
+            let target = (BINDING, key.as_str());
+            let answer =
+                call::<HoldAnswer>(&self.env, &self.outage, "hold", target, &renewal).await;
+            self.relay.borrow_mut().renewed(now(), answer.ok());
+            self.store.write(&self.relay.borrow());
+            for tell in self.waiting.borrow_mut().drain(..) {
+                let _ = tell.send(());
+            }
+        }
+        self.relay.borrow().is_idle(now())
+    }
+}
+
 /// The relay's row in its object's SQL storage, and what was last written
-/// there (`None`: not read yet).
+/// there (`None`: not read yet); the object's alarm.
 struct Store {
     sql: SqlStorage,
+    storage: Storage,
     last: RefCell<Option<Kept>>,
 }
 
@@ -115,7 +157,7 @@ fn now() -> UnixMillis {
 impl SpendHost {
     /// The spend side of a relay object in `env`; its slices are named
     /// after a random name of this instance.
-    pub(super) fn new(env: Env, sql: SqlStorage) -> Self {
+    pub(super) fn new(env: Env, storage: Storage) -> Self {
         let name = format!(
             "relay-{:08x}",
             (worker::js_sys::Math::random() * 4e9) as u64
@@ -123,7 +165,8 @@ impl SpendHost {
         SpendHost {
             env,
             store: Rc::new(Store {
-                sql,
+                sql: storage.sql(),
+                storage,
                 last: RefCell::default(),
             }),
             relay: Rc::new(RefCell::new(SpendRelay::new(name))),
@@ -135,13 +178,39 @@ impl SpendHost {
 
     /// An isolate's `/hold`, `/settle` or `/spend`.
     pub(super) async fn fetch(&self, op: &str, text: &str) -> Result<Response> {
-        if let Some(kept) = self.store.read() {
-            self.relay.borrow_mut().restore(kept);
-        }
+        self.restore();
         let answer = self.step(op, text).await;
         self.store.write(&self.relay.borrow());
         self.renew();
         answer
+    }
+
+    /// The object's alarm: a relay evicted or restarted while it kept
+    /// anything renews now (once, unless its loop runs), then keeps
+    /// renewing until it is idle. A breaker relay sets no alarm.
+    pub(super) async fn alarm(&self) -> Result<()> {
+        self.restore();
+        if !self.renewing.get() && !self.renewer().tick().await {
+            self.renew();
+        }
+        Ok(())
+    }
+
+    /// Starts from what an earlier instance kept, the first time.
+    fn restore(&self) {
+        if let Some(kept) = self.store.read() {
+            self.relay.borrow_mut().restore(kept, now());
+        }
+    }
+
+    fn renewer(&self) -> Renewer {
+        Renewer {
+            env: self.env.clone(),
+            relay: Rc::clone(&self.relay),
+            outage: Rc::clone(&self.outage),
+            waiting: Rc::clone(&self.waiting),
+            store: Rc::clone(&self.store),
+        }
     }
 
     async fn step(&self, op: &str, text: &str) -> Result<Response> {
@@ -233,34 +302,27 @@ impl SpendHost {
     }
 
     /// Keeps the renewal loop running while the relay has work: every
-    /// [`TICK`] it sends the renewal that is due, until the relay is idle.
+    /// [`TICK`] it sends the renewal that is due, until the relay is idle;
+    /// meanwhile the alarm is set [`WAKE`] ahead, every half of it.
     fn renew(&self) {
         if self.renewing.replace(true) {
             return;
         }
-        let env = self.env.clone();
-        let relay = Rc::clone(&self.relay);
-        let outage = Rc::clone(&self.outage);
+        let renewer = self.renewer();
         let renewing = Rc::clone(&self.renewing);
-        let waiting = Rc::clone(&self.waiting);
-        let store = Rc::clone(&self.store);
         spawn_local(async move {
+            let mut armed: Option<UnixMillis> = None;
             loop {
-                let renewal = relay.borrow_mut().renewal(now());
-                store.write(&relay.borrow());
-                if let Some(renewal) = renewal {
-                    let key = spend_key(&renewal.route);
-                    let target = (BINDING, key.as_str());
-                    let answer = call::<HoldAnswer>(&env, &outage, "hold", target, &renewal).await;
-                    relay.borrow_mut().renewed(now(), answer.ok());
-                    store.write(&relay.borrow());
-                    for tell in waiting.borrow_mut().drain(..) {
-                        let _ = tell.send(());
-                    }
-                }
-                if relay.borrow().is_idle(now()) {
+                if renewer.tick().await {
                     renewing.set(false);
                     return;
+                }
+                let half = WAKE.as_millis() as UnixMillis / 2;
+                if armed.is_none_or(|at| now() >= at + half) {
+                    armed = Some(now());
+                    if let Err(e) = renewer.store.storage.set_alarm(WAKE).await {
+                        worker::console_warn!("spend relay: its alarm could not be set: {}", e);
+                    }
                 }
                 Delay::from(TICK).await;
             }

@@ -261,34 +261,39 @@ fn a_slice_is_granted_from_for_its_time_and_not_while_a_renewal_is_out() {
         HoldStep::Answer(HoldAnswer { granted: true, .. })
     ));
     assert_eq!(relay.hold(lapsed, &hold("d", 1, 10_000)), HoldStep::Ask);
-    // At the object it lasts as long again as the holds granted from it
-    // (120 s, rounded up with a margin: 130 s): "c", granted at its last
-    // moment, is covered until it lapses itself.
+    // At the object it lasts until the end of its day, and as long again
+    // as the holds granted from it (120 s, rounded up with a margin: 130 s
+    // after its own 10 s): "c", granted at its last moment, is covered
+    // until it lapses itself, and what is settled here until a renewal
+    // books it.
     let slice_at = |t| {
         let book = SpendBook::load(Some(object.book.clone()), t);
         book.holds.iter().any(|h| h.slice)
     };
-    assert!(slice_at(lapsed - 1 + 130_000));
-    assert!(!slice_at(lapsed + 130_000));
-    // A hold that would outlast what the slice covers waits for the next
-    // renewal, which covers it.
+    let midnight = day_end(utc_day(NOON));
+    assert!(slice_at(midnight + 140_000 - 1));
+    assert!(!slice_at(midnight + 140_000));
+    // A hold that would outlast what the slice covers (near the end of
+    // the day) waits for the next renewal, which covers it.
     let mut relay = SpendRelay::new("z");
     let mut object = Object::new();
-    ask(&mut relay, &mut object, NOON, &hold("a", 100, 10_000));
-    beat(&mut relay, &mut object, NOON);
+    let late = midnight - 30_000;
+    ask(&mut relay, &mut object, late, &hold("a", 100, 10_000));
+    beat(&mut relay, &mut object, late);
     let longer = HoldCall {
-        ttl_ms: 131_000,
+        ttl_ms: 181_000,
         ..hold("long", 1, 10_000)
     };
-    assert_eq!(relay.hold(NOON + 1, &longer), HoldStep::Wait);
-    assert_eq!(relay.renewal(NOON + 1), None, "not before `EARLY`");
+    assert_eq!(relay.hold(late + 1, &longer), HoldStep::Wait);
+    assert_eq!(relay.renewal(late + 1), None, "not before `EARLY`");
     let renewal = relay
-        .renewal(NOON + 250)
+        .renewal(late + 250)
         .expect("early: the slice ran short");
-    assert_eq!(renewal.ttl_ms, 160_000);
-    relay.renewed(NOON + 250, Some(object.hold(NOON + 250, &renewal)));
+    // 181 s rounded up with a margin, and the day's last 29.75 s.
+    assert_eq!(renewal.ttl_ms, 210_000 + 29_750);
+    relay.renewed(late + 250, Some(object.hold(late + 250, &renewal)));
     assert!(matches!(
-        relay.hold_again(NOON + 251, &longer),
+        relay.hold_again(late + 251, &longer),
         HoldStep::Answer(HoldAnswer { granted: true, .. })
     ));
 
@@ -397,21 +402,132 @@ fn a_restarted_relay_loses_nothing_booked() {
     let kept: Kept = serde_json::from_str(&serde_json::to_string(&relay.kept()).unwrap()).unwrap();
     // A new instance, with a name of its own.
     let mut relay = SpendRelay::new("x-2");
-    relay.restore(kept);
+    relay.restore(kept, NOON + 3_000);
     beat(&mut relay, &mut object, NOON + 3_000);
     assert_eq!(object.book.spent, 70, "the lost renewal, booked once");
     // "b" was granted by the old instance: its late settle would go to the
     // object; here it came before the restart and was kept.
     beat(&mut relay, &mut object, NOON + 5_000);
     assert_eq!(object.book.spent, 130);
-    let slices: Vec<&str> = object
-        .book
-        .holds
-        .iter()
-        .filter(|h| h.slice)
-        .map(|h| h.id.as_str())
-        .collect();
-    assert!(slices.iter().all(|id| id.starts_with("x-2")), "{slices:?}");
+    // Slices that hold budget (a renewal that asked for nothing leaves a
+    // marker of nothing, briefly).
+    let slices = |object: &Object| -> Vec<String> {
+        let book = &object.book;
+        let holding = book.holds.iter().filter(|h| h.slice && h.amount > 0);
+        holding.map(|h| h.id.clone()).collect()
+    };
+    // The old instance's slice (the one its lost renewal got) is retired:
+    // kept at the object until the holds granted from it have lapsed.
+    assert_eq!(slices(&object), ["x-1-2"]);
+    let lapsed = NOON + 3_000 + 120_000;
+    for t in (NOON + 6_000..lapsed).step_by(1_000) {
+        beat(&mut relay, &mut object, t);
+    }
+    assert_eq!(slices(&object), ["x-1-2"]);
+    assert!(!relay.is_idle(lapsed));
+    beat(&mut relay, &mut object, lapsed);
+    assert!(slices(&object).is_empty());
+    assert!(relay.is_idle(lapsed));
+    assert_eq!(object.book.spent, 130);
+}
+
+#[test]
+fn a_hold_granted_before_a_restart_stays_covered_until_it_lapses() {
+    let mut object = Object::new();
+    let mut relay = SpendRelay::new("x-1");
+    let budget = 10_000;
+    assert!(ask(&mut relay, &mut object, NOON, &hold("a", 100, budget)));
+    let granted = relay.slice.as_ref().map_or(0, |s| s.amount);
+    assert!(granted >= 100);
+    let kept = relay.kept();
+    let mut relay = SpendRelay::new("x-2");
+    relay.restore(kept, NOON + 1_000);
+    // "a" is still in flight, inside the old slice: the object grants
+    // only what is left besides it, and the new instance nothing from it.
+    let rest = budget - granted;
+    assert!(!ask(
+        &mut relay,
+        &mut object,
+        NOON + 1_000,
+        &hold("big", rest + 1, budget)
+    ));
+    assert!(object.committed() <= budget);
+    // Its settle, unknown here, goes to the object and is booked there.
+    match relay.settle(NOON + 2_000, settle("a", 90)) {
+        Err(call) => {
+            object.settle(&call);
+        }
+        Ok(_) => panic!("granted by the earlier instance"),
+    }
+    assert_eq!(object.book.spent, 90);
+    for t in (NOON + 3_000..=NOON + 121_000).step_by(1_000) {
+        beat(&mut relay, &mut object, t);
+        assert!(object.committed() <= budget);
+    }
+    assert!(relay.is_idle(NOON + 121_000));
+    assert_eq!(object.book.held(), 0);
+    assert_eq!(object.book.spent, 90);
+}
+
+#[test]
+fn a_relay_cut_off_for_minutes_books_once_and_the_object_never_overgrants() {
+    let mut object = Object::new();
+    let mut relay = SpendRelay::new("x");
+    let budget = 100_000;
+    for i in 0..5u64 {
+        let id = format!("a{i}");
+        assert!(ask(
+            &mut relay,
+            &mut object,
+            NOON + i,
+            &hold(&id, 100, budget)
+        ));
+        end(&mut relay, &mut object, NOON + i, settle(&id, 90));
+    }
+    let slice = relay.slice.as_ref().map_or(0, |s| s.amount);
+    // Ten minutes without a renewal reaching the object: sent, lost.
+    let cut_until = NOON + 600_000;
+    let mut t = NOON + 1_000;
+    while t < cut_until {
+        if relay.renewal(t).is_some() {
+            relay.renewed(t, None);
+        }
+        // The object, reloaded as after an eviction, keeps the slice: what
+        // was granted and settled from it is covered.
+        object.book = SpendBook::load(Some(object.book.clone()), t);
+        assert!(object.book.holds.iter().any(|h| h.slice), "at {t}");
+        t += 1_000;
+    }
+    // An isolate elsewhere gets only what the slice leaves.
+    let direct = hold("elsewhere", budget - slice + 1, budget);
+    assert!(!object.hold(cut_until, &direct).granted);
+    // Reached again: what was settled here booked once, the slice released.
+    beat(&mut relay, &mut object, cut_until);
+    assert_eq!(object.book.spent, 450);
+    for t in (cut_until + 1_000..cut_until + 200_000).step_by(1_000) {
+        beat(&mut relay, &mut object, t);
+    }
+    assert_eq!(object.book.spent, 450);
+    assert_eq!(object.book.held(), 0);
+    assert!(relay.is_idle(cut_until + 200_000));
+}
+
+#[test]
+fn kept_state_from_before_retired_slices_reads() {
+    let old =
+        r#"{"route":"r","budget":5,"holdTtl":120000,"booked":3,"renewal":null,"slice":"x-1"}"#;
+    let kept: Kept = serde_json::from_str(old).unwrap();
+    assert!(kept.retired.is_empty());
+    assert_eq!(kept.slice.as_deref(), Some("x-1"));
+    // And a renewal that asks for nothing marks itself done briefly.
+    let mut object = Object::new();
+    let mut relay = SpendRelay::new("x");
+    relay.restore(kept, NOON);
+    beat(&mut relay, &mut object, NOON);
+    assert_eq!(object.book.spent, 3);
+    let marker = object.book.holds.iter().find(|h| h.slice).expect("marker");
+    assert_eq!(marker.amount, 0);
+    assert!(marker.expires_at <= NOON + 140_000);
 }
 
 #[test]
