@@ -453,12 +453,10 @@ fn a_hold_granted_before_a_restart_stays_covered_until_it_lapses() {
     ));
     assert!(object.committed() <= budget);
     // Its settle, unknown here, goes to the object and is booked there.
-    match relay.settle(NOON + 2_000, settle("a", 90)) {
-        Err(call) => {
-            object.settle(&call);
-        }
-        Ok(_) => panic!("granted by the earlier instance"),
-    }
+    let Err(call) = relay.settle(NOON + 2_000, settle("a", 90)) else {
+        panic!("granted by the earlier instance");
+    };
+    object.settle(&call);
     assert_eq!(object.book.spent, 90);
     for t in (NOON + 3_000..=NOON + 121_000).step_by(1_000) {
         beat(&mut relay, &mut object, t);
@@ -467,6 +465,27 @@ fn a_hold_granted_before_a_restart_stays_covered_until_it_lapses() {
     assert!(relay.is_idle(NOON + 121_000));
     assert_eq!(object.book.held(), 0);
     assert_eq!(object.book.spent, 90);
+}
+
+#[test]
+fn restarts_faster_than_the_hold_time_retire_at_most_max_retired_slices() {
+    let mut object = Object::new();
+    let mut relay = SpendRelay::new("x-0");
+    // Each instance gets a slice, then restarts a second later: every
+    // restart retires one more, none lapsed yet.
+    for n in 1..=3 * MAX_RETIRED as u64 {
+        let t = NOON + n * 1_000;
+        let id = format!("h{n}");
+        assert!(ask(&mut relay, &mut object, t, &hold(&id, 10, 1_000_000)));
+        let kept = relay.kept();
+        relay = SpendRelay::new(format!("x-{n}"));
+        relay.restore(kept, t);
+        assert!(relay.kept().retired.len() <= MAX_RETIRED);
+    }
+    assert_eq!(relay.kept().retired.len(), MAX_RETIRED);
+    // The newest are kept: the last instance's slice among them.
+    let last = format!("x-{}-", 3 * MAX_RETIRED - 1);
+    assert!(relay.kept().retired.iter().any(|r| r.id.starts_with(&last)));
 }
 
 #[test]
