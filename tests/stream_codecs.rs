@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use resilient_llm::format::anthropic_stream::AnthropicStreamEncoder;
-use resilient_llm::format::openai_stream::OpenAiStreamEncoder;
+use resilient_llm::format::anthropic::stream::AnthropicStreamEncoder;
+use resilient_llm::format::openai::stream::OpenAiStreamEncoder;
 use resilient_llm::{
     Anthropic, ChatRequest, Delta, ErrorKind, FinishReason, Message, PresetName, Provider,
     ProviderError, Secret, Thinking, Usage,

@@ -254,8 +254,8 @@ fn sse_deltas(p: &dyn Provider, bytes: &[u8]) -> Vec<resilient_llm::Delta> {
 
 #[test]
 fn streamed_cache_usage_reaches_either_client() {
-    use resilient_llm::format::anthropic_stream::AnthropicStreamEncoder;
-    use resilient_llm::format::openai_stream::OpenAiStreamEncoder;
+    use resilient_llm::format::anthropic::stream::AnthropicStreamEncoder;
+    use resilient_llm::format::openai::stream::OpenAiStreamEncoder;
     let anthropic_sse = concat!(
         "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",",
         "\"role\":\"assistant\",\"content\":[],\"model\":\"claude-x\",\"usage\":{\"input_tokens\":5,",

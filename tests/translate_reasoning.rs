@@ -3,8 +3,8 @@
 //! `thinking_blocks` in answers and stream deltas; blocks sent back in a
 //! later turn keep their signatures.
 
-use resilient_llm::format::anthropic_stream::AnthropicStreamEncoder;
-use resilient_llm::format::openai_stream::OpenAiStreamEncoder;
+use resilient_llm::format::anthropic::stream::AnthropicStreamEncoder;
+use resilient_llm::format::openai::stream::OpenAiStreamEncoder;
 use resilient_llm::format::{anthropic, openai};
 use resilient_llm::{
     Anthropic, BufferedResponse, Delta, Headers, OpenAi, PresetName, Provider, Secret, SseDecoder,

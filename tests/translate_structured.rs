@@ -5,7 +5,7 @@
 //! Anthropic client's `output_config` (or beta `output_format`) served by an
 //! OpenAI model.
 
-use resilient_llm::format::{anthropic, openai, openai_stream::OpenAiStreamEncoder};
+use resilient_llm::format::{anthropic, openai, openai::stream::OpenAiStreamEncoder};
 use resilient_llm::testing::{block_on, reply, FakePlatform};
 use resilient_llm::{CallOptions, Client, Config, Delta, FinishReason};
 use serde_json::{json, Value};

@@ -6,8 +6,9 @@
 mod common;
 
 use libfuzzer_sys::fuzz_target;
-use resilient_llm::format::anthropic_stream::{self, AnthropicStreamEncoder};
-use resilient_llm::format::openai_stream::{self, OpenAiStreamEncoder};
+use resilient_llm::format::anthropic::stream::AnthropicStreamEncoder;
+use resilient_llm::format::{anthropic, openai};
+use resilient_llm::format::openai::stream::OpenAiStreamEncoder;
 use resilient_llm::format::Read;
 use resilient_llm::{Delta, ErrorKind, ProviderError, SseDecoder};
 
@@ -34,10 +35,10 @@ fuzz_target!(|input: &[u8]| {
     for one in rest.split(|b| *b == 0) {
         let (name, data) = common::split_line(one);
         let read = if which % 2 == 0 {
-            openai_stream::decode_chunk(data)
+            openai::stream::decode_chunk(data)
         } else {
             let name = std::str::from_utf8(name).ok().filter(|n| !n.is_empty());
-            anthropic_stream::decode_event(name, data)
+            anthropic::stream::decode_event(name, data)
         };
         if let Ok(Read::Answer(d)) = read {
             deltas.extend(d);

@@ -10,7 +10,7 @@
 //!   client spoke, whichever provider answered.
 //!
 //! Streams translate the same way, one piece at a time:
-//! [`openai_stream`] and [`anthropic_stream`] read a provider's stream
+//! [`openai::stream`] and [`anthropic::stream`] read a provider's stream
 //! events into neutral [`Delta`](crate::Delta)s and render deltas as the
 //! stream a client of either format expects.
 //!
@@ -30,13 +30,11 @@
 //! forced tool of a structured answer back into the answer's text.
 
 pub mod anthropic;
-pub mod anthropic_stream;
 pub(crate) mod endpoints;
 pub mod gemini;
 mod inbound;
 pub(crate) mod mapping;
 pub mod openai;
-pub mod openai_stream;
 pub mod responses;
 pub(crate) mod structured;
 pub(crate) mod wire;

@@ -3,7 +3,7 @@
 //! deserializes a body and names the offending field when it cannot.
 //!
 //! The answer structs themselves live beside their format (`openai`,
-//! `openai_stream`, `anthropic`, `anthropic_stream`). Every field is an
+//! `openai::stream`, `anthropic`, `anthropic::stream`). Every field is an
 //! `Option`, since a JSON `null` reads as absent there as everywhere in this
 //! crate, and a required field is checked after the read, with its path.
 

@@ -11,8 +11,8 @@ use super::proxy::Gateway;
 use crate::chat::{ChatRequest, ChatResponse, Delta};
 use crate::engine::client::CallOptions;
 use crate::engine::store::BreakerStore;
-use crate::format::anthropic_stream::AnthropicStreamEncoder;
-use crate::format::openai_stream::OpenAiStreamEncoder;
+use crate::format::anthropic::stream::AnthropicStreamEncoder;
+use crate::format::openai::stream::OpenAiStreamEncoder;
 use crate::format::responses::{Echo, ResponsesStreamEncoder};
 use crate::platform::{Headers, Platform};
 

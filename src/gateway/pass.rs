@@ -18,9 +18,9 @@ use super::pass_responses::ResponsesSeen;
 use crate::chat::{Delta, FinishReason, Usage};
 use crate::engine::stream::RawEvent;
 use crate::format::anthropic::stop_reason_name;
-use crate::format::openai_stream::OpenAiStreamEncoder;
+use crate::format::openai::stream::OpenAiStreamEncoder;
 use crate::format::responses::ResponsesStreamEncoder;
-use crate::format::{anthropic_stream::AnthropicStreamEncoder, merge_usage};
+use crate::format::{anthropic::stream::AnthropicStreamEncoder, merge_usage};
 use crate::sse::SseEvent;
 
 /// The writer of a same-dialect stream.

@@ -21,8 +21,8 @@ use super::{
 };
 use crate::chat::{ChatRequest, ChatResponse, Delta, Dialect, Native};
 use crate::error::{ErrorKind, ProviderError};
+use crate::format::anthropic::stream::{decode_event, EVENTS};
 use crate::format::anthropic::{decode_response, encode_request, EncodeOptions};
-use crate::format::anthropic_stream::{decode_event, EVENTS};
 use crate::format::Read;
 use crate::platform::{BufferedResponse, Headers, HttpRequest, UnixMillis};
 use crate::policy::pool::{self, PoolHeaders, PoolReading};

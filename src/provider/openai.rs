@@ -25,8 +25,8 @@ use super::{
 };
 use crate::chat::{ChatRequest, ChatResponse, Delta, Dialect, Native};
 use crate::error::{ErrorKind, ProviderError};
+use crate::format::openai::stream::decode_chunk;
 use crate::format::openai::{decode_response, encode_request, EncodeOptions, MaxTokensField};
-use crate::format::openai_stream::decode_chunk;
 use crate::format::responses::{
     decode_event as decode_responses_event, decode_response as decode_responses,
 };

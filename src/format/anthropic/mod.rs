@@ -16,6 +16,7 @@
 mod encode;
 mod parse;
 mod response;
+pub mod stream;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};

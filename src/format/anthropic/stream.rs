@@ -14,11 +14,11 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::anthropic::{finish_reason, stop_reason_name, uncached_input, WireUsage};
-use super::wire::{self, member, required, Loose, Obj, Str};
-use super::{merge_usage, FormatError, Read};
+use super::{finish_reason, stop_reason_name, uncached_input, WireUsage};
 use crate::chat::{Delta, FinishReason, Thinking, Usage};
 use crate::error::{ErrorKind, ProviderError};
+use crate::format::wire::{self, member, required, Loose, Obj, Str};
+use crate::format::{merge_usage, FormatError, Read};
 
 // ---------------------------------------------------------------- outbound
 

@@ -12,13 +12,11 @@ use serde_json::json;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
-use super::openai::{
-    finish_reason, finish_reason_name, OutThinking, OutUsage, WireThinking, WireUsage,
-};
-use super::wire::{self, Arguments, First, Loose, Obj, Str};
-use super::{merge_usage, FormatError, Read};
+use super::{finish_reason, finish_reason_name, OutThinking, OutUsage, WireThinking, WireUsage};
 use crate::chat::{Delta, FinishReason, Thinking, Usage};
 use crate::error::{ErrorKind, ProviderError};
+use crate::format::wire::{self, Arguments, First, Loose, Obj, Str};
+use crate::format::{merge_usage, FormatError, Read};
 
 // ---------------------------------------------------------------- outbound
 

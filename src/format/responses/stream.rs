@@ -10,7 +10,7 @@ use super::{status_of, Echo, OutUsage};
 use crate::chat::{Delta, FinishReason, Thinking, ToolCall, Usage};
 use crate::error::ProviderError;
 use crate::format::merge_usage;
-use crate::format::openai_stream::{default_code, error_type};
+use crate::format::openai::stream::{default_code, error_type};
 
 /// Writes a Responses stream, one delta at a time.
 ///
