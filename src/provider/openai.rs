@@ -169,10 +169,17 @@ impl OpenAi {
         } else {
             Cow::Borrowed(path)
         };
-        match &self.api_version {
-            Some(v) => format!("{}{path}?api-version={v}", self.base_url),
-            None => format!("{}{path}", self.base_url),
+        // Sized once: `format!` would grow the string twice per request.
+        let version = self.api_version.as_deref();
+        let query = version.map_or(0, |v| "?api-version=".len() + v.len());
+        let mut url = String::with_capacity(self.base_url.len() + path.len() + query);
+        url.push_str(&self.base_url);
+        url.push_str(&path);
+        if let Some(v) = version {
+            url.push_str("?api-version=");
+            url.push_str(v);
         }
+        url
     }
 }
 
@@ -364,9 +371,13 @@ impl OpenAi {
         }
         if let Some(key) = &self.key {
             match self.preset.auth {
-                AuthStyle::Bearer => http
-                    .headers
-                    .insert("authorization", format!("Bearer {}", key.expose())),
+                AuthStyle::Bearer => {
+                    let key = key.expose();
+                    let mut value = String::with_capacity("Bearer ".len() + key.len());
+                    value.push_str("Bearer ");
+                    value.push_str(key);
+                    http.headers.insert("authorization", value)
+                }
                 AuthStyle::ApiKeyHeader(name) => http.headers.insert(name, key.expose()),
                 AuthStyle::None => {}
             }
