@@ -171,7 +171,7 @@ fn parse_message(
     let parts = match f.get("content") {
         None if required => return Err(FormatError::malformed(f.path("content"), "required")),
         None => Vec::new(),
-        Some(c) => content_parts(c, &f.path("content"), gap)?,
+        Some(c) => content_parts(c, &f, "content", gap)?,
     };
     match role {
         Role::Tool => {
@@ -268,11 +268,18 @@ fn thinking_parts(f: &Fields<'_>) -> Result<Vec<Part>, FormatError> {
     Ok(out)
 }
 
-/// A request's `content`: a string, or text, image and refusal parts.
-fn content_parts(v: &Value, path: &str, gap: &mut GapFn<'_>) -> Result<Vec<Part>, FormatError> {
+/// A request's `content`, field `key` of `parent`: a string, or text, image
+/// and refusal parts. The field's path is written only for parts and errors.
+fn content_parts(
+    v: &Value,
+    parent: &Fields<'_>,
+    key: &str,
+    gap: &mut GapFn<'_>,
+) -> Result<Vec<Part>, FormatError> {
     match v {
         Value::String(s) => Ok(vec![Part::text(s.clone())]),
         Value::Array(parts) => {
+            let path = &parent.path(key);
             let mut out = Vec::with_capacity(parts.len());
             for (i, part) in parts.iter().enumerate() {
                 let p = Fields::of(part, index(path, i))?;
@@ -294,7 +301,10 @@ fn content_parts(v: &Value, path: &str, gap: &mut GapFn<'_>) -> Result<Vec<Part>
             }
             Ok(out)
         }
-        _ => Err(FormatError::malformed(path, "expected string or array")),
+        _ => Err(FormatError::malformed(
+            parent.path(key),
+            "expected string or array",
+        )),
     }
 }
 
