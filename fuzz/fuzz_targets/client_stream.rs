@@ -7,9 +7,9 @@ mod common;
 
 use libfuzzer_sys::fuzz_target;
 use resilient_llm::format::anthropic::stream::AnthropicStreamEncoder;
-use resilient_llm::format::{anthropic, openai};
 use resilient_llm::format::openai::stream::OpenAiStreamEncoder;
 use resilient_llm::format::Read;
+use resilient_llm::format::{anthropic, openai};
 use resilient_llm::{Delta, ErrorKind, ProviderError, SseDecoder};
 
 fn check_sse(bytes: &[u8]) {
