@@ -59,6 +59,7 @@
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub mod cache;
 mod chat;
 mod config;
 mod engine;
