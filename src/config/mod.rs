@@ -16,6 +16,7 @@
 //! ```
 
 mod breaker;
+mod cache;
 mod cost;
 pub(crate) mod embeddings;
 mod hedge;

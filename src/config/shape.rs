@@ -9,6 +9,7 @@ use serde_json::Value;
 use serde_path_to_error::Segment;
 
 use super::breaker::BreakerConfig;
+use super::cache::CacheConfig;
 use super::hedge::HedgeConfig;
 use super::providers::ProviderConfig;
 use super::quality::QualityConfig;
@@ -89,6 +90,9 @@ pub struct Config {
     /// Validators and escalation limits, by route name.
     #[serde(default)]
     pub(crate) quality: BTreeMap<String, QualityConfig>,
+    /// The response cache, by route name (nothing is cached by default).
+    #[serde(default)]
+    pub(crate) cache: BTreeMap<String, CacheConfig>,
 }
 
 /// The gateway's own settings.
@@ -154,6 +158,12 @@ pub(crate) struct LimitsConfig {
     pub(crate) max_request_bytes: Option<usize>,
     /// The largest provider response read (default 8 MiB).
     pub(crate) max_response_bytes: Option<usize>,
+    /// The in-memory response cache's most answers (default 1000).
+    #[serde(default)]
+    pub(crate) cache_max_entries: Option<usize>,
+    /// The in-memory response cache's most bytes (default 16 MiB).
+    #[serde(default)]
+    pub(crate) cache_max_bytes: Option<usize>,
 }
 
 impl Config {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::breaker::BreakerConfig;
 use super::issues::Issues;
 use super::shape::{Config, EntryConfig};
-use super::{embeddings, hedge, keys, quality, tier};
+use super::{cache, embeddings, hedge, keys, quality, tier};
 use crate::engine::client::{Client, ClientBuilder, Entry, Policy};
 use crate::engine::hedge::HedgePolicy;
 use crate::issue::ConfigError;
@@ -33,6 +33,10 @@ pub struct Validated {
     /// Each provider with several keys as the tier of its upstreams (model
     /// left empty), for `provider/model` requests.
     pub key_tiers: BTreeMap<String, Vec<Entry>>,
+    /// The response cache's settings, by route name.
+    pub cache: BTreeMap<String, crate::cache::CachePolicy>,
+    /// The in-memory response cache's bounds.
+    pub cache_bounds: crate::cache::CacheBounds,
 }
 
 /// The policies a configuration validates into.
@@ -248,6 +252,8 @@ impl Config {
             }
         }
         let quality = quality::build(&self.quality, &routes, &mut issues.0);
+        let caches = cache::policies(&self.cache, &|r| routes.contains_key(r), &mut issues);
+        let cache_bounds = cache::bounds(&self.limits, &mut issues);
         if !issues.0.is_empty() {
             return Err(ConfigError { issues: issues.0 });
         }
@@ -265,6 +271,8 @@ impl Config {
             cost,
             quality,
             key_tiers: tiers.templates(),
+            cache: caches,
+            cache_bounds,
         })
     }
 }
