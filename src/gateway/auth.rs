@@ -45,16 +45,8 @@ impl Auth {
         if self.open {
             return true;
         }
-        let bearer = headers
-            .get("authorization")
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            })
-            .map(str::trim);
-        let offered = [bearer, headers.get("x-api-key").map(str::trim)];
         let mut ok = false;
-        for candidate in offered.into_iter().flatten() {
+        for candidate in offered(headers).into_iter().flatten() {
             ok |= self.accepts(candidate);
         }
         ok
@@ -68,6 +60,13 @@ impl Auth {
             ok |= ct_eq(candidate.as_bytes(), key.expose().as_bytes());
         }
         ok
+    }
+
+    /// The accepted key a request was let in with (the bearer's, else
+    /// `x-api-key`'s), compared in constant time like [`Auth::check`].
+    pub(super) fn matched(&self, headers: &Headers) -> Option<&Secret> {
+        let [bearer, header] = offered(headers).map(|c| c.and_then(|c| self.find(c)));
+        bearer.or(header)
     }
 
     /// The keys accepted.
@@ -86,6 +85,19 @@ impl Auth {
         }
         found
     }
+}
+
+/// The keys a request offers: its `Authorization: Bearer` and its
+/// `x-api-key`.
+fn offered(headers: &Headers) -> [Option<&str>; 2] {
+    let bearer = headers
+        .get("authorization")
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim);
+    [bearer, headers.get("x-api-key").map(str::trim)]
 }
 
 /// Compares two byte strings in time that depends only on their lengths.

@@ -4,6 +4,7 @@
 //! stream still reads one; what it cannot get is its first token before the
 //! answer is complete, since an answer cannot be judged before it is.
 
+use super::cache::Lookup;
 use super::call::answer;
 use super::http::{Format, Outbound};
 use super::log::LogLine;
@@ -29,11 +30,12 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         format: Format,
         mut request: ChatRequest,
         opts: CallOptions,
-        include_usage: bool,
         echo: Option<Echo>,
+        lookup: Option<&Lookup>,
         log: &mut LogLine<'_>,
     ) -> Outbound {
         let created = self.client.platform().now() / 1000;
+        let include_usage = request.wants_usage();
         log.stream = true;
         // Asked of the providers whole: a whole answer is what is judged.
         // The stream's options go too (Chat Completions refuses them on a
@@ -44,6 +46,9 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         }
         let result = self.client.chat_with(request, opts).await;
         answer(format, self.caller_holds_keys, result, log, |reply, log| {
+            if let Some(lookup) = lookup {
+                self.cache_put(lookup, &reply, log);
+            }
             let mut response = reply.response;
             if response.model.trim().is_empty() {
                 response.model = reply.served_by.model;

@@ -3,12 +3,13 @@
 
 use std::rc::Rc;
 
+use super::cache::{cache_header, Lookup, Replay, Served};
 use super::call::{answer, asked_deadline};
 use super::http::{Format, Outbound};
 use super::keepalive;
 use super::log::LogLine;
 use super::proxy::Gateway;
-use super::render::{error_code, error_response, json_response};
+use super::render::{error_code, error_response, json_response, ALL_FAILED};
 use super::request::read_chat;
 use super::responses;
 use super::sse;
@@ -44,36 +45,78 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case("off")),
         };
         let echo = responses::echo(format, &request);
+        let mut lookup = self.cache_lookup(format, &request, &opts, headers, log);
+        let include_usage = request.stream.then(|| request.wants_usage());
+        if let Some(lookup) = lookup.as_mut() {
+            if let Some(hit) = self.cache_find(lookup).await {
+                return self.serve_stored(format, &hit, Served::Hit, include_usage, echo, log);
+            }
+        }
+        let mut out = self
+            .chat_asked(format, request, opts, lookup.as_ref(), echo.clone(), log)
+            .await;
+        let stale = lookup.and_then(|l| l.stale);
+        if let Some(stored) = stale.filter(|_| log.error == Some(ALL_FAILED)) {
+            // Every entry failed: the answer past its TTL is better than
+            // the error. The log line keeps the failures in its trail.
+            log.error = None;
+            log.message = Some("served stale: every entry of the route failed");
+            out = self.serve_stored(format, &stored, Served::Stale, include_usage, echo, log);
+        }
+        cache_header(log, &mut out);
+        out
+    }
+
+    /// `request` asked of the route's providers: whole, streamed, or
+    /// buffered whole for a stream. A whole answer is stored under
+    /// `lookup`, when there is one.
+    async fn chat_asked(
+        &self,
+        format: Format,
+        request: ChatRequest,
+        opts: CallOptions,
+        lookup: Option<&Lookup>,
+        echo: Option<Echo>,
+        log: &mut LogLine<'_>,
+    ) -> Outbound {
         if request.stream && self.buffers_stream(&request, &opts) {
-            let include_usage = request.wants_usage();
             return self
-                .chat_buffered(format, request, opts, include_usage, echo, log)
+                .chat_buffered(format, request, opts, echo, lookup, log)
                 .await;
         }
         if request.stream {
-            let include_usage = request.wants_usage();
             return self
-                .chat_stream(format, request, opts, include_usage, echo, log)
+                .chat_stream(format, request, opts, lookup, echo, log)
                 .await;
         }
         let result = self.client.chat_with(request, opts).await;
         answer(format, self.caller_holds_keys, result, log, |reply, log| {
+            if let Some(lookup) = lookup {
+                self.cache_put(lookup, &reply, log);
+            }
             self.render_reply(format, reply, echo.as_ref(), log)
         })
     }
 
     /// A streamed answer: the first item is awaited before answering, so a
     /// failure before the commit point is an ordinary error with its status.
+    /// A complete answer is stored under `lookup`, when there is one.
     async fn chat_stream(
         &self,
         format: Format,
         request: ChatRequest,
         opts: CallOptions,
-        include_usage: bool,
+        lookup: Option<&Lookup>,
         echo: Option<Echo>,
         log: &mut LogLine<'_>,
     ) -> Outbound {
         let started = self.client.platform().now();
+        let include_usage = request.wants_usage();
+        let mut outlets = sse::Outlets {
+            log: self.log.clone(),
+            record: self.stream_recorder(lookup),
+            stale: None,
+        };
         log.stream = true;
         let mut stream = match ChatStream::open(Rc::clone(&self.client), request, opts) {
             Ok(s) => s,
@@ -88,13 +131,25 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         let (stream, first) = match keepalive::first_item(&self.client, stream, keepalive).await {
             Ok(first) => first,
             Err(pending) => {
+                // The answer goes out now: a stale one, if every entry
+                // fails, must come in the stream.
+                outlets.stale = lookup.and_then(|l| l.stale.as_deref()).map(|stored| {
+                    let replay = Replay {
+                        format,
+                        request_id: log.request_id,
+                        now: started,
+                        include_usage,
+                        echo: echo.clone(),
+                    };
+                    replay.events(stored, Served::Stale)
+                });
                 let then = keepalive::answer(
                     format,
                     log.request_id.to_string(),
                     started,
                     include_usage,
                     echo,
-                    self.log.clone(),
+                    outlets,
                 );
                 let body =
                     keepalive::body(Rc::clone(&self.client), pending, format, keepalive, then);
@@ -136,7 +191,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                     log.request_id.to_string(),
                     started,
                     log.attempts,
-                    self.log.clone(),
+                    outlets,
                 );
                 Outbound {
                     status: 200,
@@ -161,7 +216,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// client's dialect (every field: several choices, logprobs, token
     /// details, `model` as the provider named it), else the neutral answer
     /// rendered in the client's format.
-    fn render_reply(
+    pub(super) fn render_reply(
         &self,
         format: Format,
         reply: Reply,

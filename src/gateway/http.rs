@@ -23,6 +23,15 @@ pub(crate) enum Format {
 }
 
 impl Format {
+    /// The format's name, as the log line writes it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Format::OpenAi => "openai",
+            Format::Anthropic => "anthropic",
+            Format::Responses => "responses",
+        }
+    }
+
     /// The provider dialect of this format.
     pub(crate) fn dialect(self) -> Dialect {
         match self {
@@ -57,6 +66,9 @@ pub const REQUEST_HEADERS: &[&str] = &[
     "x-request-id",
     "x-request-timeout-ms",
     "x-hedge",
+    // the response cache's controls
+    "cache-control",
+    "x-cache-ttl",
     // the status page's sign-in; read by the status routes only, never forwarded
     "cookie",
     "origin",

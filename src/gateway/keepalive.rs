@@ -174,7 +174,7 @@ pub(crate) fn answer<P: Platform + 'static, S: BreakerStore + 'static>(
     started: u64,
     include_usage: bool,
     echo: Option<crate::format::responses::Echo>,
-    log: Option<sse::LogSink>,
+    outlets: sse::Outlets<P, S>,
 ) -> Then<P, S> {
     Box::new(move |stream, first| {
         let served = stream.served_by().cloned();
@@ -191,6 +191,6 @@ pub(crate) fn answer<P: Platform + 'static, S: BreakerStore + 'static>(
         // first item, the one answering included.
         let told = stream.attempts().iter().filter(|a| a.number > 0).count()
             + usize::from(stream.in_flight());
-        sse::body(stream, encoder, first, request_id, started, told, log)
+        sse::body(stream, encoder, first, request_id, started, told, outlets)
     })
 }

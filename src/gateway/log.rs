@@ -17,9 +17,15 @@ pub(super) struct LogLine<'a> {
     pub(super) attempts: usize,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub(super) auth_disabled: bool,
+    /// What the response cache did: `hit`, `miss`, `stale` or `bypass`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) cache: Option<&'static str>,
     /// What the attempts cost, where their usage and prices are known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) cost: Option<Bill>,
+    /// What a stored answer served instead of asking cost when it was asked.
+    #[serde(rename = "costSavedUsd", skip_serializing_if = "Option::is_none")]
+    pub(super) cost_saved: Option<Cost>,
     /// Tokens consumed by attempts that did not become the answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) discarded_usage: Option<Usage>,
@@ -49,6 +55,9 @@ pub(super) struct LogLine<'a> {
     pub(super) stream: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(super) trail: Vec<TrailItem>,
+    /// The bytes this request's answer was stored in, if it was.
+    #[serde(skip)]
+    pub(super) cache_stored: usize,
     /// The client's prices, when it has any.
     #[serde(skip)]
     pub(super) prices: Option<&'a Prices>,

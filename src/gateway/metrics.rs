@@ -68,6 +68,11 @@ struct VerdictLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CacheLabels {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabels {
     provider: Label,
     state: &'static str,
@@ -96,6 +101,9 @@ pub(super) struct Metrics {
     fleet_probes: Family<ModelLabels, Counter>,
     fleet_transitions: Family<ModelLabels, Counter>,
     cost: Family<ModelLabels, Counter<f64, AtomicU64>>,
+    cache: Family<CacheLabels, Counter>,
+    cache_stored_bytes: Counter,
+    cache_saved: Counter<f64, AtomicU64>,
     /// What each provider's model last said of its rate-limit pools.
     pool: PoolGauges,
     /// The wasm instance's linear memory.
@@ -121,6 +129,9 @@ impl Metrics {
             fleet_probes: Family::default(),
             fleet_transitions: Family::default(),
             cost: Family::default(),
+            cache: Family::default(),
+            cache_stored_bytes: Counter::default(),
+            cache_saved: Counter::default(),
             pool: PoolGauges::default(),
             #[cfg(target_arch = "wasm32")]
             memory: Gauge::default(),
@@ -182,6 +193,21 @@ impl Metrics {
             "US dollars spent, from the usage providers reported and the configured prices",
             m.cost.clone(),
         );
+        r.register(
+            "cache_requests",
+            "Chat requests on routes that cache, by what the cache did: hit, miss, stale (served when every entry failed) or bypass",
+            m.cache.clone(),
+        );
+        r.register(
+            "cache_stored_bytes",
+            "Bytes of answers written to the response cache",
+            m.cache_stored_bytes.clone(),
+        );
+        r.register(
+            "cache_saved_usd",
+            "US dollars the answers served from the cache cost when they were asked",
+            m.cache_saved.clone(),
+        );
         m.pool.register(r);
         #[cfg(target_arch = "wasm32")]
         r.register(
@@ -209,6 +235,12 @@ pub(super) fn outcome_name(o: &Outcome) -> Cow<'static, str> {
 
 impl Metrics {
     /// Counts one request from its log line.
+    /// The count of bytes written to the response cache, for a stream
+    /// that stores its answer after its request's line.
+    pub(super) fn cache_stored_bytes(&self) -> Counter {
+        self.cache_stored_bytes.clone()
+    }
+
     pub(super) fn record(&self, log: &LogLine<'_>) {
         self.requests
             .get_or_create(&RequestLabels {
@@ -216,6 +248,15 @@ impl Metrics {
                 status: log.status,
             })
             .inc();
+        if let Some(result) = log.cache {
+            self.cache.get_or_create(&CacheLabels { result }).inc();
+        }
+        if log.cache_stored > 0 {
+            self.cache_stored_bytes.inc_by(log.cache_stored as u64);
+        }
+        if let Some(saved) = log.cost_saved {
+            self.cache_saved.inc_by(saved.usd());
+        }
         if log.route.is_none() && log.trail.is_empty() {
             return; // not a chat request
         }

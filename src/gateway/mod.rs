@@ -13,6 +13,7 @@
 mod auth;
 mod body;
 pub(crate) mod buffered;
+mod cache;
 mod call;
 mod chat;
 mod dispatch;

@@ -5,12 +5,14 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use super::auth::Auth;
+use super::cache::Answers;
 use super::labels::Known;
 use super::metrics::Metrics;
 use super::point::{DataPoint, PointSource};
 use super::session::Throttle;
 use super::sse::LogSink;
 use super::status::Changes;
+use crate::cache::{AnswerStore, CacheBounds, CachePolicy, MemoryCache};
 use crate::engine::client::Client;
 use crate::engine::store::BreakerStore;
 use crate::fleet::JournalSource;
@@ -28,6 +30,8 @@ pub struct Gateway<P: Platform, S: BreakerStore> {
     /// Takes the end line of a stream whose body is dropped unfinished.
     pub(super) log: Option<LogSink>,
     pub(super) logins: RefCell<Throttle>,
+    /// The response cache: the routes that cache, and the store.
+    pub(super) answers: Answers,
 }
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
@@ -57,6 +61,11 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             caller_holds_keys: false,
             log: None,
             logins: Default::default(),
+            answers: Answers {
+                policies: Default::default(),
+                store: Rc::new(MemoryCache::new(0, 0)),
+                max_entry_bytes: 0,
+            },
         }
     }
 
@@ -77,6 +86,29 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// Without a sink such a line is lost.
     pub fn log_to(mut self, sink: impl Fn(&str) + 'static) -> Self {
         self.log = Some(Rc::new(sink));
+        self
+    }
+
+    /// Caches the answers of the routes `policies` names, in a
+    /// [`MemoryCache`] within `bounds` until [`Gateway::answer_store`] gives
+    /// another store.
+    pub fn cache(
+        mut self,
+        policies: std::collections::BTreeMap<String, CachePolicy>,
+        bounds: CacheBounds,
+    ) -> Self {
+        self.answers = Answers {
+            policies,
+            store: Rc::new(MemoryCache::new(bounds.max_entries, bounds.max_bytes)),
+            max_entry_bytes: bounds.max_bytes,
+        };
+        self
+    }
+
+    /// Keeps cached answers in `store` (a data centre's HTTP cache, a
+    /// shared store) instead of memory.
+    pub fn answer_store(mut self, store: Rc<dyn AnswerStore>) -> Self {
+        self.answers.store = store;
         self
     }
 

@@ -18,10 +18,14 @@ pub(super) fn too_large(format: Format, limit: usize) -> Outbound {
     )
 }
 
+/// The code of [`Error::AllProvidersFailed`]: every entry of the route
+/// failed (breakers open and the deadline spent included).
+pub(super) const ALL_FAILED: &str = "all_providers_failed";
+
 /// A short machine name for an error, for the log and the OpenAI `code`.
 pub(super) fn error_code(e: &Error) -> &'static str {
     match e {
-        Error::AllProvidersFailed(_) => "all_providers_failed",
+        Error::AllProvidersFailed(_) => ALL_FAILED,
         Error::Rejected { .. } => "rejected_by_provider",
         Error::InvalidRequest(_) => "invalid_request",
         Error::UnknownRoute(_) => "model_not_found",

@@ -120,7 +120,8 @@ mod tests {
             include_str!("login.rs"),
             include_str!("models.rs"),
             include_str!("auth.rs"),
-            include_str!("request.rs")
+            include_str!("request.rs"),
+            include_str!("../cache/controls.rs")
         );
         let mut read = Vec::new();
         for (i, _) in src.match_indices(".get(\"") {

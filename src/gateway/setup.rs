@@ -84,15 +84,18 @@ impl Setup {
 
     /// The gateway, on `platform`, with breakers in `store`.
     pub fn into_gateway<P: Platform + 'static, S: BreakerStore + 'static>(
-        self,
+        mut self,
         platform: P,
         store: S,
     ) -> Gateway<P, S> {
+        let caches = std::mem::take(&mut self.validated.cache);
+        let bounds = self.validated.cache_bounds;
         let mut builder = self.validated.into_builder(platform, Vec::new());
         if let Some(ledger) = self.ledger {
             builder = builder.spend_ledger(ledger);
         }
-        let mut gateway = Gateway::new(builder.build_with_store(store), self.auth);
+        let mut gateway =
+            Gateway::new(builder.build_with_store(store), self.auth).cache(caches, bounds);
         gateway.journals = self.journals;
         gateway
     }

@@ -12,6 +12,7 @@ use std::rc::Rc;
 
 use serde::Serialize;
 
+use super::cache::Recorder;
 use super::http::{Format, Piece, PieceStream};
 use super::pass::PassWriter;
 use crate::chat::{Delta, Usage};
@@ -29,6 +30,19 @@ use crate::policy::price::Bill;
 /// it out as a [`Piece::Log`]: the client went away mid-stream (see
 /// [`super::proxy::Gateway::log_to`]).
 pub(crate) type LogSink = Rc<dyn Fn(&str)>;
+
+/// Where a stream's body hands what it leaves behind: its end line when
+/// dropped unfinished, and its answer, to the response cache, once
+/// complete.
+pub(crate) struct Outlets<P: Platform, S: BreakerStore> {
+    pub(crate) log: Option<LogSink>,
+    pub(crate) record: Option<Recorder<P, S>>,
+    /// A stored answer past its TTL, as the client's events: written
+    /// instead of the error event when every entry failed before the
+    /// commit point (the response already went out, keeping the
+    /// connection alive).
+    pub(crate) stale: Option<Vec<u8>>,
+}
 
 /// The client format's event writer.
 pub(crate) enum Encoder {
@@ -157,6 +171,12 @@ struct State<P: Platform, S: BreakerStore> {
     told: usize,
     /// Takes the end line of a body dropped before it was handed out.
     log: Option<LogSink>,
+    /// Records the answer for the response cache.
+    record: Option<Recorder<P, S>>,
+    /// The bytes the answer was stored in, once it was.
+    stored: Option<usize>,
+    /// The stale answer's events ([`Outlets::stale`]).
+    stale: Option<Vec<u8>>,
 }
 
 impl<P: Platform, S: BreakerStore> Drop for State<P, S> {
@@ -180,8 +200,8 @@ impl<P: Platform, S: BreakerStore> Drop for State<P, S> {
 }
 
 /// The response body of a committed stream, starting with `first`; `told`
-/// is the attempts its `x-attempts` header counted; `log` takes its end
-/// line if it is dropped before handing it out.
+/// is the attempts its `x-attempts` header counted; `outlets` take its end
+/// line if it is dropped before handing it out, and its complete answer.
 pub(crate) fn body<P: Platform + 'static, S: BreakerStore + 'static>(
     stream: ChatStream<Rc<Client<P, S>>, P, S>,
     encoder: Encoder,
@@ -189,7 +209,7 @@ pub(crate) fn body<P: Platform + 'static, S: BreakerStore + 'static>(
     request_id: String,
     started: u64,
     told: usize,
-    log: Option<LogSink>,
+    outlets: Outlets<P, S>,
 ) -> PieceStream {
     let state = State {
         stream,
@@ -198,7 +218,10 @@ pub(crate) fn body<P: Platform + 'static, S: BreakerStore + 'static>(
         request_id,
         started,
         told,
-        log,
+        log: outlets.log,
+        record: outlets.record,
+        stored: None,
+        stale: outlets.stale,
     };
     Box::pin(futures_util::stream::unfold(state, next_piece::<P, S>))
 }
@@ -228,11 +251,19 @@ async fn next_piece<P: Platform, S: BreakerStore>(
                 },
             },
         };
+        if let (Some(record), Some(Ok(StreamItem::Delta { delta, .. }))) = (&mut st.record, &item) {
+            record.push(delta);
+        }
         let bytes = match item {
             Some(Ok(StreamItem::Delta {
                 delta: Delta::Done, ..
             }))
             | None => {
+                if let Some(record) = st.record.take() {
+                    let continued = attempts(&st) > st.told;
+                    st.stored =
+                        record.complete(st.stream.served_by(), st.stream.attempts(), continued);
+                }
                 let bill = bill(&st, st.stream.attempts());
                 st.phase = Phase::Ending(end_line(&st, "complete", None, bill));
                 let mut bytes = continuation_note(&st);
@@ -241,6 +272,17 @@ async fn next_piece<P: Platform, S: BreakerStore>(
                 bytes
             }
             Some(Ok(item)) => st.encoder.item(item),
+            Some(Err(e @ Error::AllProvidersFailed(_)))
+                if st.stale.is_some() && !st.stream.committed() =>
+            {
+                // Every entry failed before any content: the stored
+                // answer past its TTL instead of the error event. The end
+                // line names the failure that made it stale.
+                let cause = cause_of(&e);
+                let bill = bill(&st, e.attempts());
+                st.phase = Phase::Ending(end_line(&st, "stale", Some(&cause), bill));
+                st.stale.take().unwrap_or_default()
+            }
             Some(Err(e)) => {
                 let cause = cause_of(&e);
                 let bill = bill(&st, e.attempts());
@@ -292,6 +334,9 @@ fn cause_of(e: &Error) -> ProviderError {
 #[serde(rename_all = "camelCase")]
 struct EndLine<'a> {
     attempts: usize,
+    /// The bytes the answer was stored in by the response cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_stored_bytes: Option<usize>,
     /// What every attempt cost, where usage and prices are known.
     #[serde(skip_serializing_if = "Option::is_none")]
     cost: Option<Bill>,
@@ -372,6 +417,7 @@ fn end_line<P: Platform, S: BreakerStore>(
     let now = st.stream.client().platform().now();
     let line = EndLine {
         attempts: attempts(st),
+        cache_stored_bytes: st.stored,
         cost,
         discarded_usage: discarded_usage(st.stream.attempts()),
         error: cause.map(|c| c.kind),

@@ -1,0 +1,354 @@
+//! The response cache at the gateway: which requests it looks up, what it
+//! stores, and how a stored answer is served (whole or as the client's
+//! stream events), fresh or, when every entry of the route failed, stale.
+//! The key, the entry and the store are [`crate::cache`]'s.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
+
+use super::buffered::events;
+use super::http::{Format, Outbound};
+use super::log::LogLine;
+use super::proxy::Gateway;
+use crate::cache::{cache_key, tenant_of, AnswerStore, CachePolicy, Controls, KeyParts, Scope};
+use crate::cache::{Freshness, Recording, Stored};
+use crate::chat::{ChatRequest, ChatResponse, Delta};
+use crate::engine::client::{CallOptions, Client, Reply, ServedBy};
+use crate::engine::store::BreakerStore;
+use crate::error::Attempt;
+use crate::format::responses::Echo;
+use crate::platform::{Headers, Platform};
+use crate::policy::price::Cost;
+
+/// The routes that cache and where their answers are kept.
+pub(super) struct Answers {
+    pub(super) policies: BTreeMap<String, CachePolicy>,
+    pub(super) store: Rc<dyn AnswerStore>,
+    /// The most a streamed answer may grow to and still be recorded.
+    pub(super) max_entry_bytes: usize,
+}
+
+/// One request's place in the cache, worked out before it is asked.
+#[derive(Clone)]
+pub(super) struct Lookup {
+    key: String,
+    policy: CachePolicy,
+    pub(super) controls: Controls,
+    /// An answer past its TTL within its stale window: served only if
+    /// every entry fails.
+    pub(super) stale: Option<Rc<Stored>>,
+}
+
+impl Lookup {
+    /// The answer's TTL: the route's, or less when the client asked.
+    fn ttl(&self) -> Duration {
+        self.policy.ttl_for(self.controls.ttl)
+    }
+}
+
+/// Writes answers to the store under one lookup.
+struct Keeper<P: Platform, S: BreakerStore> {
+    client: Rc<Client<P, S>>,
+    store: Rc<dyn AnswerStore>,
+    lookup: Lookup,
+}
+
+impl<P: Platform, S: BreakerStore> Keeper<P, S> {
+    /// Stores `response`, given by `served_by` after `attempts` (what it
+    /// cost, from the client's prices, is what a hit will save); the bytes
+    /// stored, 0 when the client said `no-store` or the TTL is nothing.
+    fn keep(
+        &self,
+        mut response: ChatResponse,
+        served_by: &ServedBy,
+        attempts: &[Attempt],
+    ) -> usize {
+        let ttl = self.lookup.ttl();
+        if self.lookup.controls.no_store || ttl.is_zero() {
+            return 0;
+        }
+        let now = self.client.platform().now();
+        let prices = &self.client.cost_policy().prices;
+        let cost = Some(prices)
+            .filter(|p| !p.is_empty())
+            .and_then(|p| p.bill(attempts).answer)
+            .map(Cost::picodollars);
+        let keep = self.lookup.policy.keep_for(ttl);
+        let dialect = response.dialect;
+        if response.provider.is_empty() {
+            response.provider.clone_from(&served_by.provider);
+        }
+        let stored = Stored {
+            stored_at: now,
+            fresh_until: now.saturating_add(crate::platform::millis(ttl)),
+            stale_until: now.saturating_add(crate::platform::millis(keep)),
+            provider: served_by.provider.clone(),
+            model: served_by.model.clone(),
+            dialect,
+            cost_pico: cost,
+            response,
+        };
+        let bytes = stored.to_bytes();
+        let n = bytes.len();
+        self.store.put(&self.lookup.key, bytes, now, keep);
+        n
+    }
+}
+
+/// A streamed answer on its way into the cache: what its client was sent,
+/// stored once the stream completed in one attempt's answer (never one
+/// cut, continued after the commit point, refused or filtered).
+pub(super) struct Recorder<P: Platform, S: BreakerStore> {
+    recording: Recording,
+    keeper: Keeper<P, S>,
+    stored_bytes: Counter,
+}
+
+impl<P: Platform, S: BreakerStore> Recorder<P, S> {
+    /// A delta the client was sent.
+    pub(super) fn push(&mut self, delta: &Delta) {
+        self.recording.push(delta);
+    }
+
+    /// Stores the answer of a stream that ended cleanly, given by
+    /// `served_by` after `attempts`, unless it was `continued` after its
+    /// commit point or is not an answer to keep; the bytes stored.
+    pub(super) fn complete(
+        self,
+        served_by: Option<&ServedBy>,
+        attempts: &[Attempt],
+        continued: bool,
+    ) -> Option<usize> {
+        let served_by = served_by.filter(|_| !continued)?;
+        let response = self.recording.finish()?;
+        let n = self.keeper.keep(response, served_by, attempts);
+        self.stored_bytes.inc_by(n as u64);
+        Some(n).filter(|n| *n > 0)
+    }
+}
+
+/// How a stored answer is being served.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Served {
+    Hit,
+    Stale,
+}
+
+impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
+    /// The lookup for `request`, on a route that caches; `None` on one
+    /// that does not. A request whose body cannot be canonicalised is
+    /// neither looked up nor stored (`x-cache: bypass`).
+    pub(super) fn cache_lookup(
+        &self,
+        format: Format,
+        request: &ChatRequest,
+        opts: &CallOptions,
+        headers: &Headers,
+        log: &mut LogLine<'_>,
+    ) -> Option<Lookup> {
+        let route = self.client.route_name(request, opts)?;
+        let policy = *self.answers.policies.get(route)?;
+        let controls = Controls::of(headers);
+        let tenant = match policy.scope {
+            Scope::Shared => None,
+            Scope::Client => Some(self.tenant(headers)),
+        };
+        let native = request.native.as_ref();
+        let key = native.and_then(|n| {
+            let parts = KeyParts {
+                route,
+                format: format.name(),
+                tenant: tenant.as_ref().map(|t| &t[..]),
+                headers: &n.headers,
+            };
+            cache_key(parts, &n.body)
+        });
+        let Some(key) = key else {
+            log.cache = Some("bypass");
+            return None;
+        };
+        log.cache = Some(if controls.no_cache { "bypass" } else { "miss" });
+        Some(Lookup {
+            key,
+            policy,
+            controls,
+            stale: None,
+        })
+    }
+
+    /// Who is asking, as the cache's scope `client` separates them: a
+    /// digest of the client key the request was let in with (auth off: one
+    /// client).
+    fn tenant(&self, headers: &Headers) -> [u8; 32] {
+        let key = self.auth.matched(headers);
+        tenant_of(key.map_or(&b""[..], |k| k.expose().as_bytes()))
+    }
+
+    /// The fresh answer stored for `lookup`, unless the client said
+    /// `no-cache`; one past its TTL within its stale window is kept in
+    /// `lookup.stale`.
+    pub(super) async fn cache_find(&self, lookup: &mut Lookup) -> Option<Stored> {
+        if lookup.controls.no_cache {
+            return None;
+        }
+        let now = self.client.platform().now();
+        let bytes = self.answers.store.get(&lookup.key, now).await?;
+        let stored = Stored::from_bytes(&bytes)?;
+        match stored.freshness(now) {
+            Freshness::Fresh => Some(stored),
+            Freshness::Stale => {
+                lookup.stale = Some(Rc::new(stored));
+                None
+            }
+            Freshness::Expired => None,
+        }
+    }
+
+    /// Stores `reply` under `lookup`, if it may be: the client did not say
+    /// `no-store`, and the answer ended well ([`crate::cache::entry::storable`]).
+    pub(super) fn cache_put(&self, lookup: &Lookup, reply: &Reply, log: &mut LogLine<'_>) {
+        if !crate::cache::entry::storable(&reply.response) {
+            return;
+        }
+        let keeper = Keeper {
+            client: Rc::clone(&self.client),
+            store: Rc::clone(&self.answers.store),
+            lookup: lookup.clone(),
+        };
+        log.cache_stored = keeper.keep(reply.response.clone(), &reply.served_by, &reply.attempts);
+    }
+
+    /// What a streamed answer on `lookup` needs to store itself once it
+    /// completed; `None` when it is not to be stored (`no-store`, a TTL of
+    /// nothing).
+    pub(super) fn stream_recorder(&self, lookup: Option<&Lookup>) -> Option<Recorder<P, S>> {
+        let lookup = lookup.filter(|l| !l.controls.no_store && !l.ttl().is_zero())?;
+        let stored_bytes = self.metrics.cache_stored_bytes();
+        Some(Recorder {
+            recording: Recording::new(self.answers.max_entry_bytes),
+            keeper: Keeper {
+                client: Rc::clone(&self.client),
+                store: Rc::clone(&self.answers.store),
+                lookup: lookup.clone(),
+            },
+            stored_bytes,
+        })
+    }
+
+    /// A stored answer as the client asked for it: whole (the provider's
+    /// own body when it is in the client's dialect) or as its stream
+    /// events, with `x-cache`, `age` and what it saved.
+    /// `stream` is `Some(include_usage)` for a streaming request.
+    pub(super) fn serve_stored(
+        &self,
+        format: Format,
+        stored: &Stored,
+        served: Served,
+        stream: Option<bool>,
+        echo: Option<Echo>,
+        log: &mut LogLine<'_>,
+    ) -> Outbound {
+        let now = self.client.platform().now();
+        log.cache = Some(match served {
+            Served::Hit => "hit",
+            Served::Stale => "stale",
+        });
+        log.served_by = Some(format!("{}/{}", stored.provider, stored.model));
+        log.cost_saved = stored.cost_pico.map(Cost::from_picodollars);
+        let mut out = match stream {
+            Some(include_usage) => {
+                log.stream = true;
+                let replay = Replay {
+                    format,
+                    request_id: log.request_id,
+                    now,
+                    include_usage,
+                    echo,
+                };
+                let mut headers = Headers::new();
+                headers.insert("content-type", "text/event-stream; charset=utf-8");
+                headers.insert("cache-control", "no-cache");
+                Outbound {
+                    status: 200,
+                    headers,
+                    body: replay.events(stored, served),
+                    stream: None,
+                    log: String::new(),
+                }
+            }
+            None => {
+                let reply = Reply {
+                    response: answer_of(stored),
+                    served_by: ServedBy {
+                        provider: stored.provider.clone(),
+                        model: stored.model.clone(),
+                        label: None,
+                    },
+                    attempts: Vec::new(),
+                };
+                self.render_reply(format, reply, echo.as_ref(), log)
+            }
+        };
+        log.answer_headers(&mut out);
+        cache_header(log, &mut out);
+        out.headers.insert("age", stored.age_secs(now).to_string());
+        if let Some(saved) = log.cost_saved {
+            out.headers.insert("x-cost-saved-usd", saved.to_string());
+        }
+        out
+    }
+}
+
+/// The answer a stored entry keeps, as the engine gave it.
+fn answer_of(stored: &Stored) -> ChatResponse {
+    let mut response = stored.response.clone();
+    response.dialect = stored.dialect;
+    if response.model.trim().is_empty() {
+        response.model.clone_from(&stored.model);
+    }
+    response
+}
+
+/// A stored answer replayed as one client's stream.
+pub(super) struct Replay<'a> {
+    pub(super) format: Format,
+    pub(super) request_id: &'a str,
+    pub(super) now: u64,
+    pub(super) include_usage: bool,
+    pub(super) echo: Option<Echo>,
+}
+
+impl Replay<'_> {
+    /// `stored` as the client's stream events; served stale, an OpenAI
+    /// client's stream ends with a comment saying so.
+    pub(super) fn events(self, stored: &Stored, served: Served) -> Vec<u8> {
+        let response = answer_of(stored);
+        let (format, now) = (self.format, self.now);
+        let mut body = events(
+            format,
+            &response,
+            self.request_id,
+            now / 1000,
+            self.include_usage,
+            self.echo,
+        );
+        if served == Served::Stale && format == Format::OpenAi {
+            let age = stored.age_secs(now);
+            body.extend_from_slice(
+                format!(": x-cache stale: every provider failed; this answer is {age} s old\n\n")
+                    .as_bytes(),
+            );
+        }
+        body
+    }
+}
+
+/// `x-cache` on an answer, from what the log line says of it.
+pub(super) fn cache_header(log: &LogLine<'_>, out: &mut Outbound) {
+    if let Some(state) = log.cache {
+        out.headers.insert("x-cache", state);
+    }
+}
