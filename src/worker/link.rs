@@ -40,7 +40,8 @@ pub(super) fn relay_name(colo: &str, key: &str) -> String {
 pub(crate) struct Background(Rc<RefCell<Vec<Promise>>>);
 
 impl Background {
-    fn spawn(&self, fut: impl std::future::Future<Output = ()> + 'static) {
+    /// Starts `fut`, to be kept alive past the response by [`Background::hand_to`].
+    pub(crate) fn spawn(&self, fut: impl std::future::Future<Output = ()> + 'static) {
         let promise = future_to_promise(async move {
             fut.await;
             Ok(JsValue::UNDEFINED)

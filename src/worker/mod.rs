@@ -15,6 +15,7 @@
 //! one per model and data centre: `request.cf.colo`), and so do the spend
 //! caps' calls ([`spend_relay`], one relay per cap and data centre).
 
+mod answers;
 mod fault;
 mod link;
 #[allow(missing_docs)] // the `#[durable_object]` macro generates undocumented JS glue
@@ -112,10 +113,15 @@ fn load(env: &Env, req: &web_sys::Request) -> Rc<Loaded> {
             let setup = setup.spend_ledger(Rc::new(ledger));
             // The status page and `/metrics` read the breaker objects' journals.
             let setup = setup.journals(Rc::new(DoLink::new(env.clone(), background.clone())));
+            let mut gateway = setup.into_gateway(WebPlatform::new(), store);
+            // Cached answers in the data centre's HTTP cache, where there
+            // is one; in the isolate's memory otherwise.
+            if let Some(cache) = answers::EdgeCache::default_cache(background.clone()) {
+                gateway = gateway.answer_store(Rc::new(cache));
+            }
             Loaded::Ready(
                 Rc::new(
-                    setup
-                        .into_gateway(WebPlatform::new(), store)
+                    gateway
                         // A stream the client left writes its end line here.
                         .log_to(|line| worker::console_log!("{}", line)),
                 ),
