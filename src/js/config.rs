@@ -2,12 +2,24 @@
 //! configuration (docs/design.md, "Configuration"), the same the Worker reads, plus the JS providers passed in
 //! `options.providers`.
 
+use std::collections::BTreeMap;
+
+use crate::cache::{CacheBounds, CachePolicy};
 use crate::config::{Config, ConfigError, ConfigIssue, EntryConfig};
 use crate::engine::client::Client;
 use crate::event::Observer;
 use crate::js::validate::JsCheck;
 use crate::provider::Upstream;
 use crate::web::WebPlatform;
+
+/// What a package's configuration builds: the client, and the response
+/// cache of its `client.fetch` (the routes that cache, and the bounds of
+/// the in-memory store).
+pub(crate) struct Built {
+    pub(crate) client: Client<WebPlatform>,
+    pub(crate) cache: BTreeMap<String, CachePolicy>,
+    pub(crate) cache_bounds: CacheBounds,
+}
 
 /// The client for `json`, with the JS providers `customs` as
 /// `(name, model, upstream)`: routes may name them, and when the
@@ -18,7 +30,7 @@ pub(crate) fn build_client(
     customs: Vec<(String, String, Upstream)>,
     checks: Vec<(String, JsCheck)>,
     observer: Option<Observer>,
-) -> Result<Client<WebPlatform>, ConfigError> {
+) -> Result<Built, ConfigError> {
     let mut cfg = Config::parse(json)?;
     if cfg.routes.is_empty() && !customs.is_empty() {
         let entries = customs
@@ -39,11 +51,15 @@ pub(crate) fn build_client(
             )],
         });
     }
-    let extra = customs
+    let extra: Vec<(String, Upstream)> = customs
         .into_iter()
         .map(|(name, _, upstream)| (name, upstream))
         .collect();
-    let mut builder = cfg.client_builder(WebPlatform::new(), extra, &env_secret)?;
+    let names: Vec<&str> = extra.iter().map(|(n, _)| n.as_str()).collect();
+    let mut validated = cfg.validate(&env_secret, &names)?;
+    let cache = std::mem::take(&mut validated.cache);
+    let cache_bounds = validated.cache_bounds;
+    let mut builder = validated.into_builder(WebPlatform::new(), extra);
     if let Some(o) = observer {
         builder = builder.observer(o);
     }
@@ -62,7 +78,11 @@ pub(crate) fn build_client(
     if !issues.is_empty() {
         return Err(ConfigError { issues });
     }
-    Ok(builder.build())
+    Ok(Built {
+        client: builder.build(),
+        cache,
+        cache_bounds,
+    })
 }
 
 /// A provider key named by `apiKeyEnv`: `process.env[name]` where the

@@ -19,6 +19,7 @@
 //! by `stream.js`; `client.fetch` serves the gateway's routes in process
 //! ([`fetch`]). The package's entries per runtime are in `npm/`.
 
+mod answers;
 mod config;
 mod convert;
 mod endpoints;
@@ -222,6 +223,12 @@ impl ResilientClient {
                 Exhaustion::Aggregate
             }
         };
+        let store = match prop(&options, "cacheStore") {
+            v if v.is_undefined() || v.is_null() => None,
+            v => answers::JsAnswerStore::from_js(&v)
+                .map_err(|m| issues.push(ConfigIssue::new("options.cacheStore", m)))
+                .ok(),
+        };
         let from_text = config.as_string().is_some();
         let json = match config.as_string() {
             Some(text) => text,
@@ -232,14 +239,26 @@ impl ResilientClient {
             }),
         };
         let built = config::build_client(&json, customs, checks, hooks.map(Hooks::observer));
+        if let (Ok(built), Some(_)) = (&built, &store) {
+            if built.cache.is_empty() {
+                issues.push(ConfigIssue::new(
+                    "options.cacheStore",
+                    "no route caches its answers: set cache.<route> in the configuration",
+                ));
+            }
+        }
         match built {
-            Ok(client) if issues.is_empty() => {
-                let inner = Rc::new(client);
+            Ok(built) if issues.is_empty() => {
+                let inner = Rc::new(built.client);
+                let mut gateway =
+                    fetch::Gateway::shared(Rc::clone(&inner), crate::gateway::Auth::open())
+                        .caller_holds_keys()
+                        .cache(built.cache, built.cache_bounds);
+                if let Some(store) = store {
+                    gateway = gateway.answer_store(Rc::new(store));
+                }
                 Ok(ResilientClient {
-                    gateway: Rc::new(
-                        fetch::Gateway::shared(Rc::clone(&inner), crate::gateway::Auth::open())
-                            .caller_holds_keys(),
-                    ),
+                    gateway: Rc::new(gateway),
                     inner,
                     exhaustion,
                 })

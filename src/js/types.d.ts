@@ -97,6 +97,35 @@ export interface LimitsConfig {
   maxRequestBytes?: number;
   /** The largest provider response read (default 8 MiB). */
   maxResponseBytes?: number;
+  /** The in-memory response cache's most answers (default 1000). */
+  cacheMaxEntries?: number;
+  /** The in-memory response cache's most bytes (default 16 MiB; at least 1024). */
+  cacheMaxBytes?: number;
+}
+
+/**
+ * A route's response cache, for requests through `client.fetch` (and the Worker): an identical
+ * request (same route, client format and body, `stream`, `stream_options`, `user` and
+ * `metadata` aside) is answered from the answer stored, with `x-cache: hit` and `age`.
+ */
+export interface CacheConfig {
+  /** How long an answer is served fresh, in seconds (1 to 30 days). */
+  ttlSeconds: number;
+  /** How long past its TTL it may still be served when every entry of the route fails (`x-cache: stale`). Default 0. */
+  staleIfErrorSeconds?: number;
+  /** `client` (default): one client's answers are never served to another; `shared`: every client's. */
+  scope?: "client" | "shared";
+}
+
+/**
+ * Where `client.fetch`'s cached answers are kept instead of memory (Redis, IndexedDB, a file).
+ * Values are opaque bytes.
+ */
+export interface CacheStore {
+  /** The bytes stored under `key`, or `null`/`undefined`. A throw or rejection is a miss. */
+  get(key: string): Uint8Array | null | undefined | Promise<Uint8Array | null | undefined>;
+  /** Keeps `value` under `key` for `ttlSeconds`; not awaited (a rejection is a write lost). */
+  put(key: string, value: Uint8Array, ttlSeconds: number): void | Promise<unknown>;
 }
 
 /** Per-model facts for a built-in provider. */
@@ -264,6 +293,8 @@ export interface Config {
   cost?: CostConfig;
   /** Validators and escalation limits, by route name (JS function validators go in `options.validators`). */
   quality?: Record<string, QualityConfig>;
+  /** The response cache, by route name: nothing is cached unless a route says so. */
+  cache?: Record<string, CacheConfig>;
 }
 
 /** A model's prices in US dollars per million tokens. */
@@ -845,6 +876,11 @@ export interface ClientOptions {
    * answer one refuses escalates like any rejected answer. A route's stream is then buffered.
    */
   validators?: Record<string, AnswerValidator | AnswerValidator[]>;
+  /**
+   * Where `client.fetch` keeps the answers of the routes with a `cache` (default: memory, within
+   * `limits.cacheMaxEntries` and `limits.cacheMaxBytes`).
+   */
+  cacheStore?: CacheStore;
 }
 
 /**
