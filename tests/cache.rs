@@ -142,6 +142,41 @@ fn a_miss_then_a_hit_calls_the_provider_once() {
     assert!(text.contains("llm_gateway_cache_requests_total{result=\"miss\"} 1"));
     assert!(text.contains("llm_gateway_cache_saved_usd_total 0.006"));
     assert!(!text.contains("llm_gateway_cache_stored_bytes_total 0\n"));
+
+    let get = |path: &str| {
+        block_on(
+            &p,
+            g.handle(Inbound {
+                method: "GET".into(),
+                path: path.into(),
+                headers: [("authorization", format!("Bearer {A}").as_str())]
+                    .into_iter()
+                    .collect(),
+                body: Body::full(Vec::new()),
+            }),
+        )
+    };
+    let status: Value = serde_json::from_slice(&get("/status/data").body).expect("JSON");
+    let cache = &status["cache"];
+    assert_eq!(cache["store"], "memory");
+    assert_eq!(cache["entries"], 1);
+    assert!(cache["bytes"].as_u64().is_some_and(|b| b > 100), "{cache}");
+    assert_eq!(
+        cache["requests"],
+        json!({ "hit": 1, "miss": 1, "stale": 0, "bypass": 0 })
+    );
+    assert_eq!(cache["savedUsd"], 0.006);
+    assert_eq!(
+        cache["routes"][0],
+        json!({ "route": "default", "ttlSeconds": 60, "staleIfErrorSeconds": 3600, "scope": "client" })
+    );
+    assert_eq!(cache["routes"][1]["scope"], "shared");
+    let page = String::from_utf8(get("/status").body).unwrap();
+    assert!(
+        page.contains("<h2>Response cache</h2><p>Store: memory, 1 entries, "),
+        "{page}"
+    );
+    assert!(page.contains("1 hits, 1 misses, 0 served stale, 0 bypassed"));
 }
 
 #[test]

@@ -29,4 +29,4 @@ pub use entry::{Freshness, Stored};
 pub use key::{cache_key, tenant_of, KeyParts, Scope};
 pub use policy::{CacheBounds, CachePolicy};
 pub use record::Recording;
-pub use store::{AnswerStore, MemoryCache};
+pub use store::{AnswerStore, MemoryCache, StoreInfo};

@@ -18,6 +18,25 @@ pub trait AnswerStore {
     /// Keeps `value` under `key` for `keep` from `now`. A store that writes
     /// elsewhere does so in the background; a write may be dropped.
     fn put(&self, key: &str, value: Vec<u8>, now: UnixMillis, keep: Duration);
+    /// What the store is and holds, as far as it knows (the status page).
+    fn describe(&self) -> StoreInfo {
+        StoreInfo {
+            kind: "custom",
+            entries: None,
+            bytes: None,
+        }
+    }
+}
+
+/// What a store says of itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreInfo {
+    /// `memory`, `edge` (a data centre's HTTP cache) or `custom`.
+    pub kind: &'static str,
+    /// The answers it holds, where it can count them.
+    pub entries: Option<usize>,
+    /// Their bytes, where it can count them.
+    pub bytes: Option<usize>,
 }
 
 /// An in-memory LRU: at most `max_entries` answers and `max_bytes` of
@@ -78,6 +97,15 @@ impl AnswerStore for MemoryCache {
             None => None,
         };
         Box::pin(std::future::ready(found))
+    }
+
+    fn describe(&self) -> StoreInfo {
+        let (entries, bytes) = self.size();
+        StoreInfo {
+            kind: "memory",
+            entries: Some(entries),
+            bytes: Some(bytes),
+        }
     }
 
     fn put(&self, key: &str, value: Vec<u8>, now: UnixMillis, keep: Duration) {

@@ -20,7 +20,8 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         let health = self.client.health();
         let changes = self.changes.borrow();
         let now = self.client.platform().now();
-        let body = status::StatusBody::new(now, &health, &changes, &fleet);
+        let mut body = status::StatusBody::new(now, &health, &changes, &fleet);
+        body.cache = self.cache_status();
         if html {
             html_response(200, status::page(&body))
         } else {

@@ -241,6 +241,21 @@ impl Metrics {
         self.cache_stored_bytes.clone()
     }
 
+    /// Chat requests on caching routes by what the cache did (`hit`,
+    /// `miss`, `stale`, `bypass`), the bytes stored and the dollars saved,
+    /// since this gateway started.
+    pub(super) fn cache_counts(&self) -> ([(&'static str, u64); 4], u64, f64) {
+        let results = ["hit", "miss", "stale", "bypass"].map(|result| {
+            let n = self.cache.get_or_create(&CacheLabels { result }).get();
+            (result, n)
+        });
+        (
+            results,
+            self.cache_stored_bytes.get(),
+            self.cache_saved.get(),
+        )
+    }
+
     pub(super) fn record(&self, log: &LogLine<'_>) {
         self.requests
             .get_or_create(&RequestLabels {

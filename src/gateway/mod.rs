@@ -14,6 +14,7 @@ mod auth;
 mod body;
 pub(crate) mod buffered;
 mod cache;
+mod cache_status;
 mod call;
 mod chat;
 mod dispatch;

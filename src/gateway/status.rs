@@ -15,6 +15,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 
+use super::cache_status::CacheStatus;
 use base64::Engine as _;
 use html_escape::{encode_double_quoted_attribute as attr, encode_text as esc};
 use serde::Serialize;
@@ -136,6 +137,9 @@ pub(super) struct StatusBody<'a> {
     pub(super) fleet: Vec<FleetRow<'a>>,
     /// Newest first.
     pub(super) changes: Vec<Change>,
+    /// The response cache, when a route caches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) cache: Option<CacheStatus>,
 }
 
 impl<'a> StatusBody<'a> {
@@ -182,6 +186,7 @@ impl<'a> StatusBody<'a> {
                 })
                 .collect(),
             changes: all,
+            cache: None,
         }
     }
 }
@@ -407,6 +412,9 @@ pub(super) fn page(body: &StatusBody<'_>) -> String {
     }
     out.push_str("</tbody></table>");
     fleet_table(&mut out, &body.fleet);
+    if let Some(cache) = &body.cache {
+        super::cache_status::section(&mut out, cache);
+    }
     out.push_str(
         "<h2>Recent transitions and failovers</h2>\
          <table><thead><tr><th scope=\"col\">When</th><th scope=\"col\">What</th></tr></thead>\

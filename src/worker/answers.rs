@@ -13,7 +13,7 @@ use worker::wasm_bindgen_futures::JsFuture;
 use worker::web_sys;
 
 use super::link::Background;
-use crate::cache::AnswerStore;
+use crate::cache::{AnswerStore, StoreInfo};
 use crate::platform::UnixMillis;
 use crate::provider::LocalFuture;
 
@@ -78,5 +78,14 @@ impl AnswerStore for EdgeCache {
             // request asks again.
             let _ = JsFuture::from(promise).await;
         });
+    }
+
+    fn describe(&self) -> StoreInfo {
+        // The data centre's cache does not count what it holds.
+        StoreInfo {
+            kind: "edge",
+            entries: None,
+            bytes: None,
+        }
     }
 }
