@@ -7,7 +7,10 @@
 //! it in wasm, where dlmalloc runs in a baseline-compiled tier at first).
 //! A third case asks a tier of two providers whose answers carry OpenAI's
 //! rate-limit headers: what reading them and steering by them cost (the
-//! first two cases' routes have one entry and no headers).
+//! first two cases' routes have one entry and no headers). Two more ask a
+//! route with a response cache (in memory): the same question every time
+//! (a hit) and a new one every time (a miss: the lookup, the provider, the
+//! write, and the LRU's eviction once it is full).
 //! Not a timed test: it prints figures and asserts nothing.
 //!
 //! `cargo bench --bench gateway --features testing` (add `-- --quick` for a short run;
@@ -70,11 +73,13 @@ fn gateway(p: &FakePlatform) -> Gateway<FakePlatform, MemoryStore> {
         },
         "routes": {
             "healthy": [ { "provider": "healthy", "model": "bench-model" } ],
+            "cached": [ { "provider": "healthy", "model": "bench-model" } ],
             "pools": [ { "provider": "healthy", "model": "bench-model", "priority": 1, "weight": 3 },
                        { "provider": "second", "model": "bench-model", "priority": 1, "weight": 1 } ]
         },
         "retry": { "maxAttempts": 2, "baseDelayMs": 50, "maxDelayMs": 2000 },
         "breaker": { "failureThreshold": 3, "cooldownMs": 5000, "maxCooldownMs": 5000 },
+        "cache": { "cached": { "ttlSeconds": 3600 } },
         "gateway": { "clientKeysEnv": ["GATEWAY_KEY"] }
     });
     let secret = |name: &str| match name {
@@ -218,6 +223,47 @@ fn main() {
         &|| {
             p.script("https://unused.test", [limited(reply(200))]);
             black_box(inbound(&pooled));
+        },
+    );
+
+    let ask = |content: &str| {
+        serde_json::to_vec(
+            &json!({ "model": "cached", "messages": [{ "role": "user", "content": content }] }),
+        )
+        .expect("json")
+    };
+    let same = ask("benchmark: say something short");
+    p.script("https://healthy.test", [reply(200).body(answer.clone())]);
+    block_on(&p, gw.handle(inbound(&same)));
+    measure(
+        "cached route, a hit",
+        (batches, per_batch),
+        &|| {
+            let out = block_on(&p, gw.handle(inbound(&same)));
+            assert_eq!(out.headers.get("x-cache"), Some("hit"));
+            black_box(out);
+        },
+        &|| {
+            black_box(inbound(&same));
+        },
+    );
+    let asked = std::cell::Cell::new(0u64);
+    let next = || {
+        asked.set(asked.get() + 1);
+        ask(&format!("benchmark: question {}", asked.get()))
+    };
+    measure(
+        "cached route, a miss",
+        (batches, per_batch),
+        &|| {
+            p.script("https://healthy.test", [reply(200).body(answer.clone())]);
+            let out = block_on(&p, gw.handle(inbound(&next())));
+            assert_eq!(out.headers.get("x-cache"), Some("miss"));
+            black_box(out);
+        },
+        &|| {
+            p.script("https://unused.test", [reply(200).body(answer.clone())]);
+            black_box(inbound(&next()));
         },
     );
 

@@ -8,7 +8,7 @@
 //
 //   node scripts/bench-worker.mjs [--requests N] [--concurrency C] [--rounds R] [--warmup W]
 //        [--stream-requests N] [--stream-concurrency 1,8] [--stream-warmup W]
-//        [--cold-runs K] [--long-streams L] [--phases whole,stream,cold,long]
+//        [--cold-runs K] [--long-streams L] [--phases whole,stream,cold,long,cache]
 //        [--baseline DIR [--baseline-label TEXT]] [--stream-usage]
 //        [--max-seconds S] [--json] [--json-out FILE]
 //   (scripts/bench-worker.sh sets up the tools, builds the Worker when stale, then runs this;
@@ -31,7 +31,7 @@
 //   (f) the same as (e) as a Rust/wasm Worker (benches/edge-reference, built by
 //       scripts/bench-worker.sh), doing its I/O the way resilient-llm does: what that I/O costs
 //       from Rust/wasm, apart from resilient-llm's own work.
-// Four phases, each over the targets it names (the first three by default):
+// Five phases, each over the targets it names (the first three by default):
 //   whole:  (a)-(f) with one whole (non-streamed) answer per request;
 //   stream: (b), (c), (c0), (e), (f) with `stream: true`; the mock answers 1,000 tokens in 100
 //           OpenAI chat.completion.chunk events with no delay between them; (e) and (f) read
@@ -42,6 +42,9 @@
 //           fresh workerd process): workerd's CPU to ready (runtime, scripts, wasm compile),
 //           then the first request's wall time and CPU (instantiation, config validation,
 //           first use), and a second request's for comparison; medians.
+//   cache:  (c) beside a route with a response cache asked the same question (hit) and a new
+//           one each time (miss), in one workerd: latency, throughput and CPU of a hit
+//           against a miss (not run by default: --phases cache);
 //   long:   (b), (c), (c0), each sent --long-streams streams of LONG_EVENTS (10,000) content
 //           events, one at a time, target after target (rotating); every answer is checked
 //           whole (every content event, every word, the final [DONE]), and workerd's resident
@@ -90,7 +93,7 @@ const VERY_LONG_ANSWER = { answerTokens: LONG_EVENTS, tokensPerChunk: 1 };
 const THROUGHPUT_FLOOR_RATIO = 0.8; // (c) req/s >= 0.8 x (b)
 const DEAD_P50_RATIO = 1.05; //        (d) p50 <= 1.05 x (c)
 
-const PHASES = ["whole", "stream", "cold", "long"];
+const PHASES = ["whole", "stream", "cold", "long", "cache"];
 
 // ---------------------------------------------------------------- options
 
@@ -381,7 +384,17 @@ function workerKinds(mock, { baseline }) {
     bindings: { UPSTREAM: upstream(name, stream), KEY: "mock-key" },
     ...source,
   });
-  const config = (stream) => gatewayConfig(mock, stream
+  const config = (stream) => stream === "cache"
+    ? {
+      ...gatewayConfig(mock, {
+        providers: { healthy: "openai" },
+        routes: { healthy: [{ provider: "healthy", model: "bench-model" }], cached: [{ provider: "healthy", model: "bench-model" }] },
+        breaker: BREAKER,
+        retry: RETRY,
+      }),
+      cache: { cached: { ttlSeconds: 3600 } },
+    }
+    : gatewayConfig(mock, stream
     ? {
       providers: { [twin("healthy", stream)]: "openai" },
       routes: { stream: [{ provider: twin("healthy", stream), model: "bench-model" }] },
@@ -430,8 +443,8 @@ function workerKinds(mock, { baseline }) {
 /** What every streamed request asks besides `stream` (--stream-usage). */
 const STREAM_EXTRA = {};
 
-function chatBody(model, stream) {
-  return JSON.stringify({ model, messages: [{ role: "user", content: "benchmark: say something short" }], ...(stream ? { stream: true, ...STREAM_EXTRA } : {}) });
+function chatBody(model, stream, content = "benchmark: say something short") {
+  return JSON.stringify({ model, messages: [{ role: "user", content }], ...(stream ? { stream: true, ...STREAM_EXTRA } : {}) });
 }
 
 /** One POST; resolves with status, headers, the whole body and when its first byte came. */
@@ -488,8 +501,11 @@ function readEvents(body) {
   return { text, content };
 }
 
-function makeTarget({ key, label, url, model, servedBy, pid, concurrency, stream = false }) {
+function makeTarget({ key, label, url, model, servedBy, pid, concurrency, stream = false, unique = false, xCache = null }) {
   const body = chatBody(model, stream);
+  // `unique`: every request another question (its body never seen before).
+  let asked = 0;
+  const bodyOf = () => (unique ? chatBody(model, stream, `question ${key} ${asked++}`) : body);
   const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
   return {
     key,
@@ -498,12 +514,13 @@ function makeTarget({ key, label, url, model, servedBy, pid, concurrency, stream
     agent,
     concurrency,
     stream,
-    send: () => post(agent, url, body),
+    send: () => post(agent, url, bodyOf()),
     /** Why an answer is wrong, or null. */
     check(res) {
       if (res.status !== 200) return `HTTP ${res.status}: ${res.body.toString("utf8").slice(0, 200)}`;
       const by = res.headers["x-served-by"];
       if (servedBy && !(typeof by === "string" && by.startsWith(`${servedBy}/`))) return `x-served-by ${by}, expected ${servedBy}/…`;
+      if (xCache && res.headers["x-cache"] !== xCache) return `x-cache ${res.headers["x-cache"]}, expected ${xCache}`;
       if (stream && !res.body.subarray(-DONE_TAIL.length).equals(DONE_TAIL)) return `a stream that does not end with [DONE]: …${res.body.toString("utf8").slice(-200)}`;
       // More than one attempt: in (d), the dead provider was called before the backup.
       if (Number(res.headers["x-attempts"] ?? 1) > 1) this.multiAttempt += 1;
@@ -838,6 +855,7 @@ function report(opts, result) {
   if (result.stream) lines.push(...reportStream(opts, result.stream), "");
   if (result.cold) lines.push(...reportCold(opts, result.cold), "");
   if (result.long) lines.push(...reportLong(opts, result.long), "");
+  if (result.cache) lines.push(...reportCache(opts, result.cache), "");
   if (opts.baseline) lines.push(...reportAb(opts, result), "");
   return lines.join("\n");
 }
@@ -923,6 +941,57 @@ async function wholePhase(opts, kinds, mock, servers, deadline, progress) {
   } finally {
     for (const t of targets) t.agent.destroy();
   }
+}
+
+/**
+ * The response cache: one gateway, route `healthy` (no cache) beside route `cached` (a TTL of
+ * an hour) asked the same question every time (hits, after the first) and another question
+ * every time (misses: the lookup, the provider, the write), interleaved round by round.
+ */
+async function cachePhase(opts, kinds, mock, servers, deadline, progress) {
+  const c = opts.concurrency;
+  servers["gateway-cache"] = await startMiniflare(kinds.gateway("cache"));
+  const server = servers["gateway-cache"];
+  const at = { url: v1(server.url), pid: server.pid, concurrency: c, servedBy: "healthy" };
+  const targets = [
+    makeTarget({ ...at, key: "c", label: "resilient-llm, a route without a cache", model: "healthy" }),
+    makeTarget({ ...at, key: "hit", label: "resilient-llm, cached route, the same question (hits)", model: "cached", xCache: "hit" }),
+    makeTarget({ ...at, key: "miss", label: "resilient-llm, cached route, a new question each time (misses)", model: "cached", unique: true, xCache: "miss" }),
+  ];
+  progress(`cache: workerd process ${server.pid ?? "not found"}`);
+  try {
+    const hit = targets[1];
+    // The hit target's question, asked once and stored, before its checks expect hits.
+    const first = await post(hit.agent, at.url, chatBody("cached", false));
+    if (first.status !== 200 || first.headers["x-cache"] !== "miss") throw new Error(`cache: the first question: HTTP ${first.status}, x-cache ${first.headers["x-cache"]}`);
+    await new Promise((r) => setTimeout(r, 200)); // the write goes out after the answer
+    const calls0 = mock.stats("healthy").total;
+    for (const t of targets) await warmUp(t, opts.warmup, deadline);
+    progress("cache: warm-up done");
+    await runRounds("cache", targets, opts.rounds, opts.requests, deadline, progress);
+    const summaries = Object.fromEntries(targets.map((t) => [t.key, summarize(t)]));
+    return {
+      summaries,
+      providerCalls: mock.stats("healthy").total - calls0,
+      nonHitRequests: summaries.c.requests + summaries.miss.requests + opts.warmup * 2 + 2,
+    };
+  } finally {
+    for (const t of targets) t.agent.destroy();
+  }
+}
+
+function reportCache(opts, cache) {
+  const s = cache.summaries;
+  const lines = [`Response cache: ${opts.rounds} interleaved rounds of ${opts.requests} whole requests per target, concurrency ${opts.concurrency}, one workerd`];
+  lines.push("");
+  const rows = Object.values(s).map((x) => [`(${x.target}) ${x.label}`, fmt(x.rps, 0), fmt(x.p50Ms), fmt(x.p99Ms), fmt(x.workerdCpuMsPerReq, 3)]);
+  lines.push(...table(["target", "req/s", "p50 ms", "p99 ms", "workerd CPU ms/req"], rows));
+  lines.push("");
+  const r = (a, b, f) => fmt(a[f] / b[f], 3);
+  lines.push(`hit / miss: p50 ${r(s.hit, s.miss, "p50Ms")}, workerd CPU ${r(s.hit, s.miss, "workerdCpuMsPerReq")}, req/s ${r(s.hit, s.miss, "rps")}`);
+  lines.push(`miss / no cache: p50 ${r(s.miss, s.c, "p50Ms")}, workerd CPU ${r(s.miss, s.c, "workerdCpuMsPerReq")} (the lookup and the write a miss adds)`);
+  lines.push(`provider calls during the measured requests: ${cache.providerCalls} for ${cache.nonHitRequests} requests that were not hits (hits call nothing)`);
+  return lines;
 }
 
 const STREAM_TARGETS = [
@@ -1122,6 +1191,10 @@ async function main() {
     }
     if (opts.phases.includes("long")) {
       result.long = await longPhase(opts, kinds, servers, deadline, progress);
+      await stop();
+    }
+    if (opts.phases.includes("cache")) {
+      result.cache = await cachePhase(opts, kinds, mock, servers, deadline, progress);
       await stop();
     }
     if (opts.phases.includes("cold")) result.cold = await coldPhase(opts, kinds, deadline, progress);
