@@ -11,6 +11,7 @@
 //! `user` and `metadata`, which change how an answer is delivered or
 //! attributed, not what it says.
 
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -50,12 +51,8 @@ pub struct KeyParts<'a> {
 /// lower-case hex digits; `None` when the body cannot be canonicalised (an
 /// integer beyond 2⁵³, which canonical JSON would round).
 pub fn cache_key(parts: KeyParts<'_>, body: &Map<String, Value>) -> Option<String> {
-    let kept: Map<String, Value> = body
-        .iter()
-        .filter(|(k, _)| !EXCLUDED.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    if kept.values().any(|v| !exact(v)) {
+    let kept = Kept(body);
+    if kept.entries().any(|(_, v)| !exact(v)) {
         return None;
     }
     let canonical = serde_json_canonicalizer::to_vec(&kept).ok()?;
@@ -79,6 +76,27 @@ pub fn cache_key(parts: KeyParts<'_>, body: &Map<String, Value>) -> Option<Strin
     }
     part(&mut h, &canonical);
     Some(hex(&h.finalize()))
+}
+
+/// The body less [`EXCLUDED`], serialized as a view (nothing copied).
+struct Kept<'a>(&'a Map<String, Value>);
+
+impl Kept<'_> {
+    fn entries(&self) -> impl Iterator<Item = (&String, &Value)> {
+        self.0
+            .iter()
+            .filter(|(k, _)| !EXCLUDED.contains(&k.as_str()))
+    }
+}
+
+impl Serialize for Kept<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        for (k, v) in self.entries() {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
 }
 
 /// The tenant digest of a client key: what the key names, never the key.

@@ -3,6 +3,7 @@
 //! stream events), fresh or, when every entry of the route failed, stale.
 //! The key, the entry and the store are [`crate::cache`]'s.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
@@ -32,7 +33,6 @@ pub(super) struct Answers {
 }
 
 /// One request's place in the cache, worked out before it is asked.
-#[derive(Clone)]
 pub(super) struct Lookup {
     key: String,
     policy: CachePolicy,
@@ -43,6 +43,17 @@ pub(super) struct Lookup {
 }
 
 impl Lookup {
+    /// Where an answer to this request is written: the lookup less what
+    /// it found.
+    fn for_writes(&self) -> Lookup {
+        Lookup {
+            key: self.key.clone(),
+            policy: self.policy,
+            controls: self.controls,
+            stale: None,
+        }
+    }
+
     /// The answer's TTL: the route's, or less when the client asked.
     fn ttl(&self) -> Duration {
         self.policy.ttl_for(self.controls.ttl)
@@ -216,7 +227,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         let keeper = Keeper {
             client: Rc::clone(&self.client),
             store: Rc::clone(&self.answers.store),
-            lookup: lookup.clone(),
+            lookup: lookup.for_writes(),
         };
         log.cache_stored = keeper.keep(reply.response.clone(), &reply.served_by, &reply.attempts);
     }
@@ -232,7 +243,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             keeper: Keeper {
                 client: Rc::clone(&self.client),
                 store: Rc::clone(&self.answers.store),
-                lookup: lookup.clone(),
+                lookup: lookup.for_writes(),
             },
             stored_bytes,
         })
@@ -245,7 +256,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     pub(super) fn serve_stored(
         &self,
         format: Format,
-        stored: &Stored,
+        stored: Stored,
         served: Served,
         stream: Option<bool>,
         echo: Option<Echo>,
@@ -258,6 +269,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         });
         log.served_by = Some(format!("{}/{}", stored.provider, stored.model));
         log.cost_saved = stored.cost_pico.map(Cost::from_picodollars);
+        let age = stored.age_secs(now);
         let mut out = match stream {
             Some(include_usage) => {
                 log.stream = true;
@@ -274,17 +286,22 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 Outbound {
                     status: 200,
                     headers,
-                    body: replay.events(stored, served),
+                    body: replay.events(&stored, served),
                     stream: None,
                     log: String::new(),
                 }
             }
             None => {
+                let mut response = stored.response;
+                response.dialect = stored.dialect;
+                if response.model.trim().is_empty() {
+                    response.model.clone_from(&stored.model);
+                }
                 let reply = Reply {
-                    response: answer_of(stored),
+                    response,
                     served_by: ServedBy {
-                        provider: stored.provider.clone(),
-                        model: stored.model.clone(),
+                        provider: stored.provider,
+                        model: stored.model,
                         label: None,
                     },
                     attempts: Vec::new(),
@@ -294,22 +311,12 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         };
         log.answer_headers(&mut out);
         cache_header(log, &mut out);
-        out.headers.insert("age", stored.age_secs(now).to_string());
+        out.headers.insert("age", age.to_string());
         if let Some(saved) = log.cost_saved {
             out.headers.insert("x-cost-saved-usd", saved.to_string());
         }
         out
     }
-}
-
-/// The answer a stored entry keeps, as the engine gave it.
-fn answer_of(stored: &Stored) -> ChatResponse {
-    let mut response = stored.response.clone();
-    response.dialect = stored.dialect;
-    if response.model.trim().is_empty() {
-        response.model.clone_from(&stored.model);
-    }
-    response
 }
 
 /// A stored answer replayed as one client's stream.
@@ -325,7 +332,15 @@ impl Replay<'_> {
     /// `stored` as the client's stream events; served stale, an OpenAI
     /// client's stream ends with a comment saying so.
     pub(super) fn events(self, stored: &Stored, served: Served) -> Vec<u8> {
-        let response = answer_of(stored);
+        // The events name the model the entry asked for when the provider
+        // named none.
+        let response = if stored.response.model.trim().is_empty() {
+            let mut named = stored.response.clone();
+            named.model.clone_from(&stored.model);
+            Cow::Owned(named)
+        } else {
+            Cow::Borrowed(&stored.response)
+        };
         let (format, now) = (self.format, self.now);
         let mut body = events(
             format,

@@ -49,7 +49,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         let include_usage = request.stream.then(|| request.wants_usage());
         if let Some(lookup) = lookup.as_mut() {
             if let Some(hit) = self.cache_find(lookup).await {
-                return self.serve_stored(format, &hit, Served::Hit, include_usage, echo, log);
+                return self.serve_stored(format, hit, Served::Hit, include_usage, echo, log);
             }
         }
         let mut out = self
@@ -61,7 +61,8 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             // the error. The log line keeps the failures in its trail.
             log.error = None;
             log.message = Some("served stale: every entry of the route failed");
-            out = self.serve_stored(format, &stored, Served::Stale, include_usage, echo, log);
+            let stored = Rc::unwrap_or_clone(stored);
+            out = self.serve_stored(format, stored, Served::Stale, include_usage, echo, log);
         }
         cache_header(log, &mut out);
         out
