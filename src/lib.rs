@@ -18,9 +18,10 @@
 //! counts (Anthropic's `count_tokens`, answered by the route's providers
 //! that count) and token estimates (about four bytes of text a token, for
 //! the `cheapest` ordering and a stream's pace), cost and spend caps,
-//! quality escalation, health statistics.
-//! **Out of scope**: caching answers, prompt handling, tool execution, a
-//! tokenizer of its own.
+//! quality escalation, health statistics, a response cache with
+//! stale-if-error for the gateway's routes that opt in ([`cache`]).
+//! **Out of scope**: prompt handling, tool execution, a tokenizer of its
+//! own, a semantic cache.
 //!
 //! Layer order is fixed: timeout inside retry inside breaker inside chain.
 //!
