@@ -1,5 +1,7 @@
 //! What the cache keeps of an answer, and how old it is.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
 use crate::chat::{ChatResponse, Dialect, FinishReason};
@@ -41,6 +43,31 @@ pub enum Freshness {
 }
 
 impl Stored {
+    /// `response`, given by `provider`'s `model` at `now`, fresh for `ttl`
+    /// and kept `keep` (the TTL and the stale window); `cost_pico`: what it
+    /// cost, what a hit saves.
+    pub fn new(
+        mut response: ChatResponse,
+        (provider, model): (&str, &str),
+        cost_pico: Option<u64>,
+        now: UnixMillis,
+        (ttl, keep): (Duration, Duration),
+    ) -> Stored {
+        if response.provider.is_empty() {
+            response.provider = provider.to_string();
+        }
+        Stored {
+            stored_at: now,
+            fresh_until: now.saturating_add(crate::platform::millis(ttl)),
+            stale_until: now.saturating_add(crate::platform::millis(keep)),
+            provider: provider.to_string(),
+            model: model.to_string(),
+            dialect: response.dialect,
+            cost_pico,
+            response,
+        }
+    }
+
     /// How it may be served at `now`.
     pub fn freshness(&self, now: UnixMillis) -> Freshness {
         if now < self.fresh_until {

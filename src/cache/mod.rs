@@ -14,9 +14,13 @@
 //! - [`record`]: a streamed answer put together from its deltas, to be
 //!   stored once the stream completed.
 //!
+//! - [`answers`]: [`ResponseCache`], the cache for a caller of
+//!   [`crate::Client`] in code (and the outage simulator).
+//!
 //! Only answers that ended well are stored ([`entry::storable`]); the
-//! gateway decides when to look and when to write.
+//! gateway (or [`ResponseCache`]) decides when to look and when to write.
 
+pub mod answers;
 pub mod controls;
 pub mod entry;
 pub mod key;
@@ -24,6 +28,7 @@ pub mod policy;
 pub mod record;
 pub mod store;
 
+pub use answers::{CacheOutcome, Cached, ResponseCache};
 pub use controls::Controls;
 pub use entry::{Freshness, Stored};
 pub use key::{cache_key, tenant_of, KeyParts, Scope};

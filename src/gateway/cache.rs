@@ -14,6 +14,7 @@ use super::buffered::events;
 use super::http::{Format, Outbound};
 use super::log::LogLine;
 use super::proxy::Gateway;
+use crate::cache::answers::answer_cost;
 use crate::cache::{cache_key, tenant_of, AnswerStore, CachePolicy, Controls, KeyParts, Scope};
 use crate::cache::{Freshness, Recording, Stored};
 use crate::chat::{ChatRequest, ChatResponse, Delta};
@@ -71,38 +72,16 @@ impl<P: Platform, S: BreakerStore> Keeper<P, S> {
     /// Stores `response`, given by `served_by` after `attempts` (what it
     /// cost, from the client's prices, is what a hit will save); the bytes
     /// stored, 0 when the client said `no-store` or the TTL is nothing.
-    fn keep(
-        &self,
-        mut response: ChatResponse,
-        served_by: &ServedBy,
-        attempts: &[Attempt],
-    ) -> usize {
+    fn keep(&self, response: ChatResponse, served_by: &ServedBy, attempts: &[Attempt]) -> usize {
         let ttl = self.lookup.ttl();
         if self.lookup.controls.no_store || ttl.is_zero() {
             return 0;
         }
         let now = self.client.platform().now();
-        let prices = &self.client.cost_policy().prices;
-        let cost = Some(prices)
-            .filter(|p| !p.is_empty())
-            .and_then(|p| p.bill(attempts).answer)
-            .map(Cost::picodollars);
         let keep = self.lookup.policy.keep_for(ttl);
-        let dialect = response.dialect;
-        if response.provider.is_empty() {
-            response.provider.clone_from(&served_by.provider);
-        }
-        let stored = Stored {
-            stored_at: now,
-            fresh_until: now.saturating_add(crate::platform::millis(ttl)),
-            stale_until: now.saturating_add(crate::platform::millis(keep)),
-            provider: served_by.provider.clone(),
-            model: served_by.model.clone(),
-            dialect,
-            cost_pico: cost,
-            response,
-        };
-        let bytes = stored.to_bytes();
+        let by = (served_by.provider.as_str(), served_by.model.as_str());
+        let cost = answer_cost(&self.client, attempts);
+        let bytes = Stored::new(response, by, cost, now, (ttl, keep)).to_bytes();
         let n = bytes.len();
         self.store.put(&self.lookup.key, bytes, now, keep);
         n
