@@ -217,8 +217,8 @@ fn key_of(
     }
 }
 
-/// A stored answer as the client gives one.
-fn reply_of(stored: Stored) -> Reply {
+/// A stored answer as the client gives one (no attempts: none were made).
+pub(crate) fn reply_of(stored: Stored) -> Reply {
     let mut response = stored.response;
     response.dialect = stored.dialect;
     Reply {

@@ -184,6 +184,22 @@ mod tests {
     }
 
     #[test]
+    fn a_long_run_of_distinct_answers_stays_within_both_bounds() {
+        let s = MemoryCache::new(100, 4096);
+        for i in 0..20_000u32 {
+            let len = (i % 97) as usize;
+            s.put(&format!("k{i}"), vec![0; len], 0, MIN);
+            let (entries, bytes) = s.size();
+            assert!(
+                entries <= 100 && bytes <= 4096,
+                "{entries} entries, {bytes} bytes"
+            );
+        }
+        assert!(get(&s, "k19999", 0).is_some(), "the newest is kept");
+        assert_eq!(get(&s, "k0", 0), None, "the oldest went");
+    }
+
+    #[test]
     fn no_room_at_all() {
         let s = MemoryCache::new(0, 1000);
         s.put("a", b"1".to_vec(), 0, MIN);

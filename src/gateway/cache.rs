@@ -14,7 +14,7 @@ use super::buffered::events;
 use super::http::{Format, Outbound};
 use super::log::LogLine;
 use super::proxy::Gateway;
-use crate::cache::answers::answer_cost;
+use crate::cache::answers::{answer_cost, reply_of};
 use crate::cache::{cache_key, tenant_of, AnswerStore, CachePolicy, Controls, KeyParts, Scope};
 use crate::cache::{Freshness, Recording, Stored};
 use crate::chat::{ChatRequest, ChatResponse, Delta};
@@ -270,23 +270,9 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                     log: String::new(),
                 }
             }
-            None => {
-                let mut response = stored.response;
-                response.dialect = stored.dialect;
-                if response.model.trim().is_empty() {
-                    response.model.clone_from(&stored.model);
-                }
-                let reply = Reply {
-                    response,
-                    served_by: ServedBy {
-                        provider: stored.provider,
-                        model: stored.model,
-                        label: None,
-                    },
-                    attempts: Vec::new(),
-                };
-                self.render_reply(format, reply, echo.as_ref(), log)
-            }
+            // `render_reply` names the entry's model where the provider
+            // named none.
+            None => self.render_reply(format, reply_of(stored), echo.as_ref(), log),
         };
         log.answer_headers(&mut out);
         cache_header(log, &mut out);
