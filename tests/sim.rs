@@ -271,7 +271,7 @@ fn the_report_has_a_run_per_policy_a_point_per_bucket_and_three_labelled_charts(
 }
 
 #[test]
-fn every_bundled_scenario_parses_and_compares_the_three_policies() {
+fn every_bundled_scenario_parses_and_compares_its_policies() {
     let mut names = Vec::new();
     for entry in std::fs::read_dir("docs/scenarios").unwrap() {
         let path = entry.unwrap().path();
@@ -282,8 +282,11 @@ fn every_bundled_scenario_parses_and_compares_the_three_policies() {
         let s = Scenario::parse(&std::fs::read_to_string(&path).unwrap())
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let policies: Vec<&str> = s.policies.iter().map(|p| p.name.as_str()).collect();
-        // Pools compare capacity steering with the routing before it; outages, the breaker.
-        let compared: &[&str] = if s.providers.values().any(|p| p.pool.is_some()) {
+        // Repeated questions compare the response cache with none; pools,
+        // capacity steering with the routing before it; outages, the breaker.
+        let compared: &[&str] = if s.traffic.repeat.is_some() {
+            &["no cache", "cache", "stale if error"]
+        } else if s.providers.values().any(|p| p.pool.is_some()) {
             &["capacity-aware", "no steering", "reactive"]
         } else if s.fleet.is_some() {
             &["today", "relayed"]
@@ -306,6 +309,7 @@ fn every_bundled_scenario_parses_and_compares_the_three_policies() {
             "fleet-storm-10000",
             "key-rate-limited",
             "storm-529",
+            "storm-529-cached",
             "three-resellers"
         ]
     );
@@ -487,4 +491,70 @@ fn relays_keep_the_owner_below_its_service_rate_where_isolates_calling_it_swamp_
     // Both protocols answer every request: the isolates decide locally when
     // the fleet cannot tell them.
     assert!(r.runs.iter().all(|run| run.figures.availability > 0.999));
+}
+
+/// One request a second asking the same question of the primary alone,
+/// dead from 5 s on, through a cache whose answers are fresh for 1 s.
+fn one_question(stale_if_error: u64) -> Scenario {
+    let dead =
+        json!([{ "fromMs": 5000, "toMs": 10000, "effect": { "kind": "status", "status": 503 } }]);
+    let mut s = two_providers(dead, json!({}));
+    s.traffic.repeat = Some(resilient_llm::sim::Repeat {
+        share: 1.0,
+        distinct: 1,
+    });
+    s.policies[0].patch = json!({
+        "routes": { "default": [ { "provider": "primary", "model": "p" } ] },
+        "cache": { "default": { "ttlSeconds": 1, "staleIfErrorSeconds": stale_if_error } }
+    });
+    s
+}
+
+#[test]
+fn a_cached_answer_is_given_while_fresh_and_after_every_provider_fails_only_within_its_stale_window(
+) {
+    // Asked at 0 s and stored at 0.1 s, fresh until 1.1 s: the 1 s request
+    // is a hit, the 2 s one asks again (stored at 2.1 s), and so on: misses
+    // at 0, 2 and 4 s, hits at 1, 3 and 5 s. From 6 s the primary fails:
+    // without a stale window those four requests fail…
+    let r = simulate(&one_question(0)).unwrap();
+    let f = &r.runs[0].figures;
+    let c = f.cache.expect("cache figures");
+    assert_eq!((c.hits, c.misses, c.stale), (3, 7, 0));
+    assert_eq!((f.requests, f.answered, f.calls), (10, 6, 7));
+    // …a hit costs no call and no time…
+    assert_eq!(f.latency_ms.p50, Some(0));
+    assert_eq!(r.runs[0].series.cached[..6], [0, 1, 0, 1, 0, 1]);
+    // …and within one, they are given the answer stored at 4.1 s.
+    let r = simulate(&one_question(60)).unwrap();
+    let f = &r.runs[0].figures;
+    let c = f.cache.expect("cache figures");
+    assert_eq!((c.hits, c.misses, c.stale), (3, 3, 4));
+    assert_eq!((f.requests, f.answered, f.availability), (10, 10, 1.0));
+    assert_eq!(r.runs[0].series.cached, [0, 1, 0, 1, 0, 1, 1, 1, 1, 1]);
+    assert!(r.table().contains("3 / 4"), "{}", r.table());
+}
+
+#[test]
+fn repeated_questions_leave_the_arrivals_as_they_were() {
+    let plain = simulate(&storm()).unwrap();
+    let mut s = storm();
+    s.traffic.repeat = Some(resilient_llm::sim::Repeat {
+        share: 0.5,
+        distinct: 10,
+    });
+    let asked = simulate(&s).unwrap();
+    // No policy caches: the same arrivals, the same answers.
+    assert_eq!(plain.runs, asked.runs);
+    let bad = r#"{"share": 1.5, "distinct": 0}"#;
+    s.traffic.repeat = Some(serde_json::from_str(bad).unwrap());
+    let err = s.check().unwrap_err();
+    assert!(
+        err.contains("traffic.repeat.share: must be in [0, 1]"),
+        "{err}"
+    );
+    assert!(
+        err.contains("traffic.repeat.distinct: must be 1 to"),
+        "{err}"
+    );
 }

@@ -1,6 +1,6 @@
 //! A run's report as one SVG: breaker state per provider over time, latency
-//! over time, the share of requests each provider served (and the share
-//! that failed), and, when any run of the report got a 429 from a provider,
+//! over time, the share of requests each provider served (and those the
+//! response cache answered, and those that failed), and, when any run of the report got a 429 from a provider,
 //! the 429s each provider answered; and, when the scenario models the
 //! fleet's objects, the calls per second its busiest owner and relay took;
 //! drawn with plotters' SVG backend.
@@ -23,6 +23,8 @@ const PALETTE: [RGBColor; 6] = [
     RGBColor(213, 94, 0),
 ];
 const FAILED: RGBColor = RGBColor(200, 30, 30);
+/// Answers from the response cache.
+const CACHED: RGBColor = RGBColor(120, 120, 120);
 
 fn colour(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
@@ -192,6 +194,13 @@ fn shares(area: &Area<'_>, report: &Report, run: &Run) -> Drawn {
             .draw_series(LineSeries::new(pts, c.stroke_width(2)))?
             .label(id.as_str())
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], c.stroke_width(2)));
+    }
+    if s.cached.iter().any(|n| *n > 0) {
+        let pts = steps((0..s.failed.len()).map(|b| share(s.cached[b], b)), &x);
+        chart
+            .draw_series(LineSeries::new(pts, CACHED.stroke_width(2)))?
+            .label("response cache")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], CACHED.stroke_width(2)));
     }
     let pts = steps((0..s.failed.len()).map(|b| share(s.failed[b], b)), &x);
     chart

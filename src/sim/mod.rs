@@ -44,10 +44,12 @@ mod world;
 
 #[cfg(feature = "simulate")]
 pub use chart::svg;
-pub use report::{Figures, FleetFigures, ObjectLoad, Percentiles, Reach, Report, Run, Series};
+pub use report::{
+    CacheFigures, Figures, FleetFigures, ObjectLoad, Percentiles, Reach, Report, Run, Series,
+};
 pub use scenario::{
     merge_patch, Effect, Fault, Flap, FleetModel, PolicyPatch, PoolModel, Protocol, ProviderModel,
-    Scenario, Traffic,
+    Repeat, Scenario, Traffic,
 };
 
 /// Runs every policy of `scenario`, in order.

@@ -78,6 +78,23 @@ pub struct Figures {
     /// model).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fleet: Option<FleetFigures>,
+    /// What the response cache answered (policies whose configuration
+    /// caches).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<CacheFigures>,
+}
+
+/// What the response cache did over a run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheFigures {
+    /// Requests answered from a fresh stored answer.
+    pub hits: u64,
+    /// Requests asked of the route (their answers stored when they may be).
+    pub misses: u64,
+    /// Requests whose route failed, answered from a stored answer past its
+    /// TTL within its stale window.
+    pub stale: u64,
 }
 
 /// How the fleet's Durable Objects carried a run.
@@ -208,6 +225,10 @@ pub struct Series {
     pub failed: Vec<u64>,
     /// Requests answered, per provider.
     pub served: Vec<Vec<u64>>,
+    /// Requests answered from the response cache, fresh or stale (left out
+    /// when none was).
+    #[serde(skip_serializing_if = "all_zero")]
+    pub cached: Vec<u64>,
     /// Per provider, the most open state its breaker was in: 0 closed,
     /// 1 half-open, 2 open.
     pub breaker: Vec<Vec<u8>>,
@@ -225,12 +246,17 @@ fn none_above_zero(series: &[Vec<u64>]) -> bool {
     series.iter().flatten().all(|n| *n == 0)
 }
 
+fn all_zero(series: &[u64]) -> bool {
+    series.iter().all(|n| *n == 0)
+}
+
 impl Series {
     pub(crate) fn grow(&mut self, buckets: usize, providers: usize) {
         if self.failed.len() >= buckets {
             return;
         }
         self.failed.resize(buckets, 0);
+        self.cached.resize(buckets, 0);
         self.latencies.resize_with(buckets, Vec::new);
         self.served.resize_with(providers, Vec::new);
         self.breaker.resize_with(providers, Vec::new);
@@ -248,7 +274,7 @@ impl Series {
 
     /// Requests that arrived in bucket `b`.
     pub fn requests(&self, b: usize) -> u64 {
-        self.failed[b] + self.served.iter().map(|s| s[b]).sum::<u64>()
+        self.failed[b] + self.cached[b] + self.served.iter().map(|s| s[b]).sum::<u64>()
     }
 }
 
@@ -301,6 +327,7 @@ impl Figures {
             cost_usd: r.cost,
             recovery_ms,
             fleet: None,
+            cache: r.cache,
         }
     }
 }
@@ -352,6 +379,15 @@ impl Report {
                 self.col(|f| match f.recovery_ms.get(id) {
                     Some(Some(ms)) => format!("{:.1} s", *ms as f64 / 1000.0),
                     _ => "never".into(),
+                }),
+            ));
+        }
+        if self.runs.iter().any(|r| r.figures.cache.is_some()) {
+            rows.push((
+                "answered from the cache: fresh / stale".into(),
+                self.col(|f| {
+                    f.cache
+                        .map_or("–".into(), |c| format!("{} / {}", c.hits, c.stale))
                 }),
             ));
         }

@@ -10,12 +10,13 @@ use serde_json::Value;
 use super::exec::{Clock, Executor};
 use super::fleet::SimLink;
 use super::objects::Objects;
-use super::report::{Figures, FleetFigures, Reach, Run, Series};
-use super::scenario::{merge_patch, FleetModel, PolicyPatch, Protocol, Scenario, Spacing};
+use super::report::{CacheFigures, Figures, FleetFigures, Reach, Run, Series};
+use super::scenario::{merge_patch, FleetModel, PolicyPatch, Protocol, Repeat, Scenario, Spacing};
 use super::world::{base_url, Dialect, SimPlatform, SimProvider, World};
+use crate::cache::{CacheOutcome, ResponseCache};
 use crate::chat::{ChatRequest, Message};
 use crate::config::Config;
-use crate::engine::client::{Client, ClientBuilder};
+use crate::engine::client::{CallOptions, Client, ClientBuilder, Reply};
 use crate::engine::store::{BreakerStore, MemoryStore};
 use crate::event::Event;
 use crate::fleet::{FleetPolicy, FleetStore};
@@ -43,6 +44,18 @@ pub(crate) struct Recorder {
     transitions: Vec<(UnixMillis, usize, usize, StateName)>,
     isolates: usize,
     prices: Vec<(f64, f64)>,
+    /// What the response cache did, when the policy caches.
+    pub(crate) cache: Option<CacheFigures>,
+}
+
+/// How a request ended.
+enum Served<'a> {
+    /// It failed.
+    Failed,
+    /// `provider` answered it, reporting this usage (input, output).
+    Provider(&'a str, Option<(u64, u64)>),
+    /// The response cache answered it: a stored answer, fresh or stale.
+    Cache,
 }
 
 impl Recorder {
@@ -73,22 +86,22 @@ impl Recorder {
         }
     }
 
-    fn finish(
-        &mut self,
-        started: UnixMillis,
-        ended: UnixMillis,
-        served: Option<(&str, Option<(u64, u64)>)>,
-    ) {
+    fn finish(&mut self, started: UnixMillis, ended: UnixMillis, served: Served<'_>) {
         self.requests += 1;
         let b = self.bucket(started);
-        let Some((provider, usage)) = served else {
+        if let Served::Failed = served {
             self.series.failed[b] += 1;
             return;
-        };
+        }
         self.answered += 1;
         let ms = u32::try_from(ended - started).unwrap_or(u32::MAX);
         self.latencies.push(ms);
         self.series.latencies[b].push(ms);
+        // A stored answer costs nothing, and says nothing of a provider's recovery.
+        let Served::Provider(provider, usage) = served else {
+            self.series.cached[b] += 1;
+            return;
+        };
         let Some(i) = self.provider(provider) else {
             return;
         };
@@ -237,6 +250,7 @@ pub(crate) fn run_policy(scenario: &Scenario, policy: &PolicyPatch) -> Result<Ru
             .map(|m| (m.input_per_mtok, m.output_per_mtok))
             .collect(),
         providers: ids,
+        cache: None,
     }));
     recorder
         .borrow_mut()
@@ -246,6 +260,15 @@ pub(crate) fn run_policy(scenario: &Scenario, policy: &PolicyPatch) -> Result<Ru
     let v = cfg
         .validate(&|_| Some("sim-key".into()), &[])
         .map_err(|e| format!("policy {:?}: {e}", policy.name))?;
+    // One cache for every isolate: the data centre's, as `caches.default` is.
+    let cache = (!v.cache.is_empty()).then(|| {
+        recorder.borrow_mut().cache = Some(CacheFigures {
+            hits: 0,
+            misses: 0,
+            stale: 0,
+        });
+        Rc::new(ResponseCache::new(v.cache.clone(), v.cache_bounds))
+    });
     let isolates = scenario.traffic.isolates as usize;
     let mut fleet = None;
     if isolates == 1 {
@@ -256,7 +279,7 @@ pub(crate) fn run_policy(scenario: &Scenario, policy: &PolicyPatch) -> Result<Ru
             0,
         )
         .build();
-        drive(scenario, &ex, &[Rc::new(client)], &recorder)?;
+        drive(scenario, &ex, &[Rc::new(client)], cache, &recorder)?;
     } else {
         let model = scenario.fleet.unwrap_or_default();
         let relayed = policy.fleet == Protocol::Relayed;
@@ -293,7 +316,7 @@ pub(crate) fn run_policy(scenario: &Scenario, policy: &PolicyPatch) -> Result<Ru
             );
             clients.push(Rc::new(builder.build_with_store(store)));
         }
-        drive(scenario, &ex, &clients, &recorder)?;
+        drive(scenario, &ex, &clients, cache, &recorder)?;
         fleet = scenario
             .fleet
             .map(|m| fleet_figures(&objects, m, policy.fleet, scenario.traffic.isolates));
@@ -381,12 +404,57 @@ fn prompt(input_tokens: u64) -> String {
     LINE.chars().cycle().take(bytes).collect()
 }
 
+/// Which question each request asks: with the traffic's `repeat`, one of
+/// its few with probability `share`, else a question of its own; without,
+/// every request the same. Drawn from a generator of its own, so that the
+/// arrivals are those of a scenario without `repeat`.
+struct Questions {
+    repeat: Option<(Repeat, fastrand::Rng)>,
+}
+
+impl Questions {
+    fn new(scenario: &Scenario) -> Self {
+        let rng = || fastrand::Rng::with_seed(scenario.seed ^ 0xA5C_0FF1CE);
+        Questions {
+            repeat: scenario.traffic.repeat.map(|r| (r, rng())),
+        }
+    }
+
+    /// Request `k`'s question, `base` marked as one of the few or its own.
+    fn ask(&mut self, k: u64, base: &str) -> Option<String> {
+        let (r, rng) = self.repeat.as_mut()?;
+        Some(if rng.f64() < r.share {
+            format!("{base} (question {})", rng.u32(0..r.distinct))
+        } else {
+            format!("{base} (request {k})")
+        })
+    }
+}
+
+/// The answer to `req`, through `cache` when the policy caches, with what
+/// the cache did.
+async fn ask<S: BreakerStore>(
+    client: &Client<SimPlatform, S>,
+    cache: Option<&ResponseCache>,
+    req: ChatRequest,
+) -> (Result<Reply, crate::Error>, Option<CacheOutcome>) {
+    let Some(cache) = cache else {
+        return (client.chat(req).await, None);
+    };
+    match cache.chat(client, req, CallOptions::default(), None).await {
+        Ok(c) => (Ok(c.reply), Some(c.outcome)),
+        // Failed, so asked of the route: a miss.
+        Err(e) => (Err(e), Some(CacheOutcome::Miss)),
+    }
+}
+
 /// Arrivals for the scenario's duration, spread over the isolates in turn,
 /// then every request still running is run to its end.
 fn drive<S: BreakerStore + AfterRequest + 'static>(
     scenario: &Scenario,
     ex: &Executor,
     clients: &[Rc<Client<SimPlatform, S>>],
+    cache: Option<Rc<ResponseCache>>,
     recorder: &Rc<RefCell<Recorder>>,
 ) -> Result<(), String> {
     let clock = clients[0].platform().clock();
@@ -408,7 +476,8 @@ fn drive<S: BreakerStore + AfterRequest + 'static>(
     } else {
         "Are you there?".to_string()
     };
-    let mut req = ChatRequest::new(vec![Message::user(text)]);
+    let mut questions = Questions::new(scenario);
+    let mut req = ChatRequest::new(vec![Message::user(text.clone())]);
     req.max_tokens = u32::try_from(scenario.traffic.output_tokens).ok();
     let mut at = 0.0f64;
     for k in 0u64.. {
@@ -422,22 +491,42 @@ fn drive<S: BreakerStore + AfterRequest + 'static>(
         }
         ex.run_until(when, &mut budget).ok_or_else(runaway)?;
         let c = clients[(k % clients.len() as u64) as usize].clone();
-        let (rec, clock, req) = (recorder.clone(), clock.clone(), req.clone());
+        let (rec, clock, mut req) = (recorder.clone(), clock.clone(), req.clone());
+        if let Some(question) = questions.ask(k, &text) {
+            req.messages = vec![Message::user(question)];
+        }
+        let cache = cache.clone();
         ex.spawn(async move {
             let started = clock.now();
             c.store().before_request();
-            let result = c.chat(req).await;
+            let (result, outcome) = ask(&c, cache.as_deref(), req).await;
             let ended = clock.now();
             c.store().after_request(ended);
-            let served = result.as_ref().ok().map(|r| {
-                let usage = r
-                    .response
-                    .usage
-                    .as_ref()
-                    .map(|u| (u.input_tokens, u.output_tokens));
-                (r.served_by.provider.as_str(), usage)
-            });
-            rec.borrow_mut().finish(started, ended, served);
+            let mut rec = rec.borrow_mut();
+            if let (Some(seen), Some(outcome)) = (rec.cache.as_mut(), &outcome) {
+                match outcome {
+                    CacheOutcome::Hit { .. } => seen.hits += 1,
+                    CacheOutcome::Stale { .. } => seen.stale += 1,
+                    CacheOutcome::Miss => seen.misses += 1,
+                    CacheOutcome::Bypass | CacheOutcome::Uncached => {}
+                }
+            }
+            let from_store = matches!(
+                outcome,
+                Some(CacheOutcome::Hit { .. } | CacheOutcome::Stale { .. })
+            );
+            let served = match &result {
+                Err(_) => Served::Failed,
+                Ok(_) if from_store => Served::Cache,
+                Ok(r) => Served::Provider(
+                    r.served_by.provider.as_str(),
+                    r.response
+                        .usage
+                        .as_ref()
+                        .map(|u| (u.input_tokens, u.output_tokens)),
+                ),
+            };
+            rec.finish(started, ended, served);
         });
     }
     let mut now = clock.now();

@@ -244,6 +244,23 @@ pub struct Traffic {
     /// through its fleet store and one simulated Durable Object per provider.
     #[serde(default = "one_u32")]
     pub isolates: u32,
+    /// A share of the requests asking one of a few questions again, each
+    /// of the others a question of its own: what a response cache (the
+    /// configuration's `cache`) can answer. Left out, every request asks
+    /// the same question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<Repeat>,
+}
+
+/// Requests that ask again: each request, with probability `share`, asks
+/// one of `distinct` questions, drawn evenly.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Repeat {
+    /// The share of requests that repeat a question, in [0, 1].
+    pub share: f64,
+    /// How many questions they repeat (at least 1).
+    pub distinct: u32,
 }
 
 /// How arrivals are spaced.
@@ -310,6 +327,14 @@ impl Scenario {
         }
         if !(1..=10_000).contains(&self.traffic.isolates) {
             problems.push("traffic.isolates: must be 1 to 10000".into());
+        }
+        if let Some(r) = self.traffic.repeat {
+            if !(0.0..=1.0).contains(&r.share) {
+                problems.push("traffic.repeat.share: must be in [0, 1]".into());
+            }
+            if !(1..=1_000_000).contains(&r.distinct) {
+                problems.push("traffic.repeat.distinct: must be 1 to 1000000".into());
+            }
         }
         if let Some(f) = &self.fleet {
             if !(f.service_ms.is_finite() && (0.0..=1000.0).contains(&f.service_ms)) {
