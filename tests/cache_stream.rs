@@ -298,4 +298,25 @@ fn a_stale_answer_comes_in_the_stream_kept_alive_while_the_route_failed() {
     let (_, body, end) = run(&p, &g, other);
     assert!(body.contains("\"error\""), "{body}");
     assert_eq!(end["outcome"], "interrupted");
+
+    // The stale answer counts as stale once the stream knew, not as the
+    // miss its response went out as; the others as the misses they were.
+    let get = Inbound {
+        method: "GET".into(),
+        path: "/metrics".into(),
+        headers: Headers::new(),
+        body: Body::full(Vec::new()),
+    };
+    let text = String::from_utf8(block_on(&p, g.handle(get)).body).unwrap();
+    let count = |result: &str| {
+        let name = format!("llm_gateway_cache_requests_total{{result=\"{result}\"}} ");
+        let line = text.lines().find(|l| l.starts_with(&name));
+        line.map(|l| l[name.len()..].to_string())
+    };
+    assert_eq!(count("stale").as_deref(), Some("1"), "{text}");
+    assert_eq!(count("miss").as_deref(), Some("2"), "{text}");
+    assert!(
+        text.contains("llm_gateway_cache_saved_usd_total 0.006\n"),
+        "the stale answer saved its 1,000 + 500 tokens at $2 + $8: {text}"
+    );
 }

@@ -20,6 +20,7 @@ use crate::engine::stream::ChatStream;
 use crate::format::responses::Echo;
 use crate::format::{anthropic, openai};
 use crate::platform::{Body, Headers, Platform};
+use crate::policy::price::Cost;
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     pub(super) async fn chat(
@@ -133,7 +134,8 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             Ok(first) => first,
             Err(pending) => {
                 // The answer goes out now: a stale one, if every entry
-                // fails, must come in the stream.
+                // fails, must come in the stream, and the cache's count
+                // waits for the stream to know.
                 outlets.stale = lookup.and_then(|l| l.stale.as_deref()).map(|stored| {
                     let replay = Replay {
                         format,
@@ -142,8 +144,13 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                         include_usage,
                         echo: echo.clone(),
                     };
-                    replay.events(stored, Served::Stale)
+                    sse::StaleAnswer {
+                        events: replay.events(stored, Served::Stale),
+                        saves: stored.cost_pico.map(|p| Cost::from_picodollars(p).usd()),
+                        tally: self.metrics.stale_tally(),
+                    }
                 });
+                log.cache_deferred = outlets.stale.is_some();
                 let then = keepalive::answer(
                     format,
                     log.request_id.to_string(),

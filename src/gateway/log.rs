@@ -58,6 +58,11 @@ pub(super) struct LogLine<'a> {
     /// The bytes this request's answer was stored in, if it was.
     #[serde(skip)]
     pub(super) cache_stored: usize,
+    /// The cache's result is counted by the stream's end, not from this
+    /// line: a stream that went out before its first item and may yet be
+    /// served stale ([`super::metrics::StaleTally`]).
+    #[serde(skip)]
+    pub(super) cache_deferred: bool,
     /// The client's prices, when it has any.
     #[serde(skip)]
     pub(super) prices: Option<&'a Prices>,

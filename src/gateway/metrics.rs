@@ -241,6 +241,18 @@ impl Metrics {
         self.cache_stored_bytes.clone()
     }
 
+    /// What a stream whose response went out before its first item counts
+    /// once it knows whether it was served stale ([`StaleAnswer`]).
+    pub(super) fn stale_tally(&self) -> StaleTally {
+        let count = |result| self.cache.get_or_create(&CacheLabels { result }).clone();
+        StaleTally {
+            stale: count("stale"),
+            miss: count("miss"),
+            saved: self.cache_saved.clone(),
+            served: None,
+        }
+    }
+
     /// Chat requests on caching routes by what the cache did (`hit`,
     /// `miss`, `stale`, `bypass`), the bytes stored and the dollars saved,
     /// since this gateway started.
@@ -263,7 +275,7 @@ impl Metrics {
                 status: log.status,
             })
             .inc();
-        if let Some(result) = log.cache {
+        if let Some(result) = log.cache.filter(|_| !log.cache_deferred) {
             self.cache.get_or_create(&CacheLabels { result }).inc();
         }
         if log.cache_stored > 0 {
@@ -471,5 +483,38 @@ fn follow(counter: &Counter, total: u64) {
     let seen = counter.get();
     if total > seen {
         counter.inc_by(total - seen);
+    }
+}
+
+/// The cache's count for a request whose stream went out before it knew
+/// whether every entry would fail: `stale` (and what the answer saved) if
+/// it was served the stored answer, else `miss`; counted once, when the
+/// stream's body is dropped, whichever way it ended.
+pub(super) struct StaleTally {
+    stale: Counter,
+    miss: Counter,
+    saved: Counter<f64, AtomicU64>,
+    /// What the stale answer saved, once it was served.
+    served: Option<f64>,
+}
+
+impl StaleTally {
+    /// The stale answer was served, saving `usd`.
+    pub(super) fn served(&mut self, usd: f64) {
+        self.served = Some(usd);
+    }
+}
+
+impl Drop for StaleTally {
+    fn drop(&mut self) {
+        match self.served {
+            Some(usd) => {
+                self.stale.inc();
+                self.saved.inc_by(usd);
+            }
+            None => {
+                self.miss.inc();
+            }
+        }
     }
 }

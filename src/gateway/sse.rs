@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use super::cache::Recorder;
 use super::http::{Format, Piece, PieceStream};
+use super::metrics::StaleTally;
 use super::pass::PassWriter;
 use crate::chat::{Delta, Usage};
 use crate::engine::client::Client;
@@ -41,7 +42,17 @@ pub(crate) struct Outlets<P: Platform, S: BreakerStore> {
     /// instead of the error event when every entry failed before the
     /// commit point (the response already went out, keeping the
     /// connection alive).
-    pub(crate) stale: Option<Vec<u8>>,
+    pub(crate) stale: Option<StaleAnswer>,
+}
+
+/// A stored answer past its TTL for a stream that went out before its
+/// first item, and the cache's count of the request, taken once it is
+/// known whether the answer was served.
+pub(crate) struct StaleAnswer {
+    pub(crate) events: Vec<u8>,
+    /// What the answer cost when it was asked, in USD.
+    pub(crate) saves: Option<f64>,
+    pub(crate) tally: StaleTally,
 }
 
 /// The client format's event writer.
@@ -175,8 +186,8 @@ struct State<P: Platform, S: BreakerStore> {
     record: Option<Recorder<P, S>>,
     /// The bytes the answer was stored in, once it was.
     stored: Option<usize>,
-    /// The stale answer's events ([`Outlets::stale`]).
-    stale: Option<Vec<u8>>,
+    /// The stale answer ([`Outlets::stale`]).
+    stale: Option<StaleAnswer>,
 }
 
 impl<P: Platform, S: BreakerStore> Drop for State<P, S> {
@@ -281,7 +292,13 @@ async fn next_piece<P: Platform, S: BreakerStore>(
                 let cause = cause_of(&e);
                 let bill = bill(&st, e.attempts());
                 st.phase = Phase::Ending(end_line(&st, "stale", Some(&cause), bill));
-                st.stale.take().unwrap_or_default()
+                match st.stale.as_mut() {
+                    Some(stale) => {
+                        stale.tally.served(stale.saves.unwrap_or(0.0));
+                        std::mem::take(&mut stale.events)
+                    }
+                    None => Vec::new(),
+                }
             }
             Some(Err(e)) => {
                 let cause = cause_of(&e);
