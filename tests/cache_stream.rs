@@ -320,3 +320,39 @@ fn a_stale_answer_comes_in_the_stream_kept_alive_while_the_route_failed() {
         "the stale answer saved its 1,000 + 500 tokens at $2 + $8: {text}"
     );
 }
+
+#[test]
+fn a_stream_passed_through_is_replayed_as_the_providers_own_events() {
+    let p = FakePlatform::new().at(1_800_000_000_000);
+    // Fields and an event the gateway does not know, which a re-encoded
+    // answer would lose.
+    let mut chunks = openai_sse(&["forty", "-two"], "stop");
+    chunks[1] = chunks[1].replace("\"created\"", "\"system_fingerprint\":\"fp_7\",\"created\"");
+    chunks.insert(2, ": provider comment\n\n".into());
+    let sent: String = chunks.concat();
+    p.script(PRIMARY, [sse(chunks.clone())]);
+    let g = gateway(&p, 1);
+    let (_, first, _) = run(&p, &g, ask(true, &[]));
+    // Passed through as it came, the gateway's cost comment after it.
+    assert_eq!(first, format!("{sent}: cost usd=0.006 answer=0.006\n\n"));
+
+    let (out, again, _) = run(&p, &g, ask(true, &[]));
+    assert_eq!(p.requests_to(PRIMARY), 1);
+    assert_eq!(out.headers.get("x-cache"), Some("hit"));
+    assert_eq!(again, sent, "the provider's own events, byte for byte");
+
+    // A client that did not ask for usage (the same question: the key
+    // leaves `stream_options` out) is not given the usage-only chunk.
+    let mut plain = ask(true, &[]);
+    plain.body = Body::full(
+        json!({ "model": "default", "stream": true,
+                "messages": [{ "role": "user", "content": "the answer?" }] })
+        .to_string()
+        .into_bytes(),
+    );
+    let (out, without, _) = run(&p, &g, plain);
+    assert_eq!(out.headers.get("x-cache"), Some("hit"));
+    let usage = chunks.iter().find(|c| c.contains("\"usage\"")).unwrap();
+    assert_eq!(without, sent.replace(usage.as_str(), ""));
+    assert!(without.contains("fp_7") && without.ends_with("data: [DONE]\n\n"));
+}

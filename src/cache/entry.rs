@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::events::Events;
 use crate::chat::{ChatResponse, Dialect, FinishReason};
 use crate::platform::UnixMillis;
 
@@ -28,6 +29,10 @@ pub struct Stored {
     pub cost_pico: Option<u64>,
     /// The answer.
     pub response: ChatResponse,
+    /// The provider's own stream events, when the answer was streamed
+    /// through to a client of the provider's dialect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<Events>,
 }
 
 /// How a stored answer may be served at a given time.
@@ -65,6 +70,7 @@ impl Stored {
             dialect: response.dialect,
             cost_pico,
             response,
+            events: None,
         }
     }
 
@@ -131,6 +137,7 @@ mod tests {
                 raw: None,
                 dialect: None,
             },
+            events: None,
         }
     }
 

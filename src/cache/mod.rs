@@ -12,7 +12,8 @@
 //! - [`controls`]: the client's `cache-control` and `x-cache-ttl`.
 //! - [`policy`]: a route's TTL, stale window and scope.
 //! - [`record`]: a streamed answer put together from its deltas, to be
-//!   stored once the stream completed.
+//!   stored once the stream completed; [`events`]: the provider's own
+//!   events of one passed through, replayed to a client of its dialect.
 //!
 //! - [`answers`]: [`ResponseCache`], the cache for a caller of
 //!   [`crate::Client`] in code (and the outage simulator).
@@ -23,6 +24,7 @@
 pub mod answers;
 pub mod controls;
 pub mod entry;
+pub mod events;
 pub mod key;
 pub mod policy;
 pub mod record;
@@ -31,6 +33,7 @@ pub mod store;
 pub use answers::{CacheOutcome, Cached, ResponseCache};
 pub use controls::Controls;
 pub use entry::{Freshness, Stored};
+pub use events::{EventRecording, Events};
 pub use key::{cache_key, tenant_of, KeyParts, Scope};
 pub use policy::{CacheBounds, CachePolicy};
 pub use record::Recording;

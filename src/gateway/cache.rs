@@ -13,17 +13,20 @@ use prometheus_client::metrics::counter::Counter;
 use super::buffered::events;
 use super::http::{Format, Outbound};
 use super::log::LogLine;
+use super::pass::PassWriter;
 use super::proxy::Gateway;
 use crate::cache::answers::{answer_cost, reply_of};
 use crate::cache::{cache_key, tenant_of, AnswerStore, CachePolicy, Controls, KeyParts, Scope};
-use crate::cache::{Freshness, Recording, Stored};
+use crate::cache::{EventRecording, Events, Freshness, Recording, Stored};
 use crate::chat::{ChatRequest, ChatResponse, Delta};
 use crate::engine::client::{CallOptions, Client, Reply, ServedBy};
 use crate::engine::store::BreakerStore;
+use crate::engine::stream::RawEvent;
 use crate::error::Attempt;
 use crate::format::responses::Echo;
 use crate::platform::{Headers, Platform};
 use crate::policy::price::Cost;
+use crate::sse::SseDecoder;
 
 /// The routes that cache and where their answers are kept.
 pub(super) struct Answers {
@@ -72,7 +75,13 @@ impl<P: Platform, S: BreakerStore> Keeper<P, S> {
     /// Stores `response`, given by `served_by` after `attempts` (what it
     /// cost, from the client's prices, is what a hit will save); the bytes
     /// stored, 0 when the client said `no-store` or the TTL is nothing.
-    fn keep(&self, response: ChatResponse, served_by: &ServedBy, attempts: &[Attempt]) -> usize {
+    fn keep(
+        &self,
+        response: ChatResponse,
+        events: Option<Events>,
+        served_by: &ServedBy,
+        attempts: &[Attempt],
+    ) -> usize {
         let ttl = self.lookup.ttl();
         if self.lookup.controls.no_store || ttl.is_zero() {
             return 0;
@@ -81,7 +90,9 @@ impl<P: Platform, S: BreakerStore> Keeper<P, S> {
         let keep = self.lookup.policy.keep_for(ttl);
         let by = (served_by.provider.as_str(), served_by.model.as_str());
         let cost = answer_cost(&self.client, attempts);
-        let bytes = Stored::new(response, by, cost, now, (ttl, keep)).to_bytes();
+        let mut stored = Stored::new(response, by, cost, now, (ttl, keep));
+        stored.events = events;
+        let bytes = stored.to_bytes();
         let n = bytes.len();
         self.store.put(&self.lookup.key, bytes, now, keep);
         n
@@ -93,6 +104,10 @@ impl<P: Platform, S: BreakerStore> Keeper<P, S> {
 /// cut, continued after the commit point, refused or filtered).
 pub(super) struct Recorder<P: Platform, S: BreakerStore> {
     recording: Recording,
+    /// The provider's events, when they went to the client as they came.
+    events: EventRecording,
+    /// The client's format: the dialect of the events passed through.
+    format: Format,
     keeper: Keeper<P, S>,
     stored_bytes: Counter,
 }
@@ -101,6 +116,11 @@ impl<P: Platform, S: BreakerStore> Recorder<P, S> {
     /// A delta the client was sent.
     pub(super) fn push(&mut self, delta: &Delta) {
         self.recording.push(delta);
+    }
+
+    /// A provider event passed through to the client, as it came.
+    pub(super) fn push_event(&mut self, bytes: &[u8], usage_only: bool) {
+        self.events.push(bytes, usage_only);
     }
 
     /// Stores the answer of a stream that ended cleanly, given by
@@ -114,7 +134,8 @@ impl<P: Platform, S: BreakerStore> Recorder<P, S> {
     ) -> Option<usize> {
         let served_by = served_by.filter(|_| !continued)?;
         let response = self.recording.finish()?;
-        let n = self.keeper.keep(response, served_by, attempts);
+        let events = self.events.finish(self.format.dialect());
+        let n = self.keeper.keep(response, events, served_by, attempts);
         self.stored_bytes.inc_by(n as u64);
         Some(n).filter(|n| *n > 0)
     }
@@ -208,17 +229,24 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             store: Rc::clone(&self.answers.store),
             lookup: lookup.for_writes(),
         };
-        log.cache_stored = keeper.keep(reply.response.clone(), &reply.served_by, &reply.attempts);
+        let (response, by) = (reply.response.clone(), &reply.served_by);
+        log.cache_stored = keeper.keep(response, None, by, &reply.attempts);
     }
 
     /// What a streamed answer on `lookup` needs to store itself once it
     /// completed; `None` when it is not to be stored (`no-store`, a TTL of
     /// nothing).
-    pub(super) fn stream_recorder(&self, lookup: Option<&Lookup>) -> Option<Recorder<P, S>> {
+    pub(super) fn stream_recorder(
+        &self,
+        format: Format,
+        lookup: Option<&Lookup>,
+    ) -> Option<Recorder<P, S>> {
         let lookup = lookup.filter(|l| !l.controls.no_store && !l.ttl().is_zero())?;
         let stored_bytes = self.metrics.cache_stored_bytes();
         Some(Recorder {
             recording: Recording::new(self.answers.max_entry_bytes),
+            events: EventRecording::new(self.answers.max_entry_bytes),
+            format,
             keeper: Keeper {
                 client: Rc::clone(&self.client),
                 store: Rc::clone(&self.answers.store),
@@ -294,27 +322,17 @@ pub(super) struct Replay<'a> {
 }
 
 impl Replay<'_> {
-    /// `stored` as the client's stream events; served stale, an OpenAI
-    /// client's stream ends with a comment saying so.
+    /// `stored` as the client's stream events (the provider's own, as they
+    /// came, to a client of its dialect when they were recorded); served
+    /// stale, an OpenAI client's stream ends with a comment saying so.
     pub(super) fn events(self, stored: &Stored, served: Served) -> Vec<u8> {
-        // The events name the model the entry asked for when the provider
-        // named none.
-        let response = if stored.response.model.trim().is_empty() {
-            let mut named = stored.response.clone();
-            named.model.clone_from(&stored.model);
-            Cow::Owned(named)
-        } else {
-            Cow::Borrowed(&stored.response)
-        };
         let (format, now) = (self.format, self.now);
-        let mut body = events(
-            format,
-            &response,
-            self.request_id,
-            now / 1000,
-            self.include_usage,
-            self.echo,
-        );
+        let own = stored.events.as_ref();
+        let own = own.filter(|e| e.dialect == format.dialect());
+        let mut body = match own.and_then(|e| passed_again(e, format, self.include_usage)) {
+            Some(body) => body,
+            None => self.encoded(stored),
+        };
         if served == Served::Stale && format == Format::OpenAi {
             let age = stored.age_secs(now);
             body.extend_from_slice(
@@ -324,6 +342,51 @@ impl Replay<'_> {
         }
         body
     }
+
+    /// `stored`'s answer encoded as the client's stream.
+    fn encoded(self, stored: &Stored) -> Vec<u8> {
+        // The events name the model the entry asked for when the provider
+        // named none.
+        let response = if stored.response.model.trim().is_empty() {
+            let mut named = stored.response.clone();
+            named.model.clone_from(&stored.model);
+            Cow::Owned(named)
+        } else {
+            Cow::Borrowed(&stored.response)
+        };
+        events(
+            self.format,
+            &response,
+            self.request_id,
+            self.now / 1000,
+            self.include_usage,
+            self.echo,
+        )
+    }
+}
+
+/// The provider's recorded events written again as a stream passed through
+/// writes them (an OpenAI client not asking for usage is not given the
+/// usage-only chunk; a stream the provider did not end is ended); `None`
+/// if one does not read back as an event.
+fn passed_again(recorded: &Events, format: Format, include_usage: bool) -> Option<Vec<u8>> {
+    let mut writer = PassWriter::new(format, include_usage);
+    let mut body = Vec::new();
+    for e in &recorded.events {
+        let bytes = e.sse.as_bytes();
+        let mut decoder = SseDecoder::new(bytes.len().saturating_add(1));
+        let mut read = Vec::with_capacity(1);
+        decoder.feed(bytes, &mut read).ok()?;
+        read.extend(decoder.finish());
+        let event = read.into_iter().next()?;
+        body.extend(writer.raw(RawEvent {
+            event,
+            bytes: Some(bytes.to_vec()),
+            usage_only: e.usage_only,
+        }));
+    }
+    body.extend(writer.finish());
+    Some(body)
 }
 
 /// `x-cache` on an answer, from what the log line says of it.

@@ -116,7 +116,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         let include_usage = request.wants_usage();
         let mut outlets = sse::Outlets {
             log: self.log.clone(),
-            record: self.stream_recorder(lookup),
+            record: self.stream_recorder(format, lookup),
             stale: None,
         };
         log.stream = true;

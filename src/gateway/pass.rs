@@ -399,7 +399,7 @@ impl PassWriter {
 }
 
 /// A provider event written back as server-sent event lines.
-fn write_event(ev: &SseEvent) -> Vec<u8> {
+pub(crate) fn write_event(ev: &SseEvent) -> Vec<u8> {
     let mut out = Vec::with_capacity(ev.data.len() + 32);
     if let Some(name) = &ev.event {
         out.extend_from_slice(b"event: ");

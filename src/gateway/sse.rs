@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::cache::Recorder;
 use super::http::{Format, Piece, PieceStream};
 use super::metrics::StaleTally;
-use super::pass::PassWriter;
+use super::pass::{write_event, PassWriter};
 use crate::chat::{Delta, Usage};
 use crate::engine::client::Client;
 use crate::engine::store::BreakerStore;
@@ -262,8 +262,13 @@ async fn next_piece<P: Platform, S: BreakerStore>(
                 },
             },
         };
-        if let (Some(record), Some(Ok(StreamItem::Delta { delta, .. }))) = (&mut st.record, &item) {
-            record.push(delta);
+        match (&mut st.record, &item) {
+            (Some(record), Some(Ok(StreamItem::Delta { delta, .. }))) => record.push(delta),
+            (Some(record), Some(Ok(StreamItem::Raw(raw)))) => match &raw.bytes {
+                Some(bytes) => record.push_event(bytes, raw.usage_only),
+                None => record.push_event(&write_event(&raw.event), raw.usage_only),
+            },
+            _ => {}
         }
         let bytes = match item {
             Some(Ok(StreamItem::Delta {
