@@ -110,3 +110,61 @@ fn tenants_are_kept_apart_and_an_uncached_route_is_asked_every_time() {
     assert!(matches!(again.outcome, CacheOutcome::Uncached));
     assert_eq!(p.requests_to("https://primary.test"), 4);
 }
+
+#[test]
+fn a_callers_controls_skip_the_lookup_the_write_or_shorten_the_ttl() {
+    use resilient_llm::cache::Controls;
+    let p = FakePlatform::new().at(1_800_000_000_000);
+    let answers: Vec<_> = ["one", "two", "three", "four"]
+        .iter()
+        .map(|t| reply(200).body(ok(t)))
+        .collect();
+    p.script("https://primary.test", answers);
+    let (client, cache) = setup(&p);
+    let run = |controls| {
+        let r = ask("default", "spam?");
+        block_on(
+            &p,
+            cache.chat_controlled(&client, r, CallOptions::default(), None, controls),
+        )
+        .expect("answered")
+    };
+    let refresh = Controls {
+        no_cache: true,
+        ..Controls::default()
+    };
+    // Nothing stored yet, and no lookup: asked, and stored.
+    let a = run(refresh);
+    assert!(matches!(a.outcome, CacheOutcome::Bypass), "{:?}", a.outcome);
+    let b = run(Controls::default());
+    assert!(matches!(b.outcome, CacheOutcome::Hit { .. }));
+    assert_eq!(b.reply.response.text, "one");
+    // A fresh answer stored, yet no-cache asks again and keeps the new one.
+    let c = run(refresh);
+    assert_eq!(c.reply.response.text, "two");
+    assert_eq!(run(Controls::default()).reply.response.text, "two");
+
+    // no-store: asked (past the TTL), the answer not kept.
+    p.advance(Duration::from_secs(61));
+    let keep_out = Controls {
+        no_store: true,
+        ..Controls::default()
+    };
+    let d = run(keep_out);
+    assert_eq!(d.reply.response.text, "three");
+    assert!(matches!(d.outcome, CacheOutcome::Miss));
+    // A TTL of 5 s asked: the answer is fresh for 5 s, not the route's 60.
+    let short = Controls {
+        ttl: Some(Duration::from_secs(5)),
+        ..Controls::default()
+    };
+    assert_eq!(run(short).reply.response.text, "four");
+    p.advance(Duration::from_secs(4));
+    let e = run(Controls::default());
+    assert!(matches!(e.outcome, CacheOutcome::Hit { age_secs: 4 }));
+    assert_eq!(e.reply.response.text, "four");
+    p.advance(Duration::from_secs(2));
+    p.script("https://primary.test", [reply(200).body(ok("five"))]);
+    assert_eq!(run(Controls::default()).reply.response.text, "five");
+    assert_eq!(p.requests_to("https://primary.test"), 5);
+}

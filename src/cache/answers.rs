@@ -25,6 +25,7 @@ use serde_json::{Map, Value};
 
 use super::entry::{storable, Freshness, Stored};
 use super::key::{cache_key, tenant_of, KeyParts, Scope};
+use super::controls::Controls;
 use super::policy::{CacheBounds, CachePolicy};
 use super::store::{AnswerStore, MemoryCache};
 use crate::chat::{ChatRequest, Dialect};
@@ -47,6 +48,9 @@ pub struct Cached {
     pub reply: Reply,
     /// Where it came from.
     pub outcome: CacheOutcome,
+    /// What a stored answer cost when it was asked, in USD, where it was
+    /// priced: what giving it again saved (hits and stale answers).
+    pub saved_usd: Option<f64>,
 }
 
 /// What the cache did for a request.
@@ -67,8 +71,9 @@ pub enum CacheOutcome {
         /// Why the route could not answer.
         error: Box<Error>,
     },
-    /// The request's body cannot be canonicalised (an integer beyond 2⁵³):
-    /// asked, not stored.
+    /// Not looked up: the caller said `no_cache` (the answer is still
+    /// stored unless it said `no_store`), or the request's body cannot be
+    /// canonicalised (an integer beyond 2⁵³: asked, not stored).
     Bypass,
     /// Its route does not cache.
     Uncached,
@@ -96,6 +101,24 @@ impl ResponseCache {
         opts: CallOptions,
         tenant: Option<&[u8]>,
     ) -> Result<Cached, Error> {
+        let controls = Controls::default();
+        self.chat_controlled(client, request, opts, tenant, controls)
+            .await
+    }
+
+    /// As [`ResponseCache::chat`], with the caller's `controls`, as an HTTP
+    /// client's `cache-control` and `x-cache-ttl` give them: `no_cache`
+    /// asks the route whatever is stored (and never gives a stale answer),
+    /// `no_store` keeps the answer out of the store, `ttl` shortens the
+    /// route's.
+    pub async fn chat_controlled<P: Platform, S: BreakerStore>(
+        &self,
+        client: &Client<P, S>,
+        request: ChatRequest,
+        opts: CallOptions,
+        tenant: Option<&[u8]>,
+        controls: Controls,
+    ) -> Result<Cached, Error> {
         let policy = client
             .route_name(&request, &opts)
             .and_then(|r| Some((r.to_string(), *self.policies.get(r)?)));
@@ -104,6 +127,7 @@ impl ResponseCache {
             return Ok(Cached {
                 reply,
                 outcome: CacheOutcome::Uncached,
+                saved_usd: None,
             });
         };
         let Some(key) = key_of(&route, policy.scope, tenant, &request) else {
@@ -111,18 +135,30 @@ impl ResponseCache {
             return Ok(Cached {
                 reply,
                 outcome: CacheOutcome::Bypass,
+                saved_usd: None,
             });
         };
         let now = client.platform().now();
+        if controls.no_cache {
+            let reply = client.chat_with(request, opts).await?;
+            self.keep(client, &key, policy, controls, &reply);
+            return Ok(Cached {
+                reply,
+                outcome: CacheOutcome::Bypass,
+                saved_usd: None,
+            });
+        }
         let found = self.store.get(&key, now).await;
         let found = found.and_then(|bytes| Stored::from_bytes(&bytes));
         let stale = match found {
             Some(s) => match s.freshness(now) {
                 Freshness::Fresh => {
                     let age_secs = s.age_secs(now);
+                    let saved_usd = saved(&s);
                     return Ok(Cached {
                         reply: reply_of(s),
                         outcome: CacheOutcome::Hit { age_secs },
+                        saved_usd,
                     });
                 }
                 Freshness::Stale => Some(s),
@@ -132,32 +168,24 @@ impl ResponseCache {
         };
         match client.chat_with(request, opts).await {
             Ok(reply) => {
-                if storable(&reply.response) && !policy.ttl.is_zero() {
-                    let now = client.platform().now();
-                    let keep = policy.keep_for(policy.ttl);
-                    let by = (
-                        reply.served_by.provider.as_str(),
-                        reply.served_by.model.as_str(),
-                    );
-                    let cost = answer_cost(client, &reply.attempts);
-                    let stored =
-                        Stored::new(reply.response.clone(), by, cost, now, (policy.ttl, keep));
-                    self.store.put(&key, stored.to_bytes(), now, keep);
-                }
+                self.keep(client, &key, policy, controls, &reply);
                 Ok(Cached {
                     reply,
                     outcome: CacheOutcome::Miss,
+                    saved_usd: None,
                 })
             }
             Err(error @ Error::AllProvidersFailed(_)) => match stale {
                 Some(s) => {
                     let age_secs = s.age_secs(client.platform().now());
+                    let saved_usd = saved(&s);
                     Ok(Cached {
                         reply: reply_of(s),
                         outcome: CacheOutcome::Stale {
                             age_secs,
                             error: Box::new(error),
                         },
+                        saved_usd,
                     })
                 }
                 None => Err(error),
@@ -165,6 +193,38 @@ impl ResponseCache {
             Err(error) => Err(error),
         }
     }
+}
+
+impl ResponseCache {
+    /// Stores `reply` under `key`, if it ended well and the caller did not
+    /// say `no_store`, fresh for the route's TTL or the shorter one asked.
+    fn keep<P: Platform, S: BreakerStore>(
+        &self,
+        client: &Client<P, S>,
+        key: &str,
+        policy: CachePolicy,
+        controls: Controls,
+        reply: &Reply,
+    ) {
+        let ttl = policy.ttl_for(controls.ttl);
+        if controls.no_store || ttl.is_zero() || !storable(&reply.response) {
+            return;
+        }
+        let now = client.platform().now();
+        let keep = policy.keep_for(ttl);
+        let by = (
+            reply.served_by.provider.as_str(),
+            reply.served_by.model.as_str(),
+        );
+        let cost = answer_cost(client, &reply.attempts);
+        let stored = Stored::new(reply.response.clone(), by, cost, now, (ttl, keep));
+        self.store.put(key, stored.to_bytes(), now, keep);
+    }
+}
+
+/// What `stored` cost when it was asked, in USD.
+fn saved(stored: &Stored) -> Option<f64> {
+    stored.cost_pico.map(|p| Cost::from_picodollars(p).usd())
 }
 
 /// What the answer of `attempts` cost at `client`'s prices, in
