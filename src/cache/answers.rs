@@ -23,9 +23,9 @@ use std::rc::Rc;
 
 use serde_json::{Map, Value};
 
+use super::controls::Controls;
 use super::entry::{storable, Freshness, Stored};
 use super::key::{cache_key, tenant_of, KeyParts, Scope};
-use super::controls::Controls;
 use super::policy::{CacheBounds, CachePolicy};
 use super::store::{AnswerStore, MemoryCache};
 use crate::chat::{ChatRequest, Dialect};

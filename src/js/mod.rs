@@ -20,6 +20,7 @@
 //! ([`fetch`]). The package's entries per runtime are in `npm/`.
 
 mod answers;
+mod cached;
 mod config;
 mod convert;
 mod endpoints;
@@ -47,6 +48,7 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::future_to_promise;
 use web_sys::AbortSignal;
 
+use crate::cache::{AnswerStore, MemoryCache, ResponseCache};
 use crate::config::{ConfigError, ConfigIssue};
 use crate::engine::client::{CallOptions, Client};
 use crate::engine::timeout::timeout;
@@ -79,6 +81,9 @@ extern "C" {
 pub struct ResilientClient {
     inner: Rc<Client<WebPlatform>>,
     gateway: Rc<fetch::Gateway>,
+    /// `chat()`'s response cache, on the same store as `fetch`'s: `None`
+    /// when no route caches.
+    cache: Option<Rc<ResponseCache>>,
     exhaustion: Exhaustion,
 }
 
@@ -250,16 +255,24 @@ impl ResilientClient {
         match built {
             Ok(built) if issues.is_empty() => {
                 let inner = Rc::new(built.client);
-                let mut gateway =
+                let bounds = built.cache_bounds;
+                let store: Rc<dyn AnswerStore> = match store {
+                    Some(store) => Rc::new(store),
+                    None => Rc::new(MemoryCache::new(bounds.max_entries, bounds.max_bytes)),
+                };
+                let cache = (!built.cache.is_empty()).then(|| {
+                    let policies = built.cache.clone();
+                    Rc::new(ResponseCache::with_store(policies, Rc::clone(&store)))
+                });
+                let gateway =
                     fetch::Gateway::shared(Rc::clone(&inner), crate::gateway::Auth::open())
                         .caller_holds_keys()
-                        .cache(built.cache, built.cache_bounds);
-                if let Some(store) = store {
-                    gateway = gateway.answer_store(Rc::new(store));
-                }
+                        .cache(built.cache, bounds)
+                        .answer_store(store);
                 Ok(ResilientClient {
                     gateway: Rc::new(gateway),
                     inner,
+                    cache,
                     exhaustion,
                 })
             }
@@ -289,10 +302,21 @@ impl ResilientClient {
         let client = Rc::clone(&self.inner);
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let parsed = Self::call_args(&request, &options);
+        let controls = cached::controls(&options);
+        let cache = self.cache.clone();
         let exhaustion = self.exhaustion;
         future_to_promise(async move {
             let (req, opts, signal) = parsed?;
-            let call = async { client.chat_with(req, opts).await };
+            let controls = controls?;
+            let call = async {
+                match &cache {
+                    Some(cache) => cache
+                        .chat_controlled(&client, req, opts, None, controls)
+                        .await
+                        .map(|c| (c.reply, Some((c.outcome, c.saved_usd)))),
+                    None => client.chat_with(req, opts).await.map(|r| (r, None)),
+                }
+            };
             let result = match signal {
                 None => call.await,
                 Some(signal) => {
@@ -308,7 +332,13 @@ impl ResilientClient {
                 }
             };
             match result {
-                Ok(reply) => Ok(convert::chat_result(&reply, &client.cost_policy().prices)),
+                Ok((reply, seen)) => {
+                    let result = convert::chat_result(&reply, &client.cost_policy().prices);
+                    if let Some((outcome, saved_usd)) = seen {
+                        cached::describe(&result, &outcome, saved_usd);
+                    }
+                    Ok(result)
+                }
                 Err(e) => Err(errors::call_error(&e, exhaustion)),
             }
         })

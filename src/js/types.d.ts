@@ -538,6 +538,13 @@ export interface ChatOptions {
   deadlineMs?: number;
   /** `false`: never hedge this call, whatever its route says (a call that must not run twice). */
   hedge?: boolean;
+  /**
+   * On a route that caches (`cache.<route>`), this call's controls, as an HTTP client's
+   * `cache-control` and `x-cache-ttl`: `noCache` asks the providers whatever is stored (the
+   * answer is still stored, and no stale answer is given), `noStore` keeps this answer out of
+   * the store, `ttlSeconds` keeps it fresh for less than the route's TTL.
+   */
+  cache?: { noCache?: boolean; noStore?: boolean; ttlSeconds?: number };
 }
 
 /** What `client.embeddings(…)` takes: an OpenAI embeddings body, sent on as written. */
@@ -668,6 +675,19 @@ export interface ChatResult {
    * share (`answerUsd`). Null when no attempt reported usage of a priced model.
    */
   cost: { totalUsd: number; answerUsd?: number } | null;
+  /**
+   * What the response cache did, on a route that caches (absent elsewhere): `hit` (a fresh
+   * stored answer, `ageSeconds` old, no attempts), `miss` (asked, stored when it may be),
+   * `stale` (every entry failed with `error`; a stored answer past its TTL within its stale
+   * window instead), `bypass` (`noCache`, or a body that cannot be canonicalised). `savedUsd`:
+   * what a stored answer cost when it was asked.
+   */
+  cache?: {
+    result: "hit" | "miss" | "stale" | "bypass";
+    ageSeconds?: number;
+    savedUsd?: number;
+    error?: string;
+  };
 }
 
 /** `client.costs()`: what was spent. */

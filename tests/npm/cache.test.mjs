@@ -1,7 +1,8 @@
 // The response cache of `client.fetch`, in Node, with the official OpenAI SDK as the client and
 // the mock provider (127.0.0.1, free port) counting the calls that reach it: a miss then a hit,
 // the in-memory LRU's bounds by entries and by bytes, a store of the caller's own (get/put),
-// one that fails (a miss, never an error), and the configuration mistakes named.
+// one that fails (a miss, never an error), the configuration mistakes named; and `client.chat()`
+// on the same cache: hit, miss, stale, the caller's controls.
 import assert from "node:assert/strict";
 import { after, before, beforeEach, test } from "node:test";
 
@@ -139,4 +140,48 @@ test("configuration mistakes are named with their paths", () => {
   assert.deepEqual(issues(() => client({ cache: { nowhere: { ttlSeconds: 5 } } })), ["cache.nowhere"]);
   assert.deepEqual(issues(() => client({ cache: { default: { ttlSeconds: 0 } } })), ["cache.default.ttlSeconds"]);
   assert.deepEqual(issues(() => client({ limits: { cacheMaxBytes: 10 } })), ["limits.cacheMaxBytes"]);
+});
+
+test("client.chat() caches too: a hit, the caller's controls, and stale when every entry fails", async () => {
+  const c = new ResilientClient({
+    providers: { p: { kind: "openai-compatible", preset: "custom", baseUrl: mock.providerUrl("p"),
+                      models: { m: { inputPricePerMtok: 2, outputPricePerMtok: 8 } } } },
+    routes: { default: [{ provider: "p", model: "m" }], plain: [{ provider: "p", model: "m" }] },
+    cache: { default: { ttlSeconds: 1, staleIfErrorSeconds: 60 } },
+    retry: { maxAttempts: 1 },
+  });
+  const chat = (content, options) => c.chat({ model: "default", messages: [{ role: "user", content }] }, options);
+  const first = await chat("chat once");
+  assert.equal(first.cache.result, "miss");
+  const hit = await chat("chat once");
+  assert.equal(hit.cache.result, "hit");
+  assert.equal(hit.cache.ageSeconds, 0);
+  assert.equal(hit.text, first.text);
+  assert.deepEqual(hit.attempts, [], "a hit makes no attempt");
+  assert.ok(hit.cache.savedUsd > 0, JSON.stringify(hit.cache));
+  assert.equal(calls(), 1);
+
+  assert.equal((await chat("chat once", { cache: { noCache: true } })).cache.result, "bypass");
+  assert.equal(calls(), 2, "noCache asks again");
+  await chat("not kept", { cache: { noStore: true } });
+  assert.equal((await chat("not kept")).cache.result, "miss", "noStore kept nothing");
+  assert.equal(calls(), 4);
+
+  // Past the 1 s TTL, every entry failing: the stored answer, stale.
+  await new Promise((r) => setTimeout(r, 1100));
+  mock.setFault("p", { mode: "status", status: 503 });
+  try {
+    const stale = await chat("chat once");
+    assert.equal(stale.cache.result, "stale");
+    assert.ok(stale.cache.ageSeconds >= 1);
+    assert.match(stale.cache.error, /503|server|failed/i, stale.cache.error);
+    assert.equal(stale.text, first.text);
+    await assert.rejects(chat("chat once", { cache: { noCache: true } }), /503|failed/i, "never stale after noCache");
+  } finally {
+    mock.reset("p");
+  }
+  const plain = await c.chat({ model: "plain", messages: [{ role: "user", content: "x" }] });
+  assert.equal(plain.cache, undefined, "a route that does not cache says nothing");
+  await assert.rejects(chat("x", { cache: { nocache: true } }), /options\.cache\.nocache: unknown field/);
+  await assert.rejects(chat("x", { cache: { ttlSeconds: 0 } }), /options\.cache\.ttlSeconds/);
 });
