@@ -10,7 +10,9 @@
 //! first two cases' routes have one entry and no headers). Two more ask a
 //! route with a response cache (in memory): the same question every time
 //! (a hit) and a new one every time (a miss: the lookup, the provider, the
-//! write, and the LRU's eviction once it is full).
+//! write, and the LRU's eviction once it is full), and two a streamed hit
+//! of 100 chunks: the provider's own events replayed, or the answer
+//! encoded as chunks.
 //! Not a timed test: it prints figures and asserts nothing.
 //!
 //! `cargo bench --bench gateway --features testing` (add `-- --quick` for a short run;
@@ -278,6 +280,72 @@ fn main() {
             .header("content-type", "text/event-stream")
             .chunks(chunks.clone())
     };
+    // A streamed hit, served two ways: the provider's own events kept from
+    // a streamed answer, written again as they came; and an answer kept
+    // from a whole request of the same text, encoded as the client's chunks.
+    let cached_stream = |content: &str| {
+        serde_json::to_vec(&json!({ "model": "cached", "stream": true,
+            "stream_options": { "include_usage": true },
+            "messages": [{ "role": "user", "content": content }] }))
+        .expect("json")
+    };
+    let drain = |out: &mut resilient_llm::gateway::Outbound| {
+        let mut bytes = out.body.len();
+        if let Some(mut stream) = out.stream.take() {
+            block_on(&p, async {
+                while let Some(piece) = poll_fn(|cx| stream.as_mut().poll_next(cx)).await {
+                    if let Piece::Bytes(b) = piece {
+                        bytes += b.len();
+                    }
+                }
+            });
+        }
+        bytes
+    };
+    let own = cached_stream("benchmark: a streamed answer, kept as its events");
+    p.script("https://healthy.test", [streamed()]);
+    drain(&mut block_on(&p, gw.handle(inbound(&own))));
+    let text: String = (0..100).map(|i| format!("word{i} ").repeat(10)).collect();
+    let whole = serde_json::to_vec(&json!({
+        "id": "chatcmpl-mock-healthy-1", "object": "chat.completion", "created": 1741570283, "model": "bench-model",
+        "choices": [{ "index": 0, "message": { "role": "assistant", "content": text }, "finish_reason": "stop" }],
+        "usage": { "prompt_tokens": 9, "completion_tokens": 1000, "total_tokens": 1009 } }))
+    .expect("json");
+    let encoded = cached_stream("benchmark: a whole answer, kept as its text");
+    let mut as_whole: serde_json::Value = serde_json::from_slice(&encoded).expect("json");
+    as_whole["stream"] = json!(false);
+    as_whole
+        .as_object_mut()
+        .expect("object")
+        .remove("stream_options");
+    p.script("https://healthy.test", [reply(200).body(whole)]);
+    let out = block_on(
+        &p,
+        gw.handle(inbound(&serde_json::to_vec(&as_whole).expect("json"))),
+    );
+    assert_eq!(out.status, 200, "{}", String::from_utf8_lossy(&out.body));
+    for (name, asked) in [
+        ("cached route, a streamed hit replaying its events", &own),
+        (
+            "cached route, a streamed hit encoded from its answer",
+            &encoded,
+        ),
+    ] {
+        measure(
+            name,
+            (batches, per_batch / 50),
+            &|| {
+                let mut out = block_on(&p, gw.handle(inbound(asked)));
+                assert_eq!(out.headers.get("x-cache"), Some("hit"));
+                assert!(drain(&mut out) > 7_000, "the text is some 7,900 bytes");
+                black_box(out);
+            },
+            &|| {
+                black_box(inbound(asked));
+            },
+        );
+    }
+
     measure(
         "healthy route, mock stream of 100 chunks",
         // A streamed request costs some fifty whole ones.

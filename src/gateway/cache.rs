@@ -371,14 +371,19 @@ impl Replay<'_> {
 /// if one does not read back as an event.
 fn passed_again(recorded: &Events, format: Format, include_usage: bool) -> Option<Vec<u8>> {
     let mut writer = PassWriter::new(format, include_usage);
-    let mut body = Vec::new();
+    let longest = recorded.events.iter().map(|e| e.sse.len()).max()?;
+    let mut decoder = SseDecoder::new(longest.saturating_add(1));
+    let mut read = Vec::with_capacity(1);
+    let mut body = Vec::with_capacity(recorded.events.iter().map(|e| e.sse.len()).sum());
     for e in &recorded.events {
         let bytes = e.sse.as_bytes();
-        let mut decoder = SseDecoder::new(bytes.len().saturating_add(1));
-        let mut read = Vec::with_capacity(1);
+        // Each recorded event ends with the blank line that dispatched it,
+        // but a last one the provider's stream end dispatched.
         decoder.feed(bytes, &mut read).ok()?;
-        read.extend(decoder.finish());
-        let event = read.into_iter().next()?;
+        let event = match read.pop() {
+            Some(event) => event,
+            None => decoder.finish()?,
+        };
         body.extend(writer.raw(RawEvent {
             event,
             bytes: Some(bytes.to_vec()),
