@@ -304,6 +304,11 @@ pub struct ChatRequest {
     /// The client's own body, when it came in a provider dialect.
     #[serde(skip)]
     pub native: Option<Box<Native>>,
+    /// Where the request's work sits in a trace: each attempt sends its
+    /// provider a `traceparent` naming a span of its own under it (`None`:
+    /// none is sent).
+    #[serde(skip)]
+    pub trace: Option<crate::trace::TraceParent>,
 }
 
 /// How much the model should reason.

@@ -84,6 +84,7 @@ pub mod sim;
 mod sse;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod trace;
 #[cfg(all(target_arch = "wasm32", feature = "web"))]
 pub mod web;
 #[cfg(all(target_arch = "wasm32", feature = "worker"))]

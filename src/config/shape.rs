@@ -93,6 +93,19 @@ pub struct Config {
     /// The response cache, by route name (nothing is cached by default).
     #[serde(default)]
     pub(crate) cache: BTreeMap<String, CacheConfig>,
+    /// Trace context: what is sent on to providers.
+    #[serde(default)]
+    pub(crate) tracing: TracingConfig,
+}
+
+/// `tracing`: W3C trace context.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct TracingConfig {
+    /// Send each attempt's `traceparent` (and the caller's `tracestate`)
+    /// to its provider (default true).
+    #[serde(default)]
+    pub(crate) propagate: Option<bool>,
 }
 
 /// The gateway's own settings.

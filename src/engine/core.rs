@@ -22,7 +22,7 @@ use crate::engine::route::{Entry, Keyed, Policy};
 use crate::engine::store::{BreakerStore, MemoryStore};
 use crate::error::{Attempt, AttemptOutcome, ProviderError};
 use crate::event::{Event, Observer};
-use crate::platform::{millis, Headers, Platform, UnixMillis};
+use crate::platform::{millis, Headers, HttpRequest, Platform, UnixMillis};
 use crate::policy::breaker::{CircuitOpen, Permit, State};
 use crate::policy::budget::RetryBudget;
 use crate::policy::latency::{Book, DemotionPolicy};
@@ -31,6 +31,7 @@ use crate::policy::stats::ProviderStats;
 use crate::policy::timeouts::Timeouts;
 use crate::provider::{Provider, Upstream};
 use crate::quality::Quality;
+use crate::trace::TraceParent;
 
 /// A resilient client over a [`Platform`] and a [`BreakerStore`]: its
 /// [`Core`] and its routes. Built by a [`ClientBuilder`](crate::ClientBuilder);
@@ -157,6 +158,22 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         if let Some(reading) = provider.pool(headers, now) {
             self.pools.borrow_mut().note(key, reading);
             self.store.share_pool(key, now, reading);
+        }
+    }
+
+    /// Stamps an attempt's request with its place in `trace`: a
+    /// `traceparent` naming a new span of its own (and the caller's
+    /// `tracestate`), unless the policy keeps trace context in. Before the
+    /// request is signed, so a signature covers it.
+    pub(super) fn stamp_trace(&self, http: &mut HttpRequest, trace: Option<&TraceParent>) {
+        let Some(trace) = trace.filter(|_| self.policy.propagate_trace) else {
+            return;
+        };
+        let random = || self.platform.random();
+        let span = crate::trace::new_span_id(&random);
+        http.headers.insert("traceparent", trace.header_for(span));
+        if let Some(state) = trace.state_header() {
+            http.headers.insert("tracestate", state);
         }
     }
 

@@ -221,7 +221,9 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
             }
             Ok(http)
         };
-        let (resp, reached, _) = self.exchange(provider, entry.key, limit, encode).await;
+        let (resp, reached, _) = self
+            .exchange(provider, entry.key, limit, None, encode)
+            .await;
         let now = self.platform.now();
         let result = resp.and_then(|b| provider.decode_endpoint(call.endpoint, &b, now));
         (result, reached)

@@ -294,9 +294,13 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         match upstream {
             Upstream::Http(provider) => {
                 let (resp, reached, omitted) = self
-                    .exchange(provider.as_ref(), entry.key, limit, || {
-                        provider.encode(req, model)
-                    })
+                    .exchange(
+                        provider.as_ref(),
+                        entry.key,
+                        limit,
+                        req.trace.as_ref(),
+                        || provider.encode(req, model),
+                    )
                     .await;
                 let mut result = resp.and_then(|b| provider.decode(&b, self.platform.now()));
                 if let Ok(answer) = &mut result {

@@ -143,6 +143,10 @@ pub struct Policy {
     /// Off, only 429s move traffic (a member behind its tier mates for its
     /// Retry-After, the breaker).
     pub steer_by_capacity: bool,
+    /// Whether each attempt sends its provider a `traceparent` naming its
+    /// own span under the request's trace, and the caller's `tracestate`
+    /// (default true; a request without a trace sends none).
+    pub propagate_trace: bool,
 }
 
 impl Default for Policy {
@@ -159,6 +163,7 @@ impl Default for Policy {
             keepalive: Duration::from_secs(15),
             any_model: false,
             steer_by_capacity: true,
+            propagate_trace: true,
         }
     }
 }

@@ -21,8 +21,13 @@ use crate::format::responses::Echo;
 use crate::format::{anthropic, openai};
 use crate::platform::{Body, Headers, Platform};
 use crate::policy::price::Cost;
+use crate::trace::{new_span_id, TraceParent};
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
+    /// A chat request in its trace: the caller's (`traceparent`,
+    /// `tracestate`) continued, or one started; the gateway's own span is
+    /// the parent of every attempt's, and the trace id is in the log line
+    /// and the answer's `x-trace-id`.
     pub(super) async fn chat(
         &self,
         format: Format,
@@ -30,11 +35,31 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         body: Body,
         log: &mut LogLine<'_>,
     ) -> Outbound {
+        let random = || self.client.platform().random();
+        let caller = TraceParent::from_headers(headers);
+        let trace = caller.unwrap_or_else(|| TraceParent::start(&random));
+        let trace = trace.under(new_span_id(&random));
+        let id = trace.trace_id.to_string();
+        let mut out = self.chat_in(format, headers, body, trace, log).await;
+        out.headers.insert("x-trace-id", id.clone());
+        log.trace_id = Some(id);
+        out
+    }
+
+    async fn chat_in(
+        &self,
+        format: Format,
+        headers: &Headers,
+        body: Body,
+        trace: TraceParent,
+        log: &mut LogLine<'_>,
+    ) -> Outbound {
         let read = |bytes: &[u8]| read_chat(format, bytes, headers);
-        let request = match self.read_request(format, headers, body, log, read).await {
+        let mut request = match self.read_request(format, headers, body, log, read).await {
             Ok(r) => r,
             Err(out) => return out,
         };
+        request.trace = Some(trace);
         let route_name = request.model.clone();
         log.route = route_name.clone();
         let opts = CallOptions {

@@ -53,6 +53,9 @@ pub(super) struct LogLine<'a> {
     pub(super) status: u16,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub(super) stream: bool,
+    /// The request's trace: its caller's `traceparent`'s, or one started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) trace_id: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(super) trail: Vec<TrailItem>,
     /// The bytes this request's answer was stored in, if it was.

@@ -341,6 +341,9 @@ impl JsRequest {
             prompt_cache_key: self.prompt_cache_key,
             untranslated: Vec::new(),
             native: None,
+            // `client.chat()` starts no trace of its own (`client.fetch`
+            // continues its request's `traceparent`).
+            trace: None,
         })
     }
 }

@@ -63,6 +63,7 @@ async fn open_once<P: Platform, S: BreakerStore>(
             let limit = limit.saturating_sub(spent);
             let now = client.platform.now();
             let mut http = provider.encode(req, model).map_err(|e| (e, false))?;
+            client.stamp_trace(&mut http, req.trace.as_ref());
             provider.sign(&mut http, now).map_err(|e| (e, false))?;
             let omitted = std::mem::take(&mut http.omitted);
             let sending = client.sending(entry.key);
