@@ -69,6 +69,9 @@ pub const REQUEST_HEADERS: &[&str] = &[
     // the response cache's controls
     "cache-control",
     "x-cache-ttl",
+    // trace context (`crate::trace`)
+    "traceparent",
+    "tracestate",
     // the status page's sign-in; read by the status routes only, never forwarded
     "cookie",
     "origin",
