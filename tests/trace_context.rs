@@ -193,3 +193,39 @@ fn a_mistake_in_tracing_is_named_with_its_path() {
         .to_string();
     assert!(err.contains("tracing") && err.contains("propagte"), "{err}");
 }
+
+#[test]
+fn the_other_endpoints_carry_it_too() {
+    let p = FakePlatform::new();
+    p.script(
+        "https://backup.test",
+        [reply(200).body(r#"{"input_tokens":17}"#)],
+    );
+    let g = gateway(&p, json!({}));
+    let body = json!({ "model": "default", "messages": [{ "role": "user", "content": "hi" }] });
+    let mut headers: Headers = [
+        ("content-type", "application/json"),
+        ("anthropic-version", "2023-06-01"),
+        ("traceparent", PARENT),
+    ]
+    .into_iter()
+    .collect();
+    headers.insert("tracestate", "k=v");
+    let out = block_on(
+        &p,
+        g.handle(Inbound {
+            method: "POST".into(),
+            path: "/v1/messages/count_tokens".into(),
+            headers,
+            body: Body::full(body.to_string().into_bytes()),
+        }),
+    );
+    assert_eq!(out.status, 200);
+    assert_eq!(out.headers.get("x-trace-id"), Some(TRACE));
+    assert_eq!(line(&out)["traceId"], TRACE);
+    let (parent, state) = sent(&p).remove(0);
+    assert!(parent
+        .expect("a traceparent")
+        .starts_with(&format!("00-{TRACE}-")));
+    assert_eq!(state.as_deref(), Some("k=v"));
+}

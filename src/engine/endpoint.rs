@@ -24,6 +24,7 @@ use crate::error::{Attempt, Error, ErrorKind, ProviderError};
 use crate::platform::{Headers, Platform};
 use crate::policy::breaker::Permit;
 use crate::provider::{Endpoint, Provider, Upstream};
+use crate::trace::TraceParent;
 
 /// A request to an [`Endpoint`]: the client's JSON body, sent to each
 /// entry with `model` set to the entry's.
@@ -37,6 +38,9 @@ pub struct EndpointCall {
     pub body: Map<String, Value>,
     /// The client's headers passed on ([`Endpoint::forwarded`]).
     pub headers: Headers,
+    /// Where the call's work sits in a trace: each attempt sends its
+    /// provider a `traceparent` of its own span under it.
+    pub trace: Option<TraceParent>,
 }
 
 impl EndpointCall {
@@ -48,7 +52,14 @@ impl EndpointCall {
             model,
             body,
             headers: Headers::new(),
+            trace: None,
         }
+    }
+
+    /// The call, its attempts in `trace`.
+    pub fn traced(mut self, trace: TraceParent) -> Self {
+        self.trace = Some(trace);
+        self
     }
 
     /// Passes on those of the client's `headers` the endpoint's API takes.
@@ -222,7 +233,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
             Ok(http)
         };
         let (resp, reached, _) = self
-            .exchange(provider, entry.key, limit, None, encode)
+            .exchange(provider, entry.key, limit, call.trace.as_ref(), encode)
             .await;
         let now = self.platform.now();
         let result = resp.and_then(|b| provider.decode_endpoint(call.endpoint, &b, now));

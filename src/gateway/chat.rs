@@ -21,32 +21,11 @@ use crate::format::responses::Echo;
 use crate::format::{anthropic, openai};
 use crate::platform::{Body, Headers, Platform};
 use crate::policy::price::Cost;
-use crate::trace::{new_span_id, TraceParent};
+use crate::trace::TraceParent;
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
-    /// A chat request in its trace: the caller's (`traceparent`,
-    /// `tracestate`) continued, or one started; the gateway's own span is
-    /// the parent of every attempt's, and the trace id is in the log line
-    /// and the answer's `x-trace-id`.
+    /// A chat request, its attempts in `trace` ([`Gateway::trace_of`]).
     pub(super) async fn chat(
-        &self,
-        format: Format,
-        headers: &Headers,
-        body: Body,
-        log: &mut LogLine<'_>,
-    ) -> Outbound {
-        let random = || self.client.platform().random();
-        let caller = TraceParent::from_headers(headers);
-        let trace = caller.unwrap_or_else(|| TraceParent::start(&random));
-        let trace = trace.under(new_span_id(&random));
-        let id = trace.trace_id.to_string();
-        let mut out = self.chat_in(format, headers, body, trace, log).await;
-        out.headers.insert("x-trace-id", id.clone());
-        log.trace_id = Some(id);
-        out
-    }
-
-    async fn chat_in(
         &self,
         format: Format,
         headers: &Headers,

@@ -88,9 +88,19 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             Route::StatusData => self.status(false).await,
             Route::Models => json_response(200, &models::list(self.client.routes(), format)),
             Route::Model => self.model(format, &path),
-            Route::Call(e) => self.endpoint(e, format, &headers, body, &mut log).await,
-            Route::Chat(format) => self.chat(format, &headers, body, &mut log).await,
+            Route::Call(e) => {
+                let trace = self.trace_of(&headers, &mut log);
+                self.endpoint(e, format, &headers, body, trace, &mut log)
+                    .await
+            }
+            Route::Chat(format) => {
+                let trace = self.trace_of(&headers, &mut log);
+                self.chat(format, &headers, body, trace, &mut log).await
+            }
         };
+        if let Some(id) = &log.trace_id {
+            out.headers.insert("x-trace-id", id.as_str());
+        }
         let now = self.client.platform().now();
         out.headers.insert("x-request-id", request_id.as_str());
         log.status = out.status;

@@ -14,6 +14,7 @@ use crate::engine::endpoint::EndpointCall;
 use crate::engine::store::BreakerStore;
 use crate::format::endpoints::read_endpoint;
 use crate::platform::{Body, Headers, Platform};
+use crate::trace::TraceParent;
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// Answers a request to `endpoint`, in `format` (the endpoint's own,
@@ -24,11 +25,14 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         format: Format,
         headers: &Headers,
         body: Body,
+        trace: TraceParent,
         log: &mut LogLine<'_>,
     ) -> Outbound {
         let read = |bytes: &[u8]| read_endpoint(endpoint, bytes);
         let call = match self.read_request(format, headers, body, log, read).await {
-            Ok(body) => EndpointCall::new(endpoint, body).forward(headers),
+            Ok(body) => EndpointCall::new(endpoint, body)
+                .forward(headers)
+                .traced(trace),
             Err(out) => return out,
         };
         log.route = call.model.clone();

@@ -40,6 +40,7 @@ mod session;
 mod setup;
 mod sse;
 mod status;
+mod traced;
 
 pub use auth::Auth;
 

@@ -362,6 +362,13 @@ impl ResilientClient {
     ) -> Result<JsValue, JsValue> {
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let (req, opts, signal) = Self::call_args(&request, &options)?;
+        if !prop(&options, "cache").is_undefined() {
+            return Err(errors::client_error(
+                "invalid_request",
+                400,
+                "options.cache: client.stream() does not use the response cache (a stream through client.fetch does)",
+            ));
+        }
         let source = if self.inner.quality_for(&req, &opts).is_some() {
             // Its deltas cannot reach the caller before the answer is judged.
             stream::Source::Judged(Box::new(judged::Judged::new(
@@ -422,7 +429,7 @@ type CallArgs = (crate::chat::ChatRequest, CallOptions, Option<AbortSignal>);
 
 impl ResilientClient {
     fn call_args(request: &JsValue, options: &JsValue) -> Result<CallArgs, JsValue> {
-        let req = convert::read_request(request).map_err(|e| {
+        let mut req = convert::read_request(request).map_err(|e| {
             let detail: Vec<String> = e.issues.iter().map(|i| i.to_string()).collect();
             errors::client_error(
                 "invalid_request",
@@ -431,7 +438,34 @@ impl ResilientClient {
             )
         })?;
         let (opts, signal) = Self::call_options(options)?;
+        req.trace = Self::trace_option(options)?;
         Ok((req, opts, signal))
+    }
+
+    /// `options.traceparent` (and `options.tracestate`): the caller's span,
+    /// each attempt's a child of it. An invalid one is the caller's error.
+    fn trace_option(options: &JsValue) -> Result<Option<crate::trace::TraceParent>, JsValue> {
+        let bad = |m: &str| errors::client_error("invalid_request", 400, m);
+        let text = |name: &str| match prop(options, name) {
+            v if v.is_undefined() || v.is_null() => Ok(None),
+            v => v
+                .as_string()
+                .map(Some)
+                .ok_or_else(|| bad(&format!("options.{name}: must be a string"))),
+        };
+        let Some(parent) = text("traceparent")? else {
+            return Ok(None);
+        };
+        let mut headers = crate::platform::Headers::new();
+        headers.insert("traceparent", parent);
+        if let Some(state) = text("tracestate")? {
+            headers.insert("tracestate", state);
+        }
+        crate::trace::TraceParent::from_headers(&headers)
+            .map(Some)
+            .ok_or_else(|| {
+                bad("options.traceparent: not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)")
+            })
     }
 
     /// `options.route`, `options.deadlineMs` and `options.signal`.

@@ -341,8 +341,7 @@ impl JsRequest {
             prompt_cache_key: self.prompt_cache_key,
             untranslated: Vec::new(),
             native: None,
-            // `client.chat()` starts no trace of its own (`client.fetch`
-            // continues its request's `traceparent`).
+            // `options.traceparent`, if given (`ResilientClient::call_args`).
             trace: None,
         })
     }

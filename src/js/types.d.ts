@@ -545,6 +545,13 @@ export interface ChatOptions {
    * the store, `ttlSeconds` keeps it fresh for less than the route's TTL.
    */
   cache?: { noCache?: boolean; noStore?: boolean; ttlSeconds?: number };
+  /**
+   * The caller's W3C `traceparent` (and `tracestate`): each attempt sends its provider a
+   * `traceparent` naming a span of its own, a child of this one, and the `tracestate` as given.
+   * Without it no trace context is sent. An invalid `traceparent` rejects the call (400).
+   */
+  traceparent?: string;
+  tracestate?: string;
 }
 
 /** What `client.embeddings(…)` takes: an OpenAI embeddings body, sent on as written. */
@@ -727,8 +734,8 @@ export interface StreamAnswer {
   model: string | null;
 }
 
-/** `client.stream`'s options: a call's, and `onFinish`. */
-export interface StreamOptions extends ChatOptions {
+/** `client.stream`'s options: a call's (but `cache`: a stream through `client.fetch` caches), and `onFinish`. */
+export interface StreamOptions extends Omit<ChatOptions, "cache"> {
   /** Called once with the whole answer when the stream ends cleanly. */
   onFinish?: (answer: StreamAnswer) => void;
 }
