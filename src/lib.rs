@@ -30,12 +30,12 @@
 //! (the only async code: client, cursor, retry, stream, timeout, stores) →
 //! `provider`, `format` (sans-IO adapters and client wire formats) → `policy`
 //! (pure decisions: backoff, budget, breaker, statistics) → `chat`, `error`,
-//! `platform`. What a user names is re-exported here: the client, requests,
+//! `platform`, `trace` (W3C trace context). What a user names is re-exported here: the client, requests,
 //! answers and errors, the platform, providers, the policies a builder takes,
 //! and the configuration's entry points ([`Config`], [`ProviderConfig`]); the
 //! configuration's inner sections are read from JSON and stay crate-private.
-//! `testing`, `format`, `gateway`, `fleet`, `sim` and `web` are public
-//! namespaces of their own.
+//! `testing`, `format`, `gateway`, `fleet`, `cache`, `trace`, `sim` and
+//! `web` are public namespaces of their own.
 //!
 //! ```
 //! use resilient_llm::testing::{block_on, err, ok, FakePlatform, ScriptedProvider};
