@@ -12,15 +12,15 @@ use crate::engine::store::BreakerStore;
 use crate::error::{ErrorKind, ProviderError};
 use crate::platform::{millis, BufferedResponse, HttpRequest, Platform, TransportErrorKind};
 use crate::provider::Provider;
-use crate::trace::TraceParent;
+use crate::trace::AttemptTrace;
 
 /// An exchange's end: the response read whole, or the error; whether the
 /// request reached the provider; and the hints its encoder left out.
 pub(crate) type Exchanged = (Result<BufferedResponse, ProviderError>, bool, Vec<String>);
 
 impl<P: Platform, S: BreakerStore> Core<P, S> {
-    /// Sends the request `encode` makes to `provider` (its place in `trace`
-    /// stamped on it) and reads its answer, all within `limit`, noting what
+    /// Sends the request `encode` makes to `provider` (its place in the
+    /// trace, `at`, stamped on it) and reads its answer, all within `limit`, noting what
     /// its headers say of the pool at breaker key `key`. A timeout before the status line is a silent
     /// provider (`timeout`), after it a stalled body (`stalled`).
     pub(super) async fn exchange(
@@ -28,7 +28,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         provider: &dyn Provider,
         key: &str,
         limit: Duration,
-        trace: Option<&TraceParent>,
+        at: Option<AttemptTrace<'_>>,
         encode: impl FnOnce() -> Result<HttpRequest, ProviderError>,
     ) -> Exchanged {
         let started = self.platform.now();
@@ -42,7 +42,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
             Ok(h) => h,
             Err(e) => return (Err(e), false, Vec::new()),
         };
-        self.stamp_trace(&mut http, trace);
+        self.stamp_trace(&mut http, at);
         if let Err(e) = provider.sign(&mut http, self.platform.now()) {
             return (Err(e), false, Vec::new());
         }

@@ -405,6 +405,15 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             .collect()
     }
 
+    /// Who provider `id` is in a trace, if it is configured.
+    pub(crate) fn peer(&self, id: &str) -> Option<crate::trace::genai::Peer> {
+        use crate::trace::genai::Peer;
+        Some(match self.core.upstreams.get(id)? {
+            Upstream::Http(p) => Peer::new(p.genai_name(), p.base_url()),
+            Upstream::Custom(_) => Peer::new(id, None),
+        })
+    }
+
     /// The ids of the configured providers, in order.
     pub(crate) fn provider_ids(&self) -> impl Iterator<Item = &str> {
         self.core.upstreams.keys().map(String::as_str)

@@ -31,7 +31,7 @@ use crate::policy::stats::ProviderStats;
 use crate::policy::timeouts::Timeouts;
 use crate::provider::{Provider, Upstream};
 use crate::quality::Quality;
-use crate::trace::TraceParent;
+use crate::trace::{AttemptTrace, TraceParent};
 
 /// A resilient client over a [`Platform`] and a [`BreakerStore`]: its
 /// [`Core`] and its routes. Built by a [`ClientBuilder`](crate::ClientBuilder);
@@ -161,18 +161,31 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         }
     }
 
-    /// Stamps an attempt's request with its place in `trace`: a
-    /// `traceparent` naming a new span of its own (and the caller's
-    /// `tracestate`), unless the policy keeps trace context in. Before the
-    /// request is signed, so a signature covers it.
-    pub(super) fn stamp_trace(&self, http: &mut HttpRequest, trace: Option<&TraceParent>) {
-        let Some(trace) = trace.filter(|_| self.policy.propagate_trace) else {
+    /// The place in `trace` of an attempt about to start: a new span of
+    /// its own under the request's, if the request has a trace.
+    pub(super) fn attempt_trace<'t>(
+        &self,
+        trace: Option<&'t TraceParent>,
+    ) -> Option<AttemptTrace<'t>> {
+        let trace = trace?;
+        let random = || self.platform.random();
+        Some(AttemptTrace {
+            trace,
+            span: crate::trace::new_span_id(&random),
+        })
+    }
+
+    /// Stamps an attempt's request with its place in the trace: a
+    /// `traceparent` naming its span (and the caller's `tracestate`),
+    /// unless the policy keeps trace context in. Before the request is
+    /// signed, so a signature covers it.
+    pub(super) fn stamp_trace(&self, http: &mut HttpRequest, at: Option<AttemptTrace<'_>>) {
+        let Some(at) = at.filter(|_| self.policy.propagate_trace) else {
             return;
         };
-        let random = || self.platform.random();
-        let span = crate::trace::new_span_id(&random);
-        http.headers.insert("traceparent", trace.header_for(span));
-        if let Some(state) = trace.state_header() {
+        http.headers
+            .insert("traceparent", at.trace.header_for(at.span));
+        if let Some(state) = at.trace.state_header() {
             http.headers.insert("tracestate", state);
         }
     }

@@ -34,6 +34,7 @@ use crate::platform::{millis, Platform, UnixMillis};
 use crate::policy::breaker::{Permit, State};
 use crate::policy::cheapest::expected_usage;
 use crate::policy::window::Need;
+use opentelemetry::trace::SpanId;
 
 /// The request-wide record of one call: its deadline and every attempt.
 pub(crate) struct Run {
@@ -54,9 +55,9 @@ pub(crate) struct Run {
     /// breaker not open, its window not too small): a 429 there is then
     /// waited for no longer than [`crate::RetryPolicy::rate_limit_wait`].
     pub(crate) later_ready: bool,
-    /// The attempt whose request is out, with its number and start: what
-    /// a hedge that drops it records as cancelled.
-    pub(crate) in_flight: Option<(u32, UnixMillis)>,
+    /// The attempt whose request is out, with its number, start and span:
+    /// what a hedge that drops it records as cancelled.
+    pub(crate) in_flight: Option<(u32, UnixMillis, Option<SpanId>)>,
 }
 
 /// The cost book of a run's client.
@@ -141,19 +142,20 @@ impl Run {
     pub(crate) fn cancelled(
         &mut self,
         entry: &Entry,
-        number: u32,
-        started: UnixMillis,
+        (number, started, span): (u32, UnixMillis, Option<SpanId>),
         now: UnixMillis,
     ) -> &mut Attempt {
         let duration = Duration::from_millis(now.saturating_sub(started));
-        self.record(
+        let record = self.record(
             entry,
             number,
             started,
             duration,
             true,
             AttemptOutcome::Cancelled,
-        )
+        );
+        record.span = span;
+        record
     }
 
     /// Records attempt `number` at `entry`, no usage or omitted hints yet.
@@ -176,6 +178,8 @@ impl Run {
             outcome,
             usage: None,
             omitted: Vec::new(),
+            span: None,
+            breaker: None,
         });
         let last = self.attempts.len() - 1;
         &mut self.attempts[last]

@@ -24,7 +24,7 @@ use crate::error::{Attempt, Error, ErrorKind, ProviderError};
 use crate::platform::{Headers, Platform};
 use crate::policy::breaker::Permit;
 use crate::provider::{Endpoint, Provider, Upstream};
-use crate::trace::TraceParent;
+use crate::trace::{AttemptTrace, TraceParent};
 
 /// A request to an [`Endpoint`]: the client's JSON body, sent to each
 /// entry with `model` set to the entry's.
@@ -199,14 +199,15 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         };
         let refused =
             |t: &(Result<Vec<u8>, ProviderError>, bool)| t.0.as_ref().is_err_and(is_refused);
-        self.retry_entry(entry, permit, run, |limit| async move {
+        let trace = call.trace.as_ref();
+        self.retry_entry(entry, permit, run, trace, |limit, at| async move {
             let (result, reached) = renewing(
                 &self.platform,
                 Some(provider.as_ref()),
                 limit,
                 refused,
                 |e| (Err(e), false),
-                |limit| self.call_once(provider.as_ref(), call, entry, limit),
+                |limit| self.call_once(provider.as_ref(), call, entry, limit, at),
             )
             .await;
             (result, reached, Vec::new())
@@ -214,14 +215,16 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         .await
     }
 
-    /// One attempt at `entry` under `limit`: the answer, and whether the
-    /// request reached the provider.
+    /// One attempt at `entry` under `limit`, at its place `at` in the
+    /// call's trace: the answer, and whether the request reached the
+    /// provider.
     async fn call_once(
         &self,
         provider: &dyn Provider,
         call: &EndpointCall,
         entry: Keyed<'_>,
         limit: Duration,
+        at: Option<AttemptTrace<'_>>,
     ) -> (Result<Vec<u8>, ProviderError>, bool) {
         let model = entry.model.as_str();
         let encode = || {
@@ -232,9 +235,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
             }
             Ok(http)
         };
-        let (resp, reached, _) = self
-            .exchange(provider, entry.key, limit, call.trace.as_ref(), encode)
-            .await;
+        let (resp, reached, _) = self.exchange(provider, entry.key, limit, at, encode).await;
         let now = self.platform.now();
         let result = resp.and_then(|b| provider.decode_endpoint(call.endpoint, &b, now));
         (result, reached)

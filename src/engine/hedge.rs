@@ -247,8 +247,8 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         for mut r in legs {
             r.leg = None;
             let mut run = r.run.borrow_mut();
-            if let Some((number, started)) = run.in_flight.take() {
-                run.cancelled(&r.entry, number, started, now);
+            if let Some(in_flight) = run.in_flight.take() {
+                run.cancelled(&r.entry, in_flight, now);
             }
             drop(run);
             self.merge(walk, r);

@@ -18,6 +18,7 @@ use crate::policy::breaker::{Permit, PermitKind};
 use crate::policy::latency::Measure;
 use crate::policy::timeouts::size_of;
 use crate::provider::Upstream;
+use crate::trace::{AttemptTrace, TraceParent};
 
 /// One attempt's end: its result, whether the request reached the
 /// provider, and the hints its encoder left out.
@@ -85,27 +86,29 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
                 format!("no provider \"{}\" is configured", entry.provider),
             ));
         };
-        self.retry_entry(entry, permit, run, |limit| {
-            self.attempt(upstream, req, entry, limit)
+        let trace = req.trace.as_ref();
+        self.retry_entry(entry, permit, run, trace, |limit, at| {
+            self.attempt(upstream, req, entry, limit, at)
         })
         .await
     }
 
     /// The attempts at `entry`, each made by `attempt` under its time
-    /// limit, until one answers, one fails in a way retrying cannot fix,
+    /// limit and with its place in `trace`, until one answers, one fails in a way retrying cannot fix,
     /// or attempts, budget or time run out (see [`Client::run_entry`]).
     /// Chat and the other endpoints share it; what differs by the answer
     /// is in [`Answer`].
-    pub(crate) async fn retry_entry<T, F, Fut>(
+    pub(crate) async fn retry_entry<'t, T, F, Fut>(
         &self,
         entry: Keyed<'_>,
         permit: &mut Permit,
         run: &mut Run,
+        trace: Option<&'t TraceParent>,
         mut attempt: F,
     ) -> Result<T, ProviderError>
     where
         T: Answer,
-        F: FnMut(Duration) -> Fut,
+        F: FnMut(Duration, Option<AttemptTrace<'t>>) -> Fut,
         Fut: Future<Output = Tried<T>>,
     {
         let mut number = 0;
@@ -128,8 +131,10 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
                 .timeout
                 .unwrap_or(self.policy.attempt_timeout)
                 .min(Duration::from_millis(left));
-            run.in_flight = Some((number, started));
-            let (result, reached, omitted) = attempt(limit).await;
+            let at = self.attempt_trace(trace);
+            let span = at.map(|a| a.span);
+            run.in_flight = Some((number, started, span));
+            let (result, reached, omitted) = attempt(limit, at).await;
             run.in_flight = None;
             let result = result.map_err(|e| run.blame(self.platform.now(), e));
             let record = self.record_attempt(
@@ -142,6 +147,8 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
             );
             record.omitted = omitted;
             record.usage = result.as_ref().ok().and_then(Answer::usage);
+            record.span = span;
+            record.breaker = Some(permit.kind.state().code());
             let record_duration = record.duration;
             let error = match result {
                 Ok(answer) => {
@@ -260,8 +267,9 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         true
     }
 
-    /// One attempt at `entry` under `limit`, its token renewed once if the
-    /// provider refused it ([`renewing`]). Returns the result, whether the
+    /// One attempt at `entry` under `limit` (at its place `at` in the
+    /// request's trace), its token renewed once if the provider refused it
+    /// ([`renewing`]). Returns the result, whether the
     /// request reached the provider, and the hints its encoder left out.
     async fn attempt(
         &self,
@@ -269,6 +277,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         req: &ChatRequest,
         entry: Keyed<'_>,
         limit: Duration,
+        at: Option<AttemptTrace<'_>>,
     ) -> Tried<ChatResponse> {
         let http = match upstream {
             Upstream::Http(provider) => Some(provider.as_ref()),
@@ -277,7 +286,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         let refused = |t: &Tried<ChatResponse>| t.0.as_ref().is_err_and(is_refused);
         let fail = |e| (Err(e), false, Vec::new());
         renewing(&self.platform, http, limit, refused, fail, |limit| {
-            self.attempt_once(upstream, req, entry, limit)
+            self.attempt_once(upstream, req, entry, limit, at)
         })
         .await
     }
@@ -289,18 +298,15 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         req: &ChatRequest,
         entry: Keyed<'_>,
         limit: Duration,
+        at: Option<AttemptTrace<'_>>,
     ) -> Tried<ChatResponse> {
         let model = entry.model.as_str();
         match upstream {
             Upstream::Http(provider) => {
                 let (resp, reached, omitted) = self
-                    .exchange(
-                        provider.as_ref(),
-                        entry.key,
-                        limit,
-                        req.trace.as_ref(),
-                        || provider.encode(req, model),
-                    )
+                    .exchange(provider.as_ref(), entry.key, limit, at, || {
+                        provider.encode(req, model)
+                    })
                     .await;
                 let mut result = resp.and_then(|b| provider.decode(&b, self.platform.now()));
                 if let Ok(answer) = &mut result {

@@ -68,6 +68,15 @@ pub struct Attempt {
     /// for, so were left out of what was sent (`seed`, …).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub omitted: Vec<String>,
+    /// The attempt's own span in the request's trace, when the request
+    /// had one: the id its `traceparent` named to the provider.
+    #[serde(skip)]
+    pub span: Option<opentelemetry::trace::SpanId>,
+    /// The state of the entry's breaker that let the attempt through, by
+    /// its code: `closed`, `half_open` (a probe) or `open` (a forced
+    /// call).
+    #[serde(skip)]
+    pub breaker: Option<&'static str>,
 }
 
 /// The tokens consumed by the attempts that did not become the answer

@@ -153,6 +153,8 @@ mod tests {
             outcome: AttemptOutcome::Failure { error },
             usage: None,
             omitted: Vec::new(),
+            span: None,
+            breaker: None,
         }
     }
 

@@ -66,6 +66,28 @@ impl ErrorKind {
         ErrorKind::DeadlineExceeded,
     ];
 
+    /// The kind's name as it is serialized (`rate_limited`, …): a
+    /// trace's `error.type`.
+    pub fn code(self) -> &'static str {
+        match self {
+            ErrorKind::RateLimited => "rate_limited",
+            ErrorKind::QuotaExhausted => "quota_exhausted",
+            ErrorKind::Server => "server",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Stalled => "stalled",
+            ErrorKind::Transport => "transport",
+            ErrorKind::Auth => "auth",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::ContextLength => "context_length",
+            ErrorKind::ContentFilter => "content_filter",
+            ErrorKind::InvalidRequest => "invalid_request",
+            ErrorKind::Unsupported => "unsupported",
+            ErrorKind::Decode => "decode",
+            ErrorKind::CircuitOpen => "circuit_open",
+            ErrorKind::DeadlineExceeded => "deadline_exceeded",
+        }
+    }
+
     /// A short human name.
     pub fn describe(self) -> &'static str {
         match self {
@@ -97,6 +119,13 @@ impl fmt::Display for ErrorKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn codes_are_the_serialized_names() {
+        for k in ErrorKind::ALL {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.code());
+        }
+    }
 
     #[test]
     fn all_lists_every_kind_once() {

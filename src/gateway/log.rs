@@ -4,6 +4,7 @@ use serde::Serialize;
 
 use super::http::{Format, Outbound};
 use super::render::to_json_text;
+use super::traced::{AnswerFacts, Traced};
 use crate::chat::Usage;
 use crate::error::{discarded_usage, Attempt, AttemptOutcome, ErrorKind};
 use crate::platform::UnixMillis;
@@ -69,6 +70,15 @@ pub(super) struct LogLine<'a> {
     /// The client's prices, when it has any.
     #[serde(skip)]
     pub(super) prices: Option<&'a Prices>,
+    /// The request's spans are recorded ([`super::traced`]).
+    #[serde(skip)]
+    pub(super) traced: Option<Traced>,
+    /// A traced request's attempts, for its spans.
+    #[serde(skip)]
+    pub(super) trace_attempts: Vec<Attempt>,
+    /// What a traced request's answer said of itself.
+    #[serde(skip)]
+    pub(super) answer_facts: AnswerFacts,
 }
 
 impl LogLine<'_> {
@@ -77,6 +87,9 @@ impl LogLine<'_> {
     /// for the one that did.
     pub(super) fn record_attempts(&mut self, attempts: &[Attempt]) {
         self.attempts = attempts.iter().filter(|a| a.number > 0).count();
+        if self.traced.is_some() {
+            self.trace_attempts = attempts.to_vec();
+        }
         self.discarded_usage = discarded_usage(attempts);
         self.cost = self
             .prices
@@ -247,6 +260,8 @@ mod tests {
                 reached: true,
                 usage: None,
                 omitted: Vec::new(),
+                span: None,
+                breaker: None,
                 outcome: AttemptOutcome::Failure {
                     error: crate::error::ProviderError::new(ErrorKind::RateLimited, "x")
                         .with_status(429),
@@ -261,6 +276,8 @@ mod tests {
                 reached: false,
                 usage: None,
                 omitted: Vec::new(),
+                span: None,
+                breaker: None,
                 outcome: AttemptOutcome::Success,
             },
         ];
@@ -329,6 +346,8 @@ mod tests {
             outcome,
             usage,
             omitted: omitted.iter().map(|s| s.to_string()).collect(),
+            span: None,
+            breaker: None,
         };
         let cut = AttemptOutcome::Failure {
             error: crate::error::ProviderError::new(ErrorKind::Transport, "reset"),

@@ -102,6 +102,17 @@ impl fmt::Display for StateName {
     }
 }
 
+impl StateName {
+    /// The state's name as it is serialized (`half_open`).
+    pub fn code(self) -> &'static str {
+        match self {
+            StateName::Closed => "closed",
+            StateName::Open => "open",
+            StateName::HalfOpen => "half_open",
+        }
+    }
+}
+
 impl State {
     /// The state's name.
     pub fn name(&self) -> StateName {
@@ -124,6 +135,17 @@ pub enum PermitKind {
     /// A call through an open breaker, granted because every entry of the
     /// chain was open (see [`Breaker::force`]).
     Forced,
+}
+
+impl PermitKind {
+    /// The breaker's state that grants a permit of this kind.
+    pub fn state(self) -> StateName {
+        match self {
+            PermitKind::Normal => StateName::Closed,
+            PermitKind::Probe => StateName::HalfOpen,
+            PermitKind::Forced => StateName::Open,
+        }
+    }
 }
 
 /// Leave to make one call. Hand it back through [`Breaker::record`] or
@@ -485,6 +507,13 @@ impl Breaker {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn state_codes_are_the_serialized_names() {
+        for s in [StateName::Closed, StateName::Open, StateName::HalfOpen] {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.code());
+        }
+    }
 
     fn policy() -> BreakerPolicy {
         BreakerPolicy {

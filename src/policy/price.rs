@@ -280,6 +280,8 @@ mod tests {
                 ..Usage::default()
             }),
             omitted: Vec::new(),
+            span: None,
+            breaker: None,
         };
         let bill = prices.bill(&[
             attempt(false, Some((100, 5)), "m"),

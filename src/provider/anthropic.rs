@@ -132,6 +132,14 @@ impl Provider for Anthropic {
         &self.id
     }
 
+    fn genai_name(&self) -> &str {
+        "anthropic"
+    }
+
+    fn base_url(&self) -> Option<&str> {
+        Some(&self.base_url)
+    }
+
     fn pool(&self, headers: &Headers, now: UnixMillis) -> Option<PoolReading> {
         pool::read(PoolHeaders::Anthropic, headers, now)
     }

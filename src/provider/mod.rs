@@ -223,6 +223,19 @@ pub trait Provider {
     /// The provider's id in the configuration (`anthropic`, `groq`, …).
     fn id(&self) -> &str;
 
+    /// Who the provider is in a trace: the OpenTelemetry GenAI
+    /// conventions' `gen_ai.provider.name` (`openai`, `anthropic`,
+    /// `aws.bedrock`, `gcp.vertex_ai`, …); its id unless it says otherwise.
+    fn genai_name(&self) -> &str {
+        self.id()
+    }
+
+    /// The base URL its requests go to, if it has one (a trace's
+    /// `server.address` is its host).
+    fn base_url(&self) -> Option<&str> {
+        None
+    }
+
     /// Builds the HTTP request that asks `model` to answer `req`. Fails with
     /// [`crate::ErrorKind::Unsupported`] when the request cannot be
     /// expressed for this provider.

@@ -233,6 +233,14 @@ impl Provider for OpenAi {
         &self.id
     }
 
+    fn genai_name(&self) -> &str {
+        self.preset.name.genai_name()
+    }
+
+    fn base_url(&self) -> Option<&str> {
+        Some(&self.base_url)
+    }
+
     fn pool(&self, headers: &Headers, now: UnixMillis) -> Option<PoolReading> {
         pool::read(PoolHeaders::OpenAi, headers, now)
     }

@@ -227,6 +227,26 @@ pub(crate) const PRESETS: [Preset; 13] = [
 ];
 
 impl PresetName {
+    /// The provider's `gen_ai.provider.name` in the OpenTelemetry GenAI
+    /// conventions: theirs where they name it, else the preset's name.
+    pub fn genai_name(self) -> &'static str {
+        match self {
+            PresetName::OpenAi => "openai",
+            PresetName::DeepSeek => "deepseek",
+            PresetName::Groq => "groq",
+            PresetName::Mistral => "mistral_ai",
+            PresetName::Gemini => "gcp.gemini",
+            PresetName::Azure => "azure.ai.openai",
+            PresetName::Together => "together",
+            PresetName::Fireworks => "fireworks",
+            PresetName::OpenRouter => "openrouter",
+            PresetName::Vllm => "vllm",
+            PresetName::Ollama => "ollama",
+            PresetName::LlamaCpp => "llama_cpp",
+            PresetName::Custom => "openai_compatible",
+        }
+    }
+
     /// The preset's data.
     pub fn preset(self) -> &'static Preset {
         let i = match self {

@@ -170,6 +170,8 @@ mod tests {
             outcome: AttemptOutcome::Success,
             usage,
             omitted: Vec::new(),
+            span: None,
+            breaker: None,
         }
     }
 

@@ -29,6 +29,17 @@ pub struct TraceParent {
     pub state: TraceState,
 }
 
+/// An attempt's place in its request's trace: the request's context and
+/// the attempt's own span, the one its `traceparent` names and its record
+/// keeps ([`crate::error::Attempt::span`]).
+#[derive(Debug, Clone, Copy)]
+pub struct AttemptTrace<'t> {
+    /// The request's context (its parent: the gateway's server span).
+    pub trace: &'t TraceParent,
+    /// The attempt's span.
+    pub span: SpanId,
+}
+
 /// A source of random bits: the platform's `random()`, 53 bits a draw.
 pub trait Random {
     /// A draw in [0, 1).

@@ -76,6 +76,8 @@ where
         );
         record.usage = conn.usage;
         record.omitted = conn.omitted;
+        record.span = conn.span;
+        record.breaker = Some(self.held.kind.state().code());
         if self.sent.committed && self.sent.interruption.is_none() {
             self.sent.interruption = Some(error.clone());
         }

@@ -223,14 +223,14 @@ where
     /// without a verdict. Its attempts, taken.
     fn cancel(&mut self, now: UnixMillis) -> Vec<Attempt> {
         let in_flight = match (&self.conn, self.walk.run.in_flight.take()) {
-            (Some(conn), _) => Some((self.held.number, conn.started, conn.usage)),
-            (None, Some((number, started))) => Some((number, started, None)),
+            (Some(conn), _) => Some(((self.held.number, conn.started, conn.span), conn.usage)),
+            (None, Some(in_flight)) => Some((in_flight, None)),
             (None, None) => None,
         };
         self.conn = None;
-        if let (Some((number, started, usage)), Some(_)) = (in_flight, self.walk.current()) {
+        if let (Some((in_flight, usage)), Some(_)) = (in_flight, self.walk.current()) {
             let (entry, run) = self.walk.entry_and_run();
-            run.cancelled(&entry, number, started, now).usage = usage;
+            run.cancelled(&entry, in_flight, now).usage = usage;
         }
         self.release_permit();
         self.done = true;

@@ -36,6 +36,7 @@ use crate::provider::{StreamDecoder, Upstream};
 use crate::sse::{SseDecoder, SseEvent};
 use continuation::{diverged, Mode};
 use open::open;
+use opentelemetry::trace::SpanId;
 
 mod continuation;
 mod events;
@@ -49,6 +50,8 @@ pub(crate) use item::{RawEvent, StreamItem};
 /// The attempt in flight.
 struct Conn {
     started: UnixMillis,
+    /// The attempt's span in the request's trace.
+    span: Option<SpanId>,
     first_content: Option<UnixMillis>,
     /// `None` once the body has ended (or for a custom provider's answer).
     body: Option<Body>,
@@ -398,11 +401,14 @@ where
                 AnswerStream::new(&req)
             };
             let limit = self.first_token_limit(&entry, now);
-            self.walk.run.in_flight = Some((self.held.number, now)); // until recorded, for a hedge
-            match open(client, upstream, &req, keyed, limit).await {
+            let at = client.attempt_trace(req.trace.as_ref());
+            let span = at.map(|a| a.span);
+            self.walk.run.in_flight = Some((self.held.number, now, span)); // until recorded, for a hedge
+            match open(client, upstream, &req, keyed, limit, at).await {
                 Ok((body, pending, omitted)) => {
                     self.conn = Some(Conn {
                         started: now,
+                        span,
                         first_content: None,
                         body,
                         decoder: match upstream {
@@ -433,7 +439,7 @@ where
                 Err((error, reached)) => {
                     self.walk.run.in_flight = None;
                     let error = self.walk.run.blame(client.platform.now(), error);
-                    client.record_attempt(
+                    let record = client.record_attempt(
                         &mut self.walk.run,
                         keyed,
                         self.held.number,
@@ -441,6 +447,8 @@ where
                         reached,
                         Err(&error),
                     );
+                    record.span = span;
+                    record.breaker = Some(self.held.kind.state().code());
                     self.after_failure(keyed, error, prefill).await?;
                 }
             }
@@ -601,6 +609,8 @@ where
         );
         record.usage = conn.usage;
         record.omitted = std::mem::take(&mut conn.omitted);
+        record.span = conn.span;
+        record.breaker = Some(self.held.kind.state().code());
         let now = client.platform.now();
         if let Some(first) = conn.first_content {
             let ttft = first.saturating_sub(conn.started);

@@ -15,6 +15,7 @@ use crate::engine::timeout::timeout;
 use crate::error::{ErrorKind, ProviderError};
 use crate::platform::{Body, BufferedResponse, Platform};
 use crate::provider::Upstream;
+use crate::trace::AttemptTrace;
 
 /// The result of opening an attempt: the body, the deltas and the hints
 /// left out; or the error and whether the request reached the provider.
@@ -30,6 +31,7 @@ pub(crate) async fn open<P: Platform, S: BreakerStore>(
     req: &ChatRequest,
     entry: Keyed<'_>,
     limit: Duration,
+    at: Option<AttemptTrace<'_>>,
 ) -> Opened {
     let http = match upstream {
         Upstream::Http(provider) => Some(provider.as_ref()),
@@ -38,7 +40,7 @@ pub(crate) async fn open<P: Platform, S: BreakerStore>(
     let refused = |o: &Opened| o.as_ref().is_err_and(|(e, _)| is_refused(e));
     let fail = |e| Err((e, false));
     renewing(&client.platform, http, limit, refused, fail, |limit| {
-        open_once(client, upstream, req, entry, limit)
+        open_once(client, upstream, req, entry, limit, at)
     })
     .await
 }
@@ -50,6 +52,7 @@ async fn open_once<P: Platform, S: BreakerStore>(
     req: &ChatRequest,
     entry: Keyed<'_>,
     limit: Duration,
+    at: Option<AttemptTrace<'_>>,
 ) -> Opened {
     let model = entry.model.as_str();
     let now = client.platform.now();
@@ -63,7 +66,7 @@ async fn open_once<P: Platform, S: BreakerStore>(
             let limit = limit.saturating_sub(spent);
             let now = client.platform.now();
             let mut http = provider.encode(req, model).map_err(|e| (e, false))?;
-            client.stamp_trace(&mut http, req.trace.as_ref());
+            client.stamp_trace(&mut http, at);
             provider.sign(&mut http, now).map_err(|e| (e, false))?;
             let omitted = std::mem::take(&mut http.omitted);
             let sending = client.sending(entry.key);

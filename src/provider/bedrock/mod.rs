@@ -210,6 +210,14 @@ impl Provider for Bedrock {
         &self.id
     }
 
+    fn genai_name(&self) -> &str {
+        "aws.bedrock"
+    }
+
+    fn base_url(&self) -> Option<&str> {
+        Some(&self.base_url)
+    }
+
     fn encode(&self, req: &ChatRequest, model: &str) -> Result<HttpRequest, ProviderError> {
         self.models.check(req, model)?;
         let anthropic = is_anthropic(model);

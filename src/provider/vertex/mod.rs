@@ -206,6 +206,14 @@ impl Provider for Vertex {
         &self.id
     }
 
+    fn genai_name(&self) -> &str {
+        "gcp.vertex_ai"
+    }
+
+    fn base_url(&self) -> Option<&str> {
+        Some(&self.base_url)
+    }
+
     fn encode(&self, req: &ChatRequest, model: &str) -> Result<HttpRequest, ProviderError> {
         let mut http = match self.publisher {
             Publisher::Anthropic => self.encode_anthropic(req, model)?,
