@@ -28,6 +28,7 @@ mod retry;
 mod shape;
 mod speed;
 mod tier;
+mod tracing;
 mod validate;
 
 pub(crate) use issues::Issues;

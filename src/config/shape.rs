@@ -98,7 +98,7 @@ pub struct Config {
     pub(crate) tracing: TracingConfig,
 }
 
-/// `tracing`: W3C trace context.
+/// `tracing`: W3C trace context, and the export of spans.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct TracingConfig {
@@ -106,6 +106,36 @@ pub(crate) struct TracingConfig {
     /// to its provider (default true).
     #[serde(default)]
     pub(crate) propagate: Option<bool>,
+    /// Export each request's spans over OTLP/HTTP (none without it).
+    #[serde(default)]
+    pub(crate) export: Option<ExportConfig>,
+}
+
+/// `tracing.export`: where spans go.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct ExportConfig {
+    /// The collector's OTLP/HTTP traces URL.
+    pub(crate) endpoint: String,
+    /// Headers sent with each export: header name → the secret holding
+    /// its value.
+    #[serde(default)]
+    pub(crate) headers_env: BTreeMap<String, String>,
+    /// The share of the traces starting here that are kept (default 1).
+    #[serde(default)]
+    pub(crate) sample_ratio: Option<f64>,
+    /// The exported resource's `service.name` (default `resilient-llm`).
+    #[serde(default)]
+    pub(crate) service_name: Option<String>,
+    /// How long one export may take (default 5000).
+    #[serde(default)]
+    pub(crate) timeout_ms: Option<u64>,
+    /// The most spans waiting to be sent (default 2048).
+    #[serde(default)]
+    pub(crate) max_queue_spans: Option<usize>,
+    /// The most spans in one export (default 512).
+    #[serde(default)]
+    pub(crate) max_batch_spans: Option<usize>,
 }
 
 /// The gateway's own settings.

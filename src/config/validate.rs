@@ -37,6 +37,8 @@ pub struct Validated {
     pub cache: BTreeMap<String, crate::cache::CachePolicy>,
     /// The in-memory response cache's bounds.
     pub cache_bounds: crate::cache::CacheBounds,
+    /// Where spans are exported (`tracing.export`), if anywhere.
+    pub trace_export: Option<crate::trace::export::ExportPolicy>,
 }
 
 /// The policies a configuration validates into.
@@ -255,6 +257,11 @@ impl Config {
         let quality = quality::build(&self.quality, &routes, &mut issues.0);
         let caches = cache::policies(&self.cache, &|r| routes.contains_key(r), &mut issues);
         let cache_bounds = cache::bounds(&self.limits, &mut issues);
+        let trace_export = self
+            .tracing
+            .export
+            .as_ref()
+            .and_then(|e| super::tracing::export_policy(e, secret, &mut issues));
         if !issues.0.is_empty() {
             return Err(ConfigError { issues: issues.0 });
         }
@@ -274,6 +281,7 @@ impl Config {
             key_tiers: tiers.templates(),
             cache: caches,
             cache_bounds,
+            trace_export,
         })
     }
 }

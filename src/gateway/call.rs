@@ -3,6 +3,7 @@
 //! and the answer's log fields and headers, with an error in the client's
 //! format. The body is read first ([`super::body`]).
 
+use super::traced::AnswerFacts;
 use std::time::Duration;
 
 use super::http::{Format, Outbound};
@@ -31,6 +32,13 @@ pub(super) trait Answered {
     fn attempts(&self) -> &[Attempt];
     /// The entry that answered.
     fn served_by(&self) -> &ServedBy;
+    /// What the answer says of itself, for its trace.
+    fn facts(&self) -> AnswerFacts {
+        AnswerFacts {
+            model: Some(self.served_by().model.clone()),
+            ..AnswerFacts::default()
+        }
+    }
 }
 
 impl Answered for Reply {
@@ -40,6 +48,30 @@ impl Answered for Reply {
     fn served_by(&self) -> &ServedBy {
         &self.served_by
     }
+    fn facts(&self) -> AnswerFacts {
+        let r = &self.response;
+        AnswerFacts {
+            model: Some(r.model.clone()).filter(|m| !m.is_empty()),
+            id: r.raw.as_ref().and_then(|raw| response_id(raw.get())),
+            finish_reason: r
+                .finish_reason
+                .as_ref()
+                .map(|f| crate::format::openai::finish_reason_name(f).to_string()),
+        }
+    }
+}
+
+/// The provider's id of its answer `raw`: `id` (OpenAI, Anthropic) or
+/// `responseId` (Gemini), when it has one.
+fn response_id(raw: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Ids {
+        id: Option<String>,
+        #[serde(rename = "responseId")]
+        response_id: Option<String>,
+    }
+    let ids: Ids = serde_json::from_str(raw).ok()?;
+    ids.id.or(ids.response_id)
 }
 
 impl Answered for EndpointReply {
@@ -89,6 +121,9 @@ pub(super) fn answer<'l, R: Answered>(
         Ok(reply) => {
             let served_by = reply.served_by();
             log.served_by = Some(format!("{}/{}", served_by.provider, served_by.model));
+            if log.traced.is_some() {
+                log.answer_facts = reply.facts();
+            }
             render(reply, log)
         }
         Err(e) => {

@@ -122,6 +122,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             log: self.log.clone(),
             record: self.stream_recorder(format, lookup),
             stale: None,
+            trace: None,
         };
         log.stream = true;
         let mut stream = match ChatStream::open(Rc::clone(&self.client), request, opts) {
@@ -155,6 +156,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                     }
                 });
                 log.cache_deferred = outlets.stale.is_some();
+                outlets.trace = self.trace_end(log);
                 let then = keepalive::answer(
                     format,
                     log.request_id.to_string(),
@@ -196,6 +198,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                     echo,
                 );
                 let headers = sse_headers();
+                outlets.trace = self.trace_end(log);
                 let body = sse::body(
                     stream,
                     encoder,

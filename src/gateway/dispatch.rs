@@ -89,12 +89,12 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             Route::Models => json_response(200, &models::list(self.client.routes(), format)),
             Route::Model => self.model(format, &path),
             Route::Call(e) => {
-                let trace = self.trace_of(&headers, &mut log);
+                let trace = self.trace_of(e.name(), &headers, &mut log);
                 self.endpoint(e, format, &headers, body, trace, &mut log)
                     .await
             }
             Route::Chat(format) => {
-                let trace = self.trace_of(&headers, &mut log);
+                let trace = self.trace_of("chat", &headers, &mut log);
                 self.chat(format, &headers, body, trace, &mut log).await
             }
         };
@@ -105,6 +105,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         out.headers.insert("x-request-id", request_id.as_str());
         log.status = out.status;
         log.latency_ms = now.saturating_sub(start);
+        self.record_spans(&log, &method, now);
         self.metrics.record(&log);
         let states = self
             .client

@@ -61,7 +61,12 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             headers,
             body: self
                 .metrics
-                .render(&self.client.health(), &fleet, &self.client.cost_totals())
+                .render(
+                    &self.client.health(),
+                    &fleet,
+                    &self.client.cost_totals(),
+                    self.exporter.as_ref().map(|e| e.counts()),
+                )
                 .into_bytes(),
             stream: None,
             log: String::new(),

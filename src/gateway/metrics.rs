@@ -5,6 +5,7 @@
 //! the client when the page is asked for, and the fleet's totals (every
 //! isolate's calls, probes and transitions) from the breaker objects.
 
+use crate::trace::export::ExportCounts;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -73,6 +74,11 @@ struct CacheLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SpanLabels {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabels {
     provider: Label,
     state: &'static str,
@@ -104,6 +110,8 @@ pub(super) struct Metrics {
     cache: Family<CacheLabels, Counter>,
     cache_stored_bytes: Counter,
     cache_saved: Counter<f64, AtomicU64>,
+    trace_spans: Family<SpanLabels, Counter>,
+    trace_export_failures: Counter,
     /// What each provider's model last said of its rate-limit pools.
     pool: PoolGauges,
     /// The wasm instance's linear memory.
@@ -132,6 +140,8 @@ impl Metrics {
             cache: Family::default(),
             cache_stored_bytes: Counter::default(),
             cache_saved: Counter::default(),
+            trace_spans: Family::default(),
+            trace_export_failures: Counter::default(),
             pool: PoolGauges::default(),
             #[cfg(target_arch = "wasm32")]
             memory: Gauge::default(),
@@ -207,6 +217,16 @@ impl Metrics {
             "cache_saved_usd",
             "US dollars the answers served from the cache cost when they were asked",
             m.cache_saved.clone(),
+        );
+        r.register(
+            "trace_spans",
+            "Spans of sampled requests, by what became of them: exported (a collector took them) or dropped (the queue was full, or their export failed)",
+            m.trace_spans.clone(),
+        );
+        r.register(
+            "trace_export_failures",
+            "Exports of spans that failed: no answer in time, or not a 2xx",
+            m.trace_export_failures.clone(),
         );
         m.pool.register(r);
         #[cfg(target_arch = "wasm32")]
@@ -332,7 +352,17 @@ impl Metrics {
         health: &[Health],
         fleet: &[(String, Journal)],
         costs: &[ModelCost],
+        exports: Option<ExportCounts>,
     ) -> String {
+        if let Some(e) = exports {
+            for (result, total) in [("exported", e.exported), ("dropped", e.dropped)] {
+                follow(
+                    &self.trace_spans.get_or_create(&SpanLabels { result }),
+                    total,
+                );
+            }
+            follow(&self.trace_export_failures, e.failed);
+        }
         for (key, journal) in fleet {
             let c = journal.counts;
             let (provider, model) = key.split_once('/').unwrap_or((key, ""));

@@ -19,6 +19,8 @@ mod call;
 mod chat;
 mod dispatch;
 mod endpoints;
+#[cfg(feature = "otlp")]
+mod export;
 mod health;
 mod http;
 mod keepalive;

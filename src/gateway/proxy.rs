@@ -1,6 +1,7 @@
 //! The edge proxy: a [`Client`] plus the gateway's keys, counters and
 //! sign-ins, and what its host may set and ask of it.
 
+use crate::trace::export::{ExportPolicy, Exporter};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -32,6 +33,8 @@ pub struct Gateway<P: Platform, S: BreakerStore> {
     pub(super) logins: RefCell<Throttle>,
     /// The response cache: the routes that cache, and the store.
     pub(super) answers: Answers,
+    /// Where the requests' spans wait to be exported, when they are.
+    pub(super) exporter: Option<Rc<Exporter>>,
 }
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
@@ -66,7 +69,15 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 store: Rc::new(MemoryCache::new(0, 0)),
                 max_entry_bytes: 0,
             },
+            exporter: None,
         }
+    }
+
+    /// Records each request's spans for export under `policy`
+    /// ([`Gateway::export_traces`] sends them).
+    pub fn traces(mut self, policy: ExportPolicy) -> Self {
+        self.exporter = Some(Rc::new(Exporter::new(policy)));
+        self
     }
 
     /// Errors answer the status the failures share (a lone 401 is a 401,

@@ -90,6 +90,7 @@ impl Setup {
     ) -> Gateway<P, S> {
         let caches = std::mem::take(&mut self.validated.cache);
         let bounds = self.validated.cache_bounds;
+        let traces = self.validated.trace_export.take();
         let mut builder = self.validated.into_builder(platform, Vec::new());
         if let Some(ledger) = self.ledger {
             builder = builder.spend_ledger(ledger);
@@ -97,7 +98,10 @@ impl Setup {
         let mut gateway =
             Gateway::new(builder.build_with_store(store), self.auth).cache(caches, bounds);
         gateway.journals = self.journals;
-        gateway
+        match traces {
+            Some(policy) => gateway.traces(policy),
+            None => gateway,
+        }
     }
 
     /// Reads what the fleet remembers of each breaker from `journals`, for

@@ -16,6 +16,7 @@ use super::cache::Recorder;
 use super::http::{Format, Piece, PieceStream};
 use super::metrics::StaleTally;
 use super::pass::{write_event, PassWriter};
+use super::traced::{Ending, TraceEnd};
 use crate::chat::{Delta, Usage};
 use crate::engine::client::Client;
 use crate::engine::store::BreakerStore;
@@ -43,6 +44,8 @@ pub(crate) struct Outlets<P: Platform, S: BreakerStore> {
     /// commit point (the response already went out, keeping the
     /// connection alive).
     pub(crate) stale: Option<StaleAnswer>,
+    /// The request's spans to record at the stream's end, when traced.
+    pub(crate) trace: Option<TraceEnd>,
 }
 
 /// A stored answer past its TTL for a stream that went out before its
@@ -188,6 +191,11 @@ struct State<P: Platform, S: BreakerStore> {
     stored: Option<usize>,
     /// The stale answer ([`Outlets::stale`]).
     stale: Option<StaleAnswer>,
+    /// The spans to record at the end ([`Outlets::trace`]).
+    trace: Option<TraceEnd>,
+    /// When the stream committed (its body began), and the attempts made
+    /// by then.
+    committed: (u64, usize),
 }
 
 impl<P: Platform, S: BreakerStore> Drop for State<P, S> {
@@ -201,6 +209,7 @@ impl<P: Platform, S: BreakerStore> Drop for State<P, S> {
             Phase::Ending(line) => line,
             Phase::Streaming(_) => {
                 let bill = bill(self, self.stream.attempts());
+                record_trace(self, None, None, Some("client_closed"));
                 end_line(self, "client_closed", None, bill)
             }
         };
@@ -222,6 +231,7 @@ pub(crate) fn body<P: Platform + 'static, S: BreakerStore + 'static>(
     told: usize,
     outlets: Outlets<P, S>,
 ) -> PieceStream {
+    let committed = (stream.client().platform().now(), told);
     let state = State {
         stream,
         encoder,
@@ -233,6 +243,8 @@ pub(crate) fn body<P: Platform + 'static, S: BreakerStore + 'static>(
         record: outlets.record,
         stored: None,
         stale: outlets.stale,
+        trace: outlets.trace,
+        committed,
     };
     Box::pin(futures_util::stream::unfold(state, next_piece::<P, S>))
 }
@@ -281,6 +293,7 @@ async fn next_piece<P: Platform, S: BreakerStore>(
                         record.complete(st.stream.served_by(), st.stream.attempts(), continued);
                 }
                 let bill = bill(&st, st.stream.attempts());
+                record_trace(&mut st, None, None, None);
                 st.phase = Phase::Ending(end_line(&st, "complete", None, bill));
                 let mut bytes = continuation_note(&st);
                 bytes.extend(cost_note(&st, bill));
@@ -296,6 +309,7 @@ async fn next_piece<P: Platform, S: BreakerStore>(
                 // line names the failure that made it stale.
                 let cause = cause_of(&e);
                 let bill = bill(&st, e.attempts());
+                record_trace(&mut st, Some(e.attempts()), Some("stale"), None);
                 st.phase = Phase::Ending(end_line(&st, "stale", Some(&cause), bill));
                 match st.stale.as_mut() {
                     Some(stale) => {
@@ -308,6 +322,7 @@ async fn next_piece<P: Platform, S: BreakerStore>(
             Some(Err(e)) => {
                 let cause = cause_of(&e);
                 let bill = bill(&st, e.attempts());
+                record_trace(&mut st, Some(e.attempts()), None, Some(cause.kind.code()));
                 st.phase = Phase::Ending(end_line(&st, "interrupted", Some(&cause), bill));
                 let mut bytes = continuation_note(&st);
                 bytes.extend(cost_note(&st, bill));
@@ -427,6 +442,30 @@ fn cost_note<P: Platform, S: BreakerStore>(st: &State<P, S>, bill: Option<Bill>)
         .map(|a| format!(" answer={a}"))
         .unwrap_or_default();
     format!(": cost usd={total}{answer}\n\n").into_bytes()
+}
+
+/// Queues a traced stream's spans at its end, after `attempts` (the
+/// stream's own unless its error carries them): served stale (`cache`),
+/// or failed with `error`.
+fn record_trace<P: Platform, S: BreakerStore>(
+    st: &mut State<P, S>,
+    attempts: Option<&[Attempt]>,
+    cache: Option<&'static str>,
+    error: Option<&str>,
+) {
+    let Some(trace) = st.trace.take() else {
+        return;
+    };
+    let model = st.stream.served_by().map(|s| s.model.as_str());
+    let ending = Ending {
+        attempts: attempts.unwrap_or(st.stream.attempts()),
+        committed: st.committed,
+        end: st.stream.client().platform().now(),
+        model,
+        cache,
+        error,
+    };
+    trace.record(st.stream.client(), ending);
 }
 
 /// The log line of a stream's end.

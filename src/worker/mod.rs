@@ -202,6 +202,9 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> Result<web_sys:
             }
             let now = worker::js_sys::Date::now() as u64;
             gw.client().store().flush_due(now);
+            if let Some(export) = gw.export_traces() {
+                background.spawn(export);
+            }
             background.hand_to(&ctx);
             out
         }

@@ -35,6 +35,9 @@ impl Shared {
     fn flush(&self) {
         let now = worker::js_sys::Date::now() as u64;
         self.gateway.client().store().flush_due(now);
+        if let Some(export) = self.gateway.export_traces() {
+            self.background.spawn(export);
+        }
         self.background.hand_to(&self.ctx);
     }
 }
