@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Python virtualenv of the end-to-end suite: $TOOLS/venv-py with the official `openai` and
-# `anthropic` clients and `pydantic`, at the versions pinned in tests/e2e/python/requirements.txt.
+# `anthropic` clients, `pydantic`, selenium and `opentelemetry-proto` (the OTLP receiver), at the
+# versions pinned in tests/e2e/python/requirements.txt.
 # Skipped when the venv already holds exactly those (a stamp of the requirements file).
 #   TOOLS=${RESILIENT_LLM_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/resilient-llm/tools}
 #   PYTHON: the interpreter that makes the venv (default python3, >= 3.9)
@@ -21,7 +22,7 @@ flock 8
 
 want=$(sha256sum "$REQUIREMENTS" | cut -d' ' -f1)
 stamp=$VENV/.resilient-llm-requirements
-if [[ -f $stamp && $(<"$stamp") == "$want" ]] && "$VENV/bin/python" -c 'import openai, anthropic, pydantic, selenium' 2>/dev/null; then
+if [[ -f $stamp && $(<"$stamp") == "$want" ]] && "$VENV/bin/python" -c 'import openai, anthropic, pydantic, selenium, opentelemetry.proto' 2>/dev/null; then
   log "venv-py: matches tests/e2e/python/requirements.txt"
   exit 0
 fi
