@@ -30,8 +30,6 @@ async fn fetches_from_the_local_test_server() {
         body: Vec::new(),
         timeout: None,
         omitted: Vec::new(),
-        span: None,
-        breaker: None,
     };
     let resp = WebPlatform.fetch(req).await.unwrap();
     assert_eq!(resp.status, 200);

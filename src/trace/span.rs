@@ -61,13 +61,18 @@ impl SpanEvent {
     }
 }
 
+/// The value of `key` among `attributes`.
+fn find<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a Value> {
+    attributes
+        .iter()
+        .find(|kv| kv.key.as_str() == key)
+        .map(|kv| &kv.value)
+}
+
 impl Span {
     /// The value of attribute `key`, if the span has it.
     pub fn attribute(&self, key: &str) -> Option<&Value> {
-        self.attributes
-            .iter()
-            .find(|kv| kv.key.as_str() == key)
-            .map(|kv| &kv.value)
+        find(&self.attributes, key)
     }
 
     /// The first event named `name`, if any.
@@ -79,9 +84,6 @@ impl Span {
 impl SpanEvent {
     /// The value of attribute `key`, if the event has it.
     pub fn attribute(&self, key: &str) -> Option<&Value> {
-        self.attributes
-            .iter()
-            .find(|kv| kv.key.as_str() == key)
-            .map(|kv| &kv.value)
+        find(&self.attributes, key)
     }
 }
