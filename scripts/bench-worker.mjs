@@ -8,7 +8,7 @@
 //
 //   node scripts/bench-worker.mjs [--requests N] [--concurrency C] [--rounds R] [--warmup W]
 //        [--stream-requests N] [--stream-concurrency 1,8] [--stream-warmup W]
-//        [--cold-runs K] [--long-streams L] [--phases whole,stream,cold,long,cache]
+//        [--cold-runs K] [--long-streams L] [--phases whole,stream,cold,long,cache,trace]
 //        [--baseline DIR [--baseline-label TEXT]] [--stream-usage]
 //        [--max-seconds S] [--json] [--json-out FILE]
 //   (scripts/bench-worker.sh sets up the tools, builds the Worker when stale, then runs this;
@@ -45,6 +45,11 @@
 //   cache:  (c) beside a route with a response cache asked the same question (hit) and a new
 //           one each time (miss), in one workerd: latency, throughput and CPU of a hit
 //           against a miss (not run by default: --phases cache);
+//   trace:  (c) with `tracing.export` to a local OTLP sink, asked with a traceparent that is not
+//           sampled (no spans: export off) and one that is (spans exported), interleaved in one
+//           workerd, beside a second workerd whose collector accepts and never answers (a dead
+//           one): CPU and latency of export on against off, and what a dead collector costs
+//           (not run by default: --phases trace);
 //   long:   (b), (c), (c0), each sent --long-streams streams of LONG_EVENTS (10,000) content
 //           events, one at a time, target after target (rotating); every answer is checked
 //           whole (every content event, every word, the final [DONE]), and workerd's resident
@@ -93,7 +98,7 @@ const VERY_LONG_ANSWER = { answerTokens: LONG_EVENTS, tokensPerChunk: 1 };
 const THROUGHPUT_FLOOR_RATIO = 0.8; // (c) req/s >= 0.8 x (b)
 const DEAD_P50_RATIO = 1.05; //        (d) p50 <= 1.05 x (c)
 
-const PHASES = ["whole", "stream", "cold", "long", "cache"];
+const PHASES = ["whole", "stream", "cold", "long", "cache", "trace"];
 
 // ---------------------------------------------------------------- options
 
@@ -419,12 +424,13 @@ function workerKinds(mock, { baseline }) {
     }
     return ns;
   };
-  const gateway = (dir, vars = {}) => (stream) => ({
+  // `extra`: top-level configuration added to the phase's (the trace phase's `tracing`).
+  const gateway = (dir, vars = {}) => (stream, extra = {}) => ({
     modules: true,
     ...wasm(path.join(dir, "index.js")),
     compatibilityDate: COMPATIBILITY_DATE,
     compatibilityFlags: ["enable_request_signal"],
-    bindings: { CONFIG: JSON.stringify(config(stream)), MOCK_API_KEY: "mock-key", GATEWAY_KEY, ...vars },
+    bindings: { CONFIG: JSON.stringify({ ...config(stream), ...extra }), MOCK_API_KEY: "mock-key", GATEWAY_KEY, ...vars },
     durableObjects: objects(dir),
     durableObjectsPersist: false,
   });
@@ -448,7 +454,7 @@ function chatBody(model, stream, content = "benchmark: say something short") {
 }
 
 /** One POST; resolves with status, headers, the whole body and when its first byte came. */
-function post(agent, url, body) {
+function post(agent, url, body, extraHeaders = {}) {
   return new Promise((resolve, reject) => {
     const req = http.request({
       agent,
@@ -460,6 +466,7 @@ function post(agent, url, body) {
         "content-type": "application/json",
         "content-length": Buffer.byteLength(body),
         authorization: `Bearer ${GATEWAY_KEY}`,
+        ...extraHeaders,
       },
     }, (res) => {
       const parts = [];
@@ -501,7 +508,7 @@ function readEvents(body) {
   return { text, content };
 }
 
-function makeTarget({ key, label, url, model, servedBy, pid, concurrency, stream = false, unique = false, xCache = null }) {
+function makeTarget({ key, label, url, model, servedBy, pid, concurrency, stream = false, unique = false, xCache = null, headers = {} }) {
   const body = chatBody(model, stream);
   // `unique`: every request another question (its body never seen before).
   let asked = 0;
@@ -514,7 +521,7 @@ function makeTarget({ key, label, url, model, servedBy, pid, concurrency, stream
     agent,
     concurrency,
     stream,
-    send: () => post(agent, url, bodyOf()),
+    send: () => post(agent, url, bodyOf(), headers),
     /** Why an answer is wrong, or null. */
     check(res) {
       if (res.status !== 200) return `HTTP ${res.status}: ${res.body.toString("utf8").slice(0, 200)}`;
@@ -856,6 +863,7 @@ function report(opts, result) {
   if (result.cold) lines.push(...reportCold(opts, result.cold), "");
   if (result.long) lines.push(...reportLong(opts, result.long), "");
   if (result.cache) lines.push(...reportCache(opts, result.cache), "");
+  if (result.trace) lines.push(...reportTrace(opts, result.trace), "");
   if (opts.baseline) lines.push(...reportAb(opts, result), "");
   return lines.join("\n");
 }
@@ -991,6 +999,85 @@ function reportCache(opts, cache) {
   lines.push(`hit / miss: p50 ${r(s.hit, s.miss, "p50Ms")}, workerd CPU ${r(s.hit, s.miss, "workerdCpuMsPerReq")}, req/s ${r(s.hit, s.miss, "rps")}`);
   lines.push(`miss / no cache: p50 ${r(s.miss, s.c, "p50Ms")}, workerd CPU ${r(s.miss, s.c, "workerdCpuMsPerReq")} (the lookup and the write a miss adds)`);
   lines.push(`provider calls during the measured requests: ${cache.providerCalls} for ${cache.nonHitRequests} requests that were not hits (hits call nothing)`);
+  return lines;
+}
+
+/** An OTLP sink on 127.0.0.1 that counts what it is sent; `dead`: accepts and never answers. */
+async function startSink(dead) {
+  const stats = { exports: 0, bytes: 0 };
+  const held = [];
+  const server = http.createServer((req, res) => {
+    if (dead) {
+      held.push(res);
+      req.resume();
+      return;
+    }
+    req.on("data", (b) => { stats.bytes += b.length; });
+    req.on("end", () => {
+      stats.exports += 1;
+      res.writeHead(200, { "content-type": "application/x-protobuf" }).end();
+    });
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    url: `http://127.0.0.1:${server.address().port}/v1/traces`,
+    stats,
+    close: () => {
+      for (const res of held) res.destroy();
+      server.closeAllConnections?.();
+      return new Promise((r) => server.close(r));
+    },
+  };
+}
+
+/**
+ * Spans exported, against not: one gateway with `tracing.export` to a sink, asked with an
+ * unsampled traceparent (export off) and a sampled one (export on), interleaved; and a second
+ * gateway whose collector never answers, asked with the sampled one.
+ */
+async function tracePhase(opts, kinds, servers, deadline, progress) {
+  const c = opts.concurrency;
+  const sink = await startSink(false);
+  const dead = await startSink(true);
+  const tracing = (endpoint) => ({ tracing: { export: { endpoint, timeoutMs: 2000 } } });
+  servers["gateway-trace"] = await startMiniflare(kinds.gateway(false, tracing(sink.url)));
+  servers["gateway-trace-dead"] = await startMiniflare(kinds.gateway(false, tracing(dead.url)));
+  const live = servers["gateway-trace"];
+  const gone = servers["gateway-trace-dead"];
+  const parent = (flags) => ({ traceparent: `00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-${flags}` });
+  const at = (s) => ({ url: v1(s.url), pid: s.pid, concurrency: c, servedBy: "healthy", model: "healthy" });
+  const targets = [
+    makeTarget({ ...at(live), key: "off", label: "resilient-llm, export on, trace not sampled (no spans)", headers: parent("00") }),
+    makeTarget({ ...at(live), key: "on", label: "resilient-llm, export on, trace sampled (spans exported)", headers: parent("01") }),
+    makeTarget({ ...at(gone), key: "dead", label: "resilient-llm, trace sampled, the collector never answers", headers: parent("01") }),
+  ];
+  progress(`trace: workerd processes ${live.pid ?? "?"} and ${gone.pid ?? "?"}`);
+  try {
+    for (const t of targets) await warmUp(t, opts.warmup, deadline);
+    progress("trace: warm-up done");
+    const before = { ...sink.stats };
+    await runRounds("trace", targets, opts.rounds, opts.requests, deadline, progress);
+    await new Promise((r) => setTimeout(r, 500)); // the last exports go out after their answers
+    const summaries = Object.fromEntries(targets.map((t) => [t.key, summarize(t)]));
+    return { summaries, exports: sink.stats.exports - before.exports, exportBytes: sink.stats.bytes - before.bytes };
+  } finally {
+    for (const t of targets) t.agent.destroy();
+    await sink.close();
+    await dead.close();
+  }
+}
+
+function reportTrace(opts, trace) {
+  const s = trace.summaries;
+  const lines = [`Trace export: ${opts.rounds} interleaved rounds of ${opts.requests} whole requests per target, concurrency ${opts.concurrency}`];
+  lines.push("");
+  const rows = Object.values(s).map((x) => [`(${x.target}) ${x.label}`, fmt(x.rps, 0), fmt(x.p50Ms), fmt(x.p99Ms), fmt(x.workerdCpuMsPerReq, 3)]);
+  lines.push(...table(["target", "req/s", "p50 ms", "p99 ms", "workerd CPU ms/req"], rows));
+  lines.push("");
+  const r = (a, b, f) => fmt(a[f] / b[f], 3);
+  lines.push(`export on / off: workerd CPU ${r(s.on, s.off, "workerdCpuMsPerReq")}, p50 ${r(s.on, s.off, "p50Ms")}, req/s ${r(s.on, s.off, "rps")}`);
+  lines.push(`dead collector / off: p50 ${r(s.dead, s.off, "p50Ms")}, p99 ${r(s.dead, s.off, "p99Ms")}, req/s ${r(s.dead, s.off, "rps")}`);
+  lines.push(`the sink received ${trace.exports} exports (${trace.exportBytes} bytes) for ${s.on.requests} sampled requests`);
   return lines;
 }
 
@@ -1195,6 +1282,10 @@ async function main() {
     }
     if (opts.phases.includes("cache")) {
       result.cache = await cachePhase(opts, kinds, mock, servers, deadline, progress);
+      await stop();
+    }
+    if (opts.phases.includes("trace")) {
+      result.trace = await tracePhase(opts, kinds, servers, deadline, progress);
       await stop();
     }
     if (opts.phases.includes("cold")) result.cold = await coldPhase(opts, kinds, deadline, progress);
