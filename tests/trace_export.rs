@@ -68,6 +68,12 @@ fn anthropic_ok() -> String {
     .to_string()
 }
 
+fn openai_ok() -> String {
+    json!({ "id": "x", "model": "gpt", "choices": [{ "index": 0, "finish_reason": "stop",
+            "message": { "role": "assistant", "content": "ok" } }] })
+    .to_string()
+}
+
 /// The answer, its body (a stream read to its end) and its last log line.
 fn run(p: &FakePlatform, g: &Gateway<FakePlatform, MemoryStore>, r: Inbound) -> (Outbound, String) {
     let mut out = block_on(p, g.handle(r));
@@ -309,14 +315,7 @@ fn a_stream_ends_its_spans_at_its_end() {
 #[test]
 fn a_callers_not_sampled_trace_is_not_recorded() {
     let p = FakePlatform::new();
-    p.script(
-        "https://primary.test",
-        [reply(200).body(
-            json!({ "id": "x", "model": "gpt", "choices": [{ "index": 0, "finish_reason": "stop",
-                "message": { "role": "assistant", "content": "ok" } }] })
-            .to_string(),
-        )],
-    );
+    p.script("https://primary.test", [reply(200).body(openai_ok())]);
     let g = gateway(&p);
     let unsampled = PARENT.replace("-01", "-00");
     let (out, _) = run(&p, &g, ask(Some(&unsampled), false));
@@ -336,14 +335,7 @@ fn a_callers_not_sampled_trace_is_not_recorded() {
 #[test]
 fn a_dead_collector_costs_the_answer_nothing_and_is_counted() {
     let p = FakePlatform::new();
-    p.script(
-        "https://primary.test",
-        [reply(200).body(
-            json!({ "id": "x", "model": "gpt", "choices": [{ "index": 0, "finish_reason": "stop",
-                "message": { "role": "assistant", "content": "ok" } }] })
-            .to_string(),
-        )],
-    );
+    p.script("https://primary.test", [reply(200).body(openai_ok())]);
     p.script(COLLECTOR, [hang()]);
     let g = gateway(&p);
     let (out, _) = run(&p, &g, ask(None, false));
