@@ -105,7 +105,9 @@ pub use engine::key::{breaker_key, provider_of};
 pub use engine::store::{BreakerStore, MemoryStore};
 pub use engine::stream::ChatStream;
 pub use engine::timeout::timeout;
-pub use error::{Attempt, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError, Treatment};
+pub use error::{
+    Attempt, AttemptBreaker, AttemptOutcome, Error, ErrorKind, Exhausted, ProviderError, Treatment,
+};
 pub use event::{Event, Observer, Standing};
 pub use fleet::{Fleet, FleetLink, FleetStore};
 pub use format::{FormatError, FormatErrorKind};

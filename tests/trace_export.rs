@@ -3,7 +3,8 @@
 //! (`opentelemetry-proto`) and checked against the GenAI conventions — the
 //! server span of a request continued from the caller's trace, one client
 //! span per attempt under it whose id is the one its `traceparent` named,
-//! the failover between them; a stream's spans at its end; a caller's
+//! the failover between them; a breaker's moves on the attempts that made
+//! them; a stream's spans at its end; a caller's
 //! "not sampled" kept; a dead collector costing the answer nothing.
 #![cfg(feature = "otlp")]
 
@@ -25,7 +26,12 @@ const COLLECTOR: &str = "https://otel.test";
 const TOKEN: &str = "Bearer otlp-secret-token";
 
 fn gateway(p: &FakePlatform) -> Gateway<FakePlatform, MemoryStore> {
-    let config = json!({
+    gateway_with(p, json!({}))
+}
+
+/// The gateway with `extra`'s top-level settings added to the test's.
+fn gateway_with(p: &FakePlatform, extra: Value) -> Gateway<FakePlatform, MemoryStore> {
+    let mut config = json!({
         "providers": {
             "primary": { "kind": "openai", "baseUrl": "https://primary.test", "apiKey": "sk-p" },
             "backup": { "kind": "anthropic", "baseUrl": "https://backup.test:8443", "apiKey": "sk-b" }
@@ -40,6 +46,9 @@ fn gateway(p: &FakePlatform) -> Gateway<FakePlatform, MemoryStore> {
             "serviceName": "edge-test", "timeoutMs": 2000
         } }
     });
+    for (k, v) in extra.as_object().expect("an object") {
+        config[k] = v.clone();
+    }
     let secret = |name: &str| (name == "OTLP_AUTH").then(|| TOKEN.to_string());
     let setup = Setup::load(Some(&config.to_string()), &secret).expect("valid config");
     let store = MemoryStore::new(setup.breaker());
@@ -361,4 +370,76 @@ fn a_dead_collector_costs_the_answer_nothing_and_is_counted() {
         text.contains("llm_gateway_trace_spans_total{result=\"dropped\"} 2"),
         "{text}"
     );
+}
+
+/// The attempt span's events, by name, with the breaker's move if any.
+fn moves(s: &Span) -> Vec<(String, Option<&str>, Option<&str>)> {
+    s.events
+        .iter()
+        .map(|e| {
+            let a = &e.attributes;
+            let from = str_attr(a, "resilient_llm.breaker.from");
+            (
+                e.name.clone(),
+                from,
+                str_attr(a, "resilient_llm.breaker.to"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_breaker_move_is_an_event_of_the_attempt_that_made_it() {
+    let p = FakePlatform::new();
+    p.script(
+        "https://primary.test",
+        [reply(503), reply(200).body(openai_ok())],
+    );
+    p.script("https://backup.test", [reply(200).body(anthropic_ok())]);
+    p.script(COLLECTOR, [reply(200), reply(200)]);
+    let g = gateway_with(
+        &p,
+        json!({ "retry": { "maxAttempts": 1 },
+                "breaker": { "failureThreshold": 1, "cooldownMs": 1000 } }),
+    );
+    let (out, _) = run(&p, &g, ask(None, false));
+    assert_eq!(out.status, 200);
+    let spans = exported(&p, &g);
+    assert_eq!(spans.len(), 3, "the request, the failure, the failover");
+    let tripped = &spans[1];
+    assert_eq!(
+        str_attr(&tripped.attributes, "resilient_llm.breaker.state"),
+        Some("closed")
+    );
+    let open = (
+        "breaker.transition".to_string(),
+        Some("closed"),
+        Some("open"),
+    );
+    assert_eq!(moves(tripped), [open]);
+    assert_eq!(
+        tripped.events[0].time_unix_nano, tripped.end_time_unix_nano,
+        "at the verdict, the attempt's end"
+    );
+    assert!(
+        moves(&spans[2]).is_empty(),
+        "the backup's breaker stayed closed"
+    );
+
+    p.advance(std::time::Duration::from_millis(1_500));
+    let (out, _) = run(&p, &g, ask(None, false));
+    assert_eq!(out.status, 200);
+    let spans = exported(&p, &g);
+    assert_eq!(spans.len(), 2, "the probe answered");
+    let probe = &spans[1];
+    assert_eq!(
+        str_attr(&probe.attributes, "resilient_llm.breaker.state"),
+        Some("half_open")
+    );
+    let closed = (
+        "breaker.transition".to_string(),
+        Some("half_open"),
+        Some("closed"),
+    );
+    assert_eq!(moves(probe), [closed]);
 }

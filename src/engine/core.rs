@@ -23,7 +23,7 @@ use crate::engine::store::{BreakerStore, MemoryStore};
 use crate::error::{Attempt, AttemptOutcome, ProviderError};
 use crate::event::{Event, Observer};
 use crate::platform::{millis, Headers, HttpRequest, Platform, UnixMillis};
-use crate::policy::breaker::{CircuitOpen, Permit, State};
+use crate::policy::breaker::{CircuitOpen, Permit, State, StateName};
 use crate::policy::budget::RetryBudget;
 use crate::policy::latency::{Book, DemotionPolicy};
 use crate::policy::pool::Pools;
@@ -80,6 +80,9 @@ pub(crate) struct Core<P: Platform, S: BreakerStore> {
     pub(super) pools: RefCell<Pools>,
 }
 
+/// A breaker's change of state: from, to.
+pub(super) type Moved = (StateName, StateName);
+
 impl<P: Platform, S: BreakerStore> Core<P, S> {
     /// Runs `run` on an entry admitted with `permit` and records the
     /// breaker's one verdict for it (of a request of `size`). Dropped
@@ -90,7 +93,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         permit: Permit,
         size: u64,
         run: impl AsyncFnOnce(&mut Permit) -> Result<T, ProviderError>,
-    ) -> Result<T, ProviderError> {
+    ) -> (Result<T, ProviderError>, Option<Moved>) {
         let mut guard = PermitGuard {
             store: &self.store,
             key: entry.key,
@@ -99,21 +102,22 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         };
         let result = run(&mut guard.permit).await;
         let permit = guard.disarm();
-        self.settle(entry, permit, size, result.as_ref().map(|_| ()));
-        result
+        let moved = self.settle(entry, permit, size, result.as_ref().map(|_| ()));
+        (result, moved)
     }
 
     /// Records the breaker's one verdict for an entry of this request, of
     /// `size` ([`Timeouts`]). A failure that says nothing about the
     /// provider's health (a bad request, the deadline, a timeout no other
-    /// request witnesses against) gives the permit back.
+    /// request witnesses against) gives the permit back. Tells how the
+    /// breaker moved, if it did.
     pub(super) fn settle(
         &self,
         entry: Keyed<'_>,
         permit: Permit,
         size: u64,
         result: Result<(), &ProviderError>,
-    ) {
+    ) -> Option<Moved> {
         let key = entry.key;
         let before = self.store.state(key);
         let now = self.platform.now();
@@ -134,7 +138,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
             });
         }
         let label = entry.label.as_deref();
-        self.emit_transition(&entry.provider, &entry.model, label, key, before);
+        self.emit_transition(&entry.provider, &entry.model, label, key, before)
     }
 
     pub(super) async fn acquire(
@@ -203,18 +207,20 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         label: Option<&str>,
         key: &str,
         before: Option<State>,
-    ) {
+    ) -> Option<Moved> {
         let from = before.unwrap_or(State::Closed).name();
         let to = self.store.state(key).unwrap_or(State::Closed).name();
-        if from != to {
-            self.emit(|| Event::Breaker {
-                provider,
-                model,
-                label,
-                from,
-                to,
-            });
+        if from == to {
+            return None;
         }
+        self.emit(|| Event::Breaker {
+            provider,
+            model,
+            label,
+            from,
+            to,
+        });
+        Some((from, to))
     }
 
     pub(super) fn emit_failover(&self, chain: &[Entry], index: usize, error: &ProviderError) {

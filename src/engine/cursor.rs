@@ -24,7 +24,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::chat::{ChatRequest, ChatResponse, Usage};
-use crate::engine::core::Core;
+use crate::engine::core::{Core, Moved};
 use crate::engine::cost::{CostBook, Hold, HOLD_MARGIN};
 use crate::engine::order::{has_mate_after, order};
 use crate::engine::route::{CallOptions, Entry, Keyed, Reply, ServedBy};
@@ -183,6 +183,20 @@ impl Run {
         });
         let last = self.attempts.len() - 1;
         &mut self.attempts[last]
+    }
+
+    /// Puts `moved`, the change `entry`'s verdict made to its breaker, on
+    /// the entry's last attempt.
+    pub(crate) fn breaker_moved(&mut self, entry: &Entry, moved: Option<Moved>) {
+        let Some((from, to)) = moved else { return };
+        let last = self
+            .attempts
+            .iter_mut()
+            .rev()
+            .find(|a| a.number > 0 && a.provider == entry.provider && a.model == entry.model);
+        if let Some(breaker) = last.and_then(|a| a.breaker.as_mut()) {
+            breaker.moved = Some((from.code(), to.code()));
+        }
     }
 }
 

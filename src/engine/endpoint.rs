@@ -125,11 +125,12 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         let size = crate::policy::timeouts::size_of_body(&call.body);
         while let Some(permit) = walk.admit(self).await {
             let (entry, run) = walk.entry_and_run();
-            let result = self
+            let (result, moved) = self
                 .run_admitted(entry, permit, size, async |permit| {
                     self.run_call(entry, permit, call, run).await
                 })
                 .await;
+            run.breaker_moved(&entry, moved);
             match result {
                 Ok(body) => {
                     return Ok(EndpointReply {

@@ -11,7 +11,7 @@ use crate::engine::cursor::Run;
 use crate::engine::route::{Entry, Keyed, Step};
 use crate::engine::store::BreakerStore;
 use crate::engine::timeout::timeout;
-use crate::error::{ErrorKind, ProviderError};
+use crate::error::{AttemptBreaker, ErrorKind, ProviderError};
 use crate::event::Event;
 use crate::platform::{millis, Platform, UnixMillis};
 use crate::policy::breaker::{Permit, PermitKind};
@@ -55,11 +55,12 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
         req: &ChatRequest,
         run: &mut Run,
     ) -> Step {
-        let result = self
+        let (result, moved) = self
             .run_admitted(entry, permit, size_of(req), async |permit| {
                 self.run_entry(entry, permit, req, run).await
             })
             .await;
+        run.breaker_moved(&entry, moved);
         match result {
             Ok(resp) => Step::Answered(Box::new(resp)),
             Err(error) if error.fails_over() => Step::Next(error),
@@ -148,7 +149,7 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
             record.omitted = omitted;
             record.usage = result.as_ref().ok().and_then(Answer::usage);
             record.span = span;
-            record.breaker = Some(permit.kind.state().code());
+            record.breaker = Some(AttemptBreaker::admitted(permit.kind.state().code()));
             let record_duration = record.duration;
             let error = match result {
                 Ok(answer) => {

@@ -72,11 +72,33 @@ pub struct Attempt {
     /// had one: the id its `traceparent` named to the provider.
     #[serde(skip)]
     pub span: Option<opentelemetry::trace::SpanId>,
-    /// The state of the entry's breaker that let the attempt through, by
-    /// its code: `closed`, `half_open` (a probe) or `open` (a forced
-    /// call).
+    /// What the entry's breaker did about the attempt: the state that let
+    /// it through and, on the entry's last attempt, the change its verdict
+    /// made.
     #[serde(skip)]
-    pub breaker: Option<&'static str>,
+    pub breaker: Option<AttemptBreaker>,
+}
+
+/// An attempt's breaker, as its trace tells it: states by their codes,
+/// `closed`, `half_open` or `open`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttemptBreaker {
+    /// The state that let the attempt through: `half_open` for a probe,
+    /// `open` for a forced call.
+    pub admitted: &'static str,
+    /// The entry's verdict moved its breaker from one state to another
+    /// (set on the entry's last attempt, when it did).
+    pub moved: Option<(&'static str, &'static str)>,
+}
+
+impl AttemptBreaker {
+    /// Admitted in `state`; no change (yet).
+    pub fn admitted(state: &'static str) -> AttemptBreaker {
+        AttemptBreaker {
+            admitted: state,
+            moved: None,
+        }
+    }
 }
 
 /// The tokens consumed by the attempts that did not become the answer

@@ -16,7 +16,7 @@ mod provider;
 mod treatment;
 
 pub(crate) use attempt::discarded_usage;
-pub use attempt::{Attempt, AttemptOutcome};
+pub use attempt::{Attempt, AttemptBreaker, AttemptOutcome};
 pub use call::Error;
 pub use exhausted::Exhausted;
 pub use kind::ErrorKind;

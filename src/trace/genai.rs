@@ -8,7 +8,8 @@
 //! What happened between the attempts (a retry's wait, a failover, a
 //! hedge, an escalation, a stream's commit point and continuation, a cache
 //! hit or a stale answer) is an event on the request's span; a hedge's
-//! loser's abort, on the loser's. Message contents are never recorded.
+//! loser's abort and a breaker's change of state, on the attempt's.
+//! Message contents are never recorded.
 
 use std::borrow::Cow;
 
@@ -62,6 +63,10 @@ pub mod keys {
     pub const ATTEMPT: &str = "resilient_llm.attempt";
     /// The state of the entry's breaker that let the attempt through.
     pub const BREAKER_STATE: &str = "resilient_llm.breaker.state";
+    /// The breaker's state before the entry's verdict moved it.
+    pub const BREAKER_FROM: &str = "resilient_llm.breaker.from";
+    /// The state the entry's verdict moved its breaker to.
+    pub const BREAKER_TO: &str = "resilient_llm.breaker.to";
     /// `ok`, `failed`, `cancelled` (a hedge's loser) or `rejected` (a
     /// validator's).
     pub const OUTCOME: &str = "resilient_llm.outcome";
@@ -343,8 +348,8 @@ fn attempt_span(
     if let Some(port) = peer.port {
         attributes.push(kv(keys::SERVER_PORT, i64::from(port)));
     }
-    if let Some(state) = a.breaker {
-        attributes.push(kv(keys::BREAKER_STATE, state));
+    if let Some(breaker) = a.breaker {
+        attributes.push(kv(keys::BREAKER_STATE, breaker.admitted));
     }
     if let Some(answer) = answer {
         if let Some(model) = answer.model {
@@ -391,6 +396,13 @@ fn attempt_span(
         }
     };
     attributes.push(kv(keys::OUTCOME, outcome));
+    if let Some((from, to)) = a.breaker.and_then(|b| b.moved) {
+        events.push(SpanEvent::new(
+            "breaker.transition",
+            end,
+            vec![kv(keys::BREAKER_FROM, from), kv(keys::BREAKER_TO, to)],
+        ));
+    }
     Span {
         trace_id: req.trace.trace_id,
         span_id,

@@ -13,6 +13,7 @@ use crate::engine::pace::moves_on;
 use crate::engine::prefill::prefill_native;
 use crate::engine::route::Keyed;
 use crate::engine::store::BreakerStore;
+use crate::error::AttemptBreaker;
 use crate::platform::Platform;
 use crate::policy::timeouts::size_of;
 
@@ -77,7 +78,7 @@ where
         record.usage = conn.usage;
         record.omitted = conn.omitted;
         record.span = conn.span;
-        record.breaker = Some(self.held.kind.state().code());
+        record.breaker = Some(AttemptBreaker::admitted(self.held.kind.state().code()));
         if self.sent.committed && self.sent.interruption.is_none() {
             self.sent.interruption = Some(error.clone());
         }
@@ -129,7 +130,8 @@ where
         let client = self.client.clone();
         let client = &client.core;
         if let Some(permit) = self.held.permit.take() {
-            client.settle(entry, permit, size_of(&self.req), Err(error));
+            let moved = client.settle(entry, permit, size_of(&self.req), Err(error));
+            self.walk.run.breaker_moved(&entry, moved);
         }
         if !self.sent.committed && !error.fails_over() {
             return Err(self.walk.stop(error.clone()));

@@ -25,7 +25,7 @@ use crate::engine::pace::{is_late, wait_limit, Gate, Pace};
 use crate::engine::route::{Entry, Keyed, ServedBy};
 use crate::engine::store::BreakerStore;
 use crate::engine::timeout::timeout;
-use crate::error::{Attempt, Error, ErrorKind, ProviderError};
+use crate::error::{Attempt, AttemptBreaker, Error, ErrorKind, ProviderError};
 use crate::event::Event;
 use crate::format::structured::AnswerStream;
 use crate::platform::{Body, Platform, UnixMillis};
@@ -448,7 +448,7 @@ where
                         Err(&error),
                     );
                     record.span = span;
-                    record.breaker = Some(self.held.kind.state().code());
+                    record.breaker = Some(AttemptBreaker::admitted(self.held.kind.state().code()));
                     self.after_failure(keyed, error, prefill).await?;
                 }
             }
@@ -610,7 +610,7 @@ where
         record.usage = conn.usage;
         record.omitted = std::mem::take(&mut conn.omitted);
         record.span = conn.span;
-        record.breaker = Some(self.held.kind.state().code());
+        record.breaker = Some(AttemptBreaker::admitted(self.held.kind.state().code()));
         let now = client.platform.now();
         if let Some(first) = conn.first_content {
             let ttft = first.saturating_sub(conn.started);
@@ -624,7 +624,8 @@ where
             );
         }
         if let Some(permit) = self.held.permit.take() {
-            client.settle(entry, permit, size_of(&self.req), Ok(()));
+            let moved = client.settle(entry, permit, size_of(&self.req), Ok(()));
+            self.walk.run.breaker_moved(&entry, moved);
         }
         if let Some(pace) = conn.pace.take() {
             self.hand_over(&mut conn, pace.release());
