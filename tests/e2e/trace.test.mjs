@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import OpenAI from "openai";
 import Anthropic from "@anthropic-ai/sdk";
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -146,6 +146,8 @@ describe("spans exported over OTLP from the Worker", { timeout: 60000 }, () => {
     assert.ok(text.length > 0);
     const spans = await receiver.spans(TRACE, 3);
     assert.equal(spans.length, 3, JSON.stringify(spans));
+    // For the picture in docs/tracing.md (scripts/trace-picture.py draws it).
+    if (process.env.TRACE_SPANS_OUT) writeFileSync(process.env.TRACE_SPANS_OUT, JSON.stringify(spans, null, 1));
     const server = spans.find((s) => s.kind === 2);
     assert.ok(server, "a server span");
     assert.equal(server.service, "e2e-edge");
