@@ -25,6 +25,7 @@ use crate::engine::hedge::HedgePolicy;
 use crate::engine::key::BreakerKeys;
 use crate::engine::route::Step;
 pub use crate::engine::route::{CallOptions, Entry, Policy, Reply, ServedBy};
+use crate::engine::spans::{CallEnd, SpanHook};
 use crate::engine::store::{BreakerStore, MemoryStore};
 use crate::engine::stream::ChatStream;
 use crate::error::Error;
@@ -37,6 +38,7 @@ use crate::policy::stats::{Health, ProviderStats};
 use crate::policy::timeouts::Timeouts;
 use crate::provider::Upstream;
 use crate::quality::Quality;
+use crate::trace::Span;
 
 /// Builds a [`Client`].
 pub struct ClientBuilder<P: Platform> {
@@ -54,6 +56,7 @@ pub struct ClientBuilder<P: Platform> {
     ledger: Option<Rc<dyn SpendLedger>>,
     pub(crate) quality: BTreeMap<String, Quality>,
     pub(crate) key_tiers: BTreeMap<String, Vec<Entry>>,
+    span_hook: Option<SpanHook>,
 }
 
 impl<P: Platform> ClientBuilder<P> {
@@ -104,6 +107,15 @@ impl<P: Platform> ClientBuilder<P> {
     /// Hedges requests on route `name`.
     pub fn hedge(mut self, name: impl Into<String>, policy: HedgePolicy) -> Self {
         self.hedges.insert(name.into(), policy);
+        self
+    }
+
+    /// Receives the spans of each call whose [`ChatRequest::trace`] is
+    /// sampled, once it is over (a stream's at its end): the call's own
+    /// span first (under the caller's), then one per attempt, in the
+    /// OpenTelemetry GenAI conventions (docs/tracing.md).
+    pub fn on_spans(mut self, hook: impl Fn(Vec<Span>) + 'static) -> Self {
+        self.span_hook = Some(Rc::new(hook));
         self
     }
 
@@ -167,6 +179,7 @@ impl<P: Platform> ClientBuilder<P> {
             hedges: self.hedges,
             quality: self.quality,
             key_tiers: self.key_tiers,
+            span_hook: self.span_hook,
         }
     }
 
@@ -195,6 +208,7 @@ impl<P: Platform> Client<P> {
             ledger: None,
             quality: BTreeMap::new(),
             key_tiers: BTreeMap::new(),
+            span_hook: None,
         }
     }
 }
@@ -206,7 +220,18 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     }
 
     /// Answers `req` with per-call options.
-    pub async fn chat_with(&self, req: ChatRequest, opts: CallOptions) -> Result<Reply, Error> {
+    pub async fn chat_with(&self, mut req: ChatRequest, opts: CallOptions) -> Result<Reply, Error> {
+        let route = self.route_name(&req, &opts).map(str::to_string);
+        let Some(spans) = self.begin_spans(&mut req, route.as_deref()) else {
+            return self.answer(req, opts).await;
+        };
+        let result = self.answer(req, opts).await;
+        self.end_spans(spans, CallEnd::of(&result));
+        result
+    }
+
+    /// [`Client::chat_with`], its spans aside.
+    async fn answer(&self, req: ChatRequest, opts: CallOptions) -> Result<Reply, Error> {
         let mut walk = self.walk(&req, &opts)?;
         let mut escalation = self.quality_for(&req, &opts).map(Escalation::new);
         let core = &self.core;
@@ -479,13 +504,17 @@ where
 {
     /// A stream of the answer to `req` from `client`. Nothing is sent until
     /// the first [`ChatStream::next`].
-    pub fn open(client: C, req: ChatRequest, opts: CallOptions) -> Result<Self, Error> {
+    pub fn open(client: C, mut req: ChatRequest, opts: CallOptions) -> Result<Self, Error> {
         let walk = client.walk(&req, &opts)?.into_owned();
         let hedge = client.hedge_for(&req, &opts);
+        let route = client.route_name(&req, &opts).map(str::to_string);
+        let spans = client.begin_spans(&mut req, route.as_deref());
         let req = ChatRequest {
             stream: true,
             ..req
         };
-        Ok(ChatStream::fresh(client, req, walk, None, None, hedge))
+        let mut stream = ChatStream::fresh(client, req, walk, None, None, hedge);
+        stream.spans = spans;
+        Ok(stream)
     }
 }

@@ -51,6 +51,8 @@ pub struct Client<P: Platform, S: BreakerStore = MemoryStore> {
     pub(super) quality: BTreeMap<String, Quality>,
     /// Providers with several keys, each as the tier of its upstreams.
     pub(super) key_tiers: BTreeMap<String, Vec<Entry>>,
+    /// Receives traced calls' spans ([`crate::engine::spans`]).
+    pub(super) span_hook: Option<crate::engine::spans::SpanHook>,
 }
 
 /// A client's request-independent state, which every walk reads.

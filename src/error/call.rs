@@ -108,6 +108,20 @@ impl Error {
         }
     }
 
+    /// The error's code, as the gateway's error bodies, log lines and
+    /// spans name it (`all_providers_failed`, `interrupted`, …).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::AllProvidersFailed(_) => "all_providers_failed",
+            Error::Rejected { .. } => "rejected_by_provider",
+            Error::InvalidRequest(_) => "invalid_request",
+            Error::UnknownRoute(_) => "model_not_found",
+            Error::Interrupted { .. } => "interrupted",
+            Error::SpendCapReached { .. } => "spend_cap_reached",
+            Error::NoValidAnswer { .. } => "no_valid_answer",
+        }
+    }
+
     /// Every attempt made, in order.
     pub fn attempts(&self) -> &[Attempt] {
         match self {

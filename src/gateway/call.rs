@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::http::{Format, Outbound};
 use super::log::LogLine;
 use super::proxy::Gateway;
-use super::render::{error_code, render_error_as};
+use super::render::render_error_as;
 use crate::engine::client::{Reply, ServedBy};
 use crate::engine::endpoint::EndpointReply;
 use crate::engine::store::BreakerStore;
@@ -52,26 +52,16 @@ impl Answered for Reply {
         let r = &self.response;
         AnswerFacts {
             model: Some(r.model.clone()).filter(|m| !m.is_empty()),
-            id: r.raw.as_ref().and_then(|raw| response_id(raw.get())),
+            id: r
+                .raw
+                .as_ref()
+                .and_then(|raw| crate::trace::genai::response_id(raw.get())),
             finish_reason: r
                 .finish_reason
                 .as_ref()
                 .map(|f| crate::format::openai::finish_reason_name(f).to_string()),
         }
     }
-}
-
-/// The provider's id of its answer `raw`: `id` (OpenAI, Anthropic) or
-/// `responseId` (Gemini), when it has one.
-fn response_id(raw: &str) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Ids {
-        id: Option<String>,
-        #[serde(rename = "responseId")]
-        response_id: Option<String>,
-    }
-    let ids: Ids = serde_json::from_str(raw).ok()?;
-    ids.id.or(ids.response_id)
 }
 
 impl Answered for EndpointReply {
@@ -127,7 +117,7 @@ pub(super) fn answer<'l, R: Answered>(
             render(reply, log)
         }
         Err(e) => {
-            log.error = Some(error_code(&e));
+            log.error = Some(e.code());
             render_error_as(format, &e, error_status(caller_holds_keys, &e))
         }
     };

@@ -9,7 +9,7 @@ use super::http::{Format, Outbound};
 use super::keepalive;
 use super::log::LogLine;
 use super::proxy::Gateway;
-use super::render::{error_code, error_response, json_response, ALL_FAILED};
+use super::render::{error_response, json_response, ALL_FAILED};
 use super::request::read_chat;
 use super::responses;
 use super::sse;
@@ -128,7 +128,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         let mut stream = match ChatStream::open(Rc::clone(&self.client), request, opts) {
             Ok(s) => s,
             Err(e) => {
-                log.error = Some(error_code(&e));
+                log.error = Some(e.code());
                 return self.render_error(format, &e);
             }
         };
@@ -218,7 +218,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             }
             Some(Err(e)) => {
                 log.record_attempts(e.attempts());
-                log.error = Some(error_code(&e));
+                log.error = Some(e.code());
                 self.render_error(format, &e)
             }
             None => error_response(format, 502, "the stream ended before it began", None),

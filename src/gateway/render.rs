@@ -22,36 +22,23 @@ pub(super) fn too_large(format: Format, limit: usize) -> Outbound {
 /// failed (breakers open and the deadline spent included).
 pub(super) const ALL_FAILED: &str = "all_providers_failed";
 
-/// A short machine name for an error, for the log and the OpenAI `code`.
-pub(super) fn error_code(e: &Error) -> &'static str {
-    match e {
-        Error::AllProvidersFailed(_) => ALL_FAILED,
-        Error::Rejected { .. } => "rejected_by_provider",
-        Error::InvalidRequest(_) => "invalid_request",
-        Error::UnknownRoute(_) => "model_not_found",
-        Error::Interrupted { .. } => "interrupted",
-        Error::SpendCapReached { .. } => "spend_cap_reached",
-        Error::NoValidAnswer { .. } => "no_valid_answer",
-    }
-}
-
 /// A chain error in the client's format answering `status`, with `Retry-After` when known.
 pub(super) fn render_error_as(format: Format, e: &Error, status: u16) -> Outbound {
     let (message, code) = match e {
-        Error::AllProvidersFailed(x) => (x.headline(), Some(error_code(e).to_string())),
+        Error::AllProvidersFailed(x) => (x.headline(), Some(e.code().to_string())),
         // Returned as is: the provider's own reason and code.
         Error::Rejected { error, .. } => (error.message_or_kind().to_string(), error.code.clone()),
-        Error::InvalidRequest(m) => (m.clone(), Some(error_code(e).to_string())),
+        Error::InvalidRequest(m) => (m.clone(), Some(e.code().to_string())),
         Error::UnknownRoute(name) => (
             format!(
                 "model \"{}\" names no configured route or model (GET /v1/models lists them)",
                 clip(name, 200)
             ),
-            Some(error_code(e).to_string()),
+            Some(e.code().to_string()),
         ),
         // Only streams are interrupted; this gateway answers whole bodies.
         Error::Interrupted { .. } | Error::SpendCapReached { .. } | Error::NoValidAnswer { .. } => {
-            (e.to_string(), Some(error_code(e).to_string()))
+            (e.to_string(), Some(e.code().to_string()))
         }
     };
     let mut body = error_body(format, status, &message, code.as_deref());

@@ -130,6 +130,19 @@ pub struct Answered<'a> {
     pub finish_reason: Option<&'a str>,
 }
 
+/// The provider's id of its answer `raw`: `id` (OpenAI, Anthropic) or
+/// `responseId` (Gemini), when it has one.
+pub fn response_id(raw: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Ids {
+        id: Option<String>,
+        #[serde(rename = "responseId")]
+        response_id: Option<String>,
+    }
+    let ids: Ids = serde_json::from_str(raw).ok()?;
+    ids.id.or(ids.response_id)
+}
+
 /// What a request's spans are built from.
 #[derive(Debug, Clone, Copy)]
 pub struct Request<'a> {

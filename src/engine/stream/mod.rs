@@ -23,6 +23,7 @@ use crate::engine::cursor::Cursor;
 use crate::engine::idle::idle_read;
 use crate::engine::pace::{is_late, wait_limit, Gate, Pace};
 use crate::engine::route::{Entry, Keyed, ServedBy};
+use crate::engine::spans::{CallEnd, CallSpans};
 use crate::engine::store::BreakerStore;
 use crate::engine::timeout::timeout;
 use crate::error::{Attempt, AttemptBreaker, Error, ErrorKind, ProviderError};
@@ -179,6 +180,8 @@ where
     timers: Option<IdleTimers>,
     /// The route's hedging, until the race it runs before the commit point.
     hedge: Option<(String, crate::engine::hedge::HedgePolicy)>,
+    /// Its spans, until its end, when its client takes them.
+    pub(crate) spans: Option<CallSpans>,
     _types: PhantomData<fn() -> (P, S)>,
 }
 
@@ -220,6 +223,7 @@ where
             pass,
             timers,
             hedge,
+            spans: None,
             _types: PhantomData,
         }
     }
@@ -260,10 +264,41 @@ where
     /// The next item: a raw event (only after [`Self::pass_through`]) or a
     /// delta; as [`Self::next`] otherwise.
     pub(crate) async fn next_item(&mut self) -> Option<Result<StreamItem, Error>> {
-        match self.hedge.take() {
+        let item = match self.hedge.take() {
             Some(hedge) => hedge::race(self, hedge).await,
             None => self.advance().await,
+        };
+        if self.spans.is_some() {
+            self.note_spans(item.as_ref());
         }
+        item
+    }
+
+    /// Notes the commit point in the stream's spans, and hands them over
+    /// at its end (its last item out, or its error).
+    fn note_spans(&mut self, item: Option<&Result<StreamItem, Error>>) {
+        let Some(spans) = self.spans.as_mut() else {
+            return;
+        };
+        if spans.committed.is_none() && self.sent.committed {
+            let at = self.client.platform().now();
+            spans.committed = Some((at, self.walk.run.attempts.len()));
+        }
+        let error = item.and_then(|i| i.as_ref().err());
+        if !(self.done && self.sent.out.is_empty()) && error.is_none() {
+            return;
+        }
+        let Some(spans) = self.spans.take() else {
+            return;
+        };
+        let model = self.sent.served_by.as_ref().map(|s| s.model.as_str());
+        let end = CallEnd {
+            attempts: error.map_or(&self.walk.run.attempts, Error::attempts),
+            response: None,
+            model,
+            error,
+        };
+        self.client.end_spans(spans, end);
     }
 
     async fn advance(&mut self) -> Option<Result<StreamItem, Error>> {
