@@ -443,3 +443,72 @@ fn a_breaker_move_is_an_event_of_the_attempt_that_made_it() {
     );
     assert_eq!(moves(probe), [closed]);
 }
+
+#[test]
+fn contents_are_recorded_only_when_the_configuration_says_so() {
+    let p = FakePlatform::new();
+    p.script("https://primary.test", [reply(200).body(openai_ok())]);
+    p.script(COLLECTOR, [reply(200)]);
+    let g = gateway_with(
+        &p,
+        json!({ "tracing": { "export": {
+            "endpoint": format!("{COLLECTOR}/v1/traces"),
+            "headersEnv": { "authorization": "OTLP_AUTH" },
+            "serviceName": "edge-test", "captureContent": true
+        } } }),
+    );
+    let (out, log) = run(&p, &g, ask(None, false));
+    assert_eq!(out.status, 200);
+    assert!(!log.contains("secret question"), "never in the log: {log}");
+    let spans = exported(&p, &g);
+    let input = str_attr(&spans[0].attributes, "gen_ai.input.messages").expect("recorded");
+    let input: Value = serde_json::from_str(input).expect("JSON");
+    assert_eq!(
+        input,
+        json!([{ "role": "user", "parts": [{ "type": "text", "content": "a secret question" }] }])
+    );
+    let output = str_attr(&spans[1].attributes, "gen_ai.output.messages").expect("recorded");
+    let output: Value = serde_json::from_str(output).expect("JSON");
+    assert_eq!(
+        output,
+        json!([{ "role": "assistant", "finish_reason": "stop",
+                 "parts": [{ "type": "text", "content": "ok" }] }])
+    );
+}
+
+#[test]
+fn a_streams_recorded_output_is_the_text_it_gave() {
+    let p = FakePlatform::new();
+    let chunk = |c: Value| format!("data: {c}\n\n");
+    let events = vec![
+        chunk(
+            json!({ "id": "c1", "model": "gpt", "choices": [{ "index": 0,
+              "delta": { "role": "assistant", "content": "hel" }, "finish_reason": null }] }),
+        ),
+        chunk(
+            json!({ "id": "c1", "model": "gpt", "choices": [{ "index": 0,
+              "delta": { "content": "lo" }, "finish_reason": "stop" }] }),
+        ),
+        "data: [DONE]\n\n".to_string(),
+    ];
+    let sse = reply(200)
+        .header("content-type", "text/event-stream")
+        .chunks(events);
+    p.script("https://primary.test", [sse]);
+    p.script(COLLECTOR, [reply(200)]);
+    let g = gateway_with(
+        &p,
+        json!({ "tracing": { "export": {
+            "endpoint": format!("{COLLECTOR}/v1/traces"),
+            "headersEnv": { "authorization": "OTLP_AUTH" },
+            "serviceName": "edge-test", "captureContent": true
+        } } }),
+    );
+    let (out, _) = run(&p, &g, ask(None, true));
+    assert_eq!(out.status, 200);
+    let spans = exported(&p, &g);
+    assert!(str_attr(&spans[0].attributes, "gen_ai.input.messages").is_some());
+    let output = str_attr(&spans[1].attributes, "gen_ai.output.messages").expect("recorded");
+    let output: Value = serde_json::from_str(output).unwrap();
+    assert_eq!(output[0]["parts"][0]["content"], "hello");
+}

@@ -136,6 +136,10 @@ pub(crate) struct ExportConfig {
     /// The most spans in one export (default 512).
     #[serde(default)]
     pub(crate) max_batch_spans: Option<usize>,
+    /// Records the messages asked and answered in the spans (default
+    /// false: they may hold what must not leave the gateway).
+    #[serde(default)]
+    pub(crate) capture_content: bool,
 }
 
 /// The gateway's own settings.

@@ -82,5 +82,6 @@ pub(super) fn export_policy(
         timeout,
         max_queue,
         max_batch,
+        capture_content: cfg.capture_content,
     })
 }

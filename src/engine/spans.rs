@@ -9,7 +9,8 @@
 //! hook, which exports them as it likes: an OTLP body
 //! (`resilient_llm::trace::otlp`, feature `otlp`), the `opentelemetry`
 //! SDK's exporter, a log. A call without a trace, or not sampled, costs
-//! nothing; a stream dropped before its end hands nothing over.
+//! nothing; a stream dropped before its end hands nothing over. Message
+//! contents are not recorded here: the caller has them.
 //!
 //! [`ClientBuilder::on_spans`]: crate::ClientBuilder::on_spans
 
@@ -109,6 +110,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             finish_reason: r
                 .and_then(|r| r.finish_reason.as_ref())
                 .map(finish_reason_name),
+            output: None,
         };
         let req = genai::Request {
             trace: &spans.trace,
@@ -123,6 +125,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             committed: spans.committed,
             cache: None,
             error: end.error.map(Error::code),
+            input: None,
         };
         (spans.hook)(genai::spans(&req, &|id| self.peer(id)));
     }

@@ -32,6 +32,10 @@ pub(super) trait Answered {
     fn attempts(&self) -> &[Attempt];
     /// The entry that answered.
     fn served_by(&self) -> &ServedBy;
+    /// The answer as `gen_ai.output.messages`, when it is a chat answer.
+    fn output(&self) -> Option<String> {
+        None
+    }
     /// What the answer says of itself, for its trace.
     fn facts(&self) -> AnswerFacts {
         AnswerFacts {
@@ -48,6 +52,13 @@ impl Answered for Reply {
     fn served_by(&self) -> &ServedBy {
         &self.served_by
     }
+    fn output(&self) -> Option<String> {
+        let r = &self.response;
+        let reason = r.finish_reason.as_ref();
+        let reason = reason.map(crate::format::openai::finish_reason_name);
+        let out = super::content::output_messages(&r.text, &r.tool_calls, reason);
+        Some(out)
+    }
     fn facts(&self) -> AnswerFacts {
         let r = &self.response;
         AnswerFacts {
@@ -60,6 +71,7 @@ impl Answered for Reply {
                 .finish_reason
                 .as_ref()
                 .map(|f| crate::format::openai::finish_reason_name(f).to_string()),
+            output: None,
         }
     }
 }
@@ -111,8 +123,12 @@ pub(super) fn answer<'l, R: Answered>(
         Ok(reply) => {
             let served_by = reply.served_by();
             log.served_by = Some(format!("{}/{}", served_by.provider, served_by.model));
-            if log.traced.is_some() {
-                log.answer_facts = reply.facts();
+            if let Some(t) = &log.traced {
+                let output = t.content.then(|| reply.output()).flatten();
+                log.answer_facts = AnswerFacts {
+                    output,
+                    ..reply.facts()
+                };
             }
             render(reply, log)
         }

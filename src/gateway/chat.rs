@@ -39,6 +39,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             Err(out) => return out,
         };
         request.trace = Some(trace);
+        self.trace_input(&request, log);
         let route_name = request.model.clone();
         log.route = route_name.clone();
         let opts = CallOptions {

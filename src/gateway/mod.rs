@@ -17,6 +17,7 @@ mod cache;
 mod cache_status;
 mod call;
 mod chat;
+mod content;
 mod dispatch;
 mod endpoints;
 #[cfg(feature = "otlp")]

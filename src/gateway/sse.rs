@@ -464,6 +464,7 @@ fn record_trace<P: Platform, S: BreakerStore>(
         model,
         cache,
         error,
+        text: st.stream.text(),
     };
     trace.record(st.stream.client(), ending);
 }

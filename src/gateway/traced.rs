@@ -12,6 +12,7 @@ use std::rc::Rc;
 
 use opentelemetry::trace::{SpanId, TraceFlags};
 
+use super::content;
 use super::log::LogLine;
 use super::proxy::Gateway;
 use crate::engine::client::Client;
@@ -31,6 +32,10 @@ pub(super) struct Traced {
     pub(super) start: UnixMillis,
     /// `chat`, `embeddings`, `count_tokens`.
     pub(super) operation: &'static str,
+    /// Whether its spans record message contents (`captureContent`).
+    pub(super) content: bool,
+    /// Its `gen_ai.input.messages`, when they are recorded.
+    pub(super) input: Option<String>,
 }
 
 /// What a traced request's answer said of itself.
@@ -39,6 +44,8 @@ pub(super) struct AnswerFacts {
     pub(super) model: Option<String>,
     pub(super) id: Option<String>,
     pub(super) finish_reason: Option<String>,
+    /// Its `gen_ai.output.messages`, when contents are recorded.
+    pub(super) output: Option<String>,
 }
 
 impl AnswerFacts {
@@ -47,6 +54,7 @@ impl AnswerFacts {
             model: self.model.as_deref(),
             id: self.id.as_deref(),
             finish_reason: self.finish_reason.as_deref(),
+            output: self.output.as_deref(),
         }
     }
 }
@@ -81,9 +89,22 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 parent,
                 start: self.client.platform().now(),
                 operation,
+                content: self
+                    .exporter
+                    .as_ref()
+                    .is_some_and(|e| e.policy().capture_content),
+                input: None,
             });
         }
         under
+    }
+
+    /// Records `request`'s messages in its spans, when they are traced
+    /// and contents are recorded.
+    pub(super) fn trace_input(&self, request: &crate::chat::ChatRequest, log: &mut LogLine<'_>) {
+        if let Some(t) = log.traced.as_mut().filter(|t| t.content) {
+            t.input = Some(content::input_messages(&request.messages));
+        }
     }
 
     /// Queues the spans of a request answered whole (a stream's are
@@ -110,6 +131,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             committed: None,
             cache: log.cache,
             error: log.error,
+            input: t.input.as_deref(),
         };
         exporter.record(genai::spans(&req, &|id| self.client.peer(id)));
     }
@@ -154,6 +176,8 @@ pub(crate) struct Ending<'a> {
     pub(crate) cache: Option<&'static str>,
     /// Its failure's kind, when it failed.
     pub(crate) error: Option<&'a str>,
+    /// The text it gave, for its `gen_ai.output.messages`.
+    pub(crate) text: &'a str,
 }
 
 impl TraceEnd {
@@ -163,6 +187,10 @@ impl TraceEnd {
         client: &Client<P, S>,
         ending: Ending<'_>,
     ) {
+        let output = self
+            .traced
+            .content
+            .then(|| content::output_messages(ending.text, &[], None));
         let req = genai::Request {
             trace: &self.traced.trace,
             parent: self.traced.parent,
@@ -178,11 +206,13 @@ impl TraceEnd {
             attempts: ending.attempts,
             answer: Answered {
                 model: ending.model,
+                output: output.as_deref(),
                 ..Answered::default()
             },
             committed: Some(ending.committed),
             cache: ending.cache.or(self.cache),
             error: ending.error,
+            input: self.traced.input.as_deref(),
         };
         self.exporter
             .record(genai::spans(&req, &|id| client.peer(id)));

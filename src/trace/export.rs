@@ -32,6 +32,9 @@ pub struct ExportPolicy {
     pub max_queue: usize,
     /// The most spans in one export.
     pub max_batch: usize,
+    /// Whether spans record the messages asked (`gen_ai.input.messages`)
+    /// and answered (`gen_ai.output.messages`); off by default.
+    pub capture_content: bool,
 }
 
 impl Default for ExportPolicy {
@@ -44,6 +47,7 @@ impl Default for ExportPolicy {
             timeout: Duration::from_secs(5),
             max_queue: 2048,
             max_batch: 512,
+            capture_content: false,
         }
     }
 }

@@ -9,7 +9,8 @@
 //! hedge, an escalation, a stream's commit point and continuation, a cache
 //! hit or a stale answer) is an event on the request's span; a hedge's
 //! loser's abort and a breaker's change of state, on the attempt's.
-//! Message contents are never recorded.
+//! Message contents are recorded only when the configuration says so (the
+//! gateway's `content.rs` writes them).
 
 use std::borrow::Cow;
 
@@ -83,6 +84,11 @@ pub mod keys {
     /// The validator that rejected an answer (its reason is not recorded:
     /// it may quote the answer).
     pub const VALIDATOR: &str = "resilient_llm.validator";
+    /// The messages asked (only when the configuration records contents).
+    pub const INPUT_MESSAGES: &str = "gen_ai.input.messages";
+    /// The messages answered (only when the configuration records
+    /// contents).
+    pub const OUTPUT_MESSAGES: &str = "gen_ai.output.messages";
 }
 
 /// Who a provider is, as a trace names it.
@@ -128,6 +134,8 @@ pub struct Answered<'a> {
     pub id: Option<&'a str>,
     /// Why it stopped.
     pub finish_reason: Option<&'a str>,
+    /// Its `gen_ai.output.messages`, when contents are recorded.
+    pub output: Option<&'a str>,
 }
 
 /// The provider's id of its answer `raw`: `id` (OpenAI, Anthropic) or
@@ -173,6 +181,8 @@ pub struct Request<'a> {
     pub cache: Option<&'static str>,
     /// The request's failure, when it failed (an error kind or code).
     pub error: Option<&'a str>,
+    /// Its `gen_ai.input.messages`, when contents are recorded.
+    pub input: Option<&'a str>,
 }
 
 /// The request's span first, then one per attempt that was made.
@@ -216,6 +226,9 @@ fn request_span(req: &Request<'_>) -> Span {
     attributes.push(kv(keys::ATTEMPTS, reached as i64));
     if let Some(cache) = req.cache {
         attributes.push(kv(keys::CACHE, cache));
+    }
+    if let Some(input) = req.input {
+        attributes.push(kv(keys::INPUT_MESSAGES, input.to_string()));
     }
     let (name, kind, failed) = match req.http {
         Some(h) => {
@@ -371,6 +384,9 @@ fn attempt_span(
         if let Some(id) = answer.id {
             attributes.push(kv(keys::RESPONSE_ID, id.to_string()));
         }
+        if let Some(output) = answer.output {
+            attributes.push(kv(keys::OUTPUT_MESSAGES, output.to_string()));
+        }
         if let Some(reason) = answer.finish_reason {
             let reasons = vec![StringValue::from(reason.to_string())];
             attributes.push(kv(
@@ -483,6 +499,7 @@ mod tests {
             committed: None,
             cache: None,
             error: None,
+            input: None,
         };
         spans(&req, &|_| None)
     }

@@ -348,6 +348,11 @@ where
         self.sent.served_by.as_ref()
     }
 
+    /// The text delivered so far.
+    pub fn text(&self) -> &str {
+        &self.sent.text
+    }
+
     /// Every attempt so far, in order.
     pub fn attempts(&self) -> &[Attempt] {
         &self.walk.run.attempts
