@@ -221,8 +221,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
 
     /// Answers `req` with per-call options.
     pub async fn chat_with(&self, mut req: ChatRequest, opts: CallOptions) -> Result<Reply, Error> {
-        let route = self.route_name(&req, &opts).map(str::to_string);
-        let Some(spans) = self.begin_spans(&mut req, route.as_deref()) else {
+        let Some(spans) = self.begin_spans(&mut req, &opts) else {
             return self.answer(req, opts).await;
         };
         let result = self.answer(req, opts).await;
@@ -507,8 +506,7 @@ where
     pub fn open(client: C, mut req: ChatRequest, opts: CallOptions) -> Result<Self, Error> {
         let walk = client.walk(&req, &opts)?.into_owned();
         let hedge = client.hedge_for(&req, &opts);
-        let route = client.route_name(&req, &opts).map(str::to_string);
-        let spans = client.begin_spans(&mut req, route.as_deref());
+        let spans = client.begin_spans(&mut req, &opts);
         let req = ChatRequest {
             stream: true,
             ..req

@@ -20,7 +20,7 @@ use opentelemetry::trace::SpanId;
 
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::engine::core::Client;
-use crate::engine::route::Reply;
+use crate::engine::route::{CallOptions, Reply};
 use crate::engine::store::BreakerStore;
 use crate::error::{Attempt, Error};
 use crate::format::openai::finish_reason_name;
@@ -74,25 +74,26 @@ impl<'a> CallEnd<'a> {
 
 impl<P: Platform, S: BreakerStore> Client<P, S> {
     /// When a hook is set and `req`'s trace is sampled: puts `req` under a
-    /// new span of its own (on route `route`) and tells what its spans
-    /// will need at its end.
+    /// new span of its own and tells what its spans will need at its end.
+    /// Otherwise nothing is done, nothing allocated.
     pub(crate) fn begin_spans(
         &self,
         req: &mut ChatRequest,
-        route: Option<&str>,
+        opts: &CallOptions,
     ) -> Option<CallSpans> {
         let hook = self.span_hook.as_ref()?;
         let caller = req.trace.as_ref().filter(|t| t.flags.is_sampled())?;
         let random = || self.core.platform.random();
         let trace = caller.under(new_span_id(&random));
         let parent = caller.parent_id;
+        let route = self.route_name(req, opts).map(str::to_string);
         req.trace = Some(trace.clone());
         Some(CallSpans {
             hook: Rc::clone(hook),
             trace,
             parent,
             start: self.core.platform.now(),
-            route: route.map(str::to_string),
+            route,
             committed: None,
         })
     }
