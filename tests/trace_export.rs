@@ -388,6 +388,15 @@ fn moves(s: &Span) -> Vec<(String, Option<&str>, Option<&str>)> {
         .collect()
 }
 
+/// `s` was let through in state `from` and its verdict moved the breaker
+/// on to `to`: its one event.
+fn assert_moved(s: &Span, from: &str, to: &str) {
+    let admitted = str_attr(&s.attributes, "resilient_llm.breaker.state");
+    assert_eq!(admitted, Some(from));
+    let moved = ("breaker.transition".to_string(), Some(from), Some(to));
+    assert_eq!(moves(s), [moved]);
+}
+
 #[test]
 fn a_breaker_move_is_an_event_of_the_attempt_that_made_it() {
     let p = FakePlatform::new();
@@ -407,16 +416,7 @@ fn a_breaker_move_is_an_event_of_the_attempt_that_made_it() {
     let spans = exported(&p, &g);
     assert_eq!(spans.len(), 3, "the request, the failure, the failover");
     let tripped = &spans[1];
-    assert_eq!(
-        str_attr(&tripped.attributes, "resilient_llm.breaker.state"),
-        Some("closed")
-    );
-    let open = (
-        "breaker.transition".to_string(),
-        Some("closed"),
-        Some("open"),
-    );
-    assert_eq!(moves(tripped), [open]);
+    assert_moved(tripped, "closed", "open");
     assert_eq!(
         tripped.events[0].time_unix_nano, tripped.end_time_unix_nano,
         "at the verdict, the attempt's end"
@@ -431,17 +431,19 @@ fn a_breaker_move_is_an_event_of_the_attempt_that_made_it() {
     assert_eq!(out.status, 200);
     let spans = exported(&p, &g);
     assert_eq!(spans.len(), 2, "the probe answered");
-    let probe = &spans[1];
-    assert_eq!(
-        str_attr(&probe.attributes, "resilient_llm.breaker.state"),
-        Some("half_open")
-    );
-    let closed = (
-        "breaker.transition".to_string(),
-        Some("half_open"),
-        Some("closed"),
-    );
-    assert_eq!(moves(probe), [closed]);
+    assert_moved(&spans[1], "half_open", "closed");
+}
+
+/// The gateway, recording message contents.
+fn capturing(p: &FakePlatform) -> Gateway<FakePlatform, MemoryStore> {
+    gateway_with(
+        p,
+        json!({ "tracing": { "export": {
+            "endpoint": format!("{COLLECTOR}/v1/traces"),
+            "headersEnv": { "authorization": "OTLP_AUTH" },
+            "serviceName": "edge-test", "captureContent": true
+        } } }),
+    )
 }
 
 #[test]
@@ -449,14 +451,7 @@ fn contents_are_recorded_only_when_the_configuration_says_so() {
     let p = FakePlatform::new();
     p.script("https://primary.test", [reply(200).body(openai_ok())]);
     p.script(COLLECTOR, [reply(200)]);
-    let g = gateway_with(
-        &p,
-        json!({ "tracing": { "export": {
-            "endpoint": format!("{COLLECTOR}/v1/traces"),
-            "headersEnv": { "authorization": "OTLP_AUTH" },
-            "serviceName": "edge-test", "captureContent": true
-        } } }),
-    );
+    let g = capturing(&p);
     let (out, log) = run(&p, &g, ask(None, false));
     assert_eq!(out.status, 200);
     assert!(!log.contains("secret question"), "never in the log: {log}");
@@ -496,14 +491,7 @@ fn a_streams_recorded_output_is_the_text_it_gave() {
         .chunks(events);
     p.script("https://primary.test", [sse]);
     p.script(COLLECTOR, [reply(200)]);
-    let g = gateway_with(
-        &p,
-        json!({ "tracing": { "export": {
-            "endpoint": format!("{COLLECTOR}/v1/traces"),
-            "headersEnv": { "authorization": "OTLP_AUTH" },
-            "serviceName": "edge-test", "captureContent": true
-        } } }),
-    );
+    let g = capturing(&p);
     let (out, _) = run(&p, &g, ask(None, true));
     assert_eq!(out.status, 200);
     let spans = exported(&p, &g);
