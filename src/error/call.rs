@@ -108,11 +108,15 @@ impl Error {
         }
     }
 
+    /// The code of [`Error::AllProvidersFailed`]: every entry of the route
+    /// failed (breakers open and the deadline spent included).
+    pub const ALL_FAILED: &'static str = "all_providers_failed";
+
     /// The error's code, as the gateway's error bodies, log lines and
     /// spans name it (`all_providers_failed`, `interrupted`, …).
     pub fn code(&self) -> &'static str {
         match self {
-            Error::AllProvidersFailed(_) => "all_providers_failed",
+            Error::AllProvidersFailed(_) => Error::ALL_FAILED,
             Error::Rejected { .. } => "rejected_by_provider",
             Error::InvalidRequest(_) => "invalid_request",
             Error::UnknownRoute(_) => "model_not_found",

@@ -9,7 +9,7 @@ use super::http::{Format, Outbound};
 use super::keepalive;
 use super::log::LogLine;
 use super::proxy::Gateway;
-use super::render::{error_response, json_response, ALL_FAILED};
+use super::render::{error_response, json_response};
 use super::request::read_chat;
 use super::responses;
 use super::sse;
@@ -17,6 +17,7 @@ use crate::chat::ChatRequest;
 use crate::engine::client::{CallOptions, Reply};
 use crate::engine::store::BreakerStore;
 use crate::engine::stream::ChatStream;
+use crate::error::Error;
 use crate::format::responses::Echo;
 use crate::format::{anthropic, openai};
 use crate::platform::{Body, Headers, Platform};
@@ -62,7 +63,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             .chat_asked(format, request, opts, lookup.as_ref(), echo.clone(), log)
             .await;
         let stale = lookup.and_then(|l| l.stale);
-        if let Some(stored) = stale.filter(|_| log.error == Some(ALL_FAILED)) {
+        if let Some(stored) = stale.filter(|_| log.error == Some(Error::ALL_FAILED)) {
             // Every entry failed: the answer past its TTL is better than
             // the error. The log line keeps the failures in its trail.
             log.error = None;

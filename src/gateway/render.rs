@@ -18,10 +18,6 @@ pub(super) fn too_large(format: Format, limit: usize) -> Outbound {
     )
 }
 
-/// The code of [`Error::AllProvidersFailed`]: every entry of the route
-/// failed (breakers open and the deadline spent included).
-pub(super) const ALL_FAILED: &str = "all_providers_failed";
-
 /// A chain error in the client's format answering `status`, with `Retry-After` when known.
 pub(super) fn render_error_as(format: Format, e: &Error, status: u16) -> Outbound {
     let (message, code) = match e {
