@@ -42,13 +42,47 @@ pub(crate) struct CallSpans {
     pub(crate) committed: Option<(UnixMillis, usize)>,
 }
 
+/// What a traced call's answer said of itself (the gateway's and the
+/// client's spans alike).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AnswerFacts {
+    pub(crate) model: Option<String>,
+    pub(crate) id: Option<String>,
+    pub(crate) finish_reason: Option<String>,
+    /// Its `gen_ai.output.messages`, when contents are recorded.
+    pub(crate) output: Option<String>,
+}
+
+impl AnswerFacts {
+    /// What the whole answer `r` says: its model, the provider's id of it
+    /// and why it stopped.
+    pub(crate) fn of(r: &ChatResponse) -> AnswerFacts {
+        AnswerFacts {
+            model: Some(r.model.clone()).filter(|m| !m.is_empty()),
+            id: r.raw.as_ref().and_then(|raw| genai::response_id(raw.get())),
+            finish_reason: r
+                .finish_reason
+                .as_ref()
+                .map(|f| finish_reason_name(f).to_string()),
+            output: None,
+        }
+    }
+
+    /// The facts as a span takes them.
+    pub(crate) fn view(&self) -> Answered<'_> {
+        Answered {
+            model: self.model.as_deref(),
+            id: self.id.as_deref(),
+            finish_reason: self.finish_reason.as_deref(),
+            output: self.output.as_deref(),
+        }
+    }
+}
+
 /// How a call ended.
 pub(crate) struct CallEnd<'a> {
     pub(crate) attempts: &'a [Attempt],
-    /// The answer, for a whole one.
-    pub(crate) response: Option<&'a ChatResponse>,
-    /// The model that answered, for a stream.
-    pub(crate) model: Option<&'a str>,
+    pub(crate) answer: AnswerFacts,
     pub(crate) error: Option<&'a Error>,
 }
 
@@ -58,14 +92,12 @@ impl<'a> CallEnd<'a> {
         match result {
             Ok(reply) => CallEnd {
                 attempts: &reply.attempts,
-                response: Some(&reply.response),
-                model: None,
+                answer: AnswerFacts::of(&reply.response),
                 error: None,
             },
             Err(e) => CallEnd {
                 attempts: e.attempts(),
-                response: None,
-                model: None,
+                answer: AnswerFacts::default(),
                 error: Some(e),
             },
         }
@@ -100,19 +132,6 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
 
     /// Hands the spans of a call that ended as `end` says to the hook.
     pub(crate) fn end_spans(&self, spans: CallSpans, end: CallEnd<'_>) {
-        let r = end.response;
-        let id = r.and_then(|r| genai::response_id(r.raw.as_ref()?.get()));
-        let answer = Answered {
-            model: r
-                .map(|r| r.model.as_str())
-                .or(end.model)
-                .filter(|m| !m.is_empty()),
-            id: id.as_deref(),
-            finish_reason: r
-                .and_then(|r| r.finish_reason.as_ref())
-                .map(finish_reason_name),
-            output: None,
-        };
         let req = genai::Request {
             trace: &spans.trace,
             parent: spans.parent,
@@ -122,7 +141,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             start: spans.start,
             end: self.core.platform.now(),
             attempts: end.attempts,
-            answer,
+            answer: end.answer.view(),
             committed: spans.committed,
             cache: None,
             error: end.error.map(Error::code),

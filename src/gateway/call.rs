@@ -3,7 +3,7 @@
 //! and the answer's log fields and headers, with an error in the client's
 //! format. The body is read first ([`super::body`]).
 
-use super::traced::AnswerFacts;
+use crate::engine::spans::AnswerFacts;
 use std::time::Duration;
 
 use super::http::{Format, Outbound};
@@ -60,19 +60,7 @@ impl Answered for Reply {
         Some(out)
     }
     fn facts(&self) -> AnswerFacts {
-        let r = &self.response;
-        AnswerFacts {
-            model: Some(r.model.clone()).filter(|m| !m.is_empty()),
-            id: r
-                .raw
-                .as_ref()
-                .and_then(|raw| crate::trace::genai::response_id(raw.get())),
-            finish_reason: r
-                .finish_reason
-                .as_ref()
-                .map(|f| crate::format::openai::finish_reason_name(f).to_string()),
-            output: None,
-        }
+        AnswerFacts::of(&self.response)
     }
 }
 

@@ -4,8 +4,9 @@ use serde::Serialize;
 
 use super::http::{Format, Outbound};
 use super::render::to_json_text;
-use super::traced::{AnswerFacts, Traced};
+use super::traced::Traced;
 use crate::chat::Usage;
+use crate::engine::spans::AnswerFacts;
 use crate::error::{discarded_usage, Attempt, AttemptOutcome, ErrorKind};
 use crate::platform::UnixMillis;
 use crate::policy::price::{Bill, Cost, Prices};

@@ -38,27 +38,6 @@ pub(super) struct Traced {
     pub(super) input: Option<String>,
 }
 
-/// What a traced request's answer said of itself.
-#[derive(Debug, Clone, Default)]
-pub(super) struct AnswerFacts {
-    pub(super) model: Option<String>,
-    pub(super) id: Option<String>,
-    pub(super) finish_reason: Option<String>,
-    /// Its `gen_ai.output.messages`, when contents are recorded.
-    pub(super) output: Option<String>,
-}
-
-impl AnswerFacts {
-    fn view(&self) -> Answered<'_> {
-        Answered {
-            model: self.model.as_deref(),
-            id: self.id.as_deref(),
-            finish_reason: self.finish_reason.as_deref(),
-            output: self.output.as_deref(),
-        }
-    }
-}
-
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// The trace of a `operation` request with `headers`, named in `log`
     /// (and, when its spans are exported and it is sampled, marked to be

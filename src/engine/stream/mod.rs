@@ -23,7 +23,7 @@ use crate::engine::cursor::Cursor;
 use crate::engine::idle::idle_read;
 use crate::engine::pace::{is_late, wait_limit, Gate, Pace};
 use crate::engine::route::{Entry, Keyed, ServedBy};
-use crate::engine::spans::{CallEnd, CallSpans};
+use crate::engine::spans::{AnswerFacts, CallEnd, CallSpans};
 use crate::engine::store::BreakerStore;
 use crate::engine::timeout::timeout;
 use crate::error::{Attempt, AttemptBreaker, Error, ErrorKind, ProviderError};
@@ -291,11 +291,13 @@ where
         let Some(spans) = self.spans.take() else {
             return;
         };
-        let model = self.sent.served_by.as_ref().map(|s| s.model.as_str());
+        let answer = AnswerFacts {
+            model: self.sent.served_by.as_ref().map(|s| s.model.clone()),
+            ..AnswerFacts::default()
+        };
         let end = CallEnd {
             attempts: error.map_or(&self.walk.run.attempts, Error::attempts),
-            response: None,
-            model,
+            answer,
             error,
         };
         self.client.end_spans(spans, end);
