@@ -16,7 +16,7 @@ use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::trace::v1::{span::SpanKind, Span};
 use prost::Message;
 use resilient_llm::gateway::{Gateway, Inbound, Outbound, Piece, Setup};
-use resilient_llm::testing::{block_on, hang, reply, FakePlatform};
+use resilient_llm::testing::{block_on, hang, reply, FakePlatform, Reply};
 use resilient_llm::{Body, Headers, MemoryStore};
 use serde_json::{json, Value};
 
@@ -81,6 +81,29 @@ fn openai_ok() -> String {
     json!({ "id": "x", "model": "gpt", "choices": [{ "index": 0, "finish_reason": "stop",
             "message": { "role": "assistant", "content": "ok" } }] })
     .to_string()
+}
+
+/// An OpenAI stream from `model` of `parts`, one chunk each, then its
+/// finish and `[DONE]`.
+fn openai_sse(model: &str, parts: &[&str]) -> Reply {
+    let chunk = |delta: Value, finish: Option<&str>| {
+        let c = json!({ "id": "c1", "model": model,
+                        "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }] });
+        format!("data: {c}\n\n")
+    };
+    let mut events: Vec<String> = parts
+        .iter()
+        .enumerate()
+        .map(|(i, text)| match i {
+            0 => chunk(json!({ "role": "assistant", "content": text }), None),
+            _ => chunk(json!({ "content": text }), None),
+        })
+        .collect();
+    events.push(chunk(json!({}), Some("stop")));
+    events.push("data: [DONE]\n\n".to_string());
+    reply(200)
+        .header("content-type", "text/event-stream")
+        .chunks(events)
 }
 
 /// The answer, its body (a stream read to its end) and its last log line.
@@ -275,22 +298,7 @@ fn a_failover_is_one_server_span_and_an_attempt_span_per_attempt_under_it() {
 #[test]
 fn a_stream_ends_its_spans_at_its_end() {
     let p = FakePlatform::new();
-    let chunk = |c: Value| format!("data: {c}\n\n");
-    let events = vec![
-        chunk(
-            json!({ "id": "c1", "model": "gpt-live", "choices": [{ "index": 0,
-              "delta": { "role": "assistant", "content": "hi" }, "finish_reason": null }] }),
-        ),
-        chunk(
-            json!({ "id": "c1", "model": "gpt-live", "choices": [{ "index": 0,
-              "delta": {}, "finish_reason": "stop" }] }),
-        ),
-        "data: [DONE]\n\n".to_string(),
-    ];
-    let sse = reply(200)
-        .header("content-type", "text/event-stream")
-        .chunks(events)
-        .chunk_delay(std::time::Duration::from_millis(40));
+    let sse = openai_sse("gpt-live", &["hi"]).chunk_delay(std::time::Duration::from_millis(40));
     p.script("https://primary.test", [sse]);
     p.script(COLLECTOR, [reply(200)]);
     let g = gateway(&p);
@@ -474,21 +482,7 @@ fn contents_are_recorded_only_when_the_configuration_says_so() {
 #[test]
 fn a_streams_recorded_output_is_the_text_it_gave() {
     let p = FakePlatform::new();
-    let chunk = |c: Value| format!("data: {c}\n\n");
-    let events = vec![
-        chunk(
-            json!({ "id": "c1", "model": "gpt", "choices": [{ "index": 0,
-              "delta": { "role": "assistant", "content": "hel" }, "finish_reason": null }] }),
-        ),
-        chunk(
-            json!({ "id": "c1", "model": "gpt", "choices": [{ "index": 0,
-              "delta": { "content": "lo" }, "finish_reason": "stop" }] }),
-        ),
-        "data: [DONE]\n\n".to_string(),
-    ];
-    let sse = reply(200)
-        .header("content-type", "text/event-stream")
-        .chunks(events);
+    let sse = openai_sse("gpt", &["hel", "lo"]);
     p.script("https://primary.test", [sse]);
     p.script(COLLECTOR, [reply(200)]);
     let g = capturing(&p);
