@@ -102,6 +102,7 @@ pub use engine::cost::{CostPolicy, FleetHold, ModelCost, RouteCost, SpendHealth,
 pub use engine::endpoint::{EmbeddingModel, EndpointCall, EndpointReply};
 pub use engine::hedge::{HedgeAfter, HedgePolicy};
 pub use engine::key::{breaker_key, provider_of};
+pub use engine::span_hook::LiveSpans;
 pub use engine::store::{BreakerStore, MemoryStore};
 pub use engine::stream::ChatStream;
 pub use engine::timeout::timeout;

@@ -2,8 +2,9 @@
 //! platform: a traced call's spans handed over once it is over — its own
 //! internal span under the caller's, one client span per attempt under it
 //! whose id is the one its `traceparent` named — for a failed-over whole
-//! answer, a stream (at its end, with its commit point) and a call that
-//! failed; nothing for an untraced or unsampled call.
+//! answer, a stream (at its end, with its commit point; when dropped, if
+//! its reader left) and a call that failed; nothing for an untraced or
+//! unsampled call.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -185,6 +186,32 @@ fn a_stream_hands_over_its_spans_at_its_end() {
         Some(&Value::from("ok"))
     );
     assert_eq!(sent(&p), [attempt.span_id.to_string()]);
+}
+
+#[test]
+fn a_stream_its_reader_leaves_hands_over_its_spans_when_dropped() {
+    let p = FakePlatform::new();
+    let chunk = |c: serde_json::Value| format!("data: {c}\n\n");
+    let events = vec![
+        chunk(json!({ "id": "c1", "model": "m1", "choices": [{ "index": 0,
+              "delta": { "role": "assistant", "content": "hi" }, "finish_reason": null }] })),
+        chunk(json!({ "id": "c1", "model": "m1", "choices": [{ "index": 0,
+              "delta": { "content": " there" }, "finish_reason": null }] })),
+    ];
+    let sse = reply(200)
+        .header("content-type", "text/event-stream")
+        .chunks(events)
+        .chunk_delay(std::time::Duration::from_millis(30));
+    p.script("https://first.test", [sse]);
+    let (c, seen) = client(&p);
+    let mut stream = c.stream(traced(PARENT), CallOptions::default()).unwrap();
+    block_on(&p, async { stream.next().await.expect("an item").unwrap() });
+    assert!(seen.borrow().is_empty());
+    drop(stream);
+    let seen = seen.borrow();
+    assert_eq!(seen.len(), 1, "handed over when dropped");
+    assert_eq!(seen[0][0].name, "chat default");
+    assert_eq!(seen[0][0].status, Status::Unset, "leaving is not an error");
 }
 
 #[test]

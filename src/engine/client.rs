@@ -25,7 +25,8 @@ use crate::engine::hedge::HedgePolicy;
 use crate::engine::key::BreakerKeys;
 use crate::engine::route::Step;
 pub use crate::engine::route::{CallOptions, Entry, Policy, Reply, ServedBy};
-use crate::engine::spans::{CallEnd, SpanHook};
+use crate::engine::span_hook::{LiveSpans, SpanHook};
+use crate::engine::spans::CallEnd;
 use crate::engine::store::{BreakerStore, MemoryStore};
 use crate::engine::stream::ChatStream;
 use crate::error::Error;
@@ -115,7 +116,17 @@ impl<P: Platform> ClientBuilder<P> {
     /// span first (under the caller's), then one per attempt, in the
     /// OpenTelemetry GenAI conventions (docs/tracing.md).
     pub fn on_spans(mut self, hook: impl Fn(Vec<Span>) + 'static) -> Self {
-        self.span_hook = Some(Rc::new(hook));
+        self.span_hook = Some(SpanHook::Finished(Rc::new(hook)));
+        self
+    }
+
+    /// Has `tracer` open and close traced calls' spans live
+    /// ([`LiveSpans`]), for a tracer that picks span ids itself (the npm
+    /// package's OpenTelemetry bridge, `src/js/spans.rs`): the sampled
+    /// trace a call is given names the call's own span, already open;
+    /// each attempt's span is opened by `tracer` as it starts.
+    pub fn live_spans(mut self, tracer: Rc<dyn LiveSpans>) -> Self {
+        self.span_hook = Some(SpanHook::Live(tracer));
         self
     }
 
@@ -173,13 +184,13 @@ impl<P: Platform> ClientBuilder<P> {
                 observer: self.observer,
                 cost: Rc::new(cost),
                 pools: RefCell::default(),
+                span_hook: self.span_hook,
             },
             routes: self.routes,
             default_route: self.default_route,
             hedges: self.hedges,
             quality: self.quality,
             key_tiers: self.key_tiers,
-            span_hook: self.span_hook,
         }
     }
 
@@ -504,9 +515,17 @@ where
     /// A stream of the answer to `req` from `client`. Nothing is sent until
     /// the first [`ChatStream::next`].
     pub fn open(client: C, mut req: ChatRequest, opts: CallOptions) -> Result<Self, Error> {
-        let walk = client.walk(&req, &opts)?.into_owned();
-        let hedge = client.hedge_for(&req, &opts);
         let spans = client.begin_spans(&mut req, &opts);
+        let walk = match client.walk(&req, &opts) {
+            Ok(walk) => walk.into_owned(),
+            Err(e) => {
+                if let Some(spans) = spans {
+                    client.end_spans(spans, CallEnd::failed(&e));
+                }
+                return Err(e);
+            }
+        };
+        let hedge = client.hedge_for(&req, &opts);
         let req = ChatRequest {
             stream: true,
             ..req

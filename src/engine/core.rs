@@ -19,6 +19,7 @@ use crate::engine::hedge::HedgePolicy;
 use crate::engine::key::BreakerKeys;
 use crate::engine::order::RateLimited;
 use crate::engine::route::{Entry, Keyed, Policy};
+use crate::engine::span_hook::SpanHook;
 use crate::engine::store::{BreakerStore, MemoryStore};
 use crate::error::{Attempt, AttemptOutcome, ProviderError};
 use crate::event::{Event, Observer};
@@ -51,8 +52,6 @@ pub struct Client<P: Platform, S: BreakerStore = MemoryStore> {
     pub(super) quality: BTreeMap<String, Quality>,
     /// Providers with several keys, each as the tier of its upstreams.
     pub(super) key_tiers: BTreeMap<String, Vec<Entry>>,
-    /// Receives traced calls' spans ([`crate::engine::spans`]).
-    pub(super) span_hook: Option<crate::engine::spans::SpanHook>,
 }
 
 /// A client's request-independent state, which every walk reads.
@@ -80,6 +79,8 @@ pub(crate) struct Core<P: Platform, S: BreakerStore> {
     /// What each breaker key's provider last said of its rate-limit pools
     /// (bounded like the breakers: keys of the configuration only).
     pub(super) pools: RefCell<Pools>,
+    /// Receives traced calls' spans ([`crate::engine::spans`]).
+    pub(super) span_hook: Option<SpanHook>,
 }
 
 /// A breaker's change of state: from, to.
@@ -168,16 +169,23 @@ impl<P: Platform, S: BreakerStore> Core<P, S> {
     }
 
     /// The place in `trace` of an attempt about to start: a new span of
-    /// its own under the request's, if the request has a trace.
+    /// its own under the request's, if the request has a trace (opened by
+    /// the caller's tracer when it takes spans live).
     pub(super) fn attempt_trace<'t>(
         &self,
         trace: Option<&'t TraceParent>,
     ) -> Option<AttemptTrace<'t>> {
         let trace = trace?;
+        let live = match &self.span_hook {
+            Some(SpanHook::Live(live)) if trace.flags.is_sampled() => {
+                live.open(trace, self.platform.now())
+            }
+            _ => None,
+        };
         let random = || self.platform.random();
         Some(AttemptTrace {
             trace,
-            span: crate::trace::new_span_id(&random),
+            span: live.unwrap_or_else(|| crate::trace::new_span_id(&random)),
         })
     }
 

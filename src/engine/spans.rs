@@ -9,27 +9,32 @@
 //! hook, which exports them as it likes: an OTLP body
 //! (`resilient_llm::trace::otlp`, feature `otlp`), the `opentelemetry`
 //! SDK's exporter, a log. A call without a trace, or not sampled, costs
-//! nothing; a stream dropped before its end hands nothing over. Message
+//! nothing; a stream dropped before its end hands over its spans then,
+//! with the attempts recorded by then. Message
 //! contents are not recorded here: the caller has them.
 //!
+//! A caller whose own tracer picks span ids (the npm package's
+//! OpenTelemetry bridge, `src/js/spans.rs`) takes the spans live instead
+//! ([`LiveSpans`]): the trace it hands a call names the call's own span,
+//! already open; each attempt's span is opened by it when the attempt
+//! starts, so the id the attempt's `traceparent` names is its tracer's;
+//! at the call's end it closes them with what they recorded, and a call
+//! dropped before its end (an aborted call) is released unclosed.
+//!
 //! [`ClientBuilder::on_spans`]: crate::ClientBuilder::on_spans
-
-use std::rc::Rc;
 
 use opentelemetry::trace::SpanId;
 
 use crate::chat::{ChatRequest, ChatResponse};
 use crate::engine::core::Client;
 use crate::engine::route::{CallOptions, Reply};
+use crate::engine::span_hook::SpanHook;
 use crate::engine::store::BreakerStore;
 use crate::error::{Attempt, Error};
 use crate::format::openai::finish_reason_name;
 use crate::platform::{Platform, UnixMillis};
 use crate::trace::genai::{self, Answered};
-use crate::trace::{new_span_id, Span, TraceParent};
-
-/// Receives each traced call's spans, the call's own first.
-pub(crate) type SpanHook = Rc<dyn Fn(Vec<Span>)>;
+use crate::trace::{new_span_id, TraceParent};
 
 /// A call whose spans are recorded: its context under its own span.
 pub(crate) struct CallSpans {
@@ -40,6 +45,18 @@ pub(crate) struct CallSpans {
     route: Option<String>,
     /// A stream's commit point, and the attempts made by then.
     pub(crate) committed: Option<(UnixMillis, usize)>,
+    /// Whether its spans were handed over (or closed).
+    ended: bool,
+}
+
+impl Drop for CallSpans {
+    /// A live call dropped before its end is released unclosed, so its
+    /// tracer's spans do not stay open.
+    fn drop(&mut self) {
+        if let (false, SpanHook::Live(live)) = (self.ended, &self.hook) {
+            live.release(&self.trace);
+        }
+    }
 }
 
 /// What a traced call's answer said of itself (the gateway's and the
@@ -95,11 +112,16 @@ impl<'a> CallEnd<'a> {
                 answer: AnswerFacts::of(&reply.response),
                 error: None,
             },
-            Err(e) => CallEnd {
-                attempts: e.attempts(),
-                answer: AnswerFacts::default(),
-                error: Some(e),
-            },
+            Err(e) => CallEnd::failed(e),
+        }
+    }
+
+    /// The end of a call that failed with `e`.
+    pub(crate) fn failed(e: &'a Error) -> Self {
+        CallEnd {
+            attempts: e.attempts(),
+            answer: AnswerFacts::default(),
+            error: Some(e),
         }
     }
 }
@@ -113,25 +135,35 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         req: &mut ChatRequest,
         opts: &CallOptions,
     ) -> Option<CallSpans> {
-        let hook = self.span_hook.as_ref()?;
+        let hook = self.core.span_hook.as_ref()?;
         let caller = req.trace.as_ref().filter(|t| t.flags.is_sampled())?;
-        let random = || self.core.platform.random();
-        let trace = caller.under(new_span_id(&random));
-        let parent = caller.parent_id;
+        let (trace, parent) = match hook {
+            // The caller's span is the call's own, open in its tracer.
+            SpanHook::Live(live) => {
+                live.hold(caller);
+                (caller.clone(), SpanId::INVALID)
+            }
+            SpanHook::Finished(_) => {
+                let random = || self.core.platform.random();
+                (caller.under(new_span_id(&random)), caller.parent_id)
+            }
+        };
         let route = self.route_name(req, opts).map(str::to_string);
         req.trace = Some(trace.clone());
         Some(CallSpans {
-            hook: Rc::clone(hook),
+            hook: hook.clone(),
             trace,
             parent,
             start: self.core.platform.now(),
             route,
             committed: None,
+            ended: false,
         })
     }
 
     /// Hands the spans of a call that ended as `end` says to the hook.
-    pub(crate) fn end_spans(&self, spans: CallSpans, end: CallEnd<'_>) {
+    pub(crate) fn end_spans(&self, mut spans: CallSpans, end: CallEnd<'_>) {
+        spans.ended = true;
         let req = genai::Request {
             trace: &spans.trace,
             parent: spans.parent,
@@ -147,6 +179,10 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             error: end.error.map(Error::code),
             input: None,
         };
-        (spans.hook)(genai::spans(&req, &|id| self.peer(id)));
+        let list = genai::spans(&req, &|id| self.peer(id));
+        match &spans.hook {
+            SpanHook::Finished(hook) => hook(list),
+            SpanHook::Live(live) => live.close(list),
+        }
     }
 }

@@ -61,20 +61,24 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             trace.flags = TraceFlags::default(); // providers see it is not kept
         }
         log.trace_id = Some(trace.trace_id.to_string());
-        let under = trace.under(new_span_id(&random));
-        if keep == Some(true) {
-            log.traced = Some(Traced {
-                trace: under.clone(),
-                parent,
-                start: self.client.platform().now(),
-                operation,
-                content: self
-                    .exporter
-                    .as_ref()
-                    .is_some_and(|e| e.policy().capture_content),
-                input: None,
-            });
+        if keep != Some(true) {
+            // Not recorded: no span of its own, so the attempts' spans sit
+            // under the caller's (in the npm package, the call's span its
+            // tracer opened), not under one no tracer holds.
+            return trace;
         }
+        let under = trace.under(new_span_id(&random));
+        log.traced = Some(Traced {
+            trace: under.clone(),
+            parent,
+            start: self.client.platform().now(),
+            operation,
+            content: self
+                .exporter
+                .as_ref()
+                .is_some_and(|e| e.policy().capture_content),
+            input: None,
+        });
         under
     }
 

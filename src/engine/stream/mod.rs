@@ -710,9 +710,22 @@ where
     S: BreakerStore,
 {
     /// A stream dropped mid-attempt (the caller went away) aborts its
-    /// request by dropping the body, and gives its permit back.
+    /// request by dropping the body, and gives its permit back; its spans
+    /// end, with the attempts recorded by then.
     fn drop(&mut self) {
         self.release_permit();
+        if let Some(spans) = self.spans.take() {
+            let answer = AnswerFacts {
+                model: self.sent.served_by.as_ref().map(|s| s.model.clone()),
+                ..AnswerFacts::default()
+            };
+            let end = CallEnd {
+                attempts: &self.walk.run.attempts,
+                answer,
+                error: None,
+            };
+            self.client.end_spans(spans, end);
+        }
     }
 }
 
