@@ -8,6 +8,7 @@
 #   pkg/browser.mjs   browsers, web workers, bundlers: fetches the wasm beside it (top-level await)
 #   pkg/workerd.mjs   Cloudflare Workers: the wasm imported as a WebAssembly.Module
 #   pkg/ai-sdk.*      the Vercel AI SDK provider (`resilient-llm/ai-sdk`)
+#   pkg/opentelemetry.*  the bridge to the app's OpenTelemetry tracer (`resilient-llm/opentelemetry`)
 #   pkg/index.d.ts    the types of every entry; package.json with the `exports` map choosing one
 #   README.md, LICENSE-MIT, LICENSE-APACHE
 #
@@ -65,7 +66,7 @@ log "wasm-pack build --target web, opt-level $OPT → $OUT/wasm"
 # The package.json, README, licenses and .gitignore are this script's to write, at the package's root.
 rm -f "$OUT/wasm/package.json" "$OUT/wasm/README.md" "$OUT/wasm/.gitignore" "$OUT"/wasm/LICENSE-*
 
-cp "$ROOT"/npm/{facade.mjs,node.mjs,browser.mjs,workerd.mjs,ai-sdk.mjs,ai-sdk.d.ts,README.md} "$OUT/"
+cp "$ROOT"/npm/{facade.mjs,node.mjs,browser.mjs,workerd.mjs,ai-sdk.mjs,ai-sdk.d.ts,opentelemetry.mjs,opentelemetry.d.ts,README.md} "$OUT/"
 cp "$ROOT"/LICENSE-MIT "$ROOT"/LICENSE-APACHE "$OUT/"
 # CommonJS entries: bundled, so the ES module glue needs no require(esm) (Node < 20.19). Its
 # `import.meta.url` only serves the default init path, which these entries never take.
@@ -75,6 +76,9 @@ cp "$ROOT/npm/node-cjs.cjs" "$OUT/node-cjs.cjs"
 rm "$OUT/node-cjs.cjs"
 "$ESBUILD" "$OUT/ai-sdk.mjs" --bundle --platform=neutral --format=cjs --log-level=warning \
   --outfile="$OUT/ai-sdk.cjs"
+# The app's own @opentelemetry/api stays external: the bridge must use the one its tracer uses.
+"$ESBUILD" "$OUT/opentelemetry.mjs" --bundle --platform=neutral --format=cjs --log-level=warning \
+  --external:@opentelemetry/api --outfile="$OUT/opentelemetry.cjs"
 
 node - "$ROOT" "$OUT" <<'JS'
 const fs = require("node:fs");
@@ -109,6 +113,10 @@ const header = "// The types of every entry (node, browser, workerd): the same e
 fs.writeFileSync(path.join(out, "index.d.ts"), header + own);
 fs.writeFileSync(path.join(out, "index.d.cts"), header + own);
 fs.copyFileSync(path.join(out, "ai-sdk.d.ts"), path.join(out, "ai-sdk.d.cts"));
+fs.writeFileSync(
+  path.join(out, "opentelemetry.d.cts"),
+  fs.readFileSync(path.join(out, "opentelemetry.d.ts"), "utf8").replace('from "./index.js"', 'from "./index.cjs"'),
+);
 
 const cargo = fs.readFileSync(path.join(root, "Cargo.toml"), "utf8");
 const field = (k) => (cargo.match(new RegExp(`^${k} = "([^"]*)"`, "m")) || [])[1];
@@ -135,6 +143,10 @@ const pkg = {
       import: { types: "./ai-sdk.d.ts", default: "./ai-sdk.mjs" },
       require: { types: "./ai-sdk.d.cts", default: "./ai-sdk.cjs" },
     },
+    "./opentelemetry": {
+      import: { types: "./opentelemetry.d.ts", default: "./opentelemetry.mjs" },
+      require: { types: "./opentelemetry.d.cts", default: "./opentelemetry.cjs" },
+    },
     "./wasm": "./wasm/resilient_llm_bg.wasm",
     "./package.json": "./package.json",
   },
@@ -142,7 +154,7 @@ const pkg = {
   module: "./browser.mjs",
   browser: "./browser.mjs",
   types: "./index.d.ts",
-  typesVersions: { "*": { "ai-sdk": ["./ai-sdk.d.ts"] } },
+  typesVersions: { "*": { "ai-sdk": ["./ai-sdk.d.ts"], opentelemetry: ["./opentelemetry.d.ts"] } },
   files: [
     "wasm/",
     "*.mjs",
@@ -158,9 +170,10 @@ const pkg = {
   // itself needs Node 22): optional, but an `ai` 6 is refused at install instead of failing
   // at the first call (UnsupportedModelVersionError).
   engines: { node: ">=18" },
-  peerDependencies: { ai: "^7.0.0" },
-  peerDependenciesMeta: { ai: { optional: true } },
-  keywords: ["llm", "circuit-breaker", "retry", "failover", "openai", "anthropic", "ai-sdk", "wasm"],
+  // `resilient-llm/opentelemetry` imports the app's @opentelemetry/api: optional too.
+  peerDependencies: { ai: "^7.0.0", "@opentelemetry/api": "^1.1.0" },
+  peerDependenciesMeta: { ai: { optional: true }, "@opentelemetry/api": { optional: true } },
+  keywords: ["llm", "circuit-breaker", "retry", "failover", "openai", "anthropic", "ai-sdk", "opentelemetry", "wasm"],
 };
 const repo = field("repository");
 if (repo) pkg.repository = repo;

@@ -3,10 +3,12 @@
 //! `options.providers`.
 
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use crate::cache::{CacheBounds, CachePolicy};
 use crate::config::{Config, ConfigError, ConfigIssue, EntryConfig};
 use crate::engine::client::Client;
+use crate::engine::span_hook::LiveSpans;
 use crate::event::Observer;
 use crate::js::validate::JsCheck;
 use crate::provider::Upstream;
@@ -30,6 +32,7 @@ pub(crate) fn build_client(
     customs: Vec<(String, String, Upstream)>,
     checks: Vec<(String, JsCheck)>,
     observer: Option<Observer>,
+    tracer: Option<Rc<dyn LiveSpans>>,
 ) -> Result<Built, ConfigError> {
     let mut cfg = Config::parse(json)?;
     if cfg.routes.is_empty() && !customs.is_empty() {
@@ -62,6 +65,9 @@ pub(crate) fn build_client(
     let mut builder = validated.into_builder(WebPlatform::new(), extra);
     if let Some(o) = observer {
         builder = builder.observer(o);
+    }
+    if let Some(t) = tracer {
+        builder = builder.live_spans(t);
     }
     let mut issues = Vec::new();
     for (route, check) in checks {

@@ -12,11 +12,13 @@ use js_sys::{Function, Promise, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::{future_to_promise, JsFuture};
 
+use super::spans::{Begun, JsTracer};
 use super::Aborted;
 use crate::engine::store::MemoryStore;
 use crate::engine::timeout::timeout;
 use crate::gateway::{self, Inbound, Piece, PieceStream};
-use crate::platform::Body;
+use crate::platform::{Body, Headers};
+use crate::trace::TraceParent;
 use crate::web::{self, WebPlatform};
 
 /// The gateway over a `ResilientClient`'s client, without gateway auth:
@@ -35,11 +37,27 @@ extern "C" {
 #[wasm_bindgen(skip_typescript)]
 pub struct Server {
     gateway: Rc<Gateway>,
+    /// `options.tracing`, which opens each request's call span.
+    tracer: Option<Rc<JsTracer>>,
 }
 
 impl Server {
-    pub(crate) fn new(gateway: Rc<Gateway>) -> Self {
-        Server { gateway }
+    pub(crate) fn new(gateway: Rc<Gateway>, tracer: Option<Rc<JsTracer>>) -> Self {
+        Server { gateway, tracer }
+    }
+
+    /// Opens the call span of a request with `headers` under the
+    /// `traceparent` its SDK sent (or the app's active span) and has the
+    /// request carry it instead.
+    fn begin_span(&self, headers: &mut Headers) -> Option<Begun> {
+        let tracer = self.tracer.as_ref()?;
+        let begun = tracer.begin(TraceParent::from_headers(headers).as_ref())?;
+        headers.insert("traceparent", begun.trace.header_for(begun.trace.parent_id));
+        // Its tracestate is the one it inherited from the SDK's, if any.
+        if let Some(state) = begun.trace.state_header() {
+            headers.insert("tracestate", state);
+        }
+        Some(begun)
     }
 }
 
@@ -51,13 +69,16 @@ impl Server {
     /// before the answer starts, as `fetch` does.
     pub fn serve(&self, request: web_sys::Request) -> Promise {
         let gateway = Rc::clone(&self.gateway);
+        let mut headers = web::headers_named(&request.headers(), gateway::REQUEST_HEADERS);
+        let span = self.begin_span(&mut headers);
         future_to_promise(async move {
+            // Held until the answer's head: a streamed answer's is the engine's.
+            let _span = span;
             let signal = request.signal();
             if signal.aborted() {
                 return Err(signal.reason());
             }
             let served = async {
-                let headers = web::headers_named(&request.headers(), gateway::REQUEST_HEADERS);
                 let path = gateway::url_path(&request.url()).to_string();
                 let body = read_body(&request).await?;
                 let inbound = Inbound {

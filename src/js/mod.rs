@@ -32,6 +32,7 @@ mod provider;
 mod request;
 mod shapes;
 mod simulate;
+mod spans;
 mod stream;
 mod thrown;
 mod validate;
@@ -51,6 +52,7 @@ use web_sys::AbortSignal;
 use crate::cache::{AnswerStore, MemoryCache, ResponseCache};
 use crate::config::{ConfigError, ConfigIssue};
 use crate::engine::client::{CallOptions, Client};
+use crate::engine::span_hook::LiveSpans;
 use crate::engine::timeout::timeout;
 use crate::event::{Event, Observer};
 use crate::provider::Upstream;
@@ -85,6 +87,8 @@ pub struct ResilientClient {
     /// when no route caches.
     cache: Option<Rc<ResponseCache>>,
     exhaustion: Exhaustion,
+    /// `options.tracing`: the app's OpenTelemetry tracer, through its bridge.
+    tracer: Option<Rc<spans::JsTracer>>,
 }
 
 /// The event hooks of `options`.
@@ -217,6 +221,7 @@ impl ResilientClient {
         let customs = read_providers(&options, &mut issues);
         let checks = validate::read(&options, &mut issues);
         let hooks = Hooks::read(&options, &mut issues);
+        let tracer = spans::JsTracer::read(&options, &mut issues);
         let exhaustion = match prop(&options, "unwrapSingleProvider") {
             v if v.is_undefined() || v.is_null() || v == JsValue::FALSE => Exhaustion::Aggregate,
             v if v == JsValue::TRUE => Exhaustion::UnwrapSingle,
@@ -243,7 +248,8 @@ impl ResilientClient {
                 "{}".to_string()
             }),
         };
-        let built = config::build_client(&json, customs, checks, hooks.map(Hooks::observer));
+        let live = tracer.clone().map(|t| t as Rc<dyn LiveSpans>);
+        let built = config::build_client(&json, customs, checks, hooks.map(Hooks::observer), live);
         if let (Ok(built), Some(_)) = (&built, &store) {
             if built.cache.is_empty() {
                 issues.push(ConfigIssue::new(
@@ -274,6 +280,7 @@ impl ResilientClient {
                     inner,
                     cache,
                     exhaustion,
+                    tracer,
                 })
             }
             Ok(_) => Err(errors::config_error(&ConfigError { issues })),
@@ -301,12 +308,13 @@ impl ResilientClient {
     ) -> Promise {
         let client = Rc::clone(&self.inner);
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
-        let parsed = Self::call_args(&request, &options);
+        let parsed = self.call_args(&request, &options);
         let controls = cached::controls(&options);
         let cache = self.cache.clone();
         let exhaustion = self.exhaustion;
         future_to_promise(async move {
-            let (req, opts, signal) = parsed?;
+            // The call's span (if traced) is released when its answer is.
+            let (req, opts, signal, _span) = parsed?;
             let controls = controls?;
             let call = async {
                 match &cache {
@@ -361,7 +369,7 @@ impl ResilientClient {
         #[wasm_bindgen(unchecked_optional_param_type = "StreamOptions")] options: Option<Object>,
     ) -> Result<JsValue, JsValue> {
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
-        let (req, opts, signal) = Self::call_args(&request, &options)?;
+        let (req, opts, signal, span) = self.call_args(&request, &options)?;
         if !prop(&options, "cache").is_undefined() {
             return Err(errors::client_error(
                 "invalid_request",
@@ -381,10 +389,8 @@ impl ResilientClient {
                 .map_err(|e| errors::call_error(&e, self.exhaustion))?;
             stream::Source::Live(Box::new(s))
         };
-        Ok(stream::iterable(
-            stream::StreamHandle::new(source, signal, self.exhaustion).into(),
-            &options,
-        ))
+        let handle = stream::StreamHandle::new(source, signal, self.exhaustion).holding(span);
+        Ok(stream::iterable(handle.into(), &options))
     }
 
     /// A `fetch`-compatible function answering OpenAI Chat Completions
@@ -395,7 +401,8 @@ impl ResilientClient {
     /// it to an official SDK as its `fetch`; the URL's host is not used.
     #[wasm_bindgen(getter, unchecked_return_type = "typeof fetch")]
     pub fn fetch(&self) -> Function {
-        fetch::make_fetch(fetch::Server::new(Rc::clone(&self.gateway)).into())
+        let server = fetch::Server::new(Rc::clone(&self.gateway), self.tracer.clone());
+        fetch::make_fetch(server.into())
     }
 
     /// Every provider's health: breaker state, error rate, latency
@@ -425,10 +432,18 @@ pub fn create_fetch(
     Ok(ResilientClient::new(config, options)?.fetch())
 }
 
-type CallArgs = (crate::chat::ChatRequest, CallOptions, Option<AbortSignal>);
+type CallArgs = (
+    crate::chat::ChatRequest,
+    CallOptions,
+    Option<AbortSignal>,
+    Option<spans::Begun>,
+);
 
 impl ResilientClient {
-    fn call_args(request: &JsValue, options: &JsValue) -> Result<CallArgs, JsValue> {
+    /// The request, its options, its signal and, when `options.tracing`
+    /// records it, the call's span (opened here, in the caller's turn, so
+    /// under the app's active span).
+    fn call_args(&self, request: &JsValue, options: &JsValue) -> Result<CallArgs, JsValue> {
         let mut req = convert::read_request(request).map_err(|e| {
             let detail: Vec<String> = e.issues.iter().map(|i| i.to_string()).collect();
             errors::client_error(
@@ -439,7 +454,14 @@ impl ResilientClient {
         })?;
         let (opts, signal) = Self::call_options(options)?;
         req.trace = Self::trace_option(options)?;
-        Ok((req, opts, signal))
+        let span = self
+            .tracer
+            .as_ref()
+            .and_then(|t| t.begin(req.trace.as_ref()));
+        if let Some(span) = &span {
+            req.trace = Some(span.trace.clone());
+        }
+        Ok((req, opts, signal, span))
     }
 
     /// `options.traceparent` (and `options.tracestate`): the caller's span,

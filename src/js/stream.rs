@@ -12,6 +12,7 @@ use web_sys::AbortSignal;
 
 use super::errors::{self, Exhaustion};
 use super::judged::Judged;
+use super::spans::Begun;
 use super::Aborted;
 use crate::chat::Delta;
 use crate::engine::client::Client;
@@ -69,6 +70,8 @@ pub struct StreamHandle {
     slot: Rc<RefCell<Slot>>,
     signal: Option<AbortSignal>,
     exhaustion: Exhaustion,
+    /// The call's span (`options.tracing`), released with the handle.
+    _span: Option<Begun>,
 }
 
 impl StreamHandle {
@@ -77,6 +80,15 @@ impl StreamHandle {
             slot: Rc::new(RefCell::new(Slot::Ready(source))),
             signal,
             exhaustion,
+            _span: None,
+        }
+    }
+
+    /// Holds the call's span (`options.tracing`) as long as the stream.
+    pub(crate) fn holding(self, span: Option<Begun>) -> Self {
+        StreamHandle {
+            _span: span,
+            ..self
         }
     }
 }

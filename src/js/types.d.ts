@@ -908,6 +908,22 @@ export interface ClientOptions {
    * `limits.cacheMaxEntries` and `limits.cacheMaxBytes`).
    */
   cacheStore?: CacheStore;
+  /**
+   * The calls' spans in the app's own OpenTelemetry tracer: `openTelemetry()` from
+   * `resilient-llm/opentelemetry` (which needs `@opentelemetry/api`). Each `chat()`, `stream()`
+   * and `fetch` request then has a span under the app's active span (or `options.traceparent`)
+   * and one per attempt under it, whose id is the `traceparent` its provider gets.
+   */
+  tracing?: TracingBridge;
+}
+
+/** What `openTelemetry()` returns: the client calls it; its methods are not an API of their own. */
+export interface TracingBridge {
+  begin(parent?: unknown): unknown;
+  hold(traceId: string, spanId: string): void;
+  open(traceId: string, parentId: string, startTime: number): string | undefined;
+  close(spans: unknown[]): void;
+  release(traceId: string, spanId: string): void;
 }
 
 /**

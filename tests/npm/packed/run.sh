@@ -4,7 +4,8 @@
 # optional peer), then an ES module, a CommonJS, an ES module bundled to CommonJS (esbuild) and
 # a TypeScript program (tsc --strict with the default lib) run on Node, worker.mjs in workerd
 # through the package's workerd entry, and page.html (with a module web worker) in headless
-# Chromium (skipped with RESILIENT_LLM_NO_BROWSER=1).
+# Chromium (skipped with RESILIENT_LLM_NO_BROWSER=1), where resilient-llm/opentelemetry hands a
+# call's spans to the page's OpenTelemetry tracer.
 #
 # Usage: tests/npm/packed/run.sh PKG_DIR WORK_DIR
 # TypeScript, esbuild, Miniflare and Node 22 (for Miniflare) come from $RESILIENT_LLM_ROOT/node_modules
@@ -27,17 +28,20 @@ tarball=$(cd "$WORK" && npm pack "$PKG" --pack-destination "$WORK" --silent | ta
 echo "-- $tarball"
 listing=$(tar -tzf "$WORK/$tarball")
 for f in package.json README.md LICENSE-MIT LICENSE-APACHE node.mjs node.cjs browser.mjs workerd.mjs \
-  index.d.ts index.d.cts ai-sdk.mjs ai-sdk.cjs ai-sdk.d.ts wasm/resilient_llm_bg.wasm wasm/resilient_llm.js; do
+  index.d.ts index.d.cts ai-sdk.mjs ai-sdk.cjs ai-sdk.d.ts opentelemetry.mjs opentelemetry.cjs \
+  opentelemetry.d.ts opentelemetry.d.cts wasm/resilient_llm_bg.wasm wasm/resilient_llm.js; do
   grep -qx "package/$f" <<<"$listing" || fail "$f is not in the tarball"
 done
 # The package's own README: nothing of the repository's Worker or benchmarks.
 tar -xzOf "$WORK/$tarball" package/README.md | grep -qiE 'cargo bench|wrangler\.toml|scripts/' && fail "the packed README is the repository's"
 
 # resilient-llm/ai-sdk needs `ai` 7: declared, so that npm refuses an `ai` 6 rather than the
-# first call failing (UnsupportedModelVersionError); optional, so nothing else installs it.
+# first call failing (UnsupportedModelVersionError); optional, so nothing else installs it. The
+# same for resilient-llm/opentelemetry's @opentelemetry/api.
 tar -xzOf "$WORK/$tarball" package/package.json | node -e '
   const p = JSON.parse(require("node:fs").readFileSync(0, "utf8"));
-  const ok = p.peerDependencies?.ai === "^7.0.0" && p.peerDependenciesMeta?.ai?.optional === true
+  const otel = p.peerDependenciesMeta?.["@opentelemetry/api"]?.optional === true && p.peerDependencies?.["@opentelemetry/api"];
+  const ok = p.peerDependencies?.ai === "^7.0.0" && p.peerDependenciesMeta?.ai?.optional === true && otel
     && p.engines?.node === ">=18" && Object.keys(p.dependencies ?? {}).length === 0;
   if (!ok) { console.error("packed: package.json peers/engines:", p.peerDependencies, p.peerDependenciesMeta, p.engines); process.exit(1); }'
 
@@ -72,6 +76,7 @@ timeout 120 "$NODE22" "$HERE/workerd.mjs" "$WORK/app" "$NODE_MODULES/miniflare/d
 if [[ ${RESILIENT_LLM_NO_BROWSER:-0} == 1 ]]; then
   echo "-- browser page skipped"
 else
-  echo "-- page.html in headless Chromium"
+  echo "-- page.html in headless Chromium (with the OpenTelemetry JS SDK, bundled as an app's bundler would)"
+  "$ESBUILD" "$HERE/otel-entry.mjs" --bundle --format=esm --platform=browser --log-level=error --outfile=otel.mjs
   timeout 120 node "$HERE/browser.mjs" "$WORK/app"
 fi
