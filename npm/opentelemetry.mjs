@@ -50,7 +50,7 @@ export function openTelemetry(options = {}) {
   };
 
   return {
-    /** A call starts: its span under `parent` (a SpanContext) or the active span; its context. */
+    /** A call starts: its span under `parent` (a SpanContext) or the active span; its W3C context. */
     begin(parent) {
       const t = tracerOf();
       const ctx = parent ? trace.setSpanContext(context.active(), remote(parent)) : context.active();
@@ -65,7 +65,8 @@ export function openTelemetry(options = {}) {
         const [oldest, call] = calls.entries().next().value;
         endAll(oldest, call);
       }
-      return { traceId: sc.traceId, spanId: sc.spanId, traceFlags: sc.traceFlags, traceState: sc.traceState?.serialize() };
+      const flags = (sc.traceFlags & 0xff).toString(16).padStart(2, "0");
+      return { traceparent: `00-${sc.traceId}-${sc.spanId}-${flags}`, tracestate: sc.traceState?.serialize() || undefined };
     },
     /** The engine holds the call while it runs. */
     hold(_traceId, spanId) {

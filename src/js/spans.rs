@@ -20,7 +20,7 @@
 use std::rc::Rc;
 
 use js_sys::{Array, Function, Object, Reflect, JSON};
-use opentelemetry::trace::{SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState};
+use opentelemetry::trace::{SpanId, SpanKind, Status};
 use opentelemetry::{Array as Values, KeyValue, Value};
 use serde_json::{json, Map, Value as Json};
 use wasm_bindgen::prelude::*;
@@ -28,7 +28,7 @@ use wasm_bindgen::prelude::*;
 use crate::config::ConfigIssue;
 use crate::engine::span_hook::LiveSpans;
 use crate::js::errors::prop;
-use crate::platform::UnixMillis;
+use crate::platform::{Headers, UnixMillis};
 use crate::trace::{Span, TraceParent};
 
 /// The bridge's functions.
@@ -146,24 +146,15 @@ fn context(t: &TraceParent) -> JsValue {
     o.into()
 }
 
-/// The context of the span `begin` opened, if it opened one to record.
+/// The context of the span `begin` opened (`{ traceparent, tracestate }`),
+/// if it opened one to record.
 fn from_context(v: &JsValue) -> Option<TraceParent> {
-    let text = |k: &str| prop(v, k).as_string();
-    let trace_id = TraceId::from_hex(&text("traceId")?).ok()?;
-    let parent_id = SpanId::from_hex(&text("spanId")?).ok()?;
-    let flags = TraceFlags::new(prop(v, "traceFlags").as_f64()? as u8);
-    if trace_id == TraceId::INVALID || parent_id == SpanId::INVALID || !flags.is_sampled() {
-        return None;
+    let mut headers = Headers::new();
+    headers.insert("traceparent", prop(v, "traceparent").as_string()?);
+    if let Some(state) = prop(v, "tracestate").as_string() {
+        headers.insert("tracestate", state);
     }
-    let state = text("traceState")
-        .and_then(|s| s.parse::<TraceState>().ok())
-        .unwrap_or_default();
-    Some(TraceParent {
-        trace_id,
-        parent_id,
-        flags,
-        state,
-    })
+    TraceParent::from_headers(&headers).filter(|t| t.flags.is_sampled())
 }
 
 /// A finished span as the bridge takes it.
