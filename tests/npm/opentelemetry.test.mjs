@@ -4,7 +4,7 @@
 // client span per attempt under it whose id is the `traceparent` the provider got, the GenAI
 // attributes and events the client recorded, a stream's spans at its end or when its reader
 // leaves, `client.fetch` through the official `openai` SDK; nothing without a registered tracer
-// or for an unsampled trace.
+// or for an unsampled trace; the bound on calls open at once.
 import assert from "node:assert/strict";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -146,6 +146,20 @@ test("options.traceparent is the call span's parent; an unsampled one is passed 
   await client.chat(ask, { traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00" });
   assert.deepEqual(finished(), []);
   assert.ok(mock.received("p").every((r) => r.headers.traceparent?.endsWith("-00")));
+});
+
+test("maxOpenCalls bounds the calls whose spans are open: beyond it the oldest's end", async () => {
+  const bounded = new ResilientClient(
+    { providers: { p: { kind: "openai-compatible", preset: "custom", baseUrl: mock.providerUrl("p") } }, routes: { default: [{ provider: "p", model: "m" }] } },
+    { tracing: openTelemetry({ maxOpenCalls: 1 }) },
+  );
+  const first = bounded.stream(ask); // opened, never read
+  assert.deepEqual(finished(), []);
+  const second = bounded.stream(ask);
+  assert.equal(finished().length, 1, "the first call's span ended when the second opened");
+  await first.return();
+  await second.return();
+  assert.throws(() => openTelemetry({ maxOpenCalls: 0 }), /maxOpenCalls must be a positive integer/);
 });
 
 test("a bad tracing option is a ConfigError; without a registered tracer nothing is opened", async () => {
