@@ -64,6 +64,9 @@ log "examples (the package installed as resilient-llm)"
 EX=$WORK/examples
 mkdir -p "$EX/node_modules"
 ln -s "$PKG" "$EX/node_modules/resilient-llm"
+# resilient-llm/opentelemetry's optional peer, installed as an app that traces has it.
+mkdir -p "$EX/node_modules/@opentelemetry"
+ln -s "$NODE_MODULES/@opentelemetry/api" "$EX/node_modules/@opentelemetry/api"
 printf '{ "type": "module", "private": true }\n' >"$EX/package.json"
 cp "$ROOT"/examples/node/*.mjs "$EX/"
 cp -r "$ROOT/examples/ts" "$EX/ts"
