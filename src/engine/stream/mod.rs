@@ -288,6 +288,12 @@ where
         if !(self.done && self.sent.out.is_empty()) && error.is_none() {
             return;
         }
+        self.hand_over_spans(error);
+    }
+
+    /// Hands the stream's spans over, if it still holds them: at its end
+    /// (with its `error`, if it ended in one), or when dropped before it.
+    fn hand_over_spans(&mut self, error: Option<&Error>) {
         let Some(spans) = self.spans.take() else {
             return;
         };
@@ -714,18 +720,7 @@ where
     /// end, with the attempts recorded by then.
     fn drop(&mut self) {
         self.release_permit();
-        if let Some(spans) = self.spans.take() {
-            let answer = AnswerFacts {
-                model: self.sent.served_by.as_ref().map(|s| s.model.clone()),
-                ..AnswerFacts::default()
-            };
-            let end = CallEnd {
-                attempts: &self.walk.run.attempts,
-                answer,
-                error: None,
-            };
-            self.client.end_spans(spans, end);
-        }
+        self.hand_over_spans(None);
     }
 }
 
