@@ -359,6 +359,30 @@ fn ceil_millis(d: Duration) -> u64 {
     u64::try_from(ms).unwrap_or(u64::MAX)
 }
 
+/// `ms` as Go's `time.Duration.String()` writes it: `0s`, `20ms`, `1.5s`,
+/// `6m0s`, `1h2m3.5s` (fractions of a second without trailing zeros).
+pub(crate) fn write_go_duration(ms: u64) -> String {
+    if ms == 0 {
+        return "0s".into();
+    }
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let (h, m) = (ms / 3_600_000, ms / 60_000 % 60);
+    let (s, frac) = (ms / 1000 % 60, ms % 1000);
+    let mut secs = s.to_string();
+    if frac > 0 {
+        let digits = format!("{frac:03}");
+        secs.push('.');
+        secs.push_str(digits.trim_end_matches('0'));
+    }
+    match (h, m) {
+        (0, 0) => format!("{secs}s"),
+        (0, m) => format!("{m}m{secs}s"),
+        (h, m) => format!("{h}h{m}m{secs}s"),
+    }
+}
+
 /// Longest duration read, in seconds (some 30 years): past it a value is
 /// taken for garbage, not a reset.
 const MAX_SECS: f64 = 1e9;

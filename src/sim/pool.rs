@@ -16,6 +16,7 @@ use time::OffsetDateTime;
 
 use super::scenario::PoolModel;
 use crate::platform::{Headers, UnixMillis};
+use crate::policy::pool::write_go_duration;
 
 /// A minute, in ms: what a per-minute limit refills over.
 const MINUTE_MS: u64 = 60_000;
@@ -141,7 +142,7 @@ impl Pool {
             );
             headers.insert(
                 &format!("x-ratelimit-reset-{name}"),
-                go_duration(b.until_full()),
+                write_go_duration(b.until_full()),
             );
         }
     }
@@ -177,30 +178,6 @@ fn rfc3339(secs: u64) -> Option<String> {
         .ok()
 }
 
-/// `ms` as Go's `time.Duration.String()` writes it: `0s`, `20ms`, `1.5s`,
-/// `6m0s`, `1h2m3.5s` (fractions of a second without trailing zeros).
-fn go_duration(ms: u64) -> String {
-    if ms == 0 {
-        return "0s".into();
-    }
-    if ms < 1000 {
-        return format!("{ms}ms");
-    }
-    let (h, m) = (ms / 3_600_000, ms / 60_000 % 60);
-    let (s, frac) = (ms / 1000 % 60, ms % 1000);
-    let mut secs = s.to_string();
-    if frac > 0 {
-        let digits = format!("{frac:03}");
-        secs.push('.');
-        secs.push_str(digits.trim_end_matches('0'));
-    }
-    match (h, m) {
-        (0, 0) => format!("{secs}s"),
-        (0, m) => format!("{m}m{secs}s"),
-        (h, m) => format!("{h}h{m}m{secs}s"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,24 +188,6 @@ mod tests {
             requests_per_minute: rpm,
             tokens_per_minute: tpm,
         })
-    }
-
-    #[test]
-    fn go_durations_are_written_as_go_writes_them() {
-        let cases = [
-            (0, "0s"),
-            (20, "20ms"),
-            (999, "999ms"),
-            (1000, "1s"),
-            (1500, "1.5s"),
-            (7660, "7.66s"),
-            (360_000, "6m0s"),
-            (90_500, "1m30.5s"),
-            (3_723_500, "1h2m3.5s"),
-        ];
-        for (ms, text) in cases {
-            assert_eq!(go_duration(ms), text, "{ms} ms");
-        }
     }
 
     #[test]

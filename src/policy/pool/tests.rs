@@ -368,6 +368,24 @@ fn no_pool_headers_no_reading() {
 }
 
 #[test]
+fn go_durations_are_written_as_go_writes_them() {
+    let cases = [
+        (0, "0s"),
+        (20, "20ms"),
+        (999, "999ms"),
+        (1000, "1s"),
+        (1500, "1.5s"),
+        (7660, "7.66s"),
+        (360_000, "6m0s"),
+        (90_500, "1m30.5s"),
+        (3_723_500, "1h2m3.5s"),
+    ];
+    for (ms, text) in cases {
+        assert_eq!(write_go_duration(ms), text, "{ms} ms");
+    }
+}
+
+#[test]
 fn go_durations_in_every_form_openai_sends() {
     let ms = |v: &str| go_duration(v).map(ceil_millis);
     assert_eq!(ms("6m0s"), Some(360_000));
