@@ -12,5 +12,6 @@ pub(crate) mod pool;
 pub(crate) mod price;
 pub(crate) mod spend;
 pub(crate) mod stats;
+pub(crate) mod tenant;
 pub(crate) mod timeouts;
 pub(crate) mod window;
