@@ -17,6 +17,7 @@
 
 mod breaker;
 mod cache;
+pub(crate) mod clients;
 mod cost;
 pub(crate) mod embeddings;
 mod hedge;

@@ -153,6 +153,9 @@ pub(crate) struct GatewayConfig {
     /// warning on every start.
     #[serde(default)]
     pub(crate) allow_unauthenticated: bool,
+    /// Named clients, each with its keys, routes and limits.
+    #[serde(default)]
+    pub(crate) clients: Vec<super::clients::ClientConfig>,
 }
 
 /// One entry of a route.

@@ -39,6 +39,8 @@ pub struct Validated {
     pub cache_bounds: crate::cache::CacheBounds,
     /// Where spans are exported (`tracing.export`), if anywhere.
     pub trace_export: Option<crate::trace::export::ExportPolicy>,
+    /// The gateway's named clients (`gateway.clients`).
+    pub(crate) clients: Vec<super::clients::ClientSpec>,
 }
 
 /// The policies a configuration validates into.
@@ -257,6 +259,13 @@ impl Config {
         let quality = quality::build(&self.quality, &routes, &mut issues.0);
         let caches = cache::policies(&self.cache, &|r| routes.contains_key(r), &mut issues);
         let cache_bounds = cache::bounds(&self.limits, &mut issues);
+        let clients = super::clients::clients(
+            &self.gateway.clients,
+            &self.gateway.client_keys_env,
+            &|r| routes.contains_key(r),
+            !cost.prices.is_empty(),
+            &mut issues,
+        );
         let trace_export = self
             .tracing
             .export
@@ -282,6 +291,7 @@ impl Config {
             cache: caches,
             cache_bounds,
             trace_export,
+            clients,
         })
     }
 }
