@@ -43,7 +43,8 @@ node --test --test-concurrency=1 tests/e2e/worker.test.mjs tests/e2e/stream.test
   tests/e2e/trust-streamcut.test.mjs \
   tests/e2e/trust-spend.test.mjs tests/e2e/trust-vertex-reauth.test.mjs tests/e2e/trust-slowbody.test.mjs \
   tests/e2e/trust-metrics.test.mjs tests/e2e/capacity.test.mjs tests/e2e/fleet-relays.test.mjs \
-  tests/e2e/fleet-spend-relays.test.mjs tests/e2e/cache.test.mjs tests/e2e/trace.test.mjs
+  tests/e2e/fleet-spend-relays.test.mjs tests/e2e/cache.test.mjs tests/e2e/trace.test.mjs \
+  tests/e2e/tenants.test.mjs
 
 step "chaos soak, short (scripts/soak.sh --long is docs/worker.md's run)"
 scripts/soak.sh --short --no-build

@@ -1,4 +1,5 @@
-//! Gateway auth: the client keys accepted, compared in constant time.
+//! Gateway auth: the client keys accepted, compared in constant time, and
+//! the client each belongs to.
 
 use crate::config::Secret;
 use crate::platform::Headers;
@@ -6,7 +7,10 @@ use crate::platform::Headers;
 /// Gateway auth: the client keys accepted, or the explicit opt-out.
 #[derive(Clone)]
 pub struct Auth {
-    keys: Vec<Secret>,
+    /// Each key, and the index of its client in the gateway's clients.
+    keys: Vec<(Secret, usize)>,
+    /// Every key, in the order of `keys`.
+    secrets: Vec<Secret>,
     open: bool,
 }
 
@@ -20,15 +24,25 @@ impl std::fmt::Debug for Auth {
 }
 
 impl Auth {
-    /// Accepts any of `keys`.
+    /// Accepts any of `keys`, all of one client.
     pub fn keys(keys: Vec<Secret>) -> Self {
-        Auth { keys, open: false }
+        Self::clients(keys.into_iter().map(|k| (k, 0)).collect())
+    }
+
+    /// Accepts any of `keys`, each of the client at its index.
+    pub(crate) fn clients(keys: Vec<(Secret, usize)>) -> Self {
+        Auth {
+            secrets: keys.iter().map(|(k, _)| k.clone()).collect(),
+            keys,
+            open: false,
+        }
     }
 
     /// Accepts every request. For local demos only.
     pub fn open() -> Self {
         Auth {
             keys: Vec::new(),
+            secrets: Vec::new(),
             open: true,
         }
     }
@@ -55,11 +69,16 @@ impl Auth {
     /// Whether `candidate` is an accepted key, compared in constant time
     /// with every key.
     pub fn accepts(&self, candidate: &str) -> bool {
-        let mut ok = self.open;
-        for key in &self.keys {
-            ok |= ct_eq(candidate.as_bytes(), key.expose().as_bytes());
-        }
-        ok
+        self.open || self.find(candidate).is_some()
+    }
+
+    /// The index of the client a request's key belongs to (the bearer's,
+    /// else `x-api-key`'s), compared in constant time like
+    /// [`Auth::check`]; `None` without an accepted key, and always when
+    /// auth is switched off.
+    pub(crate) fn client_of(&self, headers: &Headers) -> Option<usize> {
+        let [bearer, header] = offered(headers).map(|c| c.and_then(|c| self.position(c)));
+        bearer.or(header).map(|i| self.keys[i].1)
     }
 
     /// The accepted key a request was let in with (the bearer's, else
@@ -71,16 +90,22 @@ impl Auth {
 
     /// The keys accepted.
     pub(super) fn secrets(&self) -> &[Secret] {
-        &self.keys
+        &self.secrets
     }
 
     /// The accepted key `candidate` is, compared in constant time with
     /// every key.
     pub(super) fn find(&self, candidate: &str) -> Option<&Secret> {
+        self.position(candidate).map(|i| &self.secrets[i])
+    }
+
+    /// Where `candidate` is among the keys, compared in constant time with
+    /// every one.
+    fn position(&self, candidate: &str) -> Option<usize> {
         let mut found = None;
-        for key in &self.keys {
+        for (i, key) in self.secrets.iter().enumerate() {
             if ct_eq(candidate.as_bytes(), key.expose().as_bytes()) {
-                found = Some(key);
+                found = Some(i);
             }
         }
         found
@@ -131,5 +156,24 @@ mod tests {
         assert!(!auth.check(&h("authorization", "k1")));
         assert!(!auth.check(&h("x-api-key", "k3")));
         assert!(!Auth::keys(vec![]).check(&h("x-api-key", "")));
+    }
+
+    #[test]
+    fn a_key_names_its_client_and_the_bearer_comes_first() {
+        let auth = Auth::clients(vec![
+            (Secret::new("a1"), 0),
+            (Secret::new("b1"), 1),
+            (Secret::new("a2"), 0),
+        ]);
+        let h = |pairs: &[(&str, &str)]| pairs.iter().copied().collect::<Headers>();
+        assert_eq!(
+            auth.client_of(&h(&[("authorization", "Bearer a2")])),
+            Some(0)
+        );
+        assert_eq!(auth.client_of(&h(&[("x-api-key", "b1")])), Some(1));
+        let both = h(&[("authorization", "Bearer b1"), ("x-api-key", "a1")]);
+        assert_eq!(auth.client_of(&both), Some(1));
+        assert_eq!(auth.client_of(&h(&[("x-api-key", "c1")])), None);
+        assert_eq!(Auth::open().client_of(&h(&[("x-api-key", "a1")])), None);
     }
 }

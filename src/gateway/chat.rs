@@ -13,6 +13,7 @@ use super::render::{error_response, json_response};
 use super::request::read_chat;
 use super::responses;
 use super::sse;
+use super::tenants::{tokens_of, Tenant, Ticket};
 use crate::chat::ChatRequest;
 use crate::engine::client::{CallOptions, Reply};
 use crate::engine::store::BreakerStore;
@@ -21,19 +22,29 @@ use crate::error::Error;
 use crate::format::responses::Echo;
 use crate::format::{anthropic, openai};
 use crate::platform::{Body, Headers, Platform};
+use crate::policy::cheapest::expected_usage;
 use crate::policy::price::Cost;
-use crate::trace::TraceParent;
+
+/// What an answer keeps with it while it is asked: the cache entry it
+/// may be stored under, the Responses request it echoes, and the client's
+/// ticket, which a stream takes with it to settle at its end.
+struct Keep<'a> {
+    lookup: Option<&'a Lookup>,
+    echo: Option<Echo>,
+    ticket: &'a mut Option<Ticket>,
+}
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
-    /// A chat request, its attempts in `trace` ([`Gateway::trace_of`]).
+    /// A chat request, its attempts traced ([`Gateway::trace_of`]).
     pub(super) async fn chat(
         &self,
         format: Format,
         headers: &Headers,
         body: Body,
-        trace: TraceParent,
+        client: Option<&Rc<Tenant>>,
         log: &mut LogLine<'_>,
     ) -> Outbound {
+        let trace = self.trace_of("chat", headers, log);
         let read = |bytes: &[u8]| read_chat(format, bytes, headers);
         let mut request = match self.read_request(format, headers, body, log, read).await {
             Ok(r) => r,
@@ -51,16 +62,36 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 .get("x-hedge")
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case("off")),
         };
+        let tokens = client
+            .filter(|t| t.limits.tokens_per_minute.is_some())
+            .map_or(0, |_| tokens_of(Some(&expected_usage(&request))));
+        let route = self.client.route_name(&request, &opts);
+        let mut ticket = match self.admit(client, route, tokens, format, log) {
+            Ok(ticket) => ticket,
+            Err(out) => return out,
+        };
         let echo = responses::echo(format, &request);
         let mut lookup = self.cache_lookup(format, &request, &opts, headers, log);
         let include_usage = request.stream.then(|| request.wants_usage());
         if let Some(lookup) = lookup.as_mut() {
             if let Some(hit) = self.cache_find(lookup).await {
-                return self.serve_stored(format, hit, Served::Hit, include_usage, echo, log);
+                let mut out = self.serve_stored(format, hit, Served::Hit, include_usage, echo, log);
+                self.settle(client, ticket, log, &mut out);
+                return out;
             }
         }
         let mut out = self
-            .chat_asked(format, request, opts, lookup.as_ref(), echo.clone(), log)
+            .chat_asked(
+                format,
+                request,
+                opts,
+                Keep {
+                    lookup: lookup.as_ref(),
+                    echo: echo.clone(),
+                    ticket: &mut ticket,
+                },
+                log,
+            )
             .await;
         let stale = lookup.and_then(|l| l.stale);
         if let Some(stored) = stale.filter(|_| log.error == Some(Error::ALL_FAILED)) {
@@ -72,29 +103,29 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             out = self.serve_stored(format, stored, Served::Stale, include_usage, echo, log);
         }
         cache_header(log, &mut out);
+        self.settle(client, ticket, log, &mut out);
         out
     }
 
     /// `request` asked of the route's providers: whole, streamed, or
     /// buffered whole for a stream. A whole answer is stored under
-    /// `lookup`, when there is one.
+    /// `keep.lookup`, when there is one.
     async fn chat_asked(
         &self,
         format: Format,
         request: ChatRequest,
         opts: CallOptions,
-        lookup: Option<&Lookup>,
-        echo: Option<Echo>,
+        keep: Keep<'_>,
         log: &mut LogLine<'_>,
     ) -> Outbound {
-        if request.stream && self.buffers_stream(&request, &opts) {
+        let buffered = request.stream && self.buffers_stream(&request, &opts);
+        if request.stream && !buffered {
+            return self.chat_stream(format, request, opts, keep, log).await;
+        }
+        let Keep { lookup, echo, .. } = keep;
+        if buffered {
             return self
                 .chat_buffered(format, request, opts, echo, lookup, log)
-                .await;
-        }
-        if request.stream {
-            return self
-                .chat_stream(format, request, opts, lookup, echo, log)
                 .await;
         }
         let result = self.client.chat_with(request, opts).await;
@@ -114,10 +145,14 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         format: Format,
         request: ChatRequest,
         opts: CallOptions,
-        lookup: Option<&Lookup>,
-        echo: Option<Echo>,
+        keep: Keep<'_>,
         log: &mut LogLine<'_>,
     ) -> Outbound {
+        let Keep {
+            lookup,
+            echo,
+            ticket,
+        } = keep;
         let started = self.client.platform().now();
         let include_usage = request.wants_usage();
         let mut outlets = sse::Outlets {
@@ -125,6 +160,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             record: self.stream_recorder(format, lookup),
             stale: None,
             trace: None,
+            ticket: None,
         };
         log.stream = true;
         let mut stream = match ChatStream::open(Rc::clone(&self.client), request, opts) {
@@ -159,6 +195,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 });
                 log.cache_deferred = outlets.stale.is_some();
                 outlets.trace = self.trace_end(log);
+                outlets.ticket = ticket.take();
                 let then = keepalive::answer(
                     format,
                     log.request_id.to_string(),
@@ -201,6 +238,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 );
                 let headers = sse_headers();
                 outlets.trace = self.trace_end(log);
+                outlets.ticket = ticket.take();
                 let body = sse::body(
                     stream,
                     encoder,

@@ -26,7 +26,13 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         } = req;
         let start = self.client.platform().now();
         let request_id = request_id(&headers, self.client.platform());
+        let client = self
+            .auth
+            .client_of(&headers)
+            .and_then(|i| self.tenants.get(i))
+            .cloned();
         let mut log = LogLine {
+            client: client.as_ref().map(|t| &*t.name),
             request_id: &request_id,
             method: Some(&method),
             path: &path,
@@ -73,7 +79,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             Route::Status => html_response(401, status::login_page(None)),
             Route::StatusData if self.signed_in(&headers) => self.status(false).await,
             Route::StatusLogin => self.login(&headers, body, &mut log).await,
-            _ if !self.auth.check(&headers) => {
+            _ if client.is_none() && !self.auth.is_open() => {
                 log.error = Some("unauthorized");
                 error_response(
                     format,
@@ -89,13 +95,12 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             Route::Models => json_response(200, &models::list(self.client.routes(), format)),
             Route::Model => self.model(format, &path),
             Route::Call(e) => {
-                let trace = self.trace_of(e.name(), &headers, &mut log);
-                self.endpoint(e, format, &headers, body, trace, &mut log)
+                self.endpoint(e, format, &headers, body, client.as_ref(), &mut log)
                     .await
             }
             Route::Chat(format) => {
-                let trace = self.trace_of("chat", &headers, &mut log);
-                self.chat(format, &headers, body, trace, &mut log).await
+                self.chat(format, &headers, body, client.as_ref(), &mut log)
+                    .await
             }
         };
         if let Some(id) = &log.trace_id {

@@ -4,17 +4,19 @@
 //! breakers, retries and deadline, and the answering provider's body
 //! returned as it came (its usage as the provider reported it).
 
+use std::rc::Rc;
+
 use super::call::{answer, asked_deadline};
 use super::http::{Format, Outbound};
 use super::log::LogLine;
 use super::proxy::Gateway;
+use super::tenants::Tenant;
 use crate::chat::Endpoint;
 use crate::engine::client::CallOptions;
 use crate::engine::endpoint::EndpointCall;
 use crate::engine::store::BreakerStore;
 use crate::format::endpoints::read_endpoint;
 use crate::platform::{Body, Headers, Platform};
-use crate::trace::TraceParent;
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// Answers a request to `endpoint`, in `format` (the endpoint's own,
@@ -25,9 +27,10 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         format: Format,
         headers: &Headers,
         body: Body,
-        trace: TraceParent,
+        client: Option<&Rc<Tenant>>,
         log: &mut LogLine<'_>,
     ) -> Outbound {
+        let trace = self.trace_of(endpoint.name(), headers, log);
         let read = |bytes: &[u8]| read_endpoint(endpoint, bytes);
         let call = match self.read_request(format, headers, body, log, read).await {
             Ok(body) => EndpointCall::new(endpoint, body)
@@ -41,8 +44,13 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             deadline: asked_deadline(headers),
             ..CallOptions::default()
         };
+        let route = self.client.name_of(call.model.as_deref(), &opts);
+        let ticket = match self.admit(client, route, 0, format, log) {
+            Ok(ticket) => ticket,
+            Err(out) => return out,
+        };
         let result = self.client.call(&call, opts).await;
-        answer(format, self.caller_holds_keys, result, log, |reply, _| {
+        let mut out = answer(format, self.caller_holds_keys, result, log, |reply, _| {
             let mut headers = Headers::new();
             headers.insert("content-type", "application/json");
             Outbound {
@@ -52,6 +60,8 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 stream: None,
                 log: String::new(),
             }
-        })
+        });
+        self.settle(client, ticket, log, &mut out);
+        out
     }
 }

@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use super::client_status;
 use super::http::Outbound;
 use super::metrics;
 use super::proxy::Gateway;
@@ -22,6 +23,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         let now = self.client.platform().now();
         let mut body = status::StatusBody::new(now, &health, &changes, &fleet);
         body.cache = self.cache_status();
+        body.clients = self.client_rows();
         if html {
             html_response(200, status::page(&body))
         } else {
@@ -54,6 +56,9 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// `GET /metrics`.
     pub(super) async fn metrics_page(&self) -> Outbound {
         let fleet = self.fleet_journals().await;
+        if !self.auth.is_open() {
+            self.metrics.clients.follow(&self.tenants);
+        }
         let mut headers = Headers::new();
         headers.insert("content-type", metrics::CONTENT_TYPE);
         Outbound {
@@ -73,6 +78,14 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         }
     }
 
+    /// The named clients' rows (none when auth is off: no request has one).
+    fn client_rows(&self) -> Vec<client_status::ClientStatus> {
+        if self.auth.is_open() {
+            return Vec::new();
+        }
+        client_status::rows(&self.tenants, self.client.platform().now())
+    }
+
     /// `GET /health`.
     pub(super) fn health(&self) -> Outbound {
         let providers = self.client.health();
@@ -83,6 +96,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             time: self.client.platform().now(),
             costs: self.client.cost_totals(),
             spend: self.client.spend(),
+            clients: self.client_rows(),
         };
         json_response(200, &body)
     }
@@ -91,6 +105,9 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
 /// `GET /health`'s answer.
 #[derive(Serialize)]
 struct HealthBody {
+    /// Each client: its limits, what it used and what was refused.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    clients: Vec<client_status::ClientStatus>,
     /// What each provider's model cost, from the usage reported.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     costs: Vec<crate::engine::cost::ModelCost>,

@@ -22,6 +22,9 @@ pub(super) struct LogLine<'a> {
     /// What the response cache did: `hit`, `miss`, `stale` or `bypass`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) cache: Option<&'static str>,
+    /// The named client whose key the request carried (never the key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) client: Option<&'a str>,
     /// What the attempts cost, where their usage and prices are known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) cost: Option<Bill>,
@@ -47,6 +50,10 @@ pub(super) struct LogLine<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(super) omitted: Vec<String>,
     pub(super) path: &'a str,
+    /// The client's limit that refused the request (`requests`, `tokens`,
+    /// `in_flight`, `spend`, or `route`: one it may not use).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) refused: Option<&'static str>,
     pub(super) request_id: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) route: Option<String>,

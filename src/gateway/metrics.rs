@@ -20,6 +20,7 @@ use prometheus_client::registry::Registry;
 
 use std::sync::atomic::AtomicU64;
 
+use super::client_status::ClientFamilies;
 use super::labels::{path_label, Known, Label};
 use super::log::{LogLine, Outcome};
 use crate::engine::cost::ModelCost;
@@ -114,6 +115,8 @@ pub(super) struct Metrics {
     trace_export_failures: Counter,
     /// What each provider's model last said of its rate-limit pools.
     pool: PoolGauges,
+    /// The named clients' series.
+    pub(super) clients: ClientFamilies,
     /// The wasm instance's linear memory.
     #[cfg(target_arch = "wasm32")]
     memory: Gauge,
@@ -143,6 +146,7 @@ impl Metrics {
             trace_spans: Family::default(),
             trace_export_failures: Counter::default(),
             pool: PoolGauges::default(),
+            clients: ClientFamilies::default(),
             #[cfg(target_arch = "wasm32")]
             memory: Gauge::default(),
         };
@@ -229,6 +233,7 @@ impl Metrics {
             m.trace_export_failures.clone(),
         );
         m.pool.register(r);
+        m.clients.register(r);
         #[cfg(target_arch = "wasm32")]
         r.register(
             "wasm_memory_bytes",
@@ -509,7 +514,7 @@ impl PoolGauges {
 /// Brings `counter` up to the object's `total`. A counter only grows: an
 /// object whose stored state was lost starts again from zero, and the
 /// counter waits until the object's total passes it.
-fn follow(counter: &Counter, total: u64) {
+pub(super) fn follow(counter: &Counter, total: u64) {
     let seen = counter.get();
     if total > seen {
         counter.inc_by(total - seen);

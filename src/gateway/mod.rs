@@ -10,6 +10,7 @@
 //! `{"error":{"message","type","param","code"}}`, Anthropic
 //! `{"type":"error","error":{"type","message"}}`. No input can panic.
 
+mod admit;
 mod auth;
 mod body;
 pub(crate) mod buffered;
@@ -17,6 +18,7 @@ mod cache;
 mod cache_status;
 mod call;
 mod chat;
+mod client_status;
 mod content;
 mod dispatch;
 mod endpoints;
@@ -43,6 +45,7 @@ mod session;
 mod setup;
 mod sse;
 mod status;
+mod tenants;
 mod traced;
 
 pub use auth::Auth;

@@ -13,6 +13,7 @@ use super::point::{DataPoint, PointSource};
 use super::session::Throttle;
 use super::sse::LogSink;
 use super::status::Changes;
+use super::tenants::Tenants;
 use crate::cache::{AnswerStore, CacheBounds, CachePolicy, MemoryCache};
 use crate::engine::client::Client;
 use crate::engine::store::BreakerStore;
@@ -35,6 +36,8 @@ pub struct Gateway<P: Platform, S: BreakerStore> {
     pub(super) answers: Answers,
     /// Where the requests' spans wait to be exported, when they are.
     pub(super) exporter: Option<Rc<Exporter>>,
+    /// The clients [`Auth`] finds keys of, with their limits.
+    pub(super) tenants: Tenants,
 }
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
@@ -70,7 +73,14 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 max_entry_bytes: 0,
             },
             exporter: None,
+            tenants: Tenants::default(),
         }
+    }
+
+    /// The clients `auth`'s keys name, with their limits.
+    pub(super) fn tenants(mut self, tenants: Tenants) -> Self {
+        self.tenants = tenants;
+        self
     }
 
     /// Records each request's spans for export under `policy`

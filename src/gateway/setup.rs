@@ -10,6 +10,8 @@ use super::http::{Format, Outbound};
 use super::log::{log_line, LogLine};
 use super::proxy::Gateway;
 use super::render::error_response;
+use super::tenants::{Tenant, Tenants};
+use crate::config::clients::{ClientSpec, DEFAULT_CLIENT};
 use crate::config::{Config, ConfigError, ConfigIssue, Secret, Validated};
 use crate::engine::store::BreakerStore;
 use crate::fleet::JournalSource;
@@ -21,6 +23,7 @@ use crate::policy::breaker::BreakerPolicy;
 pub struct Setup {
     validated: Validated,
     auth: Auth,
+    tenants: Tenants,
     ledger: Option<Rc<dyn crate::engine::cost::SpendLedger>>,
     journals: Option<Rc<dyn JournalSource>>,
 }
@@ -43,7 +46,6 @@ impl Setup {
         };
         let config = Config::parse(json)?;
         let mut issues = Vec::new();
-        let auth = auth_from(&config, secret, &mut issues);
         let validated = match config.validate(secret, &[]) {
             Ok(v) => Some(v),
             Err(e) => {
@@ -51,10 +53,14 @@ impl Setup {
                 None
             }
         };
+        let auth = auth_from(&config, secret, &mut issues);
+        let clients = validated.as_ref().map_or(&[][..], |v| &v.clients[..]);
+        let tenants = tenants_of(&config, clients);
         match validated {
             Some(validated) if issues.is_empty() => Ok(Setup {
                 validated,
                 auth,
+                tenants,
                 ledger: None,
                 journals: None,
             }),
@@ -95,8 +101,9 @@ impl Setup {
         if let Some(ledger) = self.ledger {
             builder = builder.spend_ledger(ledger);
         }
-        let mut gateway =
-            Gateway::new(builder.build_with_store(store), self.auth).cache(caches, bounds);
+        let mut gateway = Gateway::new(builder.build_with_store(store), self.auth)
+            .cache(caches, bounds)
+            .tenants(self.tenants);
         gateway.journals = self.journals;
         match traces {
             Some(policy) => gateway.traces(policy),
@@ -119,6 +126,9 @@ impl Setup {
     }
 }
 
+/// The gateway's auth: `gateway.clientKeysEnv`'s keys, of the client at
+/// index 0 of [`tenants_of`], then each of `gateway.clients`' keys, of the
+/// client at its place after it.
 fn auth_from(
     config: &Config,
     secret: &dyn Fn(&str) -> Option<String>,
@@ -126,32 +136,54 @@ fn auth_from(
 ) -> Auth {
     let g = &config.gateway;
     let mut keys = Vec::new();
+    let mut read = |path: String, name: &str, client: usize| match secret(name)
+        .filter(|k| !k.trim().is_empty())
+    {
+        Some(k) => keys.push((Secret::new(k.trim()), client)),
+        None => issues.push(ConfigIssue::new(
+            path,
+            format!("secret \"{name}\" is not set (wrangler secret put {name})"),
+        )),
+    };
     for (i, name) in g.client_keys_env.iter().enumerate() {
-        match secret(name).filter(|k| !k.trim().is_empty()) {
-            Some(k) => keys.push(Secret::new(k.trim())),
-            None => issues.push(ConfigIssue::new(
-                format!("gateway.clientKeysEnv[{i}]"),
-                format!("secret \"{name}\" is not set (wrangler secret put {name})"),
-            )),
+        read(format!("gateway.clientKeysEnv[{i}]"), name, 0);
+    }
+    let first = usize::from(!g.client_keys_env.is_empty());
+    for (i, c) in g.clients.iter().enumerate() {
+        for (j, name) in c.keys_env.iter().enumerate() {
+            read(
+                format!("gateway.clients[{i}].keysEnv[{j}]"),
+                name,
+                first + i,
+            );
         }
     }
     if g.allow_unauthenticated {
-        if !g.client_keys_env.is_empty() {
+        if !g.client_keys_env.is_empty() || !g.clients.is_empty() {
             issues.push(ConfigIssue::new(
                 "gateway.allowUnauthenticated",
-                "cannot be combined with clientKeysEnv",
+                "cannot be combined with clientKeysEnv or clients",
             ));
         }
         return Auth::open();
     }
-    if g.client_keys_env.is_empty() {
+    if g.client_keys_env.is_empty() && g.clients.is_empty() {
         issues.push(ConfigIssue::new(
             "gateway.clientKeysEnv",
-            "no client keys: name the secrets holding them, or set \
-             gateway.allowUnauthenticated for a local demo only",
+            "no client keys: name the secrets holding them (here or in gateway.clients), \
+             or set gateway.allowUnauthenticated for a local demo only",
         ));
     }
-    Auth::keys(keys)
+    Auth::clients(keys)
+}
+
+/// The clients [`auth_from`]'s keys name: `gateway.clientKeysEnv`'s as one
+/// unlimited client named `default`, then `clients`.
+fn tenants_of(config: &Config, clients: &[ClientSpec]) -> Tenants {
+    let default = (!config.gateway.client_keys_env.is_empty())
+        .then(|| Rc::new(Tenant::unlimited(DEFAULT_CLIENT)));
+    let named = clients.iter().map(|c| Rc::new(Tenant::of(c)));
+    Tenants(default.into_iter().chain(named).collect())
 }
 
 /// The 500 for a configuration that did not validate: every issue with its

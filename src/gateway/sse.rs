@@ -16,6 +16,7 @@ use super::cache::Recorder;
 use super::http::{Format, Piece, PieceStream};
 use super::metrics::StaleTally;
 use super::pass::{write_event, PassWriter};
+use super::tenants::{tokens_in, Ticket};
 use super::traced::{Ending, TraceEnd};
 use crate::chat::{Delta, Usage};
 use crate::engine::client::Client;
@@ -46,6 +47,9 @@ pub(crate) struct Outlets<P: Platform, S: BreakerStore> {
     pub(crate) stale: Option<StaleAnswer>,
     /// The request's spans to record at the stream's end, when traced.
     pub(crate) trace: Option<TraceEnd>,
+    /// Its named client's hold, settled with the stream's usage when its
+    /// body is dropped, whichever way it ended.
+    pub(crate) ticket: Option<Ticket>,
 }
 
 /// A stored answer past its TTL for a stream that went out before its
@@ -193,6 +197,8 @@ struct State<P: Platform, S: BreakerStore> {
     stale: Option<StaleAnswer>,
     /// The spans to record at the end ([`Outlets::trace`]).
     trace: Option<TraceEnd>,
+    /// The client's hold ([`Outlets::ticket`]).
+    ticket: Option<Ticket>,
     /// When the stream committed (its body began), and the attempts made
     /// by then.
     committed: (u64, usize),
@@ -204,6 +210,12 @@ impl<P: Platform, S: BreakerStore> Drop for State<P, S> {
     /// the answer was under way, else the line its end had written. Its
     /// upstream request is aborted by the stream's own drop, after this.
     fn drop(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            let attempts = self.stream.attempts();
+            let cost = bill(self, attempts).and_then(|b| b.total);
+            let now = self.stream.client().platform().now();
+            ticket.settle(now, tokens_in(attempts), cost);
+        }
         let line = match std::mem::replace(&mut self.phase, Phase::Over) {
             Phase::Over => return,
             Phase::Ending(line) => line,
@@ -244,6 +256,7 @@ pub(crate) fn body<P: Platform + 'static, S: BreakerStore + 'static>(
         stored: None,
         stale: outlets.stale,
         trace: outlets.trace,
+        ticket: outlets.ticket,
         committed,
     };
     Box::pin(futures_util::stream::unfold(state, next_piece::<P, S>))

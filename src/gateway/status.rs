@@ -140,6 +140,9 @@ pub(super) struct StatusBody<'a> {
     /// The response cache, when a route caches.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) cache: Option<CacheStatus>,
+    /// The named clients.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(super) clients: Vec<super::client_status::ClientStatus>,
 }
 
 impl<'a> StatusBody<'a> {
@@ -187,6 +190,7 @@ impl<'a> StatusBody<'a> {
                 .collect(),
             changes: all,
             cache: None,
+            clients: Vec::new(),
         }
     }
 }
@@ -414,6 +418,9 @@ pub(super) fn page(body: &StatusBody<'_>) -> String {
     fleet_table(&mut out, &body.fleet);
     if let Some(cache) = &body.cache {
         super::cache_status::section(&mut out, cache);
+    }
+    if !body.clients.is_empty() {
+        super::client_status::section(&mut out, &body.clients);
     }
     out.push_str(
         "<h2>Recent transitions and failovers</h2>\

@@ -1,0 +1,156 @@
+//! A named client's request admitted against its routes and limits, or
+//! refused in the client's format: 403 for a route it may not use, 429
+//! with `retry-after` over a limit. Every answer to a client with limits
+//! carries OpenAI's `x-ratelimit-*` headers for them.
+//!
+//! Only admission is judged here: an admitted request fails over, retries
+//! and continues its stream as any other does.
+
+use std::rc::Rc;
+
+use super::http::{Format, Outbound};
+use super::log::LogLine;
+use super::proxy::Gateway;
+use super::render::error_response;
+use super::request::clip;
+use super::tenants::{refusal_index, tokens_of, Tenant, Ticket, ROUTE_REFUSED};
+use crate::engine::store::BreakerStore;
+use crate::platform::{Headers, Platform, UnixMillis};
+use crate::policy::pool::write_go_duration;
+use crate::policy::tenant::{admit, Refusal, Refused};
+
+impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
+    /// Admits a request of `client` (none: auth is off) to `route` (the
+    /// name its `model` looks up) that may use `tokens`: a [`Ticket`] it
+    /// holds until it ends, or the refusal to answer.
+    pub(super) fn admit(
+        &self,
+        client: Option<&Rc<Tenant>>,
+        route: Option<&str>,
+        tokens: u64,
+        format: Format,
+        log: &mut LogLine<'_>,
+    ) -> Result<Option<Ticket>, Outbound> {
+        let Some(tenant) = client else {
+            return Ok(None);
+        };
+        let now = self.client.platform().now();
+        let route = route.or(self.client.default_route()).unwrap_or_default();
+        if !tenant.may_use(route) {
+            tenant.count_refusal(ROUTE_REFUSED);
+            log.refused = Some("route");
+            log.error = Some("route_not_allowed");
+            let allowed: Vec<&str> = tenant
+                .routes()
+                .into_iter()
+                .flatten()
+                .map(String::as_str)
+                .collect();
+            return Err(error_response(
+                format,
+                403,
+                &format!(
+                    "this key may not use route \"{}\"; it may use: {}",
+                    clip(route, 200),
+                    allowed.join(", ")
+                ),
+                Some("route_not_allowed"),
+            ));
+        }
+        let refused = admit(&tenant.limits, &tenant.used.borrow(), now, tokens);
+        match refused {
+            Ok(()) => Ok(Some(Ticket::take(tenant, now, tokens))),
+            Err(r) => {
+                tenant.count_refusal(refusal_index(r.reason));
+                log.refused = Some(r.reason.name());
+                log.error = Some("client_rate_limited");
+                let mut out = refusal(format, tenant, &r);
+                rate_headers(tenant, now, &mut out.headers);
+                Err(out)
+            }
+        }
+    }
+}
+
+impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
+    /// Ends an answered request of `client`: a `ticket` its stream did not
+    /// take is settled with the usage and cost of `log`'s attempts, and
+    /// the answer gets the client's rate headers.
+    pub(super) fn settle(
+        &self,
+        client: Option<&Rc<Tenant>>,
+        ticket: Option<Ticket>,
+        log: &LogLine<'_>,
+        out: &mut Outbound,
+    ) {
+        let now = self.client.platform().now();
+        if let Some(ticket) = ticket {
+            let tokens = log
+                .trail
+                .iter()
+                .fold(0, |n: u64, a| n.saturating_add(tokens_of(a.usage.as_ref())));
+            ticket.settle(now, tokens, log.cost.and_then(|b| b.total));
+        }
+        if let Some(tenant) = client {
+            rate_headers(tenant, now, &mut out.headers);
+        }
+    }
+}
+
+/// The 429 of a request over `tenant`'s limit.
+fn refusal(format: Format, tenant: &Tenant, r: &Refused) -> Outbound {
+    let l = &tenant.limits;
+    let what = match r.reason {
+        Refusal::Requests => format!(
+            "its {} requests per minute",
+            l.requests_per_minute.unwrap_or_default()
+        ),
+        Refusal::Tokens => format!(
+            "its {} tokens per minute (this request may use up to its estimate)",
+            l.tokens_per_minute.unwrap_or_default()
+        ),
+        Refusal::InFlight => format!("its {} requests in flight", l.in_flight.unwrap_or_default()),
+        Refusal::Spend => format!("its daily budget of ${}", l.daily_spend.unwrap_or_default()),
+    };
+    let ms = r.retry_after.as_millis() as u64;
+    let message = format!(
+        "client \"{}\" is over {what}; retry after {}",
+        tenant.name,
+        write_go_duration(ms)
+    );
+    let mut out = error_response(format, 429, &message, Some("rate_limit_exceeded"));
+    // Retry-After takes whole seconds: rounded up, at least one. OpenAI's
+    // SDKs read the exact wait from `retry-after-ms` first.
+    out.headers
+        .insert("retry-after", ms.div_ceil(1000).max(1).to_string());
+    out.headers.insert("retry-after-ms", ms.to_string());
+    out
+}
+
+/// OpenAI's `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` for
+/// `tenant`'s limits per minute, as of `now`: the reset is the time until
+/// the limit is whole again, in Go's duration notation as OpenAI writes it.
+pub(super) fn rate_headers(tenant: &Tenant, now: UnixMillis, headers: &mut Headers) {
+    let used = tenant.used.borrow();
+    let limits = [
+        (
+            "requests",
+            tenant.limits.requests_per_minute,
+            &used.requests,
+        ),
+        ("tokens", tenant.limits.tokens_per_minute, &used.tokens),
+    ];
+    for (name, limit, count) in limits {
+        let Some(limit) = limit else { continue };
+        headers.insert(&format!("x-ratelimit-limit-{name}"), limit.to_string());
+        let remaining = limit.saturating_sub(count.estimate(now));
+        headers.insert(
+            &format!("x-ratelimit-remaining-{name}"),
+            remaining.to_string(),
+        );
+        headers.insert(
+            &format!("x-ratelimit-reset-{name}"),
+            write_go_duration(count.until_empty(now)),
+        );
+    }
+}
