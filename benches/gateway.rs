@@ -12,7 +12,10 @@
 //! (a hit) and a new one every time (a miss: the lookup, the provider, the
 //! write, and the LRU's eviction once it is full), and two a streamed hit
 //! of 100 chunks: the provider's own events replayed, or the answer
-//! encoded as chunks.
+//! encoded as chunks. The last pair asks the first case's route with the
+//! key of a named client that has limits (requests and tokens per minute,
+//! in flight) and with the unlimited key, batches interleaved, and prints
+//! the ratio: what admission and settling cost a request.
 //! Not a timed test: it prints figures and asserts nothing.
 //!
 //! `cargo bench --bench gateway --features testing` (add `-- --quick` for a short run;
@@ -82,11 +85,19 @@ fn gateway(p: &FakePlatform) -> Gateway<FakePlatform, MemoryStore> {
         "retry": { "maxAttempts": 2, "baseDelayMs": 50, "maxDelayMs": 2000 },
         "breaker": { "failureThreshold": 3, "cooldownMs": 5000, "maxCooldownMs": 5000 },
         "cache": { "cached": { "ttlSeconds": 3600 } },
-        "gateway": { "clientKeysEnv": ["GATEWAY_KEY"] }
+        "gateway": {
+            "clientKeysEnv": ["GATEWAY_KEY"],
+            // Limits this run never reaches (the fake clock stands still):
+            // every request is admitted, its tokens estimated and settled.
+            "clients": [ { "name": "limited", "keysEnv": ["LIMITED_KEY"],
+                           "limits": { "requestsPerMinute": 1_000_000_000u64, "tokensPerMinute": 1_000_000_000_000u64,
+                                       "maxInFlight": 64 } } ]
+        }
     });
     let secret = |name: &str| match name {
         "MOCK_API_KEY" => Some("mock-key".to_string()),
         "GATEWAY_KEY" => Some("gateway-key-for-bench".to_string()),
+        "LIMITED_KEY" => Some("limited-client-key-for-bench".to_string()),
         _ => None,
     };
     let setup = Setup::load(Some(&config.to_string()), &secret).expect("config");
@@ -95,8 +106,12 @@ fn gateway(p: &FakePlatform) -> Gateway<FakePlatform, MemoryStore> {
 }
 
 fn inbound(body: &[u8]) -> Inbound {
+    inbound_as("gateway-key-for-bench", body)
+}
+
+fn inbound_as(key: &str, body: &[u8]) -> Inbound {
     let mut headers = Headers::new();
-    headers.append("authorization", "Bearer gateway-key-for-bench");
+    headers.append("authorization", format!("Bearer {key}"));
     headers.append("content-length", body.len().to_string());
     Inbound {
         method: "POST".into(),
@@ -171,6 +186,48 @@ fn measure(name: &str, (batches, per_batch): (usize, usize), one: &dyn Fn(), har
     );
 }
 
+/// Runs `a` and `b` in alternate batches (so the machine's noise hits both
+/// alike) and prints each one's median ns/request and allocations/request,
+/// and the ratio of `b` to `a`.
+fn measure_ab(name: &str, (batches, per_batch): (usize, usize), a: &dyn Fn(), b: &dyn Fn()) {
+    if std::env::var("BENCH_ONLY").is_ok_and(|only| !name.contains(&only)) {
+        return;
+    }
+    let run = |one: &dyn Fn(), n: usize| {
+        for _ in 0..n {
+            one();
+        }
+    };
+    let allocations = |one: &dyn Fn()| {
+        let before = ALLOCATIONS.load(Ordering::Relaxed);
+        run(one, 100);
+        (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / 100.0
+    };
+    run(a, per_batch / 10 + 1);
+    run(b, per_batch / 10 + 1);
+    let (alloc_a, alloc_b) = (allocations(a), allocations(b));
+    let timed = |one: &dyn Fn()| {
+        let t = Instant::now();
+        run(one, per_batch);
+        t.elapsed().as_nanos() as f64 / per_batch as f64
+    };
+    let (mut ns_a, mut ns_b) = (Vec::new(), Vec::new());
+    for _ in 0..batches {
+        ns_a.push(timed(a));
+        ns_b.push(timed(b));
+    }
+    let median = |ns: &mut Vec<f64>| {
+        ns.sort_by(f64::total_cmp);
+        ns[ns.len() / 2]
+    };
+    let (ma, mb) = (median(&mut ns_a), median(&mut ns_b));
+    println!(
+        "gateway, {name}: without {ma:>6.0} ns/request (~{alloc_a:.0} allocations), \
+         with {mb:>6.0} ns/request (~{alloc_b:.0} allocations): {:.3}x ({batches} batches x {per_batch} each, interleaved)",
+        mb / ma
+    );
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let (batches, per_batch) = if quick { (3, 2_000) } else { (7, 20_000) };
@@ -194,6 +251,27 @@ fn main() {
         &|| {
             p.script("https://unused.test", [reply(200).body(answer.clone())]);
             black_box(inbound(&body));
+        },
+    );
+
+    measure_ab(
+        "healthy route, a limited client against the unlimited key",
+        (batches, per_batch),
+        &|| {
+            p.script("https://healthy.test", [reply(200).body(answer.clone())]);
+            let out = block_on(&p, gw.handle(inbound(&body)));
+            assert_eq!(out.status, 200, "{}", String::from_utf8_lossy(&out.body));
+            black_box(out);
+        },
+        &|| {
+            p.script("https://healthy.test", [reply(200).body(answer.clone())]);
+            let out = block_on(
+                &p,
+                gw.handle(inbound_as("limited-client-key-for-bench", &body)),
+            );
+            assert_eq!(out.status, 200, "{}", String::from_utf8_lossy(&out.body));
+            assert!(out.headers.get("x-ratelimit-remaining-requests").is_some());
+            black_box(out);
         },
     );
 

@@ -134,23 +134,30 @@ pub(super) fn rate_headers(tenant: &Tenant, now: UnixMillis, headers: &mut Heade
     let used = tenant.used.borrow();
     let limits = [
         (
-            "requests",
+            [
+                "x-ratelimit-limit-requests",
+                "x-ratelimit-remaining-requests",
+                "x-ratelimit-reset-requests",
+            ],
             tenant.limits.requests_per_minute,
             &used.requests,
         ),
-        ("tokens", tenant.limits.tokens_per_minute, &used.tokens),
+        (
+            [
+                "x-ratelimit-limit-tokens",
+                "x-ratelimit-remaining-tokens",
+                "x-ratelimit-reset-tokens",
+            ],
+            tenant.limits.tokens_per_minute,
+            &used.tokens,
+        ),
     ];
-    for (name, limit, count) in limits {
+    for ([limit_name, remaining_name, reset_name], limit, count) in limits {
         let Some(limit) = limit else { continue };
-        headers.insert(&format!("x-ratelimit-limit-{name}"), limit.to_string());
         let remaining = limit.saturating_sub(count.estimate(now));
-        headers.insert(
-            &format!("x-ratelimit-remaining-{name}"),
-            remaining.to_string(),
-        );
-        headers.insert(
-            &format!("x-ratelimit-reset-{name}"),
-            write_go_duration(count.until_empty(now)),
-        );
+        // Nothing else writes these names: appended, not replaced.
+        headers.append(limit_name, limit.to_string());
+        headers.append(remaining_name, remaining.to_string());
+        headers.append(reset_name, write_go_duration(count.until_empty(now)));
     }
 }

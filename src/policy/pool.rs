@@ -362,25 +362,35 @@ fn ceil_millis(d: Duration) -> u64 {
 /// `ms` as Go's `time.Duration.String()` writes it: `0s`, `20ms`, `1.5s`,
 /// `6m0s`, `1h2m3.5s` (fractions of a second without trailing zeros).
 pub(crate) fn write_go_duration(ms: u64) -> String {
+    use std::fmt::Write as _;
     if ms == 0 {
         return "0s".into();
     }
+    // A String takes every write: the results are ignored.
+    let mut out = String::with_capacity(16);
     if ms < 1000 {
-        return format!("{ms}ms");
+        let _ = write!(out, "{ms}ms");
+        return out;
     }
     let (h, m) = (ms / 3_600_000, ms / 60_000 % 60);
     let (s, frac) = (ms / 1000 % 60, ms % 1000);
-    let mut secs = s.to_string();
-    if frac > 0 {
-        let digits = format!("{frac:03}");
-        secs.push('.');
-        secs.push_str(digits.trim_end_matches('0'));
-    }
     match (h, m) {
-        (0, 0) => format!("{secs}s"),
-        (0, m) => format!("{m}m{secs}s"),
-        (h, m) => format!("{h}h{m}m{secs}s"),
+        (0, 0) => {}
+        (0, m) => _ = write!(out, "{m}m"),
+        (h, m) => _ = write!(out, "{h}h{m}m"),
     }
+    let _ = write!(out, "{s}");
+    if frac > 0 {
+        // Milliseconds as a fraction of a second, without trailing zeros.
+        let (mut frac, mut digits) = (frac, 3);
+        while frac % 10 == 0 {
+            frac /= 10;
+            digits -= 1;
+        }
+        let _ = write!(out, ".{frac:0digits$}");
+    }
+    out.push('s');
+    out
 }
 
 /// Longest duration read, in seconds (some 30 years): past it a value is
