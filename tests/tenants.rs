@@ -301,14 +301,20 @@ fn a_streamed_answer_holds_its_place_until_its_body_ends() {
         429,
         "the stream is still in flight"
     );
-    let mut text = Vec::new();
+    let (mut text, mut end) = (Vec::new(), None);
     while let Some(piece) = block_on(&p, futures_util::StreamExt::next(&mut body)) {
-        if let resilient_llm::gateway::Piece::Bytes(b) = piece {
-            text.extend(b);
+        match piece {
+            resilient_llm::gateway::Piece::Bytes(b) => text.extend(b),
+            resilient_llm::gateway::Piece::Log(line) => end = Some(line),
         }
     }
     drop(body);
     assert!(String::from_utf8_lossy(&text).contains("[DONE]"));
+    let end: Value = serde_json::from_str(&end.expect("the stream's end line")).expect("JSON");
+    assert_eq!(
+        (end["msg"].as_str(), end["client"].as_str()),
+        (Some("stream end"), Some("one"))
+    );
     assert_eq!(
         block_on(&p, g.handle(ask("key-one", "default", 10))).status,
         200

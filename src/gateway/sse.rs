@@ -387,6 +387,9 @@ struct EndLine<'a> {
     /// The bytes the answer was stored in by the response cache.
     #[serde(skip_serializing_if = "Option::is_none")]
     cache_stored_bytes: Option<usize>,
+    /// The named client the stream answers (never its key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client: Option<&'a str>,
     /// What every attempt cost, where usage and prices are known.
     #[serde(skip_serializing_if = "Option::is_none")]
     cost: Option<Bill>,
@@ -493,6 +496,7 @@ fn end_line<P: Platform, S: BreakerStore>(
     let line = EndLine {
         attempts: attempts(st),
         cache_stored_bytes: st.stored,
+        client: st.ticket.as_ref().map(Ticket::client),
         cost,
         discarded_usage: discarded_usage(st.stream.attempts()),
         error: cause.map(|c| c.kind),

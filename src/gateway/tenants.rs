@@ -127,6 +127,11 @@ pub(crate) struct Ticket {
 }
 
 impl Ticket {
+    /// The name of the client holding it.
+    pub(crate) fn client(&self) -> &str {
+        &self.tenant.name
+    }
+
     /// Admits a request holding `tokens` at `now`: counted, and in flight.
     pub(crate) fn take(tenant: &Rc<Tenant>, now: UnixMillis, tokens: u64) -> Ticket {
         {
