@@ -128,6 +128,7 @@ pub use policy::cheapest::Strategy;
 pub use policy::latency::{Demotion, DemotionPolicy, Measure, RateFloor, Speed};
 pub use policy::pool::{read as read_pool, PoolHeaders, PoolReading, Quota};
 pub use policy::price::{Bill, Cost, Price, Prices};
+pub use policy::shed::Priority;
 pub use policy::spend::{OverBudget, SpendCap, Tally};
 pub use policy::stats::{Health, Latency, ModelBreaker};
 pub use provider::bedrock;

@@ -1,12 +1,13 @@
 //! Configuration of the gateway's named clients: `gateway.clients`, each a
-//! name, the secrets holding its keys, the routes it may use and its
-//! limits.
+//! name, the secrets holding its keys, the routes it may use, its limits
+//! and its priority class.
 //!
 //! ```json
 //! "gateway": { "clients": [
 //!   { "name": "web", "keysEnv": ["WEB_KEY", "WEB_KEY_NEXT"], "routes": ["default"],
 //!     "limits": { "requestsPerMinute": 600, "tokensPerMinute": 200000,
-//!                 "maxInFlight": 20, "dailyBudgetUsd": 25 } }
+//!                 "maxInFlight": 20, "dailyBudgetUsd": 25 },
+//!     "priority": "critical" }
 //! ] }
 //! ```
 //!
@@ -19,6 +20,7 @@ use serde::Deserialize;
 
 use super::Issues;
 use crate::policy::price::Cost;
+use crate::policy::shed::Priority;
 use crate::policy::tenant::ClientLimits;
 
 /// The longest client name: it is a metric label and a log field.
@@ -39,6 +41,9 @@ pub(crate) struct ClientConfig {
     /// Its limits (default: none).
     #[serde(default)]
     pub(crate) limits: LimitsShape,
+    /// Its priority class: `critical`, `standard` (default) or `sheddable`.
+    #[serde(default)]
+    pub(crate) priority: Option<String>,
 }
 
 /// `limits` of a client.
@@ -62,6 +67,8 @@ pub(crate) struct ClientSpec {
     pub(crate) routes: Option<BTreeSet<String>>,
     /// Its limits.
     pub(crate) limits: ClientLimits,
+    /// Its priority class.
+    pub(crate) priority: Priority,
 }
 
 /// The name `gateway.clientKeysEnv`'s keys are counted under.
@@ -138,11 +145,22 @@ pub(crate) fn clients(
             routes.iter().cloned().collect()
         });
         let limits = limits(&c.limits, &format!("{path}.limits"), priced, issues);
+        let priority = match c.priority.as_deref() {
+            None => Priority::default(),
+            Some(p) => Priority::parse(p).unwrap_or_else(|| {
+                issues.add(
+                    format!("{path}.priority"),
+                    format!("unknown class \"{p}\": critical, standard or sheddable"),
+                );
+                Priority::default()
+            }),
+        };
         out.push(ClientSpec {
             name: name.to_string(),
             keys_env: c.keys_env.clone(),
             routes,
             limits,
+            priority,
         });
     }
     out
@@ -216,7 +234,8 @@ mod tests {
         let (out, issues) = check(
             r#"[{"name": "web", "keysEnv": ["WEB", "WEB_NEXT"], "routes": ["cheap"],
                  "limits": {"requestsPerMinute": 60, "tokensPerMinute": 1000,
-                            "maxInFlight": 2, "dailyBudgetUsd": 1.5}},
+                            "maxInFlight": 2, "dailyBudgetUsd": 1.5},
+                 "priority": "critical"},
                 {"name": "batch", "keysEnv": ["BATCH"]}]"#,
             &["OLD"],
             true,
@@ -234,6 +253,10 @@ mod tests {
             }
         );
         assert!(out[1].limits == ClientLimits::default() && out[1].routes.is_none());
+        assert_eq!(
+            (out[0].priority, out[1].priority),
+            (Priority::Critical, Priority::Standard)
+        );
     }
 
     #[test]
@@ -244,7 +267,7 @@ mod tests {
                  "limits": {"requestsPerMinute": 0, "dailyBudgetUsd": 2}},
                 {"name": "x", "keysEnv": ["X"], "routes": [],
                  "limits": {"dailyBudgetUsd": -1}},
-                {"name": "x", "keysEnv": ["X"]}]"#,
+                {"name": "x", "keysEnv": ["X"], "priority": "urgent"}]"#,
             &["OLD"],
             false,
         );
@@ -263,6 +286,7 @@ mod tests {
                 "gateway.clients[2].limits.dailyBudgetUsd: must be a positive number of dollars",
                 "gateway.clients[3].name: another client is named \"x\"",
                 "gateway.clients[3].keysEnv[0]: secret \"X\" already holds another client's key",
+                "gateway.clients[3].priority: unknown class \"urgent\": critical, standard or sheddable",
             ]
         );
     }

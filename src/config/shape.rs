@@ -74,6 +74,10 @@ pub struct Config {
     /// rate-limit pools (default true; false: 429s alone move traffic).
     #[serde(default)]
     pub(crate) steer_by_capacity: Option<bool>,
+    /// Whether a route sheds its lower-priority requests while its
+    /// providers cannot carry its load (default true).
+    #[serde(default)]
+    pub(crate) shed_by_priority: Option<bool>,
     /// Settings of the gateway host (the Worker).
     #[serde(default)]
     pub(crate) gateway: GatewayConfig,

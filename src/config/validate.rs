@@ -117,6 +117,7 @@ impl Config {
             keepalive: issues.ms_at("", "keepaliveMs", self.keepalive_ms, d.keepalive),
             any_model: self.allow_any_model,
             steer_by_capacity: self.steer_by_capacity.unwrap_or(true),
+            shed_by_priority: self.shed_by_priority.unwrap_or(true),
             propagate_trace: self.tracing.propagate.unwrap_or(true),
         };
         let breaker = self.breaker.policy("breaker", &mut issues);

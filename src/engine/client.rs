@@ -25,6 +25,7 @@ use crate::engine::hedge::HedgePolicy;
 use crate::engine::key::BreakerKeys;
 use crate::engine::route::Step;
 pub use crate::engine::route::{CallOptions, Entry, Policy, Reply, ServedBy};
+use crate::engine::shedding::{RouteShed, Shedding};
 use crate::engine::span_hook::{LiveSpans, SpanHook};
 use crate::engine::spans::CallEnd;
 use crate::engine::store::{BreakerStore, MemoryStore};
@@ -166,6 +167,8 @@ impl<P: Platform> ClientBuilder<P> {
     pub fn build_with_store<S: BreakerStore>(self, store: S) -> Client<P, S> {
         let keys = BreakerKeys::new(self.upstreams.keys(), &self.routes);
         let cost = CostBook::new(self.cost, self.ledger, &self.routes);
+        let shed = self.policy.shed_by_priority;
+        let shedding = Shedding::new(self.routes.keys().filter(|_| shed).map(String::as_str));
         Client {
             core: Core {
                 budget: RefCell::new(RetryBudget::new(self.policy.budget)),
@@ -185,6 +188,7 @@ impl<P: Platform> ClientBuilder<P> {
                 cost: Rc::new(cost),
                 pools: RefCell::default(),
                 span_hook: self.span_hook,
+                shedding,
             },
             routes: self.routes,
             default_route: self.default_route,
@@ -231,13 +235,47 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
     }
 
     /// Answers `req` with per-call options.
+    /// Its route's shedding admits it first, and counts how it ended.
     pub async fn chat_with(&self, mut req: ChatRequest, opts: CallOptions) -> Result<Reply, Error> {
-        let Some(spans) = self.begin_spans(&mut req, &opts) else {
-            return self.answer(req, opts).await;
+        let spans = self.begin_spans(&mut req, &opts);
+        let result = match self.admit_class(self.route_name(&req, &opts), &opts) {
+            Ok(slot) => {
+                let result = self.answer(req, opts).await;
+                self.end_class(slot, result.as_ref().err());
+                result
+            }
+            Err(shed) => Err(shed),
         };
-        let result = self.answer(req, opts).await;
-        self.end_spans(spans, CallEnd::of(&result));
+        if let Some(spans) = spans {
+            self.end_spans(spans, CallEnd::of(&result));
+        }
         result
+    }
+
+    /// Admits a call of `opts.priority` to `route`: its shedding slot, or
+    /// [`Error::Shed`].
+    pub(crate) fn admit_class(
+        &self,
+        route: Option<&str>,
+        opts: &CallOptions,
+    ) -> Result<Option<usize>, Error> {
+        let p = &self.core.platform;
+        self.core
+            .shedding
+            .admit(route, opts.priority, p.now(), || p.random())
+    }
+
+    /// Counts the end of a call admitted at `slot`, failed with `error`:
+    /// demand its route could not carry when every entry failed it.
+    pub(crate) fn end_class(&self, slot: Option<usize>, error: Option<&Error>) {
+        let failed = matches!(error, Some(Error::AllProvidersFailed(_)));
+        let now = self.core.platform.now();
+        self.core.shedding.end(slot, now, failed);
+    }
+
+    /// Each route's load shedding as of now, for a status page.
+    pub fn shedding(&self) -> Vec<RouteShed> {
+        self.core.shedding.rows(self.core.platform.now())
     }
 
     /// [`Client::chat_with`], its spans aside.
@@ -294,7 +332,10 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
             .name_of(call.model.as_deref(), &opts)
             .unwrap_or_default();
         let named = self.routes.contains_key(name);
-        self.core.call(call, chain, name, named, &opts).await
+        let slot = self.admit_class(Some(name), &opts)?;
+        let result = self.core.call(call, chain, name, named, &opts).await;
+        self.end_class(slot, result.as_ref().err());
+        result
     }
 
     /// The walk of `req`: its route resolved, ordered and planned.
@@ -515,6 +556,7 @@ where
     /// A stream of the answer to `req` from `client`. Nothing is sent until
     /// the first [`ChatStream::next`].
     pub fn open(client: C, mut req: ChatRequest, opts: CallOptions) -> Result<Self, Error> {
+        let shed_slot = client.admit_class(client.route_name(&req, &opts), &opts)?;
         let spans = client.begin_spans(&mut req, &opts);
         let walk = match client.walk(&req, &opts) {
             Ok(walk) => walk.into_owned(),
@@ -532,6 +574,7 @@ where
         };
         let mut stream = ChatStream::fresh(client, req, walk, None, None, hedge);
         stream.spans = spans;
+        stream.shed_slot = shed_slot;
         Ok(stream)
     }
 }

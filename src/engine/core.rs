@@ -19,6 +19,7 @@ use crate::engine::hedge::HedgePolicy;
 use crate::engine::key::BreakerKeys;
 use crate::engine::order::RateLimited;
 use crate::engine::route::{Entry, Keyed, Policy};
+use crate::engine::shedding::Shedding;
 use crate::engine::span_hook::SpanHook;
 use crate::engine::store::{BreakerStore, MemoryStore};
 use crate::error::{Attempt, AttemptOutcome, ProviderError};
@@ -81,6 +82,8 @@ pub(crate) struct Core<P: Platform, S: BreakerStore> {
     pub(super) pools: RefCell<Pools>,
     /// Receives traced calls' spans ([`crate::engine::spans`]).
     pub(super) span_hook: Option<SpanHook>,
+    /// Each route's load shedding by priority.
+    pub(crate) shedding: Shedding,
 }
 
 /// A breaker's change of state: from, to.

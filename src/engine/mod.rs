@@ -24,6 +24,7 @@ pub(crate) mod pace;
 pub(crate) mod prefill;
 pub(crate) mod retry;
 pub(crate) mod route;
+pub(crate) mod shedding;
 pub(crate) mod span_hook;
 pub(crate) mod spans;
 pub(crate) mod store;

@@ -143,6 +143,11 @@ pub struct Policy {
     /// Off, only 429s move traffic (a member behind its tier mates for its
     /// Retry-After, the breaker).
     pub steer_by_capacity: bool,
+    /// Whether a route sheds load by priority while its providers cannot
+    /// carry it (default true): `sheddable` requests are refused first,
+    /// then `standard` ones while `critical` ones ask
+    /// ([`crate::Priority`]). Off, every request is sent.
+    pub shed_by_priority: bool,
     /// Whether each attempt sends its provider a `traceparent` naming its
     /// own span under the request's trace, and the caller's `tracestate`
     /// (default true; a request without a trace sends none).
@@ -163,6 +168,7 @@ impl Default for Policy {
             keepalive: Duration::from_secs(15),
             any_model: false,
             steer_by_capacity: true,
+            shed_by_priority: true,
             propagate_trace: true,
         }
     }
@@ -178,6 +184,9 @@ pub struct CallOptions {
     /// No hedge for this call, whatever its route says (a request that
     /// must not run twice: `x-hedge: off`).
     pub no_hedge: bool,
+    /// The call's priority class, for its route's load shedding (default
+    /// `standard`).
+    pub priority: crate::Priority,
 }
 
 /// Which entry answered.

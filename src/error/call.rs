@@ -60,6 +60,19 @@ pub enum Error {
         /// was left), rather than refusing every request.
         cheaper_only: bool,
     },
+    /// The route sheds requests of this class while its providers cannot
+    /// carry its load ([`crate::Priority`]): nothing was sent (503 at the
+    /// gateway, with its `retry-after`).
+    #[error("route \"{route}\" is shedding {priority} requests: its providers cannot carry all of its load now")]
+    Shed {
+        /// The route.
+        route: String,
+        /// The call's class (`standard` or `sheddable`).
+        priority: &'static str,
+        /// When to try again, spread so that the refused do not all come
+        /// back at once.
+        retry_after: Duration,
+    },
     /// Every answer the route got failed its validators (and the route
     /// says `onExhausted: "error"`), or escalation stopped at its cap.
     #[error(
@@ -103,6 +116,7 @@ impl Error {
             Error::UnknownRoute(_) => 404,
             Error::Interrupted { .. } => 502,
             Error::SpendCapReached { .. } => 429,
+            Error::Shed { .. } => 503,
             // The providers answered; the answers were not good enough.
             Error::NoValidAnswer { .. } => 502,
         }
@@ -122,6 +136,7 @@ impl Error {
             Error::UnknownRoute(_) => "model_not_found",
             Error::Interrupted { .. } => "interrupted",
             Error::SpendCapReached { .. } => "spend_cap_reached",
+            Error::Shed { .. } => "load_shed",
             Error::NoValidAnswer { .. } => "no_valid_answer",
         }
     }
@@ -133,9 +148,10 @@ impl Error {
             Error::Rejected { attempts, .. }
             | Error::Interrupted { attempts, .. }
             | Error::NoValidAnswer { attempts } => attempts,
-            Error::InvalidRequest(_) | Error::UnknownRoute(_) | Error::SpendCapReached { .. } => {
-                &[]
-            }
+            Error::InvalidRequest(_)
+            | Error::UnknownRoute(_)
+            | Error::SpendCapReached { .. }
+            | Error::Shed { .. } => &[],
         }
     }
 
@@ -148,7 +164,9 @@ impl Error {
             | Error::NoValidAnswer { .. }
             | Error::InvalidRequest(_)
             | Error::UnknownRoute(_) => None,
-            Error::SpendCapReached { retry_after, .. } => Some(*retry_after),
+            Error::SpendCapReached { retry_after, .. } | Error::Shed { retry_after, .. } => {
+                Some(*retry_after)
+            }
         }
     }
 }

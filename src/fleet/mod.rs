@@ -26,10 +26,17 @@
 //! outage once per [`OUTAGE_LOG_INTERVAL`] ([`Outage`]), and once when the
 //! object answers again; the next refresh and report share state again.
 //!
+//! A limited client of the gateway has an object of its own the same way
+//! ([`ClientBook`], `client:<name>`): each isolate's last report of what
+//! the client used, answered with what the others used, which the
+//! isolate's [`FleetClients`] adds to its own count (`clients.rs`).
+//!
 //! This file holds what crosses between the two: the wire types and the
 //! [`FleetLink`] an isolate reaches the objects through; [`fake`] stands
 //! both in for tests.
 
+mod client_object;
+mod clients;
 mod journal;
 mod object;
 mod outage;
@@ -41,6 +48,8 @@ mod store;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod fake;
+#[cfg(any(test, feature = "testing"))]
+pub mod fake_clients;
 #[cfg(any(test, feature = "testing"))]
 pub mod fake_spend;
 #[cfg(test)]
@@ -55,6 +64,9 @@ use crate::policy::breaker::State;
 pub use crate::policy::latency::{Figure, Figures, Latencies, Sample};
 use crate::policy::pool::{newest, PoolReading};
 
+pub use crate::policy::tenant::{Minutes, Used};
+pub use client_object::{ClientBook, ClientReport, LAPSE, MAX_HOLDERS};
+pub use clients::{client_key, ClientInbox, ClientLedger, ClientLink, FleetClients};
 pub use journal::{Counts, Journal, JournalSource, Transition};
 pub use object::{Fleet, Lease};
 pub use outage::{Outage, OUTAGE_LOG_INTERVAL};

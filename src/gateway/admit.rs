@@ -1,7 +1,11 @@
 //! A named client's request admitted against its routes and limits, or
 //! refused in the client's format: 403 for a route it may not use, 429
-//! with `retry-after` over a limit. Every answer to a client with limits
-//! carries OpenAI's `x-ratelimit-*` headers for them.
+//! with `retry-after` over a limit, 400 for an unknown `x-priority`.
+//! Every answer to a client with limits carries OpenAI's `x-ratelimit-*`
+//! headers for them. A request's priority class is its client's, or lower
+//! when its `x-priority` header says so (never higher); its route's load
+//! shedding judges it by that class ([`crate::engine::shedding`]), and a
+//! shed request gives its client's counts back.
 //!
 //! Only admission is judged here: an admitted request fails over, retries
 //! and continues its stream as any other does.
@@ -13,26 +17,43 @@ use super::log::LogLine;
 use super::proxy::Gateway;
 use super::render::error_response;
 use super::request::clip;
-use super::tenants::{refusal_index, tokens_of, Tenant, Ticket, ROUTE_REFUSED};
+use super::tenants::{refusal_index, tokens_of, Tenant, Ticket, ROUTE_REFUSED, SHED_REFUSED};
 use crate::engine::store::BreakerStore;
 use crate::platform::{Headers, Platform, UnixMillis};
 use crate::policy::pool::write_go_duration;
+use crate::policy::shed::Priority;
 use crate::policy::tenant::{admit, Refusal, Refused};
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
-    /// Admits a request of `client` (none: auth is off) to `route` (the
-    /// name its `model` looks up) that may use `tokens`: a [`Ticket`] it
-    /// holds until it ends, or the refusal to answer.
+    /// Admits a request of `client` (none: auth is off) with `headers` to
+    /// `route` (the name its `model` looks up) that may use `tokens`: its
+    /// priority class and the [`Ticket`] it holds until it ends, or the
+    /// refusal to answer.
     pub(super) fn admit(
         &self,
         client: Option<&Rc<Tenant>>,
         route: Option<&str>,
         tokens: u64,
+        headers: &Headers,
         format: Format,
         log: &mut LogLine<'_>,
-    ) -> Result<Option<Ticket>, Outbound> {
+    ) -> Result<(Priority, Option<Ticket>), Outbound> {
+        let own = client.map_or(Priority::default(), |t| t.priority);
+        let priority = match priority_of(own, headers) {
+            Ok(p) => p,
+            Err(message) => {
+                log.error = Some("invalid_priority");
+                return Err(error_response(
+                    format,
+                    400,
+                    &message,
+                    Some("invalid_priority"),
+                ));
+            }
+        };
+        log.priority = Some(priority.name());
         let Some(tenant) = client else {
-            return Ok(None);
+            return Ok((priority, None));
         };
         let now = self.client.platform().now();
         let route = route.or(self.client.default_route()).unwrap_or_default();
@@ -57,10 +78,12 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
                 Some("route_not_allowed"),
             ));
         }
-        let refused = admit(&tenant.limits, &tenant.used.borrow(), now, tokens);
+        let refused = admit(&tenant.limits, &tenant.judged(now), now, tokens);
         match refused {
-            Ok(()) => Ok(Some(Ticket::take(tenant, now, tokens))),
+            Ok(()) => Ok((priority, Some(Ticket::take(tenant, now, tokens)))),
             Err(r) => {
+                // A view older than its time to live is asked for again.
+                tenant.share(now);
                 tenant.count_refusal(refusal_index(r.reason));
                 log.refused = Some(r.reason.name());
                 log.error = Some("client_rate_limited");
@@ -84,7 +107,15 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         out: &mut Outbound,
     ) {
         let now = self.client.platform().now();
-        if let Some(ticket) = ticket {
+        if log.refused == Some("shed") {
+            // Shed before any provider: it used nothing of its limits.
+            if let Some(t) = client {
+                t.count_refusal(SHED_REFUSED);
+            }
+            if let Some(ticket) = ticket {
+                ticket.refund(now);
+            }
+        } else if let Some(ticket) = ticket {
             let tokens = log
                 .trail
                 .iter()
@@ -94,6 +125,26 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         if let Some(tenant) = client {
             rate_headers(tenant, now, &mut out.headers);
         }
+    }
+}
+
+/// The header that lowers a request's class.
+pub(crate) const PRIORITY_HEADER: &str = "x-priority";
+
+/// The class of a request of a client of class `own`: the header's when
+/// it names a lower one, else `own`; an unknown name is the error to
+/// answer with.
+fn priority_of(own: Priority, headers: &Headers) -> Result<Priority, String> {
+    let Some(asked) = headers.get(PRIORITY_HEADER) else {
+        return Ok(own);
+    };
+    match Priority::parse(asked.trim()) {
+        Some(p) => Ok(p.min(own)),
+        None => Err(format!(
+            "{PRIORITY_HEADER} must be critical, standard or sheddable (a class no higher than \
+             the client's own, which is {})",
+            own.name()
+        )),
     }
 }
 
@@ -128,10 +179,14 @@ fn refusal(format: Format, tenant: &Tenant, r: &Refused) -> Outbound {
 }
 
 /// OpenAI's `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` for
-/// `tenant`'s limits per minute, as of `now`: the reset is the time until
-/// the limit is whole again, in Go's duration notation as OpenAI writes it.
+/// `tenant`'s limits per minute, as of `now` and fleet-wide as far as
+/// known: the reset is the time until the limit is whole again, in Go's
+/// duration notation as OpenAI writes it.
 pub(super) fn rate_headers(tenant: &Tenant, now: UnixMillis, headers: &mut Headers) {
-    let used = tenant.used.borrow();
+    if tenant.limits.requests_per_minute.is_none() && tenant.limits.tokens_per_minute.is_none() {
+        return;
+    }
+    let used = tenant.judged(now);
     let limits = [
         (
             [
@@ -159,5 +214,34 @@ pub(super) fn rate_headers(tenant: &Tenant, now: UnixMillis, headers: &mut Heade
         headers.append(limit_name, limit.to_string());
         headers.append(remaining_name, remaining.to_string());
         headers.append(reset_name, write_go_duration(count.until_empty(now)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_header_lowers_a_class_and_never_raises_it() {
+        let h = |v: &str| [(PRIORITY_HEADER, v)].into_iter().collect::<Headers>();
+        let none = Headers::new();
+        assert_eq!(
+            priority_of(Priority::Critical, &none),
+            Ok(Priority::Critical)
+        );
+        assert_eq!(
+            priority_of(Priority::Critical, &h("sheddable")),
+            Ok(Priority::Sheddable)
+        );
+        assert_eq!(
+            priority_of(Priority::Sheddable, &h("critical")),
+            Ok(Priority::Sheddable)
+        );
+        assert_eq!(
+            priority_of(Priority::Standard, &h(" standard ")),
+            Ok(Priority::Standard)
+        );
+        let err = priority_of(Priority::Standard, &h("urgent")).unwrap_err();
+        assert!(err.contains("which is standard"), "{err}");
     }
 }

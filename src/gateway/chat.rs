@@ -54,20 +54,24 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         self.trace_input(&request, log);
         let route_name = request.model.clone();
         log.route = route_name.clone();
-        let opts = CallOptions {
+        let mut opts = CallOptions {
             route: None,
             deadline: asked_deadline(headers),
             // A request that must not run twice says so.
             no_hedge: headers
                 .get("x-hedge")
                 .is_some_and(|v| v.trim().eq_ignore_ascii_case("off")),
+            ..CallOptions::default()
         };
         let tokens = client
             .filter(|t| t.limits.tokens_per_minute.is_some())
             .map_or(0, |_| tokens_of(Some(&expected_usage(&request))));
         let route = self.client.route_name(&request, &opts);
-        let mut ticket = match self.admit(client, route, tokens, format, log) {
-            Ok(ticket) => ticket,
+        let mut ticket = match self.admit(client, route, tokens, headers, format, log) {
+            Ok((priority, ticket)) => {
+                opts.priority = priority;
+                ticket
+            }
             Err(out) => return out,
         };
         let echo = responses::echo(format, &request);

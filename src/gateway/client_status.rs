@@ -16,6 +16,7 @@ use serde::Serialize;
 use super::labels::Label;
 use super::metrics::follow;
 use super::tenants::{Tenant, Tenants, REFUSED_NAMES};
+use crate::engine::shedding::RouteShed;
 use crate::platform::UnixMillis;
 use crate::policy::price::Cost;
 
@@ -24,6 +25,8 @@ use crate::policy::price::Cost;
 #[serde(rename_all = "camelCase")]
 pub(super) struct ClientStatus {
     name: String,
+    /// Its priority class.
+    priority: &'static str,
     /// Its limits, those set.
     limits: Limits,
     /// Requests admitted since the isolate started.
@@ -61,6 +64,7 @@ struct Refused {
     in_flight: u64,
     spend: u64,
     route: u64,
+    shed: u64,
 }
 
 impl Refused {
@@ -74,6 +78,7 @@ impl Refused {
             requests: n(2),
             tokens: n(3),
             route: n(4),
+            shed: n(5),
         }
     }
 }
@@ -88,6 +93,7 @@ pub(super) fn rows(tenants: &Tenants, now: UnixMillis) -> Vec<ClientStatus> {
             let l = &t.limits;
             ClientStatus {
                 name: t.name.to_string(),
+                priority: t.priority.name(),
                 limits: Limits {
                     requests_per_minute: l.requests_per_minute,
                     tokens_per_minute: l.tokens_per_minute,
@@ -111,7 +117,7 @@ pub(super) fn rows(tenants: &Tenants, now: UnixMillis) -> Vec<ClientStatus> {
 pub(super) fn section(out: &mut String, rows: &[ClientStatus]) {
     out.push_str(
         "<section id=\"clients\"><h2>Clients</h2><table><thead><tr>\
-         <th scope=\"col\">Client</th><th scope=\"col\">Requests (last minute / limit)</th>\
+         <th scope=\"col\">Client</th><th scope=\"col\">Class</th><th scope=\"col\">Requests (last minute / limit)</th>\
          <th scope=\"col\">Tokens (last minute / limit)</th><th scope=\"col\">In flight</th>\
          <th scope=\"col\">Spent today</th><th scope=\"col\">Refused</th></tr></thead><tbody>",
     );
@@ -128,9 +134,10 @@ pub(super) fn section(out: &mut String, rows: &[ClientStatus]) {
             .unwrap_or_default();
         let _ = write!(
             out,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>${}{budget}</td>\
-             <td>{} rate, {} tokens, {} in flight, {} spend, {} route</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>${}{budget}</td>\
+             <td>{} rate, {} tokens, {} in flight, {} spend, {} route, {} shed</td></tr>",
             esc(&c.name),
+            c.priority,
             of(c.requests_last_minute, c.limits.requests_per_minute),
             of(c.tokens_last_minute, c.limits.tokens_per_minute),
             of(c.in_flight, c.limits.max_in_flight),
@@ -140,6 +147,7 @@ pub(super) fn section(out: &mut String, rows: &[ClientStatus]) {
             r.in_flight,
             r.spend,
             r.route,
+            r.shed,
         );
     }
     out.push_str("</tbody></table></section>");
@@ -156,10 +164,23 @@ struct RefusalLabels {
     reason: &'static str,
 }
 
-/// The clients' series of `/metrics`: their names come from the
-/// configuration, so they are few.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    route: Label,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShedLabels {
+    route: Label,
+    priority: &'static str,
+}
+
+/// The clients' and the routes' shedding series of `/metrics`: their
+/// names come from the configuration, so they are few.
 #[derive(Default)]
 pub(super) struct ClientFamilies {
+    shed_depth: Family<RouteLabels, Gauge<f64, AtomicU64>>,
+    shed: Family<ShedLabels, Counter>,
     requests: Family<ClientLabels, Counter>,
     rejections: Family<RefusalLabels, Counter>,
     tokens: Family<ClientLabels, Counter>,
@@ -176,7 +197,7 @@ impl ClientFamilies {
         );
         r.register(
             "client_rejections",
-            "Requests of a named client refused, by reason: requests, tokens, in_flight, spend (its limits) or route (one it may not use)",
+            "Requests of a named client refused, by reason: requests, tokens, in_flight, spend (its limits), route (one it may not use) or shed (its class, while its route sheds load)",
             self.rejections.clone(),
         );
         r.register(
@@ -190,10 +211,41 @@ impl ClientFamilies {
             self.spend.clone(),
         );
         r.register(
+            "route_shed_depth",
+            "How deep a route sheds load by priority: 0 nothing, 1 every sheddable request, 2 every sheddable and standard one",
+            self.shed_depth.clone(),
+        );
+        r.register(
+            "route_shed",
+            "Requests a route shed while its providers could not carry its load, by priority class",
+            self.shed.clone(),
+        );
+        r.register(
             "client_in_flight",
             "A named client's requests under way in this isolate",
             self.in_flight.clone(),
         );
+    }
+
+    /// Brings the routes' shedding series up to `rows`.
+    pub(super) fn follow_shedding(&self, rows: &[RouteShed]) {
+        for r in rows {
+            self.shed_depth
+                .get_or_create(&RouteLabels {
+                    route: Label::new(&r.route),
+                })
+                .set(r.depth);
+            for (priority, total) in [
+                ("standard", r.shed.standard),
+                ("sheddable", r.shed.sheddable),
+            ] {
+                let labels = ShedLabels {
+                    route: Label::new(&r.route),
+                    priority,
+                };
+                follow(&self.shed.get_or_create(&labels), total);
+            }
+        }
     }
 
     /// Brings the series up to `tenants`' totals.

@@ -39,14 +39,17 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             Err(out) => return out,
         };
         log.route = call.model.clone();
-        let opts = CallOptions {
+        let mut opts = CallOptions {
             route: None,
             deadline: asked_deadline(headers),
             ..CallOptions::default()
         };
         let route = self.client.name_of(call.model.as_deref(), &opts);
-        let ticket = match self.admit(client, route, 0, format, log) {
-            Ok(ticket) => ticket,
+        let ticket = match self.admit(client, route, 0, headers, format, log) {
+            Ok((priority, ticket)) => {
+                opts.priority = priority;
+                ticket
+            }
             Err(out) => return out,
         };
         let result = self.client.call(&call, opts).await;

@@ -10,6 +10,7 @@ use super::metrics;
 use super::proxy::Gateway;
 use super::render::json_response;
 use super::status::{self, html_response};
+use crate::engine::shedding::RouteShed;
 use crate::engine::store::BreakerStore;
 use crate::platform::{Headers, Platform, UnixMillis};
 use crate::policy::stats::Health;
@@ -59,6 +60,9 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         if !self.auth.is_open() {
             self.metrics.clients.follow(&self.tenants);
         }
+        self.metrics
+            .clients
+            .follow_shedding(&self.client.shedding());
         let mut headers = Headers::new();
         headers.insert("content-type", metrics::CONTENT_TYPE);
         Outbound {
@@ -86,6 +90,13 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         client_status::rows(&self.tenants, self.client.platform().now())
     }
 
+    /// The routes that shed load now or did since the isolate started.
+    pub(super) fn shed_rows(&self) -> Vec<RouteShed> {
+        let mut rows = self.client.shedding();
+        rows.retain(|r| r.depth > 0.0 || r.shed.standard + r.shed.sheddable > 0);
+        rows
+    }
+
     /// `GET /health`.
     pub(super) fn health(&self) -> Outbound {
         let providers = self.client.health();
@@ -97,6 +108,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
             costs: self.client.cost_totals(),
             spend: self.client.spend(),
             clients: self.client_rows(),
+            shedding: self.shed_rows(),
         };
         json_response(200, &body)
     }
@@ -112,6 +124,10 @@ struct HealthBody {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     costs: Vec<crate::engine::cost::ModelCost>,
     providers: Vec<Health>,
+    /// Each route that sheds load by priority, or did: how deep, and what
+    /// it shed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    shedding: Vec<RouteShed>,
     /// Each route with a daily budget: what it spent today.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     spend: Vec<crate::engine::cost::SpendHealth>,

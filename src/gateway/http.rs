@@ -66,6 +66,8 @@ pub const REQUEST_HEADERS: &[&str] = &[
     "x-request-id",
     "x-request-timeout-ms",
     "x-hedge",
+    // a request's priority class, lowered (`critical`, `standard`, `sheddable`)
+    "x-priority",
     // the response cache's controls
     "cache-control",
     "x-cache-ttl",

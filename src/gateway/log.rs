@@ -50,8 +50,12 @@ pub(super) struct LogLine<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(super) omitted: Vec<String>,
     pub(super) path: &'a str,
-    /// The client's limit that refused the request (`requests`, `tokens`,
-    /// `in_flight`, `spend`, or `route`: one it may not use).
+    /// The request's priority class, when it has a route that sheds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) priority: Option<&'static str>,
+    /// Why the request was refused: the client's limit (`requests`,
+    /// `tokens`, `in_flight`, `spend`), `route` (one it may not use) or
+    /// `shed` (its class, while its route sheds load).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) refused: Option<&'static str>,
     pub(super) request_id: &'a str,

@@ -33,9 +33,10 @@ pub(super) fn render_error_as(format: Format, e: &Error, status: u16) -> Outboun
             Some(e.code().to_string()),
         ),
         // Only streams are interrupted; this gateway answers whole bodies.
-        Error::Interrupted { .. } | Error::SpendCapReached { .. } | Error::NoValidAnswer { .. } => {
-            (e.to_string(), Some(e.code().to_string()))
-        }
+        Error::Interrupted { .. }
+        | Error::SpendCapReached { .. }
+        | Error::Shed { .. }
+        | Error::NoValidAnswer { .. } => (e.to_string(), Some(e.code().to_string())),
     };
     let mut body = error_body(format, status, &message, code.as_deref());
     if let Error::AllProvidersFailed(Exhausted { attempts }) | Error::NoValidAnswer { attempts } = e
@@ -57,6 +58,11 @@ pub(super) fn render_error_as(format: Format, e: &Error, status: u16) -> Outboun
                 .max(1)
                 .to_string(),
         );
+        if let Error::Shed { .. } = e {
+            // Spread to the millisecond: OpenAI's SDKs read it first.
+            out.headers
+                .insert("retry-after-ms", after.as_millis().to_string());
+        }
     }
     out
 }

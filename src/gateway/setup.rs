@@ -14,7 +14,7 @@ use super::tenants::{Tenant, Tenants};
 use crate::config::clients::{ClientSpec, DEFAULT_CLIENT};
 use crate::config::{Config, ConfigError, ConfigIssue, Secret, Validated};
 use crate::engine::store::BreakerStore;
-use crate::fleet::JournalSource;
+use crate::fleet::{ClientLedger, JournalSource};
 use crate::platform::{Headers, Platform};
 use crate::policy::breaker::BreakerPolicy;
 
@@ -116,6 +116,22 @@ impl Setup {
     pub fn journals(mut self, journals: Rc<dyn JournalSource>) -> Self {
         self.journals = Some(journals);
         self
+    }
+
+    /// Shares the limited clients' counts with the other isolates through
+    /// `ledger` (the Worker's client objects), so that their limits hold
+    /// fleet-wide.
+    pub fn client_ledger(self, ledger: Rc<dyn ClientLedger>) -> Self {
+        for tenant in &self.tenants.0 {
+            tenant.share_through(&ledger);
+        }
+        self
+    }
+
+    /// Whether any client has limits (only their requests reach the
+    /// client objects).
+    pub fn has_limited_clients(&self) -> bool {
+        self.tenants.0.iter().any(|t| t.is_limited())
     }
 
     /// Keeps the routes' daily spending in `ledger` too (the Worker's

@@ -376,6 +376,7 @@ fn cause_of(e: &Error) -> ProviderError {
         Error::InvalidRequest(_) | Error::UnknownRoute(_) | Error::SpendCapReached { .. } => {
             ProviderError::new(ErrorKind::InvalidRequest, e.to_string())
         }
+        Error::Shed { .. } => ProviderError::new(ErrorKind::Server, e.to_string()),
     }
 }
 

@@ -2,13 +2,16 @@
 //! what it used, and the [`Ticket`] an admitted request holds until it
 //! ends.
 //!
-//! A client's counts are this isolate's. A request is admitted against
-//! them ([`crate::policy::tenant::admit`]) with its tokens estimated (its
-//! text, and its `max_tokens` or 4,096 for the answer), and it holds that
-//! estimate until it ends; then the usage its providers reported replaces
-//! the estimate and what it cost is added to the day's spend.
+//! A request is admitted ([`crate::policy::tenant::admit`]) against the
+//! client's counts here plus, with a [`ClientLedger`] (the Worker's client
+//! objects), what it used through the other isolates as last seen, with
+//! its tokens estimated (its text, and its `max_tokens` or 4,096 for the
+//! answer). It holds that estimate until it ends; then the usage its
+//! providers reported replaces the estimate and what it cost is added to
+//! the day's spend. Each change to a limited client's count here is
+//! noted to the ledger, which shares it in the background.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -16,8 +19,10 @@ use std::sync::Arc;
 use crate::chat::Usage;
 use crate::config::clients::{ClientSpec, DEFAULT_CLIENT};
 use crate::error::Attempt;
+use crate::fleet::ClientLedger;
 use crate::platform::UnixMillis;
 use crate::policy::price::Cost;
+use crate::policy::shed::Priority;
 use crate::policy::tenant::{ClientLimits, Refusal, Used};
 
 /// One named client.
@@ -28,10 +33,29 @@ pub(crate) struct Tenant {
     /// The routes it may name; `None`: any.
     routes: Option<BTreeSet<String>>,
     pub(crate) limits: ClientLimits,
+    /// Its priority class: the highest its requests may have.
+    pub(crate) priority: Priority,
     /// What it used, as this isolate counted.
     pub(crate) used: RefCell<Used>,
     /// What it asked and used since this isolate started.
     pub(crate) totals: Totals,
+    /// Where its counts are shared with the other isolates (only a client
+    /// with limits has one).
+    fleet: Shared,
+}
+
+/// A client's [`ClientLedger`], once set.
+#[derive(Default)]
+struct Shared(OnceCell<Rc<dyn ClientLedger>>);
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "fleet"
+        } else {
+            "local"
+        })
+    }
 }
 
 /// A client's totals since the isolate started.
@@ -40,8 +64,8 @@ pub(crate) struct Totals {
     /// Requests admitted.
     pub(crate) admitted: Cell<u64>,
     /// Requests refused, by [`Refusal::ALL`]'s order, then a route it may
-    /// not use.
-    pub(crate) refused: [Cell<u64>; 5],
+    /// not use, then shed.
+    pub(crate) refused: [Cell<u64>; 6],
     /// Tokens its providers reported.
     pub(crate) tokens: Cell<u64>,
     /// What its requests cost.
@@ -51,13 +75,17 @@ pub(crate) struct Totals {
 /// The index of [`Totals::refused`] counting a route a client may not use.
 pub(crate) const ROUTE_REFUSED: usize = 4;
 
+/// The index of [`Totals::refused`] counting requests shed.
+pub(crate) const SHED_REFUSED: usize = 5;
+
 /// A refusal's name and its index in [`Totals::refused`].
 pub(crate) fn refusal_index(r: Refusal) -> usize {
     Refusal::ALL.iter().position(|x| *x == r).unwrap_or(0)
 }
 
 /// The reasons [`Totals::refused`] counts, in its order.
-pub(crate) const REFUSED_NAMES: [&str; 5] = ["in_flight", "spend", "requests", "tokens", "route"];
+pub(crate) const REFUSED_NAMES: [&str; 6] =
+    ["in_flight", "spend", "requests", "tokens", "route", "shed"];
 
 impl Tenant {
     /// A client without limits that may use every route.
@@ -67,6 +95,7 @@ impl Tenant {
             keys_env: Vec::new(),
             routes: None,
             limits: ClientLimits::default(),
+            priority: Priority::default(),
         })
     }
 
@@ -75,8 +104,39 @@ impl Tenant {
             name: spec.name.as_str().into(),
             routes: spec.routes.clone(),
             limits: spec.limits,
+            priority: spec.priority,
             used: RefCell::default(),
             totals: Totals::default(),
+            fleet: Shared::default(),
+        }
+    }
+
+    /// Whether it has a limit to judge.
+    pub(crate) fn is_limited(&self) -> bool {
+        self.limits != ClientLimits::default()
+    }
+
+    /// Shares its counts through `ledger`, when it has limits to judge.
+    pub(crate) fn share_through(&self, ledger: &Rc<dyn ClientLedger>) {
+        if self.is_limited() {
+            let _ = self.fleet.0.set(Rc::clone(ledger));
+        }
+    }
+
+    /// What it used as of `now`: here, and through the other isolates as
+    /// last seen.
+    pub(crate) fn judged(&self, now: UnixMillis) -> Used {
+        let mine = *self.used.borrow();
+        match self.fleet.0.get().and_then(|f| f.others(&self.name, now)) {
+            Some(others) => mine.plus(&others, now),
+            None => mine,
+        }
+    }
+
+    /// Notes its count here at `now` to the ledger, which sends it when due.
+    pub(crate) fn share(&self, now: UnixMillis) {
+        if let Some(fleet) = self.fleet.0.get() {
+            fleet.report(&self.name, now, &self.used.borrow());
         }
     }
 
@@ -142,6 +202,7 @@ impl Ticket {
         }
         let admitted = &tenant.totals.admitted;
         admitted.set(admitted.get() + 1);
+        tenant.share(now);
         Ticket {
             tenant: Rc::clone(tenant),
             held: tokens,
@@ -174,6 +235,26 @@ impl Ticket {
                 .saturating_add(cost.picodollars());
             t.totals.spend.set(Cost::from_picodollars(spent));
         }
+        drop(used);
+        t.share(now);
+    }
+}
+
+impl Ticket {
+    /// Gives back at `now` what its admission took: the request was shed
+    /// before any provider, and counts toward none of its limits.
+    pub(crate) fn refund(mut self, now: UnixMillis) {
+        self.settled = true;
+        let t = &self.tenant;
+        {
+            let mut used = t.used.borrow_mut();
+            used.requests.take_back(now, 1);
+            used.tokens.take_back(now, self.held);
+            used.in_flight = used.in_flight.saturating_sub(1);
+        }
+        let admitted = &t.totals.admitted;
+        admitted.set(admitted.get().saturating_sub(1));
+        t.share(now);
     }
 }
 

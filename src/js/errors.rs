@@ -183,6 +183,18 @@ pub(crate) fn call_error(e: &Error, exhaustion: Exhaustion) -> JsValue {
         Error::InvalidRequest(message) => client_error("invalid_request", 400, message),
         Error::UnknownRoute(_) => client_error("unknown_route", 404, &e.to_string()),
         Error::SpendCapReached { .. } => client_error("spend_cap_reached", 429, &e.to_string()),
+        // Nothing was sent: the route keeps its capacity for higher classes.
+        Error::Shed { retry_after, .. } => build(
+            "LLMError",
+            &e.to_string(),
+            &Init {
+                kind: Name::Str("load_shed"),
+                retryable: true,
+                status: Some(e.status()),
+                retry_after_ms: Some(millis(*retry_after)),
+                ..Init::default()
+            },
+        ),
         // Every answer failed the route's validators: the attempts say how.
         Error::NoValidAnswer { attempts } => build(
             "LLMError",

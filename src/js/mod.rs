@@ -523,11 +523,23 @@ impl ResilientClient {
                 None => return Err(bad("options.hedge: must be a boolean")),
             },
         };
+        let priority = match prop(options, "priority") {
+            v if v.is_undefined() || v.is_null() => crate::Priority::default(),
+            v => match v.as_string().as_deref().and_then(crate::Priority::parse) {
+                Some(p) => p,
+                None => {
+                    return Err(bad(
+                        "options.priority: must be \"critical\", \"standard\" or \"sheddable\"",
+                    ))
+                }
+            },
+        };
         Ok((
             CallOptions {
                 route,
                 deadline,
                 no_hedge,
+                priority,
             },
             signal,
         ))

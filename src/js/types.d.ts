@@ -287,6 +287,12 @@ export interface Config {
    * reset, and tier weights follow the share of each pool left. False: only 429s move traffic.
    */
   steerByCapacity?: boolean;
+  /**
+   * Whether a route sheds its lower-priority calls while its providers cannot carry its load
+   * (default true): `sheddable` calls are refused first (an `LLMError` of kind `load_shed`,
+   * 503, with `retryAfterMs`), then `standard` ones while `critical` ones ask.
+   */
+  shedByPriority?: boolean;
   /** Settings of the gateway host (the Worker); ignored by this package. */
   gateway?: { clientKeysEnv?: string[]; allowUnauthenticated?: boolean };
   /** Prices for JS providers (by `provider/model`), and per route its ordering and daily budget. */
@@ -538,6 +544,12 @@ export interface ChatOptions {
   deadlineMs?: number;
   /** `false`: never hedge this call, whatever its route says (a call that must not run twice). */
   hedge?: boolean;
+  /**
+   * This call's priority class for its route's load shedding (default `"standard"`): while
+   * the route's providers cannot carry its load, `sheddable` calls are refused first, then
+   * `standard` ones; `critical` ones are always sent.
+   */
+  priority?: "critical" | "standard" | "sheddable";
   /**
    * On a route that caches (`cache.<route>`), this call's controls, as an HTTP client's
    * `cache-control` and `x-cache-ttl`: `noCache` asks the providers whatever is stored (the
@@ -1034,11 +1046,13 @@ export class LLMError extends Error {
   /**
    * An `ErrorKind`, or `all_providers_failed`, `aborted`, `unknown_route`, `interrupted` (a stream
    * cut after it began), `invalid_state` (a stream read twice at once), `disposed` (the client was
-   * freed), `config` (a `ConfigError`).
+   * freed), `config` (a `ConfigError`), `load_shed` (the call's route sheds its priority class:
+   * nothing was sent; `retryAfterMs` says when to try again).
    */
   readonly kind:
     | ErrorKind
     | "all_providers_failed"
+    | "load_shed"
     | "aborted"
     | "unknown_route"
     | "interrupted"

@@ -10,6 +10,7 @@ pub(crate) mod cheapest;
 pub(crate) mod latency;
 pub(crate) mod pool;
 pub(crate) mod price;
+pub(crate) mod shed;
 pub(crate) mod spend;
 pub(crate) mod stats;
 pub(crate) mod tenant;

@@ -11,6 +11,8 @@
 
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use crate::platform::UnixMillis;
 use crate::policy::price::Cost;
 use crate::policy::spend::{day_end, utc_day, Tally};
@@ -36,14 +38,14 @@ pub(crate) struct ClientLimits {
 }
 
 /// A count over a sliding minute ([module docs](self)).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Minutes {
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Minutes {
     /// The minute `this` counts, as minutes since 1970.
-    pub(crate) minute: u64,
+    pub minute: u64,
     /// Counted in that minute.
-    pub(crate) this: u64,
+    pub this: u64,
     /// Counted in the minute before it.
-    pub(crate) last: u64,
+    pub last: u64,
 }
 
 impl Minutes {
@@ -70,6 +72,16 @@ impl Minutes {
         self.this = self.this.saturating_add(n);
     }
 
+    /// This count and `other` together, as of `now`'s minute.
+    pub(crate) fn plus(self, other: Minutes, now: UnixMillis) -> Minutes {
+        let (a, b) = (self.at(now), other.at(now));
+        Minutes {
+            minute: a.minute,
+            this: a.this.saturating_add(b.this),
+            last: a.last.saturating_add(b.last),
+        }
+    }
+
     /// Takes back `n` counted too many (an estimate above what was used),
     /// from this minute's count and then the last one's.
     pub(crate) fn take_back(&mut self, now: UnixMillis, n: u64) {
@@ -80,7 +92,7 @@ impl Minutes {
     }
 
     /// The count over the sixty seconds before `now`.
-    pub(crate) fn estimate(&self, now: UnixMillis) -> u64 {
+    pub fn estimate(&self, now: UnixMillis) -> u64 {
         let m = self.at(now);
         let left = MINUTE_MS - now % MINUTE_MS;
         weighted(m.last, left).saturating_add(m.this)
@@ -139,18 +151,38 @@ fn longest_left(count: u64, room: u64) -> u64 {
     most.min(u128::from(MINUTE_MS)) as u64
 }
 
-/// What a client has used: the counts a limit is judged by.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Used {
+/// What a client has used: the counts a limit is judged by. Counts of
+/// the same client add ([`Used::plus`]): what several isolates used is
+/// their sum.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Used {
     /// Requests admitted.
-    pub(crate) requests: Minutes,
+    pub requests: Minutes,
     /// Tokens: estimates held for requests under way, corrected by the
     /// usage reported when they end.
-    pub(crate) tokens: Minutes,
+    pub tokens: Minutes,
     /// Requests under way.
-    pub(crate) in_flight: u64,
+    pub in_flight: u64,
     /// Dollars spent today.
-    pub(crate) spend: Tally,
+    pub spend: Tally,
+}
+
+impl Used {
+    /// These counts and `other`'s together, as of `now`: minutes aligned,
+    /// requests in flight added, today's spending added (another day's is
+    /// nothing today).
+    pub fn plus(&self, other: &Used, now: UnixMillis) -> Used {
+        let mut spend = Tally::default();
+        spend.add(now, self.spend.today(now));
+        spend.add(now, other.spend.today(now));
+        Used {
+            requests: self.requests.plus(other.requests, now),
+            tokens: self.tokens.plus(other.tokens, now),
+            in_flight: self.in_flight.saturating_add(other.in_flight),
+            spend,
+        }
+    }
 }
 
 /// Which limit refused a request.
@@ -341,6 +373,32 @@ mod tests {
         assert_eq!(m.until_empty(T0 + 45_000), 75_000);
         assert_eq!(m.until_empty(T0 + 70_000), 50_000);
         assert_eq!(m.estimate(T0 + 120_000), 0);
+    }
+
+    #[test]
+    fn counts_add_across_their_minutes_and_days() {
+        let mut a = Used::default();
+        a.requests.add(T0 + 10_000, 3);
+        a.tokens.add(T0 + 10_000, 300);
+        a.in_flight = 2;
+        a.spend.add(T0, Cost::from_picodollars(7));
+        let mut b = Used::default();
+        b.requests.add(T0 + 70_000, 4);
+        b.in_flight = 1;
+        // A tally of the day before is nothing today.
+        b.spend.add(T0 - 86_400_000, Cost::from_picodollars(1000));
+        let now = T0 + 75_000;
+        let sum = a.plus(&b, now);
+        assert_eq!((sum.requests.this, sum.requests.last), (4, 3));
+        assert_eq!(
+            sum.requests.estimate(now),
+            a.requests.estimate(now) + b.requests.estimate(now)
+        );
+        assert_eq!(sum.tokens.estimate(now), 225);
+        assert_eq!(sum.in_flight, 3);
+        assert_eq!(sum.spend.today(now), Cost::from_picodollars(7));
+        // Two and a quarter of the last minute's three, rounded up.
+        assert_eq!(a.plus(&Used::default(), now).requests.estimate(now), 3);
     }
 
     #[test]

@@ -17,8 +17,9 @@ use serde::Serialize;
 
 use crate::engine::timeout::timeout;
 use crate::fleet::{
-    spend_key, Batch, Call, FleetLink, HoldAnswer, HoldCall, Inbox, Journal, LeaseAnswer,
-    LinkError, Outage, SettleCall, SpendCall, SpendInbox, SpendLink, View, OUTAGE_LOG_INTERVAL,
+    client_key, spend_key, Batch, Call, ClientInbox, ClientLink, ClientReport, FleetLink,
+    HoldAnswer, HoldCall, Inbox, Journal, LeaseAnswer, LinkError, Outage, SettleCall, SpendCall,
+    SpendInbox, SpendLink, Used, View, OUTAGE_LOG_INTERVAL,
 };
 use crate::policy::spend::Tally;
 
@@ -268,5 +269,20 @@ impl SpendLink for DoLink {
     async fn hold(&self, body: HoldCall) -> Result<HoldAnswer, LinkError> {
         let (binding, name) = self.breaker(&spend_key(&body.route));
         call(&self.env, &self.outage, "hold", (binding, &name), &body).await
+    }
+}
+
+/// The same namespace holds the limited clients' objects (`client:<name>`),
+/// reached directly: a client's reports are one call at a time per isolate.
+impl ClientLink for DoLink {
+    fn report(&self, body: ClientReport, inbox: ClientInbox) {
+        let env = self.env.clone();
+        let outage = Rc::clone(&self.outage);
+        self.background.spawn(async move {
+            let name = client_key(&body.client);
+            let answer = call::<Used>(&env, &outage, "client", (BINDING, &name), &body).await;
+            let now = worker::js_sys::Date::now() as u64;
+            inbox.deliver(&body.client, now, answer.ok());
+        });
     }
 }

@@ -14,6 +14,8 @@
 //! through the `RELAYS` namespace when it is bound ([`relay::FleetRelay`],
 //! one per model and data centre: `request.cf.colo`), and so do the spend
 //! caps' calls ([`spend_relay`], one relay per cap and data centre).
+//! A limited client's counts go to its object in the same namespace
+//! (`client:<name>`, [`crate::fleet::FleetClients`]), directly.
 
 mod answers;
 mod fault;
@@ -109,8 +111,16 @@ fn load(env: &Env, req: &web_sys::Request) -> Rc<Loaded> {
             // Only capped entries' requests ever reach the spend objects.
             let link = DoLink::new(env.clone(), background.clone()).relayed(&colo(req));
             let ttl = FleetPolicy::default().ttl;
-            let ledger = crate::fleet::FleetSpend::new(link, ttl, holder);
+            let ledger = crate::fleet::FleetSpend::new(link, ttl, holder.clone());
             let setup = setup.spend_ledger(Rc::new(ledger));
+            // Only limited clients' counts reach the client objects.
+            let setup = if setup.has_limited_clients() {
+                let link = DoLink::new(env.clone(), background.clone());
+                let clients = crate::fleet::FleetClients::new(link, ttl, holder.clone());
+                setup.client_ledger(Rc::new(clients))
+            } else {
+                setup
+            };
             // The status page and `/metrics` read the breaker objects' journals.
             let setup = setup.journals(Rc::new(DoLink::new(env.clone(), background.clone())));
             let mut gateway = setup.into_gateway(WebPlatform::new(), store);

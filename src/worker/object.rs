@@ -12,7 +12,10 @@
 //! booking (to the object `spend:<route>`, in a table of its own);
 //! `POST http://do/hold {"route", "id", "amount", "budget", "ttlMs"}` → whether
 //! it was held, and the standing; `POST http://do/settle {"route", "holds",
-//! "add"}` → the standing after releasing and booking.
+//! "add"}` → the standing after releasing and booking;
+//! `POST http://do/client {"client", "holder", "used"}` → what the client
+//! used through every other isolate (to the object `client:<name>`, in a
+//! table of its own).
 //!
 //! With `FLEET_FAULTS=on`, `POST http://do/fault {"mode"}` makes it fail
 //! ([`super::fault`]).
@@ -26,7 +29,9 @@ use super::fault::Faults;
 use super::watch::Watchers;
 
 use crate::config::Config;
-use crate::fleet::{Call, Fleet, HoldCall, SettleCall, SpendBook, SpendCall};
+use crate::fleet::{
+    Call, ClientBook, ClientReport, Fleet, HoldCall, SettleCall, SpendBook, SpendCall,
+};
 use crate::policy::breaker::BreakerPolicy;
 use crate::policy::latency::DemotionPolicy;
 
@@ -67,6 +72,9 @@ impl DurableObject for BreakerStore {
         }
         if matches!(op.as_str(), "/spend" | "/hold" | "/settle") {
             return self.spend(&op, text.as_deref());
+        }
+        if op == "/client" {
+            return self.client(text.as_deref());
         }
         let call = text;
         let Some(call) = call.and_then(|t| serde_json::from_str::<Call>(&t).ok()) else {
@@ -122,20 +130,7 @@ impl BreakerStore {
     /// store: no await in between.
     fn spend(&self, op: &str, text: Option<&str>) -> Result<Response> {
         let text = text.unwrap_or_default();
-        let sql = self.state.storage().sql();
-        sql.exec(
-            "CREATE TABLE IF NOT EXISTS spend (id INTEGER PRIMARY KEY, state TEXT NOT NULL)",
-            None,
-        )?;
-        let row = sql
-            .exec("SELECT state FROM spend WHERE id = 1", None)?
-            .raw()
-            .next()
-            .transpose()?;
-        let stored = match row.as_deref() {
-            Some([worker::SqlStorageValue::String(state)]) => serde_json::from_str(state).ok(),
-            _ => None,
-        };
+        let stored = self.row("spend")?;
         let now = worker::js_sys::Date::now() as u64;
         let mut book = SpendBook::load(stored, now);
         let answer = match op {
@@ -154,15 +149,55 @@ impl BreakerStore {
             return Response::error("bad request", 400);
         };
         let answer = answer.map_err(|e| worker::Error::RustError(e.to_string()))?;
-        let json =
-            serde_json::to_string(&book).map_err(|e| worker::Error::RustError(e.to_string()))?;
+        self.keep_row("spend", &book)?;
+        json_answer(answer)
+    }
+
+    /// A limited client's object (`client:<name>`), in its own table: each
+    /// isolate's last report, and the answer of what the others used.
+    /// Load, one pure step, store: no await in between.
+    fn client(&self, text: Option<&str>) -> Result<Response> {
+        let Some(report) = text.and_then(|t| serde_json::from_str::<ClientReport>(t).ok()) else {
+            return Response::error("bad request", 400);
+        };
+        let mut book: ClientBook = self.row("client")?.unwrap_or_default();
+        let now = worker::js_sys::Date::now() as u64;
+        let others = book.report(now, &report);
+        let answer =
+            serde_json::to_string(&others).map_err(|e| worker::Error::RustError(e.to_string()))?;
+        self.keep_row("client", &book)?;
+        json_answer(answer)
+    }
+
+    /// The state kept in `table` (its one row), if any and readable.
+    fn row<T: serde::de::DeserializeOwned>(&self, table: &'static str) -> Result<Option<T>> {
+        let sql = self.state.storage().sql();
         sql.exec(
-            "INSERT OR REPLACE INTO spend (id, state) VALUES (1, ?)",
+            &format!(
+                "CREATE TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY, state TEXT NOT NULL)"
+            ),
+            None,
+        )?;
+        let row = sql
+            .exec(&format!("SELECT state FROM {table} WHERE id = 1"), None)?
+            .raw()
+            .next()
+            .transpose()?;
+        Ok(match row.as_deref() {
+            Some([worker::SqlStorageValue::String(state)]) => serde_json::from_str(state).ok(),
+            _ => None,
+        })
+    }
+
+    /// Keeps `state` as `table`'s one row.
+    fn keep_row(&self, table: &'static str, state: &impl serde::Serialize) -> Result<()> {
+        let json =
+            serde_json::to_string(state).map_err(|e| worker::Error::RustError(e.to_string()))?;
+        self.state.storage().sql().exec(
+            &format!("INSERT OR REPLACE INTO {table} (id, state) VALUES (1, ?)"),
             vec![json.into()],
         )?;
-        let headers = worker::Headers::new();
-        headers.set("content-type", "application/json")?;
-        Ok(Response::ok(answer)?.with_headers(headers))
+        Ok(())
     }
 
     fn sql_init(&self) -> Result<()> {
@@ -219,4 +254,11 @@ impl BreakerStore {
         *self.policies.borrow_mut() = Some(p.clone());
         Some(p)
     }
+}
+
+/// `answer`, a JSON text, as a 200.
+fn json_answer(answer: String) -> Result<Response> {
+    let headers = worker::Headers::new();
+    headers.set("content-type", "application/json")?;
+    Ok(Response::ok(answer)?.with_headers(headers))
 }

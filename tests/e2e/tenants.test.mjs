@@ -9,7 +9,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import Anthropic from "@anthropic-ai/sdk";
-import { GATEWAY_KEY, gatewayConfig, startGateway, startMock } from "./gateway-harness.mjs";
+import { eventually, GATEWAY_KEY, gatewayConfig, startGateway, startMock } from "./gateway-harness.mjs";
 
 const BATCH_KEY = "e2e-batch-key";
 const WEB_KEY = "e2e-web-key";
@@ -111,5 +111,178 @@ describe("named clients through the Worker, official SDKs", { timeout: 120000 },
     const line = gw.logs.find((l) => l.includes('"client":"batch"') && l.includes('"refused":"requests"'));
     assert.ok(line, "the log line names the client and the limit");
     assert.ok(!gw.logs.some((l) => l.includes(BATCH_KEY)), "no key in any log line");
+  });
+});
+
+// The same limits across two isolates sharing the real client objects: what one isolate
+// admitted counts against the other's next requests, in the headers the SDK reads and in its
+// RateLimitError; the overshoot of a requests-per-minute limit under alternating requests is
+// measured and printed.
+describe("a client's limit through two isolates, official SDK", { timeout: 120000 }, () => {
+  const FLEET_KEY = "e2e-fleet-key";
+  const BURST_KEY = "e2e-burst-key";
+  let mock, gw;
+  const sdk = (apiKey, isolate) =>
+    new OpenAI({
+      apiKey,
+      baseURL: "http://gateway/v1",
+      maxRetries: 0,
+      timeout: 20000,
+      fetch: (url, init) => gw.fetch(isolate, url, init),
+    });
+  // What the client's object holds from every isolate, asked as one that used nothing.
+  const fleetRequests = async (client) => {
+    const used = { requests: { minute: 0, this: 0, last: 0 }, tokens: { minute: 0, this: 0, last: 0 }, inFlight: 0, spend: { day: 0, spent: 0 } };
+    const { status, text } = await gw.fleet(`client:${client}`, "client", { client, holder: "probe", used });
+    assert.equal(status, 200, text);
+    const others = JSON.parse(text);
+    return others.requests.this + others.requests.last;
+  };
+  before(async () => {
+    mock = await startMock({ config: { providers: { p: {} } } });
+    const config = gatewayConfig(mock, {
+      providers: { p: "openai" },
+      routes: { main: [{ provider: "p", model: "gpt" }] },
+      retry: { maxAttempts: 1 },
+    });
+    config.gateway = {
+      clientKeysEnv: ["GATEWAY_KEY"],
+      clients: [
+        { name: "fleet", keysEnv: ["FLEET_KEY"], limits: { requestsPerMinute: 5 } },
+        { name: "burst", keysEnv: ["BURST_KEY"], limits: { requestsPerMinute: 10 } },
+      ],
+    };
+    gw = await startGateway(config, { isolates: 2, bindings: { FLEET_KEY, BURST_KEY } });
+  });
+  after(async () => {
+    await gw?.close();
+    await mock?.close();
+  });
+
+  test("one isolate's requests count against the other's, as the SDK sees it", async () => {
+    const [a, b] = [sdk(FLEET_KEY, 0), sdk(FLEET_KEY, 1)];
+    const ask = { model: "main", messages: user("fleet"), max_tokens: 8 };
+    const remaining = async (client) => {
+      const { response } = await client.chat.completions.create(ask).withResponse();
+      return response.headers.get("x-ratelimit-remaining-requests");
+    };
+    for (const left of ["4", "3", "2"]) assert.equal(await remaining(a), left);
+    await eventually(async () => (await fleetRequests("fleet")) === 3);
+    // B's first request is its own count's to decide while it asks the object; its headers
+    // count a's three once the answer is in (it usually is by the time the provider answers).
+    assert.ok(["4", "1"].includes(await remaining(b)));
+    await eventually(async () => (await fleetRequests("fleet")) === 4);
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(await remaining(b), "0", "five, less a's three and b's two");
+    await assert.rejects(b.chat.completions.create(ask), (e) => {
+      assert.ok(e instanceof OpenAI.RateLimitError, `${e}`);
+      assert.match(e.message, /"fleet" is over its 5 requests per minute/);
+      assert.ok(Number(e.headers.get("retry-after")) >= 1);
+      assert.equal(e.headers.get("x-ratelimit-remaining-requests"), "0");
+      return true;
+    });
+  });
+
+  test("the overshoot of 20 alternating requests against 10 a minute is bounded", async () => {
+    const clients = [sdk(BURST_KEY, 0), sdk(BURST_KEY, 1)];
+    let served = 0;
+    const before = mock.received("p").length;
+    for (let i = 0; i < 20; i++) {
+      try {
+        await clients[i % 2].chat.completions.create({ model: "main", messages: user(`burst ${i}`), max_tokens: 8 });
+        served += 1;
+      } catch (e) {
+        assert.ok(e instanceof OpenAI.RateLimitError, `${e}`);
+      }
+    }
+    console.log(`two isolates, 20 alternating requests against 10 a minute: ${served} served (overshoot ${served - 10})`);
+    assert.equal(mock.received("p").length - before, served, "a refused request reaches no provider");
+    assert.ok(served >= 10, `the limit is used: ${served}`);
+    assert.ok(served <= 12, `at most one request per isolate past the limit: ${served}`);
+  });
+});
+
+// Load shed by priority through the Worker, three client keys through the official SDK: while
+// the route's only provider answers 529 to everything, a sheddable client's flood is refused
+// at the gateway (InternalServerError 503, code load_shed, with retry-after) and stops
+// reaching the provider, while the critical client's requests still reach it every time; the
+// standard client is shed only after sheddable is gone.
+describe("a sheddable flood during an outage, official SDK", { timeout: 120000 }, () => {
+  const KEYS = { CRIT_KEY: "e2e-crit-key", STD_KEY: "e2e-std-key", BULK_KEY: "e2e-bulk-key" };
+  let mock, gw;
+  before(async () => {
+    mock = await startMock({ config: { providers: { p: { faults: [{ mode: "status", status: 529 }] } } } });
+    const config = gatewayConfig(mock, {
+      providers: { p: "openai" },
+      routes: { main: [{ provider: "p", model: "gpt" }] },
+      retry: { maxAttempts: 1 },
+      // A breaker that stays closed: every admitted request reaches the provider.
+      breaker: { failureThreshold: 10000, cooldownMs: 1000, maxCooldownMs: 1000 },
+    });
+    config.gateway = {
+      clientKeysEnv: ["GATEWAY_KEY"],
+      clients: [
+        { name: "crit", keysEnv: ["CRIT_KEY"], priority: "critical" },
+        { name: "std", keysEnv: ["STD_KEY"] },
+        { name: "bulk", keysEnv: ["BULK_KEY"], priority: "sheddable" },
+      ],
+    };
+    gw = await startGateway(config, { bindings: KEYS });
+  });
+  after(async () => {
+    await gw?.close();
+    await mock?.close();
+  });
+
+  test("sheddable is refused first and critical still reaches the provider", async () => {
+    const sdk = (apiKey) => new OpenAI({ apiKey, baseURL: `${gw.url}/v1`, maxRetries: 0, timeout: 20000 });
+    const [crit, std, bulk] = [sdk(KEYS.CRIT_KEY), sdk(KEYS.STD_KEY), sdk(KEYS.BULK_KEY)];
+    const ask = { model: "main", messages: user("flood"), max_tokens: 8 };
+    const outcome = async (client) => {
+      try {
+        await client.chat.completions.create(ask);
+        return "ok";
+      } catch (e) {
+        if (e instanceof OpenAI.InternalServerError && e.status === 503 && e.code === "load_shed") {
+          assert.ok(Number(e.headers.get("retry-after")) >= 1);
+          assert.ok(Number(e.headers.get("retry-after-ms")) >= 1000);
+          return "shed";
+        }
+        return "failed";
+      }
+    };
+    const seconds = [];
+    const start = Date.now();
+    for (let s = 0; s < 7; s++) {
+      const tally = { crit: { shed: 0, reached: 0 }, std: { shed: 0 }, bulk: { shed: 0, reached: 0 } };
+      for (let i = 0; i < 4; i++) {
+        const before = mock.received("p").length;
+        assert.notEqual(await outcome(crit), "shed", "critical is never shed");
+        tally.crit.reached += mock.received("p").length - before;
+        if ((await outcome(std)) === "shed") tally.std.shed += 1;
+        for (let j = 0; j < 2; j++) {
+          const b = mock.received("p").length;
+          if ((await outcome(bulk)) === "shed") tally.bulk.shed += 1;
+          tally.bulk.reached += mock.received("p").length - b;
+        }
+      }
+      seconds.push(tally);
+      // The depth moves once a second.
+      const next = start + (s + 1) * 1050;
+      await new Promise((r) => setTimeout(r, Math.max(0, next - Date.now())));
+    }
+    console.log(`an outage, second by second: ${JSON.stringify(seconds)}`);
+    assert.ok(seconds.every((t) => t.crit.reached === 4), "every critical request reached the provider");
+    assert.equal(seconds[0].bulk.shed, 0, "nothing is shed before the first second is judged");
+    assert.equal(seconds.at(-1).bulk.shed, 8, "at the end every sheddable request is shed");
+    assert.equal(seconds.at(-1).bulk.reached, 0);
+    const firstStd = seconds.findIndex((t) => t.std.shed > 0);
+    const allBulk = seconds.findIndex((t) => t.bulk.shed === 8);
+    assert.ok(firstStd === -1 || firstStd >= allBulk, `standard only after sheddable: ${JSON.stringify(seconds)}`);
+    const health = await (await gw.fetch(0, "http://gateway/health", { headers: { "x-api-key": GATEWAY_KEY } })).json();
+    const row = health.shedding.find((r) => r.route === "main");
+    assert.ok(row.depth >= 1, JSON.stringify(row));
+    assert.equal(health.clients.find((c) => c.name === "bulk").priority, "sheddable");
+    assert.ok(health.clients.find((c) => c.name === "bulk").refused.shed > 0);
   });
 });

@@ -226,3 +226,37 @@ test("health(): the breaker's count restarts at each transition; the statistics 
   assert.equal(again.attempts[0].kind, "circuit_open");
   assert.equal(both.health().find((x) => x.provider === "r").requests, 1);
 });
+
+test("a call's priority: sheddable calls are shed while the route fails, critical ones still sent", async () => {
+  const failing = {
+    name: "p",
+    calls: 0,
+    chat() {
+      this.calls++;
+      return Promise.reject(Object.assign(new Error("overloaded"), { status: 529 }));
+    },
+  };
+  const client = new ResilientClient(
+    { retry: { maxAttempts: 1 }, breaker: { failureThreshold: 10000 } },
+    { providers: [failing] },
+  );
+  let shed = null;
+  const end = Date.now() + 10000;
+  while (!shed && Date.now() < end) {
+    for (let i = 0; i < 6 && !shed; i++) {
+      const e = await client.chat(user("x"), { priority: "sheddable" }).catch((e) => e);
+      if (e.kind === "load_shed") shed = e;
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  assert.ok(shed instanceof LLMError, inspect(shed));
+  assert.equal(shed.status, 503);
+  assert.equal(shed.retryable, true);
+  assert.ok(shed.retryAfterMs >= 1000 && shed.retryAfterMs <= 5000, inspect(shed));
+  assert.match(shed.message, /is shedding sheddable requests/);
+  const calls = failing.calls;
+  const critical = await client.chat(user("x"), { priority: "critical" }).catch((e) => e);
+  assert.notEqual(critical.kind, "load_shed");
+  assert.equal(failing.calls, calls + 1, "a critical call is sent");
+  await assert.rejects(client.chat(user("x"), { priority: "urgent" }), /options\.priority/);
+});

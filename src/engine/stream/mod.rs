@@ -182,6 +182,8 @@ where
     hedge: Option<(String, crate::engine::hedge::HedgePolicy)>,
     /// Its spans, until its end, when its client takes them.
     pub(crate) spans: Option<CallSpans>,
+    /// Where its route's shedding counts its end, until it ends.
+    pub(crate) shed_slot: Option<usize>,
     _types: PhantomData<fn() -> (P, S)>,
 }
 
@@ -224,6 +226,7 @@ where
             timers,
             hedge,
             spans: None,
+            shed_slot: None,
             _types: PhantomData,
         }
     }
@@ -270,6 +273,12 @@ where
         };
         if self.spans.is_some() {
             self.note_spans(item.as_ref());
+        }
+        if self.shed_slot.is_some() {
+            let error = item.as_ref().and_then(|i| i.as_ref().err());
+            if self.done || error.is_some() {
+                self.client.end_class(self.shed_slot.take(), error);
+            }
         }
         item
     }
