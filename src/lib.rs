@@ -125,6 +125,7 @@ pub use policy::breaker::{
 };
 pub use policy::budget::BudgetPolicy;
 pub use policy::cheapest::Strategy;
+pub use policy::fair::Share;
 pub use policy::latency::{Demotion, DemotionPolicy, Measure, RateFloor, Speed};
 pub use policy::pool::{read as read_pool, PoolHeaders, PoolReading, Quota};
 pub use policy::price::{Bill, Cost, Price, Prices};

@@ -356,3 +356,106 @@ fn the_library_sheds_by_each_call_s_priority() {
     let opened = client.stream(ChatRequest::new(vec![Message::user("hi")]), opts);
     assert!(matches!(opened, Err(Error::Shed { .. })));
 }
+
+#[test]
+fn a_shed_stream_is_counted_as_shed_and_refunded() {
+    let mut cfg = config();
+    cfg["gateway"]["clients"][2]["limits"] = json!({ "requestsPerMinute": 100 });
+    let p = FakePlatform::new().at(NOON);
+    let setup = Setup::load(Some(&cfg.to_string()), &secret).expect("valid");
+    let store = MemoryStore::new(setup.breaker());
+    let g = setup.into_gateway(p.clone(), store);
+    for _ in 0..6 {
+        second(&p, &g, 4, || reply(529));
+    }
+    let body = json!({ "model": "main", "max_tokens": 8, "stream": true,
+                       "messages": [{ "role": "user", "content": "hi" }] });
+    let mut req = ask("key-bulk", None, "/v1/chat/completions");
+    req.body = Body::full(body.to_string().into_bytes());
+    let out = block_on(&p, g.handle(req));
+    assert_eq!(out.status, 503);
+    let line: Value = serde_json::from_str(&out.log).unwrap();
+    assert_eq!(line["refused"], "shed", "{line}");
+    let before: u64 = header(&out, "x-ratelimit-remaining-requests")
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Another shed request leaves the remaining count where it was.
+    let out = send(&p, &g, "key-bulk");
+    assert_eq!(out.status, 503);
+    assert_eq!(
+        header(&out, "x-ratelimit-remaining-requests"),
+        Some(before.to_string().as_str())
+    );
+}
+
+#[test]
+fn within_a_class_clients_share_what_is_admitted_not_by_how_much_they_send() {
+    let mut cfg = config();
+    cfg["gateway"]["clients"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({ "name": "few", "keysEnv": ["FEW"], "priority": "sheddable" }));
+    let secret = |name: &str| match name {
+        "FEW" => Some("key-few".to_string()),
+        other => secret(other),
+    };
+    let p = FakePlatform::new().at(NOON);
+    let setup = Setup::load(Some(&cfg.to_string()), &secret).expect("valid");
+    let store = MemoryStore::new(setup.breaker());
+    let g = setup.into_gateway(p.clone(), store);
+    // One second: `web` asks ten times, `bulk` ten times, `few` twice;
+    // the provider fails them all, or only the first. What `bulk` and
+    // `few` had sent.
+    let tick = |all_fail: bool| {
+        let mut sent = [0; 2];
+        for i in 0..22 {
+            let key = match i {
+                _ if i % 11 == 10 => "key-few",
+                _ if i % 2 == 0 => "key-web",
+                _ => "key-bulk",
+            };
+            let before = p.requests_to("https://up.test");
+            if !waiting(&p) {
+                let r = if all_fail || i == 0 { reply(529) } else { ok() };
+                p.script("https://up.test", [r]);
+                SCRIPTED.with(|n| n.set(n.get() + 1));
+            }
+            send(&p, &g, key);
+            let reached = p.requests_to("https://up.test") - before;
+            match key {
+                "key-bulk" => sent[0] += reached,
+                "key-few" => sent[1] += reached,
+                _ => {}
+            }
+        }
+        p.advance(Duration::from_millis(1000));
+        sent
+    };
+    // Two seconds of failures: half of sheddable shed.
+    tick(true);
+    tick(true);
+    // Then one failure a second in some sixteen, inside the band: the
+    // depth holds.
+    let mut seconds = Vec::new();
+    for _ in 0..4 {
+        seconds.push(tick(false));
+    }
+    let health: Value = {
+        let req = Inbound {
+            method: "GET".into(),
+            path: "/health".into(),
+            headers: [("x-api-key", "key-web")].into_iter().collect::<Headers>(),
+            body: Body::full(Vec::new()),
+        };
+        serde_json::from_slice(&block_on(&p, g.handle(req)).body).unwrap()
+    };
+    assert_eq!(
+        health["shedding"][0]["admitted"]["sheddable"], 0.5,
+        "{health}"
+    );
+    // Six of the twelve sheddable requests a second: `few`'s two (under
+    // its share of three), `bulk` the other four (by arrival: one and five).
+    assert_eq!(seconds[3], [4, 2], "{seconds:?}");
+    assert!(seconds.iter().all(|s| s[1] == 2), "{seconds:?}");
+}

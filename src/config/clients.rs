@@ -26,6 +26,9 @@ use crate::policy::tenant::ClientLimits;
 /// The longest client name: it is a metric label and a log field.
 const MAX_NAME: usize = 64;
 
+/// The largest weight of a client within its class.
+const MAX_WEIGHT: u32 = 1000;
+
 /// One entry of `gateway.clients`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -44,6 +47,10 @@ pub(crate) struct ClientConfig {
     /// Its priority class: `critical`, `standard` (default) or `sheddable`.
     #[serde(default)]
     pub(crate) priority: Option<String>,
+    /// Its weight among the clients of its class while a route sheds part
+    /// of it (default 1).
+    #[serde(default)]
+    pub(crate) weight: Option<u32>,
 }
 
 /// `limits` of a client.
@@ -69,6 +76,8 @@ pub(crate) struct ClientSpec {
     pub(crate) limits: ClientLimits,
     /// Its priority class.
     pub(crate) priority: Priority,
+    /// Its weight within its class.
+    pub(crate) weight: u32,
 }
 
 /// The name `gateway.clientKeysEnv`'s keys are counted under.
@@ -155,12 +164,24 @@ pub(crate) fn clients(
                 Priority::default()
             }),
         };
+        let weight = match c.weight {
+            None => 1,
+            Some(w) if (1..=MAX_WEIGHT).contains(&w) => w,
+            Some(_) => {
+                issues.add(
+                    format!("{path}.weight"),
+                    format!("must be a whole number from 1 to {MAX_WEIGHT}"),
+                );
+                1
+            }
+        };
         out.push(ClientSpec {
             name: name.to_string(),
             keys_env: c.keys_env.clone(),
             routes,
             limits,
             priority,
+            weight,
         });
     }
     out
@@ -235,7 +256,7 @@ mod tests {
             r#"[{"name": "web", "keysEnv": ["WEB", "WEB_NEXT"], "routes": ["cheap"],
                  "limits": {"requestsPerMinute": 60, "tokensPerMinute": 1000,
                             "maxInFlight": 2, "dailyBudgetUsd": 1.5},
-                 "priority": "critical"},
+                 "priority": "critical", "weight": 3},
                 {"name": "batch", "keysEnv": ["BATCH"]}]"#,
             &["OLD"],
             true,
@@ -257,6 +278,7 @@ mod tests {
             (out[0].priority, out[1].priority),
             (Priority::Critical, Priority::Standard)
         );
+        assert_eq!((out[0].weight, out[1].weight), (3, 1));
     }
 
     #[test]
@@ -267,7 +289,7 @@ mod tests {
                  "limits": {"requestsPerMinute": 0, "dailyBudgetUsd": 2}},
                 {"name": "x", "keysEnv": ["X"], "routes": [],
                  "limits": {"dailyBudgetUsd": -1}},
-                {"name": "x", "keysEnv": ["X"], "priority": "urgent"}]"#,
+                {"name": "x", "keysEnv": ["X"], "priority": "urgent", "weight": 0}]"#,
             &["OLD"],
             false,
         );
@@ -287,6 +309,7 @@ mod tests {
                 "gateway.clients[3].name: another client is named \"x\"",
                 "gateway.clients[3].keysEnv[0]: secret \"X\" already holds another client's key",
                 "gateway.clients[3].priority: unknown class \"urgent\": critical, standard or sheddable",
+                "gateway.clients[3].weight: must be a whole number from 1 to 1000",
             ]
         );
     }

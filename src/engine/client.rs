@@ -262,7 +262,7 @@ impl<P: Platform, S: BreakerStore> Client<P, S> {
         let p = &self.core.platform;
         self.core
             .shedding
-            .admit(route, opts.priority, p.now(), || p.random())
+            .admit(route, opts.priority, opts.share, p.now(), || p.random())
     }
 
     /// Counts the end of a call admitted at `slot`, failed with `error`:

@@ -187,6 +187,9 @@ pub struct CallOptions {
     /// The call's priority class, for its route's load shedding (default
     /// `standard`).
     pub priority: crate::Priority,
+    /// Whose call it is, for fair shares within its class while its route
+    /// sheds part of it (the gateway's client and its weight).
+    pub share: Option<crate::Share>,
 }
 
 /// Which entry answered.

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use crate::error::Error;
 use crate::platform::UnixMillis;
+use crate::policy::fair::Share;
 use crate::policy::shed::{Priority, Shed};
 
 /// Every configured route's shedding, by name.
@@ -36,7 +37,8 @@ impl Shedding {
         self.0.binary_search_by(|(r, _)| r.as_str().cmp(name)).ok()
     }
 
-    /// Admits a call of `priority` to the route named `route` at `now`:
+    /// Admits a call of `priority` (of the caller `share` names, if any)
+    /// to the route named `route` at `now`:
     /// the slot its end is counted at (none for a name that is no
     /// configured route), or the refusal, whose `retry-after` `random`
     /// spreads over one to five seconds so that the refused do not all
@@ -45,13 +47,14 @@ impl Shedding {
         &self,
         route: Option<&str>,
         priority: Priority,
+        share: Option<Share>,
         now: UnixMillis,
         random: impl FnOnce() -> f64,
     ) -> Result<Option<usize>, Error> {
         let Some(slot) = route.and_then(|r| self.slot(r)) else {
             return Ok(None);
         };
-        if self.0[slot].1.borrow_mut().admits(now, priority) {
+        if self.0[slot].1.borrow_mut().admits(now, priority, share) {
             return Ok(Some(slot));
         }
         let ms = 1000 + (random().clamp(0.0, 1.0) * 4000.0) as u64;
@@ -83,12 +86,14 @@ impl Shedding {
             .map(|(route, s)| {
                 let mut s = s.borrow_mut();
                 let allowed = |s: &mut Shed, p| s.allowed(now, p);
+                // Rolled to now before its depth is read.
+                let sheddable = allowed(&mut s, Priority::Sheddable);
                 RouteShed {
                     route: route.clone(),
                     depth: f64::from(s.depth()) / 100.0,
                     admitted: ByClass {
                         standard: allowed(&mut s, Priority::Standard),
-                        sheddable: allowed(&mut s, Priority::Sheddable),
+                        sheddable,
                     },
                     shed: ShedCounts {
                         standard: s.shed(Priority::Standard),
@@ -144,5 +149,9 @@ mod tests {
             (Some(0), Some(1), None)
         );
         assert_eq!(s.rows(0).len(), 2);
+        let p = Priority::Sheddable;
+        assert_eq!(s.admit(Some("c"), p, None, 1, || 0.5), Ok(None));
+        assert_eq!(s.admit(None, p, None, 1, || 0.5), Ok(None));
+        assert_eq!(s.admit(Some("b"), p, None, 1, || 0.5), Ok(Some(1)));
     }
 }

@@ -97,18 +97,20 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
 
 impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
     /// Ends an answered request of `client`: a `ticket` its stream did not
-    /// take is settled with the usage and cost of `log`'s attempts, and
-    /// the answer gets the client's rate headers.
+    /// take is settled with the usage and cost of `log`'s attempts (a
+    /// request its route shed gives its counts back), and the answer gets
+    /// the client's rate headers.
     pub(super) fn settle(
         &self,
         client: Option<&Rc<Tenant>>,
         ticket: Option<Ticket>,
-        log: &LogLine<'_>,
+        log: &mut LogLine<'_>,
         out: &mut Outbound,
     ) {
         let now = self.client.platform().now();
-        if log.refused == Some("shed") {
+        if log.error == Some(SHED) {
             // Shed before any provider: it used nothing of its limits.
+            log.refused = Some("shed");
             if let Some(t) = client {
                 t.count_refusal(SHED_REFUSED);
             }
@@ -127,6 +129,9 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         }
     }
 }
+
+/// The code of a request its route shed ([`crate::Error::Shed`]).
+const SHED: &str = "load_shed";
 
 /// The header that lowers a request's class.
 pub(crate) const PRIORITY_HEADER: &str = "x-priority";

@@ -122,9 +122,6 @@ pub(super) fn answer<'l, R: Answered>(
         }
         Err(e) => {
             log.error = Some(e.code());
-            if matches!(e, Error::Shed { .. }) {
-                log.refused = Some("shed");
-            }
             render_error_as(format, &e, error_status(caller_holds_keys, &e))
         }
     };

@@ -70,6 +70,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         let mut ticket = match self.admit(client, route, tokens, headers, format, log) {
             Ok((priority, ticket)) => {
                 opts.priority = priority;
+                opts.share = client.map(|t| t.share);
                 ticket
             }
             Err(out) => return out,

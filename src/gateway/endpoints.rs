@@ -48,6 +48,7 @@ impl<P: Platform + 'static, S: BreakerStore + 'static> Gateway<P, S> {
         let ticket = match self.admit(client, route, 0, headers, format, log) {
             Ok((priority, ticket)) => {
                 opts.priority = priority;
+                opts.share = client.map(|t| t.share);
                 ticket
             }
             Err(out) => return out,

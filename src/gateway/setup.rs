@@ -196,10 +196,10 @@ fn auth_from(
 /// The clients [`auth_from`]'s keys name: `gateway.clientKeysEnv`'s as one
 /// unlimited client named `default`, then `clients`.
 fn tenants_of(config: &Config, clients: &[ClientSpec]) -> Tenants {
-    let default = (!config.gateway.client_keys_env.is_empty())
-        .then(|| Rc::new(Tenant::unlimited(DEFAULT_CLIENT)));
-    let named = clients.iter().map(|c| Rc::new(Tenant::of(c)));
-    Tenants(default.into_iter().chain(named).collect())
+    let default =
+        (!config.gateway.client_keys_env.is_empty()).then(|| Tenant::unlimited(DEFAULT_CLIENT));
+    let named = clients.iter().map(Tenant::of);
+    Tenants::new(default.into_iter().chain(named))
 }
 
 /// The 500 for a configuration that did not validate: every issue with its

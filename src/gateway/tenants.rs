@@ -21,6 +21,7 @@ use crate::config::clients::{ClientSpec, DEFAULT_CLIENT};
 use crate::error::Attempt;
 use crate::fleet::ClientLedger;
 use crate::platform::UnixMillis;
+use crate::policy::fair::Share;
 use crate::policy::price::Cost;
 use crate::policy::shed::Priority;
 use crate::policy::tenant::{ClientLimits, Refusal, Used};
@@ -35,6 +36,9 @@ pub(crate) struct Tenant {
     pub(crate) limits: ClientLimits,
     /// Its priority class: the highest its requests may have.
     pub(crate) priority: Priority,
+    /// Its key and weight for fair shares within its class (its index
+    /// among the clients, set by [`Tenants::new`]).
+    pub(crate) share: Share,
     /// What it used, as this isolate counted.
     pub(crate) used: RefCell<Used>,
     /// What it asked and used since this isolate started.
@@ -96,6 +100,7 @@ impl Tenant {
             routes: None,
             limits: ClientLimits::default(),
             priority: Priority::default(),
+            weight: 1,
         })
     }
 
@@ -105,6 +110,10 @@ impl Tenant {
             routes: spec.routes.clone(),
             limits: spec.limits,
             priority: spec.priority,
+            share: Share {
+                key: 0,
+                weight: spec.weight,
+            },
             used: RefCell::default(),
             totals: Totals::default(),
             fleet: Shared::default(),
@@ -170,6 +179,15 @@ impl Default for Tenants {
 }
 
 impl Tenants {
+    /// `all`, each keyed by its place for fair shares.
+    pub(crate) fn new(all: impl IntoIterator<Item = Tenant>) -> Tenants {
+        let all = all.into_iter().enumerate().map(|(i, mut t)| {
+            t.share.key = u32::try_from(i).unwrap_or(u32::MAX);
+            Rc::new(t)
+        });
+        Tenants(all.collect())
+    }
+
     /// The client at `index`.
     pub(crate) fn get(&self, index: usize) -> Option<&Rc<Tenant>> {
         self.0.get(index)

@@ -540,6 +540,7 @@ impl ResilientClient {
                 deadline,
                 no_hedge,
                 priority,
+                share: None,
             },
             signal,
         ))

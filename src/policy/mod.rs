@@ -7,6 +7,7 @@ pub(crate) mod backoff;
 pub(crate) mod breaker;
 pub(crate) mod budget;
 pub(crate) mod cheapest;
+pub(crate) mod fair;
 pub(crate) mod latency;
 pub(crate) mod pool;
 pub(crate) mod price;

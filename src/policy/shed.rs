@@ -17,8 +17,10 @@
 //! off per request, and the depth settles where the failures of what is
 //! admitted stay inside the band. A fraction is admitted evenly, by a
 //! credit per class (each request adds the fraction; one is spent when it
-//! is admitted), not by chance.
+//! is admitted), not by chance; a call that names its caller ([`Share`])
+//! is admitted at its caller's fair share of its class ([`super::fair`]).
 
+use super::fair::{ppm, Fair, Share, WHOLE};
 use crate::platform::UnixMillis;
 
 /// How often a route's depth moves, in milliseconds.
@@ -88,8 +90,11 @@ pub(crate) struct Shed {
     /// Requests that ended in it, and of them those every entry failed.
     ended: u32,
     failed: u32,
-    /// Each class's credit toward its next admitted request.
-    credit: [f64; 3],
+    /// Each class's credit toward its next admitted request, in
+    /// millionths.
+    credit: [u32; 3],
+    /// Each class's callers' fair shares.
+    fair: [Fair; 3],
     /// Requests shed, by class.
     shed: [u64; 3],
     /// When a `critical` request last asked.
@@ -121,6 +126,10 @@ impl Shed {
             self.ended = 0;
             self.failed = 0;
             self.tick += TICK;
+            for p in [Priority::Sheddable, Priority::Standard] {
+                let fraction = self.fraction(p);
+                self.fair[p.index()].tick(fraction);
+            }
             if self.depth == 0 {
                 // Nothing more to lower: start counting now.
                 self.tick = self.tick.max(now - (now - self.tick) % TICK);
@@ -131,36 +140,50 @@ impl Shed {
     /// The fraction of `priority`'s requests admitted as of `now`.
     pub(crate) fn allowed(&mut self, now: UnixMillis, priority: Priority) -> f64 {
         self.roll(now);
-        self.fraction(priority)
+        f64::from(self.fraction(priority)) / f64::from(WHOLE)
     }
 
-    fn fraction(&self, priority: Priority) -> f64 {
+    /// The fraction of `priority`'s requests admitted, in millionths.
+    fn fraction(&self, priority: Priority) -> u32 {
         let floor = match priority {
             Priority::Sheddable => 0,
             Priority::Standard => 100,
-            Priority::Critical => return 1.0,
+            Priority::Critical => return WHOLE,
         };
-        f64::from(100 - self.depth.saturating_sub(floor).min(100)) / 100.0
+        ppm(f64::from(100 - self.depth.saturating_sub(floor).min(100)) / 100.0)
     }
 
-    /// Whether a request of `priority` is admitted at `now`.
-    pub(crate) fn admits(&mut self, now: UnixMillis, priority: Priority) -> bool {
+    /// Whether a request of `priority`, of the caller `share` names if it
+    /// names one, is admitted at `now`.
+    pub(crate) fn admits(
+        &mut self,
+        now: UnixMillis,
+        priority: Priority,
+        share: Option<Share>,
+    ) -> bool {
         if priority == Priority::Critical {
             self.critical_at = Some(now);
         }
-        let fraction = self.allowed(now, priority);
+        self.roll(now);
+        let fraction = self.fraction(priority);
         let i = priority.index();
-        if fraction >= 1.0 {
-            self.credit[i] = 0.0;
-            return true;
+        let fair = share.and_then(|s| self.fair[i].admits(s, fraction));
+        let admitted = fair.unwrap_or_else(|| {
+            if fraction >= WHOLE {
+                self.credit[i] = 0;
+                return true;
+            }
+            self.credit[i] += fraction;
+            let admitted = self.credit[i] >= WHOLE;
+            if admitted {
+                self.credit[i] -= WHOLE;
+            }
+            admitted
+        });
+        if !admitted {
+            self.shed[i] += 1;
         }
-        self.credit[i] += fraction;
-        if self.credit[i] >= 1.0 {
-            self.credit[i] -= 1.0;
-            return true;
-        }
-        self.shed[i] += 1;
-        false
+        admitted
     }
 
     /// Counts an admitted request that ended at `now`: `failed` when every
@@ -192,7 +215,7 @@ mod tests {
     /// depth read at the next tick's start.
     fn tick(s: &mut Shed, t: UnixMillis, ended: u32, failed: u32) -> u32 {
         // A critical request asks each tick.
-        assert!(s.admits(t, Priority::Critical));
+        assert!(s.admits(t, Priority::Critical, None));
         for i in 0..ended {
             s.ended(t + u64::from(i), i < failed);
         }
@@ -226,10 +249,12 @@ mod tests {
             "standard is whole while sheddable is still admitted"
         );
         // Half of sheddable's requests, evenly.
-        let admitted: Vec<bool> = (0..6).map(|_| s.admits(T0, Priority::Sheddable)).collect();
+        let admitted: Vec<bool> = (0..6)
+            .map(|_| s.admits(T0, Priority::Sheddable, None))
+            .collect();
         assert_eq!(admitted, [false, true, false, true, false, true]);
         assert_eq!(s.shed(Priority::Sheddable), 3);
-        assert!((0..6).all(|_| s.admits(T0, Priority::Standard)));
+        assert!((0..6).all(|_| s.admits(T0, Priority::Standard, None)));
     }
 
     #[test]
@@ -246,7 +271,7 @@ mod tests {
         assert_eq!(s.allowed(T0 + 8 * TICK, Priority::Standard), 1.0);
         // A critical request comes: deeper from the next tick on; once
         // none asked for a while, back to sheddable alone.
-        assert!(s.admits(T0 + 8 * TICK, Priority::Critical));
+        assert!(s.admits(T0 + 8 * TICK, Priority::Critical, None));
         for j in 0..10 {
             s.ended(T0 + 8 * TICK + j, true);
         }
@@ -292,5 +317,41 @@ mod tests {
         assert!(Priority::Sheddable < Priority::Standard);
         assert!(Priority::Standard < Priority::Critical);
         assert_eq!(Priority::default(), Priority::Standard);
+    }
+}
+
+#[cfg(test)]
+mod fair_tests {
+    use super::*;
+
+    const T0: UnixMillis = 1_715_680_800_000;
+
+    #[test]
+    fn within_a_class_a_flood_gets_its_share_and_the_quiet_caller_its_requests() {
+        let mut s = Shed {
+            depth: 50,
+            tick: T0,
+            ..Shed::default()
+        };
+        let (heavy, light) = (Share { key: 1, weight: 1 }, Share { key: 2, weight: 1 });
+        let mut got = [0; 2];
+        for t in 0..4 {
+            let now = T0 + t * TICK + 1;
+            // 20 of one and 4 of the other each second.
+            for i in 0..24 {
+                let (who, n) = if i % 6 == 5 { (light, 1) } else { (heavy, 0) };
+                if s.admits(now, Priority::Sheddable, Some(who)) && t == 3 {
+                    got[n] += 1;
+                }
+            }
+            for i in 0..20 {
+                // One failure in twenty: inside the band, the depth holds.
+                s.ended(now + i, i == 0);
+            }
+        }
+        assert_eq!(s.depth(), 50);
+        // Half of 24 is 12: the light caller's 4, the heavy one 8 (by
+        // arrival it would be 2 and 10).
+        assert_eq!(got, [8, 4]);
     }
 }
