@@ -40,9 +40,21 @@ fn secret(name: &str) -> Option<String> {
 type G = Gateway<FakePlatform, MemoryStore>;
 
 fn gateway(p: &FakePlatform) -> G {
-    let setup = Setup::load(Some(&config().to_string()), &secret).expect("valid");
+    gateway_of(p, &config(), &secret)
+}
+
+/// A gateway of `cfg` whose secrets `secret` holds.
+fn gateway_of(p: &FakePlatform, cfg: &Value, secret: &dyn Fn(&str) -> Option<String>) -> G {
+    let setup = Setup::load(Some(&cfg.to_string()), secret).expect("valid");
     let store = MemoryStore::new(setup.breaker());
     setup.into_gateway(p.clone(), store)
+}
+
+/// A gateway whose `bulk` client may send 100 requests a minute.
+fn limited_bulk(p: &FakePlatform) -> G {
+    let mut cfg = config();
+    cfg["gateway"]["clients"][2]["limits"] = json!({ "requestsPerMinute": 100 });
+    gateway_of(p, &cfg, &secret)
 }
 
 fn ok() -> Reply {
@@ -280,12 +292,8 @@ fn health_and_metrics_show_each_route_s_shedding_and_each_client_s_class() {
 
 #[test]
 fn a_shed_request_counts_toward_none_of_its_clients_limits() {
-    let mut cfg = config();
-    cfg["gateway"]["clients"][2]["limits"] = json!({ "requestsPerMinute": 100 });
     let p = FakePlatform::new().at(NOON);
-    let setup = Setup::load(Some(&cfg.to_string()), &secret).expect("valid");
-    let store = MemoryStore::new(setup.breaker());
-    let g = setup.into_gateway(p.clone(), store);
+    let g = limited_bulk(&p);
     let mut shed = 0;
     let mut last = None;
     for _ in 0..6 {
@@ -359,12 +367,8 @@ fn the_library_sheds_by_each_call_s_priority() {
 
 #[test]
 fn a_shed_stream_is_counted_as_shed_and_refunded() {
-    let mut cfg = config();
-    cfg["gateway"]["clients"][2]["limits"] = json!({ "requestsPerMinute": 100 });
     let p = FakePlatform::new().at(NOON);
-    let setup = Setup::load(Some(&cfg.to_string()), &secret).expect("valid");
-    let store = MemoryStore::new(setup.breaker());
-    let g = setup.into_gateway(p.clone(), store);
+    let g = limited_bulk(&p);
     for _ in 0..6 {
         second(&p, &g, 4, || reply(529));
     }
@@ -401,9 +405,7 @@ fn within_a_class_clients_share_what_is_admitted_not_by_how_much_they_send() {
         other => secret(other),
     };
     let p = FakePlatform::new().at(NOON);
-    let setup = Setup::load(Some(&cfg.to_string()), &secret).expect("valid");
-    let store = MemoryStore::new(setup.breaker());
-    let g = setup.into_gateway(p.clone(), store);
+    let g = gateway_of(&p, &cfg, &secret);
     // One second: `web` asks ten times, `bulk` ten times, `few` twice;
     // the provider fails them all, or only the first. What `bulk` and
     // `few` had sent.
