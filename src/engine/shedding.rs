@@ -9,10 +9,9 @@
 //! whatever callers send.
 
 use std::cell::RefCell;
+use std::time::Duration;
 
 use serde::Serialize;
-
-use std::time::Duration;
 
 use crate::error::Error;
 use crate::platform::UnixMillis;
@@ -68,13 +67,7 @@ impl Shedding {
     /// Counts the end of a call admitted at `slot`: `failed` when every
     /// entry of its route failed it.
     pub(crate) fn end(&self, slot: Option<usize>, now: UnixMillis, failed: bool) {
-        if let Some(slot) = slot {
-            self.ended(slot, now, failed);
-        }
-    }
-
-    fn ended(&self, slot: usize, now: UnixMillis, failed: bool) {
-        if let Some((_, s)) = self.0.get(slot) {
+        if let Some((_, s)) = slot.and_then(|slot| self.0.get(slot)) {
             s.borrow_mut().ended(now, failed);
         }
     }
